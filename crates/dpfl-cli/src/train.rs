@@ -137,7 +137,7 @@ pub fn data(cmd: &DataCommand) -> anyhow::Result<()> {
                 0,
             )?;
             let silos = spec.data.load(data_dir.as_deref(), &mut rng)?;
-            println!("{}", dpfl::data::describe(&silos));
+            println!("{}", dpfl::data::describe_silos(&silos));
             Ok(())
         }
     }

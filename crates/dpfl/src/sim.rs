@@ -64,10 +64,7 @@ impl Participation {
                     ));
                 }
                 if let Some(i) = probs.iter().position(|p| !(p.is_finite() && *p >= 0.0)) {
-                    return bad(format!(
-                        "probs[{i}] = {} must be finite and >= 0",
-                        probs[i]
-                    ));
+                    return bad(format!("probs[{i}] = {} must be finite and >= 0", probs[i]));
                 }
                 let total: f64 = probs.iter().sum();
                 if (total - 1.0).abs() > 1e-9 {
@@ -354,7 +351,11 @@ mod tests {
         p.validate(3).unwrap();
         assert!(p.validate(2).is_err(), "more sizes than silos");
         for bad in [vec![0.5, 0.4], vec![1.5, -0.5], vec![], vec![f64::NAN, 1.0]] {
-            assert!(Participation::Distribution { probs: bad }.validate(3).is_err());
+            assert!(
+                Participation::Distribution { probs: bad }
+                    .validate(3)
+                    .is_err()
+            );
         }
         // Within 1e-9 of 1 is accepted.
         Participation::Distribution {

@@ -177,13 +177,8 @@ impl SiloHalf for GradientSilo {
                 self.idx.extend_from_slice(batch);
             }
         }
-        self.oracle.mean_grad(
-            &b.point,
-            data,
-            &self.idx,
-            &mut self.grad,
-            &mut self.scratch,
-        );
+        self.oracle
+            .mean_grad(&b.point, data, &self.idx, &mut self.grad, &mut self.scratch);
         if self.weight != 1.0 {
             crate::linalg::scale(self.weight, &mut self.grad);
         }
@@ -618,7 +613,11 @@ pub(crate) fn build(ctx: &BuildContext, spec: &AcceleratedSpec) -> crate::Result
             })?;
             let note = format!(
                 "; {} (Thm {}): lambda = {}, V^2 = {:?}, schedule = {:?}",
-                if spec.params == Params::Theory { "theory" } else { "multi-stage" },
+                if spec.params == Params::Theory {
+                    "theory"
+                } else {
+                    "multi-stage"
+                },
                 match setting {
                     Setting::OnePass => "E.1",
                     _ => "F.1",
@@ -659,8 +658,8 @@ pub(crate) fn build(ctx: &BuildContext, spec: &AcceleratedSpec) -> crate::Result
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::algo::multistage::multistage;
     use crate::algo::mbsgd::MbSgdServer;
+    use crate::algo::multistage::multistage;
     use crate::algo::spec::OutputRule;
 
     /// F(w) = ½ Σ_j h_j (w_j − 1)², h log-spaced in [β/κ, β], β = 1.
@@ -677,10 +676,19 @@ mod tests {
             }
         }
         fn value(&self, w: &[f64]) -> f64 {
-            self.h.iter().zip(w).map(|(h, w)| 0.5 * h * (w - 1.0).powi(2)).sum()
+            self.h
+                .iter()
+                .zip(w)
+                .map(|(h, w)| 0.5 * h * (w - 1.0).powi(2))
+                .sum()
         }
         fn message(&self, b: &Broadcast) -> SiloMessage {
-            let g = self.h.iter().zip(&b.point).map(|(h, w)| h * (w - 1.0)).collect();
+            let g = self
+                .h
+                .iter()
+                .zip(&b.point)
+                .map(|(h, w)| h * (w - 1.0))
+                .collect();
             SiloMessage {
                 round: b.round,
                 payload: Payload::Dense(g),
@@ -743,9 +751,17 @@ mod tests {
         let (a100, a1600) = (rate(100.0, true, 400), rate(1600.0, true, 1600));
         let (g100, g1600) = (rate(100.0, false, 400), rate(1600.0, false, 1600));
         let (ra, rg) = (a100 / a1600, g100 / g1600);
-        eprintln!("kappa=100: acsa {e_acsa:e} gd {e_gd:e}; rates acsa {a100} {a1600} gd {g100} {g1600}");
-        assert!(ra > 2.0 && ra < 8.0, "AC-SA rate ratio {ra} ({a100}, {a1600})");
-        assert!(rg > 10.0 && rg < 25.0, "GD rate ratio {rg} ({g100}, {g1600})");
+        eprintln!(
+            "kappa=100: acsa {e_acsa:e} gd {e_gd:e}; rates acsa {a100} {a1600} gd {g100} {g1600}"
+        );
+        assert!(
+            ra > 2.0 && ra < 8.0,
+            "AC-SA rate ratio {ra} ({a100}, {a1600})"
+        );
+        assert!(
+            rg > 10.0 && rg < 25.0,
+            "GD rate ratio {rg} ({g100}, {g1600})"
+        );
         // And per round AC-SA is faster: rate·√κ vs rate·κ are both O(1).
         assert!(a1600 > 3.0 * g1600, "{a1600} vs {g1600}");
     }
@@ -829,8 +845,29 @@ mod tests {
         }
         let out = s.output();
         // (Without the regulariser the iterate would run off along −e₁.)
-        assert!((out[0] - 1.0).abs() < 1e-2 && out[1].abs() < 1e-12, "{out:?}");
-        assert!(AcsaServer::new(vec![0.0], Projection::None, -1.0, 0.0, AcsaSchedule::Convex { gamma: 1.0 }).is_err());
-        assert!(AcsaServer::new(vec![0.0], Projection::None, 0.0, 0.0, AcsaSchedule::Convex { gamma: 0.0 }).is_err());
+        assert!(
+            (out[0] - 1.0).abs() < 1e-2 && out[1].abs() < 1e-12,
+            "{out:?}"
+        );
+        assert!(
+            AcsaServer::new(
+                vec![0.0],
+                Projection::None,
+                -1.0,
+                0.0,
+                AcsaSchedule::Convex { gamma: 1.0 }
+            )
+            .is_err()
+        );
+        assert!(
+            AcsaServer::new(
+                vec![0.0],
+                Projection::None,
+                0.0,
+                0.0,
+                AcsaSchedule::Convex { gamma: 0.0 }
+            )
+            .is_err()
+        );
     }
 }

@@ -117,11 +117,7 @@ pub fn multistage(
     gap: f64,
     budget: usize,
 ) -> crate::Result<Vec<Stage>> {
-    for (name, v) in [
-        ("smoothness", beta),
-        ("strong_convexity", mu),
-        ("gap", gap),
-    ] {
+    for (name, v) in [("smoothness", beta), ("strong_convexity", mu), ("gap", gap)] {
         if !(v.is_finite() && v > 0.0) {
             return Err(crate::Error::config(
                 format!("algorithm.constants.{name}"),
@@ -144,8 +140,9 @@ pub fn multistage(
             .max(128.0 * variance / (3.0 * mu * gap * shrink(k + 1)))
             .ceil()
             .max(1.0);
-        let v = (2.0 * beta)
-            .max((mu * variance / (3.0 * gap * shrink(k - 1) * rk * (rk + 1.0) * (rk + 2.0))).sqrt());
+        let v = (2.0 * beta).max(
+            (mu * variance / (3.0 * gap * shrink(k - 1) * rk * (rk + 1.0) * (rk + 2.0))).sqrt(),
+        );
         // The stage that would cross the budget is cut short (compared in f64: R_k may be huge).
         let remaining = budget - used;
         let rounds = if rk < remaining as f64 {
@@ -197,10 +194,19 @@ mod tests {
         // k = 1: max{4√200 = 56.57, 128·0.5/(3·0.01·2·2^{−2}) = 64/0.015 = 4266.7} → 4267,
         // truncated to 400. v_1 = max{2, [0.01·0.5/(3·2·1·4267·4268·4269)]^{1/2}} = 2.
         let s = multistage(1.0, 0.01, 0.5, 2.0, 400).unwrap();
-        assert_eq!(s, vec![Stage { rounds: 400, v: 2.0 }]);
+        assert_eq!(
+            s,
+            vec![Stage {
+                rounds: 400,
+                v: 2.0
+            }]
+        );
         // Noise-free: every stage has R_k = ⌈4√200⌉ = 57, and 200 = 3·57 + 29.
         let s = multistage(1.0, 0.01, 0.0, 2.0, 200).unwrap();
-        assert_eq!(s.iter().map(|x| x.rounds).collect::<Vec<_>>(), vec![57, 57, 57, 29]);
+        assert_eq!(
+            s.iter().map(|x| x.rounds).collect::<Vec<_>>(),
+            vec![57, 57, 57, 29]
+        );
         assert!(s.iter().all(|x| x.v == 2.0));
         // The second branch of v_k wins for tiny β: β = 1e-6, μ = 1, V² = 1e-6, Δ = 1:
         // R_1 = ⌈max{4√(2e-6) = 0.0057, 128e-6/(3·1·1·0.25) = 1.7e-4}⌉ = 1,
@@ -208,9 +214,17 @@ mod tests {
         let s = multistage(1e-6, 1.0, 1e-6, 1.0, 3).unwrap();
         assert_eq!(s.len(), 3);
         assert_eq!(s[0].rounds, 1);
-        assert!((s[0].v - (1e-6f64 / 18.0).sqrt()).abs() < 1e-18, "{}", s[0].v);
+        assert!(
+            (s[0].v - (1e-6f64 / 18.0).sqrt()).abs() < 1e-18,
+            "{}",
+            s[0].v
+        );
         // k = 2: Δ2^{-1} halves the denominator: v_2 = [1e-6/9]^{1/2}.
-        assert!((s[1].v - (1e-6f64 / 9.0).sqrt()).abs() < 1e-18, "{}", s[1].v);
+        assert!(
+            (s[1].v - (1e-6f64 / 9.0).sqrt()).abs() < 1e-18,
+            "{}",
+            s[1].v
+        );
         assert!(multistage(1.0, 0.0, 0.0, 1.0, 5).is_err());
         assert!(multistage(1.0, 1.0, 0.0, -1.0, 5).is_err());
     }

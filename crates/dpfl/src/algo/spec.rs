@@ -78,7 +78,9 @@ impl AlgorithmSpec {
             AlgorithmSpec::LocalSgd { private: true, .. } => "ISRL-DP Local SGD".into(),
             AlgorithmSpec::LocalSgd { private: false, .. } => "Local SGD".into(),
             AlgorithmSpec::AcceleratedMbSgd(a) => a.label(),
-            AlgorithmSpec::NoisyMbSgd(a) if a.calibration.is_some() => "ISRL-DP MB-SGD (Alg. 7)".into(),
+            AlgorithmSpec::NoisyMbSgd(a) if a.calibration.is_some() => {
+                "ISRL-DP MB-SGD (Alg. 7)".into()
+            }
             AlgorithmSpec::NoisyMbSgd(_) => "MB-SGD (Alg. 7)".into(),
         }
     }

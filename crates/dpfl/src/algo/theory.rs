@@ -312,7 +312,9 @@ pub fn smoothing_rule(inp: &TheoryInputs) -> crate::Result<f64> {
     if !(beta.is_finite() && beta > 0.0) {
         return Err(crate::Error::config(
             "algorithm.smoothing",
-            format!("the smoothing rule gives β = {beta} (it needs a privacy budget); give smoothing = β"),
+            format!(
+                "the smoothing rule gives β = {beta} (it needs a privacy budget); give smoothing = β"
+            ),
         ));
     }
     Ok(beta)
@@ -339,7 +341,13 @@ pub fn theory_params(inp: &TheoryInputs) -> crate::Result<TheoryParams> {
         None => inp.constants.smoothness.map(|b| wmax * b),
     };
     let mu = match inp.constants.strong_convexity {
-        Some(_) => Some(wmin * constant(inp.constants.strong_convexity, "strong_convexity", "the strongly convex rules")?),
+        Some(_) => Some(
+            wmin * constant(
+                inp.constants.strong_convexity,
+                "strong_convexity",
+                "the strongly convex rules",
+            )?,
+        ),
         None => None,
     };
     let need_beta = |rule: &str| match beta {
@@ -370,7 +378,11 @@ pub fn theory_params(inp: &TheoryInputs) -> crate::Result<TheoryParams> {
                     let r = "Thm D.1's strongly convex R";
                     let (b, dd) = (need_beta(r)?, c.diameter(r)?);
                     // R = max{(2β/μ) ln(βD²μMε²n²/(dL²)), min{Mn, Mε²n²/d}}.
-                    let x = if c.private() { eps * eps * n * n / d } else { n };
+                    let x = if c.private() {
+                        eps * eps * n * n / d
+                    } else {
+                        n
+                    };
                     let first = 2.0 * b / mu * (b * dd * dd * mu * m * x / (lip * lip)).ln();
                     Some(first.max((m * n).min(m * eps * eps * n * n / d)))
                 }
@@ -399,7 +411,9 @@ pub fn theory_params(inp: &TheoryInputs) -> crate::Result<TheoryParams> {
                     let b = need_beta(r)?;
                     let gap = constant(inp.constants.gap, "gap", r)?;
                     // K = n / (√κ ln(μΔ min{ε²n²M/(L²d ln(1/δ)), nM/φ²})), log floored at 1.
-                    let arg = mu * gap * (eps * eps * n * n * m / (lip * lip * d * lnd)).min(n * m / (phi * phi));
+                    let arg = mu
+                        * gap
+                        * (eps * eps * n * n * m / (lip * lip * d * lnd)).min(n * m / (phi * phi));
                     n / ((b / mu).sqrt() * arg.ln().max(1.0))
                 }
             };
@@ -532,10 +546,13 @@ pub fn theory_params(inp: &TheoryInputs) -> crate::Result<TheoryParams> {
                         multistage::stich_step(b, mu, dd * dd, cc, rounds)
                     }
                 };
-                if !(mu * eta < 1.0) {
+                if (mu * eta).partial_cmp(&1.0) != Some(std::cmp::Ordering::Less) {
                     return Err(crate::Error::config(
                         "algorithm.step_size",
-                        format!("μη = {} must be < 1 for the weights (1 − μη)^-(r+1)", mu * eta),
+                        format!(
+                            "μη = {} must be < 1 for the weights (1 − μη)^-(r+1)",
+                            mu * eta
+                        ),
                     ));
                 }
                 out.step_size = Some(eta);
@@ -576,7 +593,9 @@ pub fn theory_params(inp: &TheoryInputs) -> crate::Result<TheoryParams> {
                     let lambda = match ov.regularization {
                         Some(l) => l,
                         None if v2 == 0.0 => 0.0,
-                        None => v2.sqrt() / (c.diameter("the regulariser λ = V/(D√R)")? * rf.sqrt()),
+                        None => {
+                            v2.sqrt() / (c.diameter("the regulariser λ = V/(D√R)")? * rf.sqrt())
+                        }
                     };
                     let gamma = match ov.step_size {
                         Some(s) => 1.0 / (2.0 * s),
@@ -620,7 +639,9 @@ fn default_k(c: &Ctx<'_>, rounds: usize) -> crate::Result<usize> {
 fn no_rounds(thm: &str) -> crate::Error {
     crate::Error::config(
         "rounds",
-        format!("{thm} gives no finite number of rounds here (non-private?); set rounds explicitly"),
+        format!(
+            "{thm} gives no finite number of rounds here (non-private?); set rounds explicitly"
+        ),
     )
 }
 
@@ -660,17 +681,29 @@ mod tests {
         // R = (βD√M/L)·min{√n, εn/√d} + min{nM, ε²n²M/d}
         //   = 2·3.16228·min{31.6228, 316.228} + min{1e4, 1e6} = 200 + 10000 = 10200.
         let p = theory_params(&base(Setting::MbSgd)).unwrap();
-        assert!(close(p.rounds_rule.unwrap(), 10200.0, 1e-12), "{:?}", p.rounds_rule);
+        assert!(
+            close(p.rounds_rule.unwrap(), 10200.0, 1e-12),
+            "{:?}",
+            p.rounds_rule
+        );
         assert_eq!(p.rounds, 10200);
         // K = ⌈εn/(4√(2R ln(2/δ)))⌉ = ⌈1000/(4√(20400·12.2061))⌉ = ⌈1000/(4·499.00)⌉ = 1.
         assert_eq!(p.batch_size, 1);
         // σ² = 256 R ln(2.5R/δ) ln(2/δ)/(n²ε²) = 256·10200·ln(2.55e9)·ln(2e5)/1e6
         //    = 256·10200·21.6594·12.2061/1e6 = 690.338.
-        assert!(close(p.sigma * p.sigma, 690.3379, 1e-5), "{}", p.sigma * p.sigma);
+        assert!(
+            close(p.sigma * p.sigma, 690.3379, 1e-5),
+            "{}",
+            p.sigma * p.sigma
+        );
         // η = min(1/β, (D/(L√R))·min{1, εn√M/√(Rd), √(nM/R)})
         //   = min(1, (2/100.995)·min{1, 3162.28/319.37 = 9.90, √(1e4/10200) = 0.990148})
         //   = 0.0198030·0.990148 = 0.0196079.
-        assert!(close(p.step_size.unwrap(), 0.0196079, 1e-4), "{:?}", p.step_size);
+        assert!(
+            close(p.step_size.unwrap(), 0.0196079, 1e-4),
+            "{:?}",
+            p.step_size
+        );
         assert_eq!(p.output, OutputRule::Average);
     }
 
@@ -704,13 +737,25 @@ mod tests {
         //   = 0.5^{0.4}·1000^{0.6}·(10·11.5129)^{0.2}/5^{0.2}
         //   = 0.757858·63.0957·2.58367/1.37973 = 89.543 → 90; R = ⌊1000/90⌋ = 11.
         let p = theory_params(&inp).unwrap();
-        assert!(close(p.batch_rule.unwrap(), 89.5429, 1e-5), "{:?}", p.batch_rule);
+        assert!(
+            close(p.batch_rule.unwrap(), 89.5429, 1e-5),
+            "{:?}",
+            p.batch_rule
+        );
         assert_eq!((p.batch_size, p.rounds), (90, 11));
         // σ² = 32 L² ln(1.25/δ)/(ε²K²) = 32·11.7361/8100 = 0.0463650.
-        assert!(close(p.sigma * p.sigma, 0.046365, 1e-4), "{}", p.sigma * p.sigma);
+        assert!(
+            close(p.sigma * p.sigma, 0.046365, 1e-4),
+            "{}",
+            p.sigma * p.sigma
+        );
         // V² = φ²/(MK) + (v²/M)(N−M)/(N−1) + dσ²/M = 1/450 + 0.2·5/9 + 10·0.046365/5
         //    = 0.0022222 + 0.1111111 + 0.0927294 = 0.2060628.
-        assert!(close(p.variance.unwrap(), 0.2060628, 1e-6), "{:?}", p.variance);
+        assert!(
+            close(p.variance.unwrap(), 0.2060628, 1e-6),
+            "{:?}",
+            p.variance
+        );
         // λ = V/(D√R) = 0.453941/(2·3.31662) = 0.0684342.
         assert!(close(p.lambda, 0.0684342, 1e-5), "{}", p.lambda);
         assert_eq!(p.acsa_mu, p.lambda);
@@ -734,7 +779,11 @@ mod tests {
         assert_eq!(p.batch_size, 6);
         // σ² = 256·100·ln(2.5e7)·12.2061/1e6 = 256·100·17.0344·12.2061/1e6 = 5.32283.
         // V_X² = 4/(MK) + dσ²/M = 4/60 + 5.32283 = 5.38949; λ = V/(D√R) = 2.32153/20 = 0.116076.
-        assert!(close(p.variance.unwrap(), 5.38949, 1e-5), "{:?}", p.variance);
+        assert!(
+            close(p.variance.unwrap(), 5.38949, 1e-5),
+            "{:?}",
+            p.variance
+        );
         assert!(close(p.lambda, 0.116076, 1e-5), "{}", p.lambda);
         // Thm F.2 convex smoothing: β = εn√M L/(√d D) = 1000·3.16228/(3.16228·2) = 500.
         inp.overrides = Overrides::default();

@@ -26,8 +26,7 @@
 use serde::{Deserialize, Serialize};
 
 use dpfl_privacy::calibration::{
-    isrl_experiment_k, isrl_experiment_sigma, isrl_theory_min_k, isrl_theory_sigma,
-    one_pass_sigma,
+    isrl_experiment_k, isrl_experiment_sigma, isrl_theory_min_k, isrl_theory_sigma, one_pass_sigma,
 };
 use dpfl_privacy::mechanism::GaussianMechanism;
 use dpfl_privacy::sampler::WithReplacement;
@@ -210,7 +209,9 @@ pub fn plan_silos(
                 }
                 (Some(NoiseRule::Experiment), Some((e, _))) => {
                     let own = isrl_experiment_k(n, r, *e);
-                    ((rho * n as f64).floor() as usize).max(own).clamp(1, n.max(1))
+                    ((rho * n as f64).floor() as usize)
+                        .max(own)
+                        .clamp(1, n.max(1))
                 }
                 _ => {
                     return Err(crate::Error::config(
@@ -284,7 +285,11 @@ impl TheoryInputs {
             lipschitz: ctx.lipschitz,
             constants: constants.clone(),
             projection_diameter: ctx.projection.diameter(),
-            weight_range: if weights.is_empty() { (1.0, 1.0) } else { (wmin, wmax) },
+            weight_range: if weights.is_empty() {
+                (1.0, 1.0)
+            } else {
+                (wmin, wmax)
+            },
             records: ctx.silos.iter().map(|s| s.records).min().unwrap_or(0),
             silos: ctx.federation.silos,
             participants: ctx.federation.expected_participants,
@@ -324,15 +329,17 @@ pub(crate) fn prepare(
                 format!("must be finite and > 0, got {b}"),
             ));
         }
-        Some(Smoothing::Rule(_)) => Some(super::theory::smoothing_rule(&TheoryInputs::from_context(
-            ctx,
-            setting,
-            noise,
-            constants,
-            &weights,
-            None,
-            Overrides::default(),
-        )?)?),
+        Some(Smoothing::Rule(_)) => {
+            Some(super::theory::smoothing_rule(&TheoryInputs::from_context(
+                ctx,
+                setting,
+                noise,
+                constants,
+                &weights,
+                None,
+                Overrides::default(),
+            )?)?)
+        }
     };
     let (oracle, lipschitz) = match beta {
         None => (ctx.enforcing_oracle()?, ctx.lipschitz),
@@ -340,7 +347,10 @@ pub(crate) fn prepare(
             let model = ctx.oracle.model().smoothed(b)?.ok_or_else(|| {
                 crate::Error::config(
                     "algorithm.smoothing",
-                    format!("the {} loss offers no prox to smooth it with", ctx.oracle.model().name()),
+                    format!(
+                        "the {} loss offers no prox to smooth it with",
+                        ctx.oracle.model().name()
+                    ),
                 )
             })?;
             let l = 2.0 * ctx.lipschitz;
@@ -462,15 +472,21 @@ pub(crate) fn build(ctx: &BuildContext, spec: &NoisyMbSgdSpec) -> crate::Result<
     let (eta, output, note) = match spec.params {
         Params::Explicit => {
             let eta = spec.step_size.ok_or_else(|| {
-                crate::Error::config(
-                    "algorithm.step_size",
-                    "required unless params = \"theory\"",
-                )
+                crate::Error::config("algorithm.step_size", "required unless params = \"theory\"")
             })?;
             (eta, spec.output.unwrap_or_default(), String::new())
         }
         Params::Theory => {
-            let p = theory(ctx, Setting::MbSgd, noise, &spec.constants, &prep, &plans, spec.step_size, None)?;
+            let p = theory(
+                ctx,
+                Setting::MbSgd,
+                noise,
+                &spec.constants,
+                &prep,
+                &plans,
+                spec.step_size,
+                None,
+            )?;
             let eta = p.step_size.unwrap_or(f64::NAN);
             let note = format!(
                 "; theory (Thm D.1{}): eta = {eta}, rule R = {:?}",
@@ -585,16 +601,31 @@ mod tests {
     fn per_silo_sigma_follows_each_silos_budget() {
         // R = 10, L = 1. Silo 0: n = 100, ε = 1, δ = 1e-3; silo 1: n = 400, ε = 0.5, δ = 1e-4.
         let c = ctx(vec![(100, 1.0, 1e-3), (400, 0.5, 1e-4)], 10);
-        let plans = plan_silos(&c, Some(NoiseRule::Theory), 1.0, &[1.0, 1.0], BatchChoice::CommonRatio).unwrap();
+        let plans = plan_silos(
+            &c,
+            Some(NoiseRule::Theory),
+            1.0,
+            &[1.0, 1.0],
+            BatchChoice::CommonRatio,
+        )
+        .unwrap();
         // Ratios ε_i/(4√(2R ln(2/δ_i))): silo 0: 1/(4√(20·7.60090)) = 0.0202765;
         // silo 1: 0.5/(4√(20·9.90349)) = 0.0088819. ρ = 0.0202765:
         // K_0 = ⌈2.02765⌉ = 3, K_1 = ⌈8.1106⌉ = 9 (K_i/n_i ≈ ρ for both).
         assert_eq!(plans[0].batch_size, 3);
         assert_eq!(plans[1].batch_size, 9);
         // σ_0² = 256·10·ln(25000)·ln(2000)/(100²·1²) = 256·10·10.12663·7.60090/1e4 = 19.70471.
-        assert!((plans[0].sigma.powi(2) - 19.704713).abs() < 1e-5, "{}", plans[0].sigma);
+        assert!(
+            (plans[0].sigma.powi(2) - 19.704713).abs() < 1e-5,
+            "{}",
+            plans[0].sigma
+        );
         // σ_1² = 256·10·ln(250000)·ln(20000)/(400²·0.25) = 256·10·12.42922·9.90349/4e4 = 7.87793.
-        assert!((plans[1].sigma.powi(2) - 7.877926).abs() < 1e-5, "{}", plans[1].sigma);
+        assert!(
+            (plans[1].sigma.powi(2) - 7.877926).abs() < 1e-5,
+            "{}",
+            plans[1].sigma
+        );
         // The mechanism's sensitivity is 2L/K_i: noise multiplier σ_i K_i/(2L).
         let m0 = plans[0].mechanism().unwrap().unwrap();
         assert!((m0.noise_multiplier() - plans[0].sigma * 3.0 / 2.0).abs() < 1e-12);
@@ -606,13 +637,23 @@ mod tests {
         let c = ctx(vec![(100, 1.0, 1e-3), (100, 1.0, 1e-3)], 10);
         let w = silo_weights(2, Some(&[0.75, 0.25])).unwrap();
         assert_eq!(w, vec![1.5, 0.5]);
-        let plans = plan_silos(&c, Some(NoiseRule::Theory), 1.0, &w, BatchChoice::Explicit(5)).unwrap();
+        let plans = plan_silos(
+            &c,
+            Some(NoiseRule::Theory),
+            1.0,
+            &w,
+            BatchChoice::Explicit(5),
+        )
+        .unwrap();
         let base = 19.704713027617633f64.sqrt();
         assert!((plans[0].sigma - 1.5 * base).abs() < 1e-9);
         assert!((plans[1].sigma - 0.5 * base).abs() < 1e-9);
         assert_eq!(plans[0].lipschitz, 1.5);
         // Same noise multiplier (σ_i K/(2 L_i)) for both silos: same privacy.
-        let (a, b) = (plans[0].mechanism().unwrap().unwrap(), plans[1].mechanism().unwrap().unwrap());
+        let (a, b) = (
+            plans[0].mechanism().unwrap().unwrap(),
+            plans[1].mechanism().unwrap().unwrap(),
+        );
         assert!((a.noise_multiplier() - b.noise_multiplier()).abs() < 1e-12);
         assert!(silo_weights(2, Some(&[0.5, 0.4])).is_err());
         assert!(silo_weights(2, Some(&[1.0, 0.0])).is_err());
@@ -624,18 +665,42 @@ mod tests {
         // App. I per silo: R = 4, silo 0 n = 100 ε = 4, silo 1 n = 300 ε = 1 (δ = 1e-4 both).
         // ratios √ε/(2√R): 0.5 and 0.25 → ρ = 0.5: K_0 = 50, K_1 = 150.
         let c = ctx(vec![(100, 4.0, 1e-4), (300, 1.0, 1e-4)], 4);
-        let plans = plan_silos(&c, Some(NoiseRule::Experiment), 1.0, &[1.0, 1.0], BatchChoice::CommonRatio).unwrap();
+        let plans = plan_silos(
+            &c,
+            Some(NoiseRule::Experiment),
+            1.0,
+            &[1.0, 1.0],
+            BatchChoice::CommonRatio,
+        )
+        .unwrap();
         assert_eq!((plans[0].batch_size, plans[1].batch_size), (50, 150));
         // σ_1² = 8·4·ln(1e4)/(300²·1) = 32·9.2103404/90000 = 0.00327478769.
-        assert!((plans[1].sigma.powi(2) - 0.00327478768781).abs() < 1e-13, "{}", plans[1].sigma.powi(2));
+        assert!(
+            (plans[1].sigma.powi(2) - 0.00327478768781).abs() < 1e-13,
+            "{}",
+            plans[1].sigma.powi(2)
+        );
         // One pass in R = 4 rounds: K_i = ⌊n_i/4⌋; σ_0² = 32 ln(1.25e4)/(16·625) = 0.0302239.
-        let plans = plan_silos(&c, Some(NoiseRule::OnePass), 1.0, &[1.0, 1.0], BatchChoice::OnePass { rounds: 4 }).unwrap();
+        let plans = plan_silos(
+            &c,
+            Some(NoiseRule::OnePass),
+            1.0,
+            &[1.0, 1.0],
+            BatchChoice::OnePass { rounds: 4 },
+        )
+        .unwrap();
         assert_eq!((plans[0].batch_size, plans[1].batch_size), (25, 75));
         assert!((plans[0].sigma.powi(2) - 32.0 * 12500f64.ln() / (16.0 * 625.0)).abs() < 1e-12);
         let c = ctx(vec![(3, 1.0, 1e-4)], 4);
-        let e = plan_silos(&c, Some(NoiseRule::OnePass), 1.0, &[1.0], BatchChoice::OnePass { rounds: 4 })
-            .unwrap_err()
-            .to_string();
+        let e = plan_silos(
+            &c,
+            Some(NoiseRule::OnePass),
+            1.0,
+            &[1.0],
+            BatchChoice::OnePass { rounds: 4 },
+        )
+        .unwrap_err()
+        .to_string();
         assert!(e.contains("silo 0"), "{e}");
     }
 }

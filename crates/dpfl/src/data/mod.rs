@@ -218,44 +218,6 @@ pub struct SiloData {
     pub test: Dataset,
 }
 
-/// A short human-readable description of silos: rows, features, classes and silo sizes.
-pub fn describe(silos: &[SiloData]) -> String {
-    let mut s = String::new();
-    let train: usize = silos.iter().map(|d| d.train.len()).sum();
-    let test: usize = silos.iter().map(|d| d.test.len()).sum();
-    let features = silos.first().map_or(0, |d| d.train.num_features());
-    s.push_str(&format!(
-        "rows: {} ({} train, {} test)\nfeatures: {}\n",
-        train + test,
-        train,
-        test,
-        features
-    ));
-    if let Some(Target::Classes { names }) = silos.first().map(|d| d.train.target()) {
-        let mut counts = vec![0usize; names.len()];
-        for d in silos {
-            for &y in d.train.y().iter().chain(d.test.y()) {
-                counts[y as usize] += 1;
-            }
-        }
-        s.push_str(&format!("classes: {}\n", names.len()));
-        for (n, c) in names.iter().zip(&counts) {
-            s.push_str(&format!("  {n}: {c}\n"));
-        }
-    } else {
-        s.push_str("target: real-valued\n");
-    }
-    s.push_str(&format!("silos: {}\n", silos.len()));
-    for (i, d) in silos.iter().enumerate() {
-        s.push_str(&format!(
-            "  silo {i}: {} train, {} test\n",
-            d.train.len(),
-            d.test.len()
-        ));
-    }
-    s
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

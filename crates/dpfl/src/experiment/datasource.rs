@@ -99,13 +99,16 @@ impl DataSpec {
         } = &self.source
         {
             let s = synthetic::generate(*task, *silos, *train, *test, *features, *shift, rng)?;
-            return if self.balance { balance_train(s, rng) } else { Ok(s) };
+            return if self.balance {
+                balance_train(s, rng)
+            } else {
+                Ok(s)
+            };
         }
         let (whole, standardize) = self.load_whole(data_dir)?;
-        let partition = self
-            .partition
-            .as_ref()
-            .ok_or_else(|| crate::Error::config("data.partition", "name how rows are split into silos"))?;
+        let partition = self.partition.as_ref().ok_or_else(|| {
+            crate::Error::config("data.partition", "name how rows are split into silos")
+        })?;
         let parts = partition.apply(&whole, rng)?;
         let mut silos = train_test_split(parts, self.test_fraction, rng)?;
         if !standardize.is_empty() {
@@ -121,22 +124,34 @@ impl DataSpec {
     fn load_whole(&self, data_dir: Option<&Path>) -> crate::Result<(Dataset, Vec<String>)> {
         let dirs = DataDirs::new(data_dir);
         Ok(match &self.source {
-            Source::Obesity => (dirs.load(KnownDataset::Obesity, Part::Train)?, obesity_spec().standardize),
-            Source::Insurance => (dirs.load(KnownDataset::Insurance, Part::Train)?, insurance_spec().standardize),
+            Source::Obesity => (
+                dirs.load(KnownDataset::Obesity, Part::Train)?,
+                obesity_spec().standardize,
+            ),
+            Source::Insurance => (
+                dirs.load(KnownDataset::Insurance, Part::Train)?,
+                insurance_spec().standardize,
+            ),
             Source::A9a => (dirs.load(KnownDataset::A9a, Part::Train)?, vec![]),
             Source::W8a => (dirs.load(KnownDataset::W8a, Part::Train)?, vec![]),
             Source::Mnist { pca } => (images(&dirs, KnownDataset::Mnist, *pca)?, vec![]),
-            Source::FashionMnist { pca } => (images(&dirs, KnownDataset::FashionMnist, *pca)?, vec![]),
+            Source::FashionMnist { pca } => {
+                (images(&dirs, KnownDataset::FashionMnist, *pca)?, vec![])
+            }
             Source::Csv { path, spec } => (load_csv(path, spec)?.0, spec.standardize.clone()),
             Source::Libsvm { path, spec } => (load_libsvm(path, spec)?, vec![]),
             Source::Synthetic { .. } => {
-                return Err(crate::Error::config("data.source", "synthetic data are generated per silo"));
+                return Err(crate::Error::config(
+                    "data.source",
+                    "synthetic data are generated per silo",
+                ));
             }
         })
     }
 }
 
 type PcaKey = (KnownDataset, PathBuf, usize);
+type PcaCache = Mutex<Vec<(PcaKey, Arc<Pca>)>>;
 
 /// Loads an image set's training part, projected on its first `k` principal components if
 /// asked. The fit (on all training images, as the paper's code does) is cached per process:
@@ -144,8 +159,12 @@ type PcaKey = (KnownDataset, PathBuf, usize);
 fn images(dirs: &DataDirs, which: KnownDataset, k: Option<usize>) -> crate::Result<Dataset> {
     let data = dirs.load(which, Part::Train)?;
     let Some(k) = k else { return Ok(data) };
-    static CACHE: OnceLock<Mutex<Vec<(PcaKey, Arc<Pca>)>>> = OnceLock::new();
-    let first = dirs.dirs().next().map(|(_, d)| d.to_path_buf()).unwrap_or_default();
+    static CACHE: OnceLock<PcaCache> = OnceLock::new();
+    let first = dirs
+        .dirs()
+        .next()
+        .map(|(_, d)| d.to_path_buf())
+        .unwrap_or_default();
     let key = (which, first, k);
     let cache = CACHE.get_or_init(|| Mutex::new(Vec::new()));
     let hit = cache
@@ -158,7 +177,10 @@ fn images(dirs: &DataDirs, which: KnownDataset, k: Option<usize>) -> crate::Resu
         Some(p) => p,
         None => {
             let p = Arc::new(Pca::fit(data.x(), k)?);
-            cache.lock().unwrap_or_else(|e| e.into_inner()).push((key, p.clone()));
+            cache
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push((key, p.clone()));
             p
         }
     };

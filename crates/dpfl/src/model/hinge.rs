@@ -203,11 +203,7 @@ mod tests {
         let beta = 2.0;
         let model = HingeLoss::new(2, Some(beta)).unwrap();
         // margins m = s⟨w,x⟩: 1.5 (inactive), 0.8 (kink: 1 − q/β = 0.5 < m < 1), −1 (full step).
-        for (w, y) in [
-            ([0.9, -1.2], 1.0),
-            ([0.48, -0.64], 1.0),
-            ([0.6, -0.8], 0.0),
-        ] {
+        for (w, y) in [([0.9, -1.2], 1.0), ([0.48, -0.64], 1.0), ([0.6, -0.8], 0.0)] {
             let mut v = [0.0; 2];
             model.prox(&w, &x, y, beta, &mut v);
             let (bv, bobj) = brute_prox(&w, &x, y, beta);
@@ -252,7 +248,11 @@ mod tests {
                     wp[k] += h;
                     wm[k] -= h;
                     let fd = (model.loss(&wp, &x, y) - model.loss(&wm, &x, y)) / (2.0 * h);
-                    assert!((fd - g[k]).abs() < 1e-5, "beta {beta} w {w:?} k {k}: {fd} vs {}", g[k]);
+                    assert!(
+                        (fd - g[k]).abs() < 1e-5,
+                        "beta {beta} w {w:?} k {k}: {fd} vs {}",
+                        g[k]
+                    );
                 }
                 // ‖∇f_β‖ ≤ ‖x‖ (the gradient is a subgradient of f at the prox point).
                 assert!(crate::linalg::norm2(&g) <= crate::linalg::norm2(&x) + 1e-12);
