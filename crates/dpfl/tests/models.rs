@@ -92,7 +92,11 @@ fn linear_gradient_matches_finite_differences_and_hand_value() {
     let mut g = [0.0; 5];
     m.add_grad(&w, &x, 5.0, 1.0, &mut g);
     assert_eq!(g, [-3.0, -3.0, -21.0, 0.0, 0.0]);
-    assert_eq!(m.lipschitz(1.0), None, "squared loss is not Lipschitz on R^d");
+    assert_eq!(
+        m.lipschitz(1.0),
+        None,
+        "squared loss is not Lipschitz on R^d"
+    );
 }
 
 #[test]
@@ -212,7 +216,10 @@ fn clipping_bounds_every_per_example_gradient() {
     let mut scratch = vec![0.0; 5];
     oracle.mean_grad(&w, &data, &idx, &mut mean, &mut scratch);
     assert!(norm2(&mean) <= c + 1e-12);
-    assert!(norm2(&mean) > 0.1, "the test data do produce large gradients");
+    assert!(
+        norm2(&mean) > 0.1,
+        "the test data do produce large gradients"
+    );
     // Bound reported to the calibration: min(C, model's Lipschitz constant).
     let soft: Arc<dyn Model> = Arc::new(SoftmaxRegression::new(5, 3).unwrap());
     let o = GradientOracle::new(soft, Some(10.0)).unwrap();
