@@ -75,6 +75,34 @@ pub fn dot(a: &[f64], b: &[f64]) -> f64 {
     s
 }
 
+/// (⟨w, x⟩, ‖x‖²) in one pass over x: the batch kernels clip per-example gradients of the form
+/// a·x through ‖a·x‖ = |a|·‖x‖ without a second pass.
+#[inline]
+pub fn dot_and_sq(w: &[f64], x: &[f64]) -> (f64, f64) {
+    debug_assert_eq!(w.len(), x.len());
+    let (mut d, mut q) = ([0.0f64; 4], [0.0f64; 4]);
+    let chunks = x.len() / 4;
+    for c in 0..chunks {
+        let i = 4 * c;
+        for l in 0..4 {
+            d[l] += w[i + l] * x[i + l];
+            q[l] += x[i + l] * x[i + l];
+        }
+    }
+    let (mut ds, mut qs) = ((d[0] + d[1]) + (d[2] + d[3]), (q[0] + q[1]) + (q[2] + q[3]));
+    for i in 4 * chunks..x.len() {
+        ds += w[i] * x[i];
+        qs += x[i] * x[i];
+    }
+    (ds, qs)
+}
+
+/// The factor min(1, C/‖g‖) that clips g to norm C (Abadi et al. 2016), from ‖g‖.
+#[inline]
+pub fn clip_factor(norm: f64, clip: f64) -> f64 {
+    if norm > clip { clip / norm } else { 1.0 }
+}
+
 /// y += alpha · x.
 #[inline]
 pub fn axpy(alpha: f64, x: &[f64], y: &mut [f64]) {
@@ -110,6 +138,10 @@ mod tests {
         axpy(2.0, &a, &mut y);
         assert_eq!(y[3], b[3] + 2.0 * a[3]);
         assert!((norm2(&[3.0, 4.0]) - 5.0).abs() < 1e-15);
+        let (d, q) = dot_and_sq(&b, &a);
+        assert!((d - naive).abs() < 1e-12 && (q - dot(&a, &a)).abs() < 1e-12);
+        assert_eq!(clip_factor(4.0, 2.0), 0.5);
+        assert_eq!(clip_factor(1.0, 2.0), 1.0);
         let m = Matrix::from_vec(2, 3, vec![1., 2., 3., 4., 5., 6.]).unwrap();
         assert_eq!(m.row(1), &[4., 5., 6.]);
         assert_eq!(m.select_rows(&[1, 0, 1]).row(2), &[4., 5., 6.]);

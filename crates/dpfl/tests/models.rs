@@ -269,3 +269,66 @@ fn metrics_on_hand_examples() {
             .is_err()
     );
 }
+
+#[test]
+fn fused_clipped_kernels_equal_clipping_each_gradient() {
+    use dpfl::model::HingeLoss;
+    let cases: Vec<(Arc<dyn Model>, Dataset)> = vec![
+        // Logit clip 0.5 so that some rows saturate.
+        (
+            Arc::new(LogisticRegression::new(7, Some(0.5)).unwrap()),
+            dataset(40, 7, Some(2), 9),
+        ),
+        (Arc::new(LinearRegression::new(7)), dataset(40, 7, None, 10)),
+        (
+            Arc::new(SoftmaxRegression::new(7, 4).unwrap()),
+            dataset(40, 7, Some(4), 11),
+        ),
+        (
+            Arc::new(HingeLoss::new(7, None).unwrap()),
+            dataset(40, 7, Some(2), 12),
+        ),
+        (
+            Arc::new(HingeLoss::new(7, Some(3.0)).unwrap()),
+            dataset(40, 7, Some(2), 13),
+        ),
+    ];
+    let idx: Vec<usize> = vec![0, 3, 3, 17, 39, 22, 5, 3, 11, 12, 13, 30];
+    for (model, data) in cases {
+        let p = model.num_params();
+        let w = Lcg(14).vec(p, 0.8);
+        for clip in [0.05, 0.7, 1e6] {
+            let mut fused = vec![0.0; p];
+            let mut scratch = vec![0.0; p];
+            model.add_clipped_batch_grad(&w, &data, &idx, clip, 0.5, &mut fused, &mut scratch);
+            let mut want = vec![0.0; p];
+            let mut g = vec![0.0; p];
+            let mut clipped_some = false;
+            for &i in &idx {
+                let (x, y) = data.row(i);
+                g.iter_mut().for_each(|v| *v = 0.0);
+                model.add_grad(&w, x, y, 1.0, &mut g);
+                let n = norm2(&g);
+                let f = if n > clip { clip / n } else { 1.0 };
+                clipped_some |= f < 1.0;
+                for (o, v) in want.iter_mut().zip(&g) {
+                    *o += 0.5 * f * v;
+                }
+            }
+            if clip == 0.05 {
+                assert!(
+                    clipped_some,
+                    "{}: the small threshold must bite",
+                    model.name()
+                );
+            }
+            for (a, b) in fused.iter().zip(&want) {
+                assert!(
+                    (a - b).abs() < 1e-12,
+                    "{} clip {clip}: {a} vs {b}",
+                    model.name()
+                );
+            }
+        }
+    }
+}

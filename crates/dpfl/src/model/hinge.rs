@@ -126,6 +126,28 @@ impl Model for HingeLoss {
             axpy(-scale * c * s, x, out);
         }
     }
+    fn add_clipped_batch_grad(
+        &self,
+        w: &[f64],
+        data: &Dataset,
+        idx: &[usize],
+        clip: f64,
+        scale: f64,
+        out: &mut [f64],
+        _scratch: &mut [f64],
+    ) {
+        let smoothing = self.smoothing;
+        super::rank_one_clipped(w, data, idx, clip, scale, out, |z, xx, y| {
+            let s = sign(y);
+            let m = s * z;
+            let c = match smoothing {
+                Some(beta) => beta * prox_step(m, xx, beta),
+                None if m < 1.0 => 1.0,
+                None => 0.0,
+            };
+            -c * s
+        });
+    }
     fn predict(&self, w: &[f64], x: &[f64]) -> f64 {
         if dot(w, x) > 0.0 { 1.0 } else { 0.0 }
     }

@@ -79,6 +79,22 @@ impl Model for LogisticRegression {
         let z = self.logit(w, x);
         axpy(scale * (sigmoid(z) - y), x, out);
     }
+    fn add_clipped_batch_grad(
+        &self,
+        w: &[f64],
+        data: &Dataset,
+        idx: &[usize],
+        clip: f64,
+        scale: f64,
+        out: &mut [f64],
+        _scratch: &mut [f64],
+    ) {
+        let c = self.logit_clip;
+        super::rank_one_clipped(w, data, idx, clip, scale, out, |z, _, y| {
+            let z = c.map_or(z, |c| z.clamp(-c, c));
+            sigmoid(z) - y
+        });
+    }
     fn predict(&self, w: &[f64], x: &[f64]) -> f64 {
         if dot(w, x) > 0.0 { 1.0 } else { 0.0 }
     }

@@ -69,6 +69,53 @@ pub trait Model: Send + Sync + std::fmt::Debug {
             self.add_grad(w, x, y, scale, out);
         }
     }
+
+    /// out += scale · Σ_{i∈idx} clip_C(∇f(w; x_i, y_i)) with clip_C(g) = g·min(1, C/‖g‖).
+    /// The default materialises each gradient in `scratch` (num_params entries); models whose
+    /// gradient has a known norm (a multiple of x, or an outer product with x) override it
+    /// with a one-pass kernel. Overrides must clip exactly as the default does (same factor
+    /// from the same norm up to rounding), since the noise is calibrated to C.
+    #[allow(clippy::too_many_arguments)]
+    fn add_clipped_batch_grad(
+        &self,
+        w: &[f64],
+        data: &Dataset,
+        idx: &[usize],
+        clip: f64,
+        scale: f64,
+        out: &mut [f64],
+        scratch: &mut [f64],
+    ) {
+        for &i in idx {
+            let (x, y) = data.row(i);
+            scratch.iter_mut().for_each(|v| *v = 0.0);
+            self.add_grad(w, x, y, 1.0, scratch);
+            let f = crate::linalg::clip_factor(norm2(scratch), clip);
+            axpy(scale * f, scratch, out);
+        }
+    }
+}
+
+/// Clipped batch kernel for losses whose per-example gradient is a·x with a = `coef(⟨w,x⟩, y)`
+/// (logistic, linear, hinge): ‖a·x‖ = |a|·‖x‖, so one fused pass gives ⟨w,x⟩ and ‖x‖².
+pub(crate) fn rank_one_clipped(
+    w: &[f64],
+    data: &Dataset,
+    idx: &[usize],
+    clip: f64,
+    scale: f64,
+    out: &mut [f64],
+    coef: impl Fn(f64, f64, f64) -> f64,
+) {
+    for &i in idx {
+        let (x, y) = data.row(i);
+        let (z, xx) = crate::linalg::dot_and_sq(w, x);
+        let a = coef(z, xx, y);
+        if a != 0.0 {
+            let f = crate::linalg::clip_factor(a.abs() * xx.sqrt(), clip);
+            axpy(scale * a * f, x, out);
+        }
+    }
 }
 
 /// Gradients as the algorithms need them: mean over a batch, with optional per-example L2
@@ -127,15 +174,9 @@ impl GradientOracle {
         let s = 1.0 / idx.len() as f64;
         match self.clip {
             None => self.model.add_batch_grad(w, data, idx, s, out),
-            Some(c) => {
-                for &i in idx {
-                    let (x, y) = data.row(i);
-                    self.per_example_grad(w, x, y, scratch);
-                    let nrm = norm2(scratch);
-                    let f = if nrm > c { c / nrm } else { 1.0 };
-                    axpy(s * f, scratch, out);
-                }
-            }
+            Some(c) => self
+                .model
+                .add_clipped_batch_grad(w, data, idx, c, s, out, scratch),
         }
     }
 

@@ -102,6 +102,37 @@ impl Model for SoftmaxRegression {
             }
         })
     }
+    fn add_clipped_batch_grad(
+        &self,
+        w: &[f64],
+        data: &Dataset,
+        idx: &[usize],
+        clip: f64,
+        scale: f64,
+        out: &mut [f64],
+        _scratch: &mut [f64],
+    ) {
+        // ∇f = x (p − e_y)ᵀ has Frobenius norm ‖x‖·‖p − e_y‖: clip without materialising it.
+        let c = self.classes;
+        with_scratch(c, |z| {
+            for &i in idx {
+                let (x, y) = data.row(i);
+                self.logits(w, x, z);
+                softmax_in_place(z);
+                z[y as usize] -= 1.0;
+                let norm = (crate::linalg::dot(x, x) * crate::linalg::dot(z, z)).sqrt();
+                let f = scale * crate::linalg::clip_factor(norm, clip);
+                for (j, &xj) in x.iter().enumerate() {
+                    if xj != 0.0 {
+                        let a = f * xj;
+                        for (o, p) in out[j * c..(j + 1) * c].iter_mut().zip(z.iter()) {
+                            *o += a * p;
+                        }
+                    }
+                }
+            }
+        })
+    }
     fn predict(&self, w: &[f64], x: &[f64]) -> f64 {
         with_scratch(self.classes, |z| {
             self.logits(w, x, z);
