@@ -126,6 +126,26 @@ impl Model for HingeLoss {
             axpy(-scale * c * s, x, out);
         }
     }
+    fn add_batch_grad(
+        &self,
+        w: &[f64],
+        data: &Dataset,
+        idx: &[usize],
+        scale: f64,
+        out: &mut [f64],
+    ) {
+        let smoothing = self.smoothing;
+        super::rank_one_batch(w, data, idx, None, scale, out, |z, xx, y| {
+            let s = sign(y);
+            let m = s * z;
+            let c = match smoothing {
+                Some(beta) => beta * prox_step(m, xx, beta),
+                None if m < 1.0 => 1.0,
+                None => 0.0,
+            };
+            -c * s
+        });
+    }
     fn add_clipped_batch_grad(
         &self,
         w: &[f64],
@@ -137,7 +157,7 @@ impl Model for HingeLoss {
         _scratch: &mut [f64],
     ) {
         let smoothing = self.smoothing;
-        super::rank_one_clipped(w, data, idx, clip, scale, out, |z, xx, y| {
+        super::rank_one_batch(w, data, idx, Some(clip), scale, out, |z, xx, y| {
             let s = sign(y);
             let m = s * z;
             let c = match smoothing {

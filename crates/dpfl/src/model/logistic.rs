@@ -79,6 +79,20 @@ impl Model for LogisticRegression {
         let z = self.logit(w, x);
         axpy(scale * (sigmoid(z) - y), x, out);
     }
+    fn add_batch_grad(
+        &self,
+        w: &[f64],
+        data: &Dataset,
+        idx: &[usize],
+        scale: f64,
+        out: &mut [f64],
+    ) {
+        let c = self.logit_clip;
+        super::rank_one_batch(w, data, idx, None, scale, out, |z, _, y| {
+            let z = c.map_or(z, |c| z.clamp(-c, c));
+            sigmoid(z) - y
+        });
+    }
     fn add_clipped_batch_grad(
         &self,
         w: &[f64],
@@ -90,7 +104,7 @@ impl Model for LogisticRegression {
         _scratch: &mut [f64],
     ) {
         let c = self.logit_clip;
-        super::rank_one_clipped(w, data, idx, clip, scale, out, |z, _, y| {
+        super::rank_one_batch(w, data, idx, Some(clip), scale, out, |z, _, y| {
             let z = c.map_or(z, |c| z.clamp(-c, c));
             sigmoid(z) - y
         });

@@ -5,6 +5,7 @@
 //! constant of its loss over inputs of bounded norm, and noise is calibrated to it (or to the
 //! clip threshold, which bounds every per-example gradient regardless of the data).
 
+mod batch;
 mod hinge;
 mod linear;
 mod logistic;
@@ -96,23 +97,27 @@ pub trait Model: Send + Sync + std::fmt::Debug {
     }
 }
 
-/// Clipped batch kernel for losses whose per-example gradient is a·x with a = `coef(⟨w,x⟩, y)`
-/// (logistic, linear, hinge): ‖a·x‖ = |a|·‖x‖, so one fused pass gives ⟨w,x⟩ and ‖x‖².
-pub(crate) fn rank_one_clipped(
+/// Batch kernel for losses whose per-example gradient is a·x with a = `coef(⟨w,x⟩, ‖x‖², y)`
+/// (logistic, linear, hinge): out += scale·Σ clip(a_i x_i), clipping (when `clip` is set)
+/// through ‖a·x‖ = |a|·‖x‖. Large batches go through [`batch::rank_one_gathered`].
+pub(crate) fn rank_one_batch(
     w: &[f64],
     data: &Dataset,
     idx: &[usize],
-    clip: f64,
+    clip: Option<f64>,
     scale: f64,
     out: &mut [f64],
     coef: impl Fn(f64, f64, f64) -> f64,
 ) {
+    if batch::use_gathered(idx.len(), w.len()) {
+        return batch::rank_one_gathered(w, data, idx, clip, scale, out, coef);
+    }
     for &i in idx {
         let (x, y) = data.row(i);
         let (z, xx) = crate::linalg::dot_and_sq(w, x);
         let a = coef(z, xx, y);
         if a != 0.0 {
-            let f = crate::linalg::clip_factor(a.abs() * xx.sqrt(), clip);
+            let f = clip.map_or(1.0, |c| crate::linalg::clip_factor(a.abs() * xx.sqrt(), c));
             axpy(scale * a * f, x, out);
         }
     }

@@ -25,6 +25,43 @@ impl SoftmaxRegression {
     pub fn classes(&self) -> usize {
         self.classes
     }
+
+    /// out += scale·Σ_i clip(∇f_i). ∇f = x (p − e_y)ᵀ has Frobenius norm ‖x‖·‖p − e_y‖, so
+    /// clipping needs no materialised gradient.
+    fn batch(
+        &self,
+        w: &[f64],
+        data: &Dataset,
+        idx: &[usize],
+        clip: Option<f64>,
+        scale: f64,
+        out: &mut [f64],
+    ) {
+        let c = self.classes;
+        if super::batch::use_gathered(idx.len(), w.len()) {
+            return super::batch::softmax_gathered(w, c, data, idx, clip, scale, out);
+        }
+        with_scratch(c, |z| {
+            for &i in idx {
+                let (x, y) = data.row(i);
+                self.logits(w, x, z);
+                softmax_in_place(z);
+                z[y as usize] -= 1.0;
+                let f = clip.map_or(1.0, |cl| {
+                    let norm = (crate::linalg::dot(x, x) * crate::linalg::dot(z, z)).sqrt();
+                    crate::linalg::clip_factor(norm, cl)
+                });
+                for (j, &xj) in x.iter().enumerate() {
+                    if xj != 0.0 {
+                        let a = scale * f * xj;
+                        for (o, p) in out[j * c..(j + 1) * c].iter_mut().zip(z.iter()) {
+                            *o += a * p;
+                        }
+                    }
+                }
+            }
+        })
+    }
     /// z = Wᵀx into `z` (length C).
     #[inline]
     fn logits(&self, w: &[f64], x: &[f64], z: &mut [f64]) {
@@ -57,7 +94,7 @@ fn with_scratch<R>(c: usize, f: impl FnOnce(&mut [f64]) -> R) -> R {
 
 /// Replaces z by softmax(z) and returns logsumexp(z).
 #[inline]
-fn softmax_in_place(z: &mut [f64]) -> f64 {
+pub(crate) fn softmax_in_place(z: &mut [f64]) -> f64 {
     let m = z.iter().copied().fold(f64::NEG_INFINITY, f64::max);
     let mut s = 0.0;
     for v in z.iter_mut() {
@@ -102,6 +139,16 @@ impl Model for SoftmaxRegression {
             }
         })
     }
+    fn add_batch_grad(
+        &self,
+        w: &[f64],
+        data: &Dataset,
+        idx: &[usize],
+        scale: f64,
+        out: &mut [f64],
+    ) {
+        self.batch(w, data, idx, None, scale, out);
+    }
     fn add_clipped_batch_grad(
         &self,
         w: &[f64],
@@ -112,26 +159,7 @@ impl Model for SoftmaxRegression {
         out: &mut [f64],
         _scratch: &mut [f64],
     ) {
-        // ∇f = x (p − e_y)ᵀ has Frobenius norm ‖x‖·‖p − e_y‖: clip without materialising it.
-        let c = self.classes;
-        with_scratch(c, |z| {
-            for &i in idx {
-                let (x, y) = data.row(i);
-                self.logits(w, x, z);
-                softmax_in_place(z);
-                z[y as usize] -= 1.0;
-                let norm = (crate::linalg::dot(x, x) * crate::linalg::dot(z, z)).sqrt();
-                let f = scale * crate::linalg::clip_factor(norm, clip);
-                for (j, &xj) in x.iter().enumerate() {
-                    if xj != 0.0 {
-                        let a = f * xj;
-                        for (o, p) in out[j * c..(j + 1) * c].iter_mut().zip(z.iter()) {
-                            *o += a * p;
-                        }
-                    }
-                }
-            }
-        })
+        self.batch(w, data, idx, Some(clip), scale, out);
     }
     fn predict(&self, w: &[f64], x: &[f64]) -> f64 {
         with_scratch(self.classes, |z| {
