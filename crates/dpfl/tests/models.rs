@@ -169,6 +169,10 @@ fn batch_kernels_equal_the_sum_of_per_example_gradients() {
             Arc::new(SoftmaxRegression::new(7, 4).unwrap()),
             dataset(40, 7, Some(4), 6),
         ),
+        (
+            Arc::new(dpfl::model::HingeLoss::new(7, Some(3.0)).unwrap()),
+            dataset(40, 7, Some(2), 15),
+        ),
     ];
     let short: Vec<usize> = vec![0, 3, 3, 17, 39, 22, 5, 3];
     let long: Vec<usize> = (0..700).map(|i| (i * 11 + i / 5) % 40).collect();

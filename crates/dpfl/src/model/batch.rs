@@ -42,8 +42,9 @@ thread_local! {
     static WORKSPACE: RefCell<Workspace> = RefCell::new(Workspace::default());
 }
 
-/// Copies rows `idx` of `data` into `ws.xb` and their squared norms into `ws.sq`.
-fn gather(ws: &mut Workspace, data: &Dataset, idx: &[usize]) {
+/// Copies rows `idx` of `data` into `ws.xb`, and their squared norms into `ws.sq` when
+/// clipping needs them.
+fn gather(ws: &mut Workspace, data: &Dataset, idx: &[usize], norms: bool) {
     let p = data.num_features();
     ws.xb.clear();
     ws.xb.reserve(idx.len() * p);
@@ -51,7 +52,8 @@ fn gather(ws: &mut Workspace, data: &Dataset, idx: &[usize]) {
     for &i in idx {
         let (x, _) = data.row(i);
         ws.xb.extend_from_slice(x);
-        ws.sq.push(crate::linalg::dot(x, x));
+        ws.sq
+            .push(if norms { crate::linalg::dot(x, x) } else { 0.0 });
     }
 }
 
@@ -68,7 +70,8 @@ pub(crate) fn rank_one_gathered(
 ) {
     let (k, p) = (idx.len(), w.len());
     WORKSPACE.with_borrow_mut(|ws| {
-        gather(ws, data, idx);
+        // coef may need ‖x‖² even without clipping (the smoothed hinge's prox does).
+        gather(ws, data, idx, true);
         ws.z.clear();
         ws.z.resize(k, 0.0);
         let xb = MatRef::from_row_major_slice(&ws.xb, k, p);
@@ -109,7 +112,7 @@ pub(crate) fn softmax_gathered(
 ) {
     let (k, p, c) = (idx.len(), data.num_features(), classes);
     WORKSPACE.with_borrow_mut(|ws| {
-        gather(ws, data, idx);
+        gather(ws, data, idx, clip.is_some());
         ws.z.clear();
         ws.z.resize(k * c, 0.0);
         let xb = MatRef::from_row_major_slice(&ws.xb, k, p);
