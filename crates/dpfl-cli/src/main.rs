@@ -2,6 +2,7 @@
 //!
 //! Exit codes: 0 success; 1 the run failed (I/O, data, numerical); 2 bad usage or config.
 
+mod account;
 mod train;
 
 use std::process::ExitCode;
@@ -28,6 +29,10 @@ enum Command {
         #[command(subcommand)]
         command: train::DataCommand,
     },
+    /// Account the privacy of a composed, possibly sampled mechanism; prints one JSON object.
+    Account(account::AccountArgs),
+    /// Find the smallest noise multiplier reaching a target (epsilon, delta); prints JSON.
+    Calibrate(account::CalibrateArgs),
 }
 
 fn main() -> ExitCode {
@@ -35,6 +40,8 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Train(args) => train::train(&args),
         Command::Data { command } => train::data(&command),
+        Command::Account(args) => account::account(&args),
+        Command::Calibrate(args) => account::calibrate(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
