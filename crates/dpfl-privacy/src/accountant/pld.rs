@@ -637,6 +637,18 @@ mod tests {
     }
 
     #[test]
+    fn laplace_by_hand() {
+        // b = 1 (ε₀ = 1): δ(ε) = 1 − e^{(ε−1)/2}; δ = 0.1 at ε = 1 + 2 ln 0.9 = 0.789279.
+        let acc = PldAccountant::new(Neighbouring::AddRemove);
+        let e = PrivacyEvent::Laplace {
+            noise_multiplier: 1.0,
+        };
+        let eps = acc.epsilon(&e, Delta::new(0.1).unwrap()).unwrap();
+        let want = 1.0 + 2.0 * 0.9f64.ln();
+        assert!(eps >= want - 1e-9 && eps <= want + 1e-4, "{eps} vs {want}");
+    }
+
+    #[test]
     fn eps_delta_event_by_hand() {
         // A (1, 1e-6) event alone: ε at δ = 1e-6 is 1 (rounded up to the grid).
         let acc = PldAccountant::new(Neighbouring::ReplaceOne);
