@@ -250,4 +250,35 @@ fn enforced_budget_refuses_the_crossing_round() {
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(err.contains("budget exceeded"), "{err}");
     assert!(!err.contains("panicked"), "{err}");
+    // The refused release is the first round whose composition crosses ε = 1 by the RDP
+    // accountant. Noise of the experiment rule (App. I): σ² = 8L²R ln(1/δ)/(n²ε²) with L = 1,
+    // R = 5, n = 50, δ = 1/n², K = 11, sensitivity 2L/K, so z = σK/2.
+    let sigma = (8.0 * 5.0 * 2500f64.ln() / 2500.0).sqrt();
+    let z = (sigma * 11.0 / 2.0).to_string();
+    let crossing = (1..=5u64)
+        .find(|t| {
+            let ts = t.to_string();
+            let v = json(&dpfl(&[
+                "account",
+                "--noise-multiplier",
+                &z,
+                "--sampling",
+                "with-replacement",
+                "--rate",
+                "0.22",
+                "--dataset-size",
+                "50",
+                "--steps",
+                &ts,
+                "--delta",
+                "0.0004",
+            ]));
+            v["epsilon"].as_f64().unwrap() > 1.0
+        })
+        .expect("the rule's noise crosses the budget within 5 rounds");
+    assert!(
+        err.contains(&format!("release {} ", crossing - 1)),
+        "expected release {} refused: {err}",
+        crossing - 1
+    );
 }

@@ -124,3 +124,28 @@ fn a_restart_cannot_reset_the_budget() {
         Err(PrivacyError::Ledger { .. })
     ));
 }
+
+#[test]
+fn a_pld_ledger_refuses_where_the_pld_accountant_crosses() {
+    use dpfl_privacy::accountant::pld::PldAccountant;
+    let budget = Budget::new(1.0, 1e-5, Neighbouring::AddRemove).unwrap();
+    let e = gaussian(2.0).sampled(Sampling::Poisson { rate: 0.1 });
+    let acc = PldAccountant::new(Neighbouring::AddRemove);
+    let d = Delta::new(1e-5).unwrap();
+    let crossing = (1..200u64)
+        .find(|&r| acc.epsilon(&e.clone().repeated(r), d).unwrap() > 1.0)
+        .unwrap();
+    let mut l = Ledger::in_memory(budget, AccountantKind::Pld);
+    for r in 0..crossing - 1 {
+        assert_eq!(l.charge(r, &e).unwrap(), Charge::New);
+    }
+    assert!(matches!(
+        l.charge(crossing - 1, &e),
+        Err(PrivacyError::BudgetExceeded { release, .. }) if release == crossing - 1
+    ));
+    // PLD is tighter than RDP here: the RDP ledger refuses no later.
+    let rdp = RdpAccountant::new(Neighbouring::AddRemove);
+    assert!(
+        rdp.epsilon(&e.clone().repeated(crossing - 1), d).unwrap() >= l.spent_epsilon().unwrap()
+    );
+}
