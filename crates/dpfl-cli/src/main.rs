@@ -2,6 +2,7 @@
 //!
 //! Exit codes: 0 success; 1 the run failed (I/O, data, numerical); 2 bad usage or config.
 
+mod account;
 mod train;
 
 use std::process::ExitCode;
@@ -28,13 +29,34 @@ enum Command {
         #[command(subcommand)]
         command: train::DataCommand,
     },
+    /// Account the privacy of a composed, possibly sampled mechanism; prints one JSON object.
+    Account(account::AccountArgs),
+    /// Find the smallest noise multiplier reaching a target (epsilon, delta); prints JSON.
+    Calibrate(account::CalibrateArgs),
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    // Usage errors are one line (the rest of clap's message is a usage hint), exit code 2.
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) if !e.use_stderr() => e.exit(),
+        Err(e) => {
+            // clap's message is the paragraph before the first blank line.
+            let text = e.render().to_string();
+            let msg: Vec<&str> = text
+                .lines()
+                .take_while(|l| !l.trim().is_empty())
+                .map(str::trim)
+                .collect();
+            eprintln!("error: {}", msg.join(" ").trim_start_matches("error: "));
+            return ExitCode::from(2);
+        }
+    };
     let result = match cli.command {
         Command::Train(args) => train::train(&args),
         Command::Data { command } => train::data(&command),
+        Command::Account(args) => account::account(&args),
+        Command::Calibrate(args) => account::calibrate(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

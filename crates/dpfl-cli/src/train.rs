@@ -105,15 +105,28 @@ fn print_report(spec: &ExperimentSpec, out: &RunOutput) {
         spec.name, spec.rounds, spec.trials
     );
     println!(
-        "{:<24} {:>8} {:>10} {:>9} {:>6} {:>11} {:>11}",
-        "algorithm", "epsilon", "delta", "sigma", "K", metric, "train loss"
+        "{:<24} {:>8} {:>10} {:>9} {:>9} {:>9} {:>6} {:>11} {:>11}",
+        "algorithm", "epsilon", "delta", "eps RDP", "eps PLD", "sigma", "K", metric, "train loss"
     );
     for s in &out.summary {
         let eps = s.epsilon.map_or("-".into(), |e| format!("{e}"));
         let delta = s.delta.map_or("-".into(), |d| format!("{d:.1e}"));
+        // The accountants' ε for the noise actually used, largest over silos.
+        let acc = |pld: bool| {
+            s.max_accounted_epsilon(pld)
+                .map_or("-".into(), |e| format!("{e:.3}"))
+        };
         println!(
-            "{:<24} {:>8} {:>10} {:>9.4} {:>6} {:>11.4} {:>11.4}",
-            s.algorithm, eps, delta, s.sigma, s.batch_size, s.test_metric, s.final_train_loss
+            "{:<24} {:>8} {:>10} {:>9} {:>9} {:>9.4} {:>6} {:>11.4} {:>11.4}",
+            s.algorithm,
+            eps,
+            delta,
+            acc(false),
+            acc(true),
+            s.sigma,
+            s.batch_size,
+            s.test_metric,
+            s.final_train_loss
         );
     }
     if let Some(s) = out.summary.iter().find(|s| s.private) {
@@ -123,6 +136,11 @@ fn print_report(spec: &ExperimentSpec, out: &RunOutput) {
              (ISRL-DP, replace-one); the server and the other silos are not trusted.",
             s.epsilon.unwrap_or(f64::NAN),
             s.delta.unwrap_or(f64::NAN)
+        );
+        println!(
+            "Accounted: eps RDP / eps PLD are the accountants' epsilon at each silo's delta for \
+             the noise used (largest over silos; '-' where an accountant cannot account the \
+             sampling, see summary.json)."
         );
     }
 }

@@ -1,6 +1,13 @@
-//! Closed-form noise calibrations of the ISRL-DP paper (Lowy & Razaviyayn, ICLR 2023;
-//! digest `shared/spec/isrl-dp-fl.md` §2 and §5.1 item 6). Each function cites its theorem,
-//! checks the theorem's validity range and refuses parameters outside it.
+//! Noise calibration.
+//!
+//! * [`calibrate_noise_multiplier`]: the smallest noise multiplier whose accounted ε at δ
+//!   meets a target, by bracketing and bisection over any accountant (as
+//!   `dp_accounting.mechanism_calibration`); the returned value always meets the target.
+//! * [`analytic_gaussian_noise_multiplier`]: the analytic Gaussian mechanism (Balle & Wang
+//!   2018, Thm. 8 and Alg. 1) for one release, exact up to the bisection tolerance (rounded up).
+//! * Closed-form noise calibrations of the ISRL-DP paper (Lowy & Razaviyayn, ICLR 2023;
+//!   digest `shared/spec/isrl-dp-fl.md` §2 and §5.1 item 6). Each function cites its theorem,
+//!   checks the theorem's validity range and refuses parameters outside it.
 //!
 //! All formulas use replace-one adjacency, so a minibatch mean of L-Lipschitz gradients has
 //! L2 sensitivity 2L/K (per record occurrence).
@@ -13,8 +20,163 @@
 //! * For the experiments' rule we require K ≥ ⌊n√ε/(2√R)⌋: the Abadi condition ε < c₁q²T
 //!   holds with c₁ = 4 at that K and only gets easier with larger K.
 
+use crate::accountant::AccountantKind;
+use crate::accountant::special::{log_erfc, log_sub_sign};
 use crate::error::{PrivacyError, Result};
+use crate::event::{Neighbouring, PrivacyEvent};
 use crate::params::{Delta, Epsilon, positive};
+
+/// Relative width at which the calibration bisections stop.
+pub const CALIBRATION_TOLERANCE: f64 = 1e-6;
+
+/// The smallest noise multiplier z (to a relative [`CALIBRATION_TOLERANCE`], rounded up) such
+/// that `accountant` reports ε ≤ `target` at `delta` for `make_event(z)`.
+///
+/// ε is non-increasing in z for every event family dpfl builds (more noise is a
+/// post-processing of less: add independent noise). The search brackets z in
+/// [1e-3, 1e4] by doubling and then bisects, always returning the upper end, whose ε was
+/// verified to meet the target. A numerical failure at some z counts as "target not met";
+/// other errors (an unsupported event) are returned.
+pub fn calibrate_noise_multiplier(
+    make_event: impl Fn(f64) -> PrivacyEvent,
+    accountant: AccountantKind,
+    neighbouring: Neighbouring,
+    target: Epsilon,
+    delta: Delta,
+) -> Result<f64> {
+    let eps_at = |z: f64| -> Result<f64> {
+        match accountant.epsilon(neighbouring, &make_event(z), delta) {
+            Ok(e) => Ok(e),
+            Err(PrivacyError::Numerical { .. }) => Ok(f64::INFINITY),
+            Err(e) => Err(e),
+        }
+    };
+    let meets = |z: f64| -> Result<bool> { Ok(eps_at(z)? <= target.get()) };
+    const Z_MIN: f64 = 1e-3;
+    const Z_MAX: f64 = 1e4;
+    let mut hi = 1.0;
+    while !meets(hi)? {
+        hi *= 2.0;
+        if hi > Z_MAX {
+            return Err(PrivacyError::Numerical {
+                context: "noise calibration",
+                reason: format!(
+                    "no noise multiplier up to {Z_MAX} reaches epsilon {} at delta {}",
+                    target.get(),
+                    delta.get()
+                ),
+            });
+        }
+    }
+    let mut lo = hi / 2.0;
+    while meets(lo)? {
+        hi = lo;
+        lo /= 2.0;
+        if lo < Z_MIN {
+            return Ok(hi);
+        }
+    }
+    while hi - lo > CALIBRATION_TOLERANCE * hi {
+        let mid = 0.5 * (lo + hi);
+        if meets(mid)? {
+            hi = mid;
+        } else {
+            lo = mid;
+        }
+    }
+    Ok(hi)
+}
+
+/// δ(ε) of one Gaussian release with noise multiplier z (Balle & Wang 2018, Thm. 8):
+/// δ = Φ(1/(2z) − εz) − e^ε Φ(−1/(2z) − εz), computed in log space (Φ via log erfc) so that
+/// tiny δ does not cancel to zero. Rounded up.
+pub fn gaussian_delta(z: f64, eps: f64) -> Result<f64> {
+    positive("noise_multiplier", z)?;
+    if !(eps.is_finite() && eps >= 0.0) {
+        return Err(PrivacyError::invalid(
+            "epsilon",
+            eps,
+            "must be finite and >= 0",
+        ));
+    }
+    // log Φ(x) = log(½ erfc(−x/√2)).
+    let log_phi = |x: f64| 0.5f64.ln() + log_erfc(-x / std::f64::consts::SQRT_2);
+    let a = log_phi(0.5 / z - eps * z);
+    let b = eps + log_phi(-0.5 / z - eps * z);
+    let (pos, mag) = log_sub_sign(a, b);
+    if !pos {
+        return Err(PrivacyError::Numerical {
+            context: "analytic Gaussian delta",
+            reason: format!("negative delta at z = {z}, epsilon = {eps}"),
+        });
+    }
+    // Pad by a few ulps of the operands (the subtraction's absolute error) and 1e-12 relative.
+    let d = mag.exp();
+    let pad = 4.0 * f64::EPSILON * (a.exp() + b.exp()) + 1e-12 * d;
+    Ok((d + pad).next_up().min(1.0))
+}
+
+/// The analytic Gaussian mechanism (Balle & Wang 2018, Alg. 1): the smallest noise
+/// multiplier σ/Δ₂ for which one Gaussian release is (ε, δ)-DP, by bisection on the exact
+/// δ(ε) of [`gaussian_delta`] (decreasing in z), rounded up.
+pub fn analytic_gaussian_noise_multiplier(eps: Epsilon, delta: Delta) -> Result<f64> {
+    let (e, d) = (eps.get(), delta.get());
+    let mut hi = 1.0;
+    while gaussian_delta(hi, e)? > d {
+        hi *= 2.0;
+        if hi > 1e8 {
+            return Err(PrivacyError::Numerical {
+                context: "analytic Gaussian calibration",
+                reason: "no noise multiplier up to 1e8 suffices".into(),
+            });
+        }
+    }
+    let mut lo = 0.0;
+    while hi - lo > 1e-12 * hi {
+        let mid = 0.5 * (lo + hi);
+        if mid <= lo || mid >= hi {
+            break;
+        }
+        if gaussian_delta(mid, e)? <= d {
+            hi = mid;
+        } else {
+            lo = mid;
+        }
+    }
+    Ok(hi)
+}
+
+/// The smallest ε for which one Gaussian release with noise multiplier z is (ε, δ)-DP
+/// (Balle & Wang 2018, Thm. 8, inverted by bisection; rounded up).
+pub fn gaussian_epsilon(z: f64, delta: Delta) -> Result<f64> {
+    let d = delta.get();
+    if gaussian_delta(z, 0.0)? <= d {
+        return Ok(0.0);
+    }
+    let mut hi = 1.0;
+    while gaussian_delta(z, hi)? > d {
+        hi *= 2.0;
+        if hi > 1e6 {
+            return Err(PrivacyError::Numerical {
+                context: "analytic Gaussian epsilon",
+                reason: format!("no epsilon up to 1e6 at z = {z}"),
+            });
+        }
+    }
+    let mut lo = 0.0;
+    while hi - lo > 1e-12 * hi.max(1e-12) {
+        let mid = 0.5 * (lo + hi);
+        if mid <= lo || mid >= hi {
+            break;
+        }
+        if gaussian_delta(z, mid)? <= d {
+            hi = mid;
+        } else {
+            lo = mid;
+        }
+    }
+    Ok(hi)
+}
 
 fn check_counts(n: usize, r: usize) -> Result<()> {
     if n == 0 {
@@ -182,6 +344,48 @@ pub fn one_pass_sigma(l: f64, k: usize, eps: Epsilon, delta: Delta) -> Result<f6
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn analytic_gaussian_by_hand() {
+        // z = 1, ε = 1: δ = Φ(−0.5) − e·Φ(−1.5) = 0.3085375387 − 2.718281828·0.0668072013
+        // = 0.3085375387 − 0.1816008 = 0.1269367.
+        let d = gaussian_delta(1.0, 1.0).unwrap();
+        let want = 0.308_537_538_725_986_9 - std::f64::consts::E * 0.066_807_201_268_858_06;
+        assert!((d - want).abs() < 1e-12, "{d} vs {want}");
+        assert!(d >= want);
+        // Round trip: calibrate for (1, 1e-5), then δ at that z is ≤ 1e-5 and just so.
+        let (e, dl) = (Epsilon::new(1.0).unwrap(), Delta::new(1e-5).unwrap());
+        let z = analytic_gaussian_noise_multiplier(e, dl).unwrap();
+        // Balle & Wang Fig. 1 / dp_accounting: σ ≈ 3.73 at ε = 1, δ = 1e-5 (classical 4.84).
+        assert!((z - 3.7305).abs() < 1e-3, "{z}");
+        let d = gaussian_delta(z, 1.0).unwrap();
+        assert!(d <= 1e-5 && d > 0.9999e-5, "{d}");
+        let eps = gaussian_epsilon(z, dl).unwrap();
+        assert!(eps <= 1.0 + 1e-9 && eps > 0.9999, "{eps}");
+    }
+
+    #[test]
+    fn search_calibration_round_trips() {
+        let (e, d) = (Epsilon::new(2.0).unwrap(), Delta::new(1e-5).unwrap());
+        let make = |z: f64| {
+            PrivacyEvent::Gaussian {
+                noise_multiplier: z,
+            }
+            .sampled(crate::event::Sampling::Poisson { rate: 0.01 })
+            .repeated(1000)
+        };
+        let z =
+            calibrate_noise_multiplier(make, AccountantKind::Rdp, Neighbouring::AddRemove, e, d)
+                .unwrap();
+        let eps = AccountantKind::Rdp
+            .epsilon(Neighbouring::AddRemove, &make(z), d)
+            .unwrap();
+        assert!(eps <= 2.0, "{eps}");
+        let below = AccountantKind::Rdp
+            .epsilon(Neighbouring::AddRemove, &make(z * (1.0 - 1e-5)), d)
+            .unwrap();
+        assert!(below > 2.0 - 1e-3, "{below}");
+    }
 
     fn ed(e: f64, d: f64) -> (Epsilon, Delta) {
         (Epsilon::new(e).unwrap(), Delta::new(d).unwrap())

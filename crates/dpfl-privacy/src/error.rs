@@ -32,9 +32,29 @@ pub enum PrivacyError {
     /// The operating system's random number generator could not be read.
     #[error("cannot seed from the operating system's generator: {0}")]
     OsRng(String),
-    /// A release would cross a silo's privacy budget.
-    #[error("budget exceeded: {0}")]
-    BudgetExceeded(String),
+    /// A release would cross a silo's privacy budget. Nothing was recorded.
+    #[error(
+        "budget exceeded: release {release} would bring epsilon to {requested} (spent so far {spent}) \
+         at delta {delta}, over the budget epsilon {budget}"
+    )]
+    BudgetExceeded {
+        release: u64,
+        /// ε spent before this release, at the budget's δ.
+        spent: f64,
+        /// ε the composition including this release would spend, at the budget's δ.
+        requested: f64,
+        /// The budget's ε.
+        budget: f64,
+        /// The budget's δ.
+        delta: f64,
+    },
+    /// A release id was charged before with a different event.
+    #[error("release {release} was already charged with {recorded}, now asked with {requested}")]
+    ReleaseConflict {
+        release: u64,
+        recorded: String,
+        requested: String,
+    },
     /// Ledger persistence failed.
     #[error("ledger file {path}: {reason}")]
     Ledger { path: String, reason: String },

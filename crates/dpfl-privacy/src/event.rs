@@ -43,6 +43,14 @@ pub enum PrivacyEvent {
     Gaussian { noise_multiplier: f64 },
     /// The Laplace mechanism with scale b/Δ₁.
     Laplace { noise_multiplier: f64 },
+    /// The discrete Gaussian on ℤ (Canonne, Kamath & Steinke 2020) with σ/Δ₂, for an integer
+    /// valued query.
+    DiscreteGaussian { noise_multiplier: f64 },
+    /// The discrete Laplace (two-sided geometric) mechanism with scale t/Δ₁: pure
+    /// (1/noise_multiplier)-DP (Ghosh, Roughgarden & Sundararajan 2012).
+    DiscreteLaplace { noise_multiplier: f64 },
+    /// The truncated discrete Laplace mechanism, known by the (ε, δ) it was calibrated to.
+    TruncatedDiscreteLaplace { epsilon: f64, delta: f64 },
     /// A mechanism known only by an (ε, δ) guarantee.
     EpsilonDelta { epsilon: f64, delta: f64 },
     /// `event` applied to a sample of the records.
@@ -71,5 +79,15 @@ impl PrivacyEvent {
             event: Box::new(self),
             count,
         }
+    }
+    /// A short human-readable description, for error messages.
+    pub fn describe(&self) -> String {
+        serde_json::to_string(self).unwrap_or_else(|_| format!("{self:?}"))
+    }
+}
+
+impl std::fmt::Display for PrivacyEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.describe())
     }
 }

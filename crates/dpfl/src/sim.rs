@@ -13,6 +13,7 @@
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
+use dpfl_privacy::ledger::Ledger;
 use dpfl_privacy::rng::Purpose;
 use dpfl_privacy::sampler;
 use dpfl_privacy::{DpRng, PrivacyEvent};
@@ -182,6 +183,9 @@ struct Silo<'a> {
     half: Box<dyn SiloHalf>,
     rng: DpRng,
     spent: Vec<PrivacyEvent>,
+    /// When set, the silo charges each round's event here first and refuses to answer past
+    /// its budget (ISRL-DP: the silo, not the server, enforces (ε_i, δ_i)).
+    ledger: Option<Ledger>,
 }
 
 /// What happened in one round, for observers.
@@ -233,6 +237,7 @@ impl<'a> Simulator<'a> {
                     half,
                     rng: DpRng::new(seed, Purpose::Silo, i as u32)?,
                     spent: Vec::new(),
+                    ledger: None,
                 })
             })
             .collect::<crate::Result<Vec<_>>>()?;
@@ -261,6 +266,9 @@ impl<'a> Simulator<'a> {
             .filter(|(_, m)| **m)
             .map(|(s, _)| {
                 if let Some(e) = s.half.round_event(r) {
+                    if let Some(l) = &mut s.ledger {
+                        l.charge(r as u64, &e)?;
+                    }
                     s.spent.push(e);
                 }
                 s.half.respond(&b, &s.data.train, &mut s.rng)
@@ -310,6 +318,22 @@ impl<'a> Simulator<'a> {
             crate::model::Metric::Rmse => m.sqrt(),
             crate::model::Metric::ErrorRate => m,
         }
+    }
+
+    /// Gives silo i the ledger `ledgers[i]` (`None`: no enforcement). From then on a silo
+    /// whose next round would cross its budget fails the round with
+    /// `PrivacyError::BudgetExceeded` before its half computes or sends anything.
+    pub fn attach_ledgers(&mut self, ledgers: Vec<Option<Ledger>>) -> crate::Result<()> {
+        if ledgers.len() != self.silos.len() {
+            return Err(crate::Error::config(
+                "ledgers",
+                format!("{} ledgers for {} silos", ledgers.len(), self.silos.len()),
+            ));
+        }
+        for (s, l) in self.silos.iter_mut().zip(ledgers) {
+            s.ledger = l;
+        }
+        Ok(())
     }
 
     /// The privacy events each silo has spent so far (silo order).

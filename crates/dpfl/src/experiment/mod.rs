@@ -133,6 +133,12 @@ pub struct PrivacySpec {
     /// private). Ignored when `lipschitz` is set.
     #[serde(default)]
     pub lipschitz_from_data: Option<f64>,
+    /// Each silo charges an in-memory ledger (RDP accountant, replace-one) with its
+    /// (ε_i, δ_i) and refuses a round that would cross it; the run then fails with a
+    /// budget error. Off by default: the papers' closed-form calibrations are reported
+    /// against the accountant (summary `privacy`), not enforced.
+    #[serde(default)]
+    pub enforce_budget: bool,
 }
 
 impl ExperimentSpec {
@@ -276,6 +282,95 @@ pub struct AlgorithmSummary {
     pub wall_seconds: f64,
     /// Per-silo calibration of the first trial.
     pub silos: Vec<SiloCalibration>,
+    /// Per-silo target (ε, δ) and the accountants' ε at that δ for the noise actually used
+    /// (first trial); empty if non-private.
+    pub privacy: Vec<SiloPrivacy>,
+}
+
+/// One silo's promised and accounted privacy.
+#[derive(Debug, Clone, Serialize)]
+pub struct SiloPrivacy {
+    pub silo: usize,
+    /// The paper's target (ε_i, δ_i).
+    pub target_epsilon: f64,
+    pub target_delta: f64,
+    /// ε at `target_delta` of the events the silo released, by the RDP accountant
+    /// (replace-one neighbouring); null if it cannot account them (see `notes`).
+    pub rdp_epsilon: Option<f64>,
+    /// The same by the PLD accountant.
+    pub pld_epsilon: Option<f64>,
+    /// Why an accountant gave no number.
+    pub notes: Vec<String>,
+}
+
+impl AlgorithmSummary {
+    /// The largest accounted ε over silos (None if any silo has none).
+    pub fn max_accounted_epsilon(&self, pld: bool) -> Option<f64> {
+        if self.privacy.is_empty() {
+            return None;
+        }
+        self.privacy
+            .iter()
+            .map(|p| if pld { p.pld_epsilon } else { p.rdp_epsilon })
+            .try_fold(0.0f64, |m, e| e.map(|e| m.max(e)))
+    }
+}
+
+/// Accounts each silo's released events at its own target δ (replace-one, the relation the
+/// noise is calibrated in).
+fn silo_privacy(
+    spec: &ExperimentSpec,
+    trial: &TrialData,
+    spent: &[Vec<dpfl_privacy::PrivacyEvent>],
+) -> Vec<SiloPrivacy> {
+    use dpfl_privacy::accountant::AccountantKind;
+    let Some(p) = &spec.privacy else {
+        return Vec::new();
+    };
+    spent
+        .iter()
+        .enumerate()
+        .map(|(i, events)| {
+            let target_epsilon = p
+                .epsilons
+                .as_ref()
+                .and_then(|es| es.get(i).copied())
+                .unwrap_or(p.epsilon);
+            let n = trial.silos.get(i).map_or(1, |s| s.train.len());
+            let target_delta = p.delta.resolve(n).unwrap_or(f64::NAN);
+            let mut notes = Vec::new();
+            let mut account = |kind: AccountantKind| -> Option<f64> {
+                let d = match dpfl_privacy::Delta::new(target_delta) {
+                    Ok(d) => d,
+                    Err(e) => {
+                        notes.push(format!("{kind}: {e}"));
+                        return None;
+                    }
+                };
+                if events.is_empty() {
+                    return Some(0.0);
+                }
+                let all = dpfl_privacy::PrivacyEvent::Composed(events.clone());
+                match kind.epsilon(dpfl_privacy::Neighbouring::ReplaceOne, &all, d) {
+                    Ok(e) => Some(e),
+                    Err(e) => {
+                        notes.push(format!("{kind}: {e}"));
+                        None
+                    }
+                }
+            };
+            let rdp_epsilon = account(AccountantKind::Rdp);
+            let pld_epsilon = account(AccountantKind::Pld);
+            SiloPrivacy {
+                silo: i,
+                target_epsilon,
+                target_delta,
+                rdp_epsilon,
+                pld_epsilon,
+                notes,
+            }
+        })
+        .collect()
 }
 
 /// Everything a run produces.
@@ -430,6 +525,28 @@ pub fn train_one(
     let built = algorithm.build(&ctx)?;
     let calibration = built.calibration.clone();
     let mut sim = Simulator::new(&trial.silos, built, spec.participation.clone(), seed)?;
+    if spec.privacy.as_ref().is_some_and(|p| p.enforce_budget) && algorithm.is_private() {
+        let ledgers = ctx
+            .silos
+            .iter()
+            .map(|s| {
+                s.budget
+                    .map(|(eps, delta)| {
+                        let b = dpfl_privacy::ledger::Budget::new(
+                            eps,
+                            delta,
+                            dpfl_privacy::Neighbouring::ReplaceOne,
+                        )?;
+                        Ok::<_, crate::Error>(dpfl_privacy::ledger::Ledger::in_memory(
+                            b,
+                            dpfl_privacy::accountant::AccountantKind::Rdp,
+                        ))
+                    })
+                    .transpose()
+            })
+            .collect::<crate::Result<Vec<_>>>()?;
+        sim.attach_ledgers(ledgers)?;
+    }
     let model = trial.model.as_ref();
     let mut curve = Vec::new();
     for r in 0..spec.rounds {
@@ -564,6 +681,11 @@ fn summary_of(
         trials: 1,
         wall_seconds: run.wall_seconds,
         silos: run.calibration.clone(),
+        privacy: if private {
+            silo_privacy(spec, trial, &run.spent)
+        } else {
+            Vec::new()
+        },
     }
 }
 

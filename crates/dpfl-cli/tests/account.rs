@@ -1,0 +1,284 @@
+//! `dpfl account` and `dpfl calibrate`: one JSON object on success; one error line and exit
+//! code 2 on bad flags.
+
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn dpfl(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_dpfl"))
+        .args(args)
+        .output()
+        .expect("run dpfl")
+}
+
+fn json(out: &Output) -> Value {
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "stderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(stdout.lines().count(), 1, "one JSON object: {stdout}");
+    serde_json::from_str(&stdout).expect("JSON")
+}
+
+fn assert_usage_error(out: &Output, fragment: &str) {
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "stderr: {err}");
+    assert!(!err.contains("panicked"), "{err}");
+    let lines: Vec<&str> = err.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(lines.len(), 1, "one error line: {err}");
+    assert!(
+        lines[0].starts_with("error: ") && lines[0].contains(fragment),
+        "{err}"
+    );
+}
+
+const POISSON: [&str; 14] = [
+    "account",
+    "--mechanism",
+    "gaussian",
+    "--noise-multiplier",
+    "1.0",
+    "--sampling",
+    "poisson",
+    "--rate",
+    "0.01",
+    "--steps",
+    "1000",
+    "--delta",
+    "1e-5",
+    "--accountant",
+];
+
+#[test]
+fn account_rdp_matches_dp_accounting() {
+    let mut a = POISSON.to_vec();
+    a.push("rdp");
+    let v = json(&dpfl(&a));
+    // dp-accounting 0.6.0 RdpAccountant: 2.101366525420273 (golden file).
+    let e = v["epsilon"].as_f64().unwrap();
+    assert!((e - 2.101_366_525_420_273).abs() < 1e-6, "{v}");
+    assert_eq!(v["delta"], 1e-5);
+    assert_eq!(v["accountant"], "rdp");
+    assert_eq!(v["neighbouring"], "add-remove");
+}
+
+#[test]
+fn account_pld_and_advanced() {
+    let mut a = POISSON.to_vec();
+    a.push("pld");
+    let v = json(&dpfl(&a));
+    // dp-accounting 0.6.0 PLD (pessimistic): 1.828243645591767.
+    let pld = v["epsilon"].as_f64().unwrap();
+    assert!((pld - 1.828_243_645_591_767).abs() < 0.01 * 1.83, "{v}");
+    let mut a = POISSON.to_vec();
+    a.push("advanced");
+    let v = json(&dpfl(&a));
+    assert_eq!(v["accountant"], "advanced");
+    assert!(v["epsilon"].as_f64().unwrap() > pld, "{v}");
+}
+
+#[test]
+fn account_with_replacement_needs_a_dataset_size() {
+    let base = [
+        "account",
+        "--noise-multiplier",
+        "2.0",
+        "--sampling",
+        "with-replacement",
+        "--rate",
+        "0.05",
+        "--steps",
+        "100",
+        "--delta",
+        "1e-5",
+    ];
+    assert_usage_error(&dpfl(&base), "--dataset-size");
+    let mut a = base.to_vec();
+    a.extend(["--dataset-size", "200"]);
+    let v = json(&dpfl(&a));
+    assert_eq!(v["neighbouring"], "replace-one");
+    assert_eq!(v["event"]["event"]["sampling"]["draws"], 10);
+    assert!(v["epsilon"].as_f64().unwrap() > 0.0);
+}
+
+#[test]
+fn calibrate_round_trips_through_account() {
+    let v = json(&dpfl(&[
+        "calibrate",
+        "--epsilon",
+        "2",
+        "--delta",
+        "1e-5",
+        "--sampling",
+        "poisson",
+        "--rate",
+        "0.01",
+        "--steps",
+        "1000",
+    ]));
+    let z = v["noise_multiplier"].as_f64().unwrap();
+    assert!(v["epsilon_achieved"].as_f64().unwrap() <= 2.0, "{v}");
+    let zs = z.to_string();
+    let w = json(&dpfl(&[
+        "account",
+        "--noise-multiplier",
+        &zs,
+        "--sampling",
+        "poisson",
+        "--rate",
+        "0.01",
+        "--steps",
+        "1000",
+        "--delta",
+        "1e-5",
+    ]));
+    assert!(w["epsilon"].as_f64().unwrap() <= 2.0, "{w}");
+    // One Gaussian release also gets the analytic Gaussian mechanism (Balle & Wang 2018).
+    let v = json(&dpfl(&["calibrate", "--epsilon", "1", "--delta", "1e-5"]));
+    let a = v["analytic_gaussian_noise_multiplier"].as_f64().unwrap();
+    assert!((a - 3.7305).abs() < 1e-3, "{v}");
+}
+
+#[test]
+fn bad_flags_are_one_line_and_exit_code_two() {
+    let mut a = POISSON.to_vec();
+    a.push("rdp");
+    let mut bad = a.clone();
+    bad[8] = "1.5";
+    assert_usage_error(&dpfl(&bad), "--rate");
+    let mut bad = a.clone();
+    bad[12] = "2";
+    assert_usage_error(&dpfl(&bad), "--delta");
+    let mut bad = a.clone();
+    bad[4] = "0";
+    assert_usage_error(&dpfl(&bad), "--noise-multiplier");
+    let mut bad = a.clone();
+    bad.extend(["--neighbouring", "replace-one"]);
+    assert_usage_error(&dpfl(&bad), "does not support");
+    assert_usage_error(
+        &dpfl(&["calibrate", "--epsilon", "0", "--delta", "1e-5"]),
+        "--epsilon",
+    );
+    // Unknown values are rejected by the argument parser, also with exit code 2.
+    let mut bad = POISSON.to_vec();
+    bad.push("magic");
+    assert_usage_error(&dpfl(&bad), "magic");
+    assert_usage_error(&dpfl(&["account", "--noise-multiplier", "1"]), "--delta");
+    assert_usage_error(&dpfl(&["account", "--bogus"]), "--bogus");
+}
+
+const SYNTH: &str = r#"
+name = "t"
+rounds = 5
+seed = 1
+[data]
+source = { kind = "synthetic", task = "binary", silos = 3, train = 50, test = 10, features = 4 }
+[model]
+kind = "logistic"
+[privacy]
+epsilon = 1.0
+delta = "1/n^2"
+lipschitz = 1.0
+ENFORCE
+[[algorithms]]
+kind = "mb-sgd"
+calibration = "experiment"
+step_size = 0.5
+"#;
+
+fn train(name: &str, enforce: bool) -> (Output, std::path::PathBuf) {
+    let d = std::env::temp_dir().join(format!("dpfl-account-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    let cfg = d.join("exp.toml");
+    let text = SYNTH.replace(
+        "ENFORCE",
+        if enforce { "enforce_budget = true" } else { "" },
+    );
+    std::fs::write(&cfg, text).unwrap();
+    let out_dir = d.join("out");
+    let out = dpfl(&[
+        "train",
+        "--quiet",
+        "--config",
+        cfg.to_str().unwrap(),
+        "--out",
+        out_dir.to_str().unwrap(),
+    ]);
+    (out, out_dir)
+}
+
+#[test]
+fn summary_reports_target_and_accounted_epsilon_per_silo() {
+    let (out, out_dir) = train("summary", false);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("eps RDP") && stdout.contains("eps PLD"),
+        "{stdout}"
+    );
+    let summary: Value =
+        serde_json::from_str(&std::fs::read_to_string(out_dir.join("summary.json")).unwrap())
+            .unwrap();
+    let p = summary[0]["privacy"].as_array().expect("privacy per silo");
+    assert_eq!(p.len(), 3);
+    for (i, s) in p.iter().enumerate() {
+        assert_eq!(s["silo"], i);
+        assert_eq!(s["target_epsilon"], 1.0);
+        assert_eq!(s["target_delta"], 1.0 / 2500.0);
+        // 5 rounds of K = 11 draws with replacement from n = 50: the RDP accountant's
+        // with-replacement bound; the PLD accountant has no rule for this sampling.
+        let e = s["rdp_epsilon"].as_f64().expect("rdp epsilon");
+        assert!(e > 0.0 && e.is_finite(), "{s}");
+        assert!(s["pld_epsilon"].is_null(), "{s}");
+        assert!(s["notes"][0].as_str().unwrap().contains("pld"), "{s}");
+    }
+}
+
+#[test]
+fn enforced_budget_refuses_the_crossing_round() {
+    let (out, _) = train("enforce", true);
+    let err = String::from_utf8_lossy(&out.stderr);
+    // The experiment rule's noise is above budget by the accountant's count (see the
+    // summary test), so a silo refuses a round before answering it.
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("budget exceeded"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+    // The refused release is the first round whose composition crosses ε = 1 by the RDP
+    // accountant. Noise of the experiment rule (App. I): σ² = 8L²R ln(1/δ)/(n²ε²) with L = 1,
+    // R = 5, n = 50, δ = 1/n², K = 11, sensitivity 2L/K, so z = σK/2.
+    let sigma = (8.0 * 5.0 * 2500f64.ln() / 2500.0).sqrt();
+    let z = (sigma * 11.0 / 2.0).to_string();
+    let crossing = (1..=5u64)
+        .find(|t| {
+            let ts = t.to_string();
+            let v = json(&dpfl(&[
+                "account",
+                "--noise-multiplier",
+                &z,
+                "--sampling",
+                "with-replacement",
+                "--rate",
+                "0.22",
+                "--dataset-size",
+                "50",
+                "--steps",
+                &ts,
+                "--delta",
+                "0.0004",
+            ]));
+            v["epsilon"].as_f64().unwrap() > 1.0
+        })
+        .expect("the rule's noise crosses the budget within 5 rounds");
+    assert!(
+        err.contains(&format!("release {} ", crossing - 1)),
+        "expected release {} refused: {err}",
+        crossing - 1
+    );
+}

@@ -1,1 +1,0 @@
-//! Privacy accountants (issue #4). Placeholder: filled in by the accountant work.

@@ -1,0 +1,151 @@
+//! Ledger behaviour: refusal at the crossing release, also after a restart; idempotence.
+
+use dpfl_privacy::accountant::AccountantKind;
+use dpfl_privacy::accountant::rdp::RdpAccountant;
+use dpfl_privacy::event::Sampling;
+use dpfl_privacy::ledger::{Budget, Charge, Ledger};
+use dpfl_privacy::{Delta, Neighbouring, PrivacyError, PrivacyEvent};
+
+fn gaussian(z: f64) -> PrivacyEvent {
+    PrivacyEvent::Gaussian {
+        noise_multiplier: z,
+    }
+}
+
+/// zCDP with z = 10: ρ = 0.005 per release; at δ = e^{-4}, ε(R) = 0.005R + 4√(0.005R).
+/// ε ≤ 1 ⇔ √(0.005R) ≤ √5 − 2 ⇔ R ≤ 11.1456, so release 11 (the 12th) is refused.
+#[test]
+fn refuses_the_crossing_release_by_hand() {
+    let budget = Budget::new(1.0, (-4.0f64).exp(), Neighbouring::AddRemove).unwrap();
+    let mut l = Ledger::in_memory(budget, AccountantKind::Zcdp);
+    for r in 0..11 {
+        assert_eq!(
+            l.charge(r, &gaussian(10.0)).unwrap(),
+            Charge::New,
+            "round {r}"
+        );
+    }
+    let spent = l.spent_epsilon().unwrap();
+    let want = 0.055 + 4.0 * 0.055f64.sqrt();
+    assert!((spent - want).abs() < 1e-9, "{spent} vs {want}");
+    assert!(!l.would_allow(&gaussian(10.0)).unwrap());
+    match l.charge(11, &gaussian(10.0)) {
+        Err(PrivacyError::BudgetExceeded {
+            release,
+            spent: s,
+            requested,
+            budget,
+            ..
+        }) => {
+            assert_eq!(release, 11);
+            assert_eq!(s, spent);
+            assert!((requested - (0.06 + 4.0 * 0.06f64.sqrt())).abs() < 1e-9);
+            assert_eq!(budget, 1.0);
+        }
+        other => panic!("expected BudgetExceeded, got {other:?}"),
+    }
+    // Nothing was recorded by the refusal.
+    assert_eq!(l.releases().count(), 11);
+    assert_eq!(l.spent_epsilon().unwrap(), spent);
+    // A cheaper release still fits: one more at z = 100 costs ρ = 5e-5.
+    assert!(l.would_allow(&gaussian(100.0)).unwrap());
+}
+
+#[test]
+fn charging_is_idempotent_per_release() {
+    let budget = Budget::new(1.0, 1e-5, Neighbouring::AddRemove).unwrap();
+    let mut l = Ledger::in_memory(budget, AccountantKind::Rdp);
+    assert_eq!(l.charge(7, &gaussian(5.0)).unwrap(), Charge::New);
+    let s = l.spent_epsilon().unwrap();
+    assert_eq!(l.charge(7, &gaussian(5.0)).unwrap(), Charge::AlreadyCharged);
+    assert_eq!(l.spent_epsilon().unwrap(), s);
+    assert!(matches!(
+        l.charge(7, &gaussian(6.0)),
+        Err(PrivacyError::ReleaseConflict { release: 7, .. })
+    ));
+}
+
+#[test]
+fn a_restart_cannot_reset_the_budget() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("silo-0.ledger.json");
+    let budget = Budget::new(1.0, 1e-5, Neighbouring::AddRemove).unwrap();
+    let e = gaussian(2.0).sampled(Sampling::Poisson { rate: 0.05 });
+    // The crossing round according to the accountant alone.
+    let acc = RdpAccountant::new(Neighbouring::AddRemove);
+    let d = Delta::new(1e-5).unwrap();
+    let crossing = (1..1000u64)
+        .find(|&r| acc.epsilon(&e.clone().repeated(r), d).unwrap() > 1.0)
+        .unwrap();
+    assert!(crossing > 5, "{crossing}");
+    let half = crossing / 2;
+    {
+        let mut l = Ledger::open(&path, budget, AccountantKind::Rdp).unwrap();
+        for r in 0..half {
+            l.charge(r, &e).unwrap();
+        }
+    }
+    // Restart: the spend is still there.
+    let mut l = Ledger::open(&path, budget, AccountantKind::Rdp).unwrap();
+    assert_eq!(l.releases().count() as u64, half);
+    let want = acc.epsilon(&e.clone().repeated(half), d).unwrap();
+    assert!((l.spent_epsilon().unwrap() - want).abs() <= 1e-12 * want);
+    // Re-sending an old round is free, as before the restart.
+    assert_eq!(l.charge(0, &e).unwrap(), Charge::AlreadyCharged);
+    for r in half..crossing - 1 {
+        l.charge(r, &e).unwrap();
+    }
+    drop(l);
+    let mut l = Ledger::open(&path, budget, AccountantKind::Rdp).unwrap();
+    assert!(matches!(
+        l.charge(crossing - 1, &e),
+        Err(PrivacyError::BudgetExceeded { release, .. }) if release == crossing - 1
+    ));
+    drop(l);
+    // Still refused after another restart: the refusal recorded nothing and nothing was lost.
+    let mut l = Ledger::open(&path, budget, AccountantKind::Rdp).unwrap();
+    assert_eq!(l.releases().count() as u64, crossing - 1);
+    assert!(l.charge(crossing - 1, &e).is_err());
+
+    // Reopening with another budget or accountant is an error, not a reset.
+    let bigger = Budget::new(2.0, 1e-5, Neighbouring::AddRemove).unwrap();
+    assert!(matches!(
+        Ledger::open(&path, bigger, AccountantKind::Rdp),
+        Err(PrivacyError::Ledger { .. })
+    ));
+    assert!(matches!(
+        Ledger::open(&path, budget, AccountantKind::Zcdp),
+        Err(PrivacyError::Ledger { .. })
+    ));
+    // A corrupt file is an error too.
+    std::fs::write(&path, "{not json").unwrap();
+    assert!(matches!(
+        Ledger::open(&path, budget, AccountantKind::Rdp),
+        Err(PrivacyError::Ledger { .. })
+    ));
+}
+
+#[test]
+fn a_pld_ledger_refuses_where_the_pld_accountant_crosses() {
+    use dpfl_privacy::accountant::pld::PldAccountant;
+    let budget = Budget::new(1.0, 1e-5, Neighbouring::AddRemove).unwrap();
+    let e = gaussian(2.0).sampled(Sampling::Poisson { rate: 0.1 });
+    let acc = PldAccountant::new(Neighbouring::AddRemove);
+    let d = Delta::new(1e-5).unwrap();
+    let crossing = (1..200u64)
+        .find(|&r| acc.epsilon(&e.clone().repeated(r), d).unwrap() > 1.0)
+        .unwrap();
+    let mut l = Ledger::in_memory(budget, AccountantKind::Pld);
+    for r in 0..crossing - 1 {
+        assert_eq!(l.charge(r, &e).unwrap(), Charge::New);
+    }
+    assert!(matches!(
+        l.charge(crossing - 1, &e),
+        Err(PrivacyError::BudgetExceeded { release, .. }) if release == crossing - 1
+    ));
+    // PLD is tighter than RDP here: the RDP ledger refuses no later.
+    let rdp = RdpAccountant::new(Neighbouring::AddRemove);
+    assert!(
+        rdp.epsilon(&e.clone().repeated(crossing - 1), d).unwrap() >= l.spent_epsilon().unwrap()
+    );
+}

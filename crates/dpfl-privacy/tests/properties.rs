@@ -1,0 +1,75 @@
+//! Property tests: ε grows with the number of steps and the sampling rate and falls with the
+//! noise; calibration round-trips.
+
+use dpfl_privacy::accountant::AccountantKind;
+use dpfl_privacy::accountant::rdp::RdpAccountant;
+use dpfl_privacy::calibration::{
+    analytic_gaussian_noise_multiplier, calibrate_noise_multiplier, gaussian_delta,
+};
+use dpfl_privacy::event::Sampling;
+use dpfl_privacy::{Delta, Epsilon, Neighbouring, PrivacyEvent};
+use proptest::prelude::*;
+
+fn poisson(z: f64, q: f64, t: u64) -> PrivacyEvent {
+    PrivacyEvent::Gaussian {
+        noise_multiplier: z,
+    }
+    .sampled(Sampling::Poisson { rate: q })
+    .repeated(t)
+}
+
+fn wr(z: f64, n: u64, k: u64, t: u64) -> PrivacyEvent {
+    PrivacyEvent::Gaussian {
+        noise_multiplier: z,
+    }
+    .sampled(Sampling::WithReplacement {
+        population: n,
+        draws: k,
+    })
+    .repeated(t)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    #[test]
+    fn rdp_epsilon_is_monotone(z in 0.6f64..8.0, q in 0.001f64..0.5, t in 1u64..5000, dz in 1.01f64..2.0, dq in 1.01f64..2.0, dt in 2u64..10) {
+        let acc = RdpAccountant::new(Neighbouring::AddRemove);
+        let d = Delta::new(1e-6).unwrap();
+        let base = acc.epsilon(&poisson(z, q, t), d).unwrap();
+        prop_assert!(acc.epsilon(&poisson(z, q, t * dt), d).unwrap() >= base);
+        prop_assert!(acc.epsilon(&poisson(z, (q * dq).min(1.0), t), d).unwrap() >= base);
+        prop_assert!(acc.epsilon(&poisson(z * dz, q, t), d).unwrap() <= base);
+    }
+
+    #[test]
+    fn with_replacement_epsilon_is_monotone(z in 0.8f64..8.0, n in 50u64..2000, k in 1u64..20, t in 1u64..500) {
+        let acc = RdpAccountant::new(Neighbouring::ReplaceOne);
+        let d = Delta::new(1e-5).unwrap();
+        let base = acc.epsilon(&wr(z, n, k, t), d).unwrap();
+        prop_assert!(acc.epsilon(&wr(z, n, k, t + 10), d).unwrap() >= base);
+        prop_assert!(acc.epsilon(&wr(z * 1.2, n, k, t), d).unwrap() <= base);
+    }
+
+    #[test]
+    fn analytic_gaussian_round_trips(eps in 0.05f64..10.0, logd in -12f64..-2.0) {
+        let (e, d) = (Epsilon::new(eps).unwrap(), Delta::new(10f64.powf(logd)).unwrap());
+        let z = analytic_gaussian_noise_multiplier(e, d).unwrap();
+        prop_assert!(gaussian_delta(z, eps).unwrap() <= d.get());
+        prop_assert!(gaussian_delta(z * (1.0 - 1e-6), eps).unwrap() > d.get() * (1.0 - 1e-3));
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(8))]
+
+    #[test]
+    fn search_calibration_round_trips(eps in 0.5f64..8.0, q in 0.005f64..0.2, t in 1u64..2000) {
+        let (e, d) = (Epsilon::new(eps).unwrap(), Delta::new(1e-5).unwrap());
+        let z = calibrate_noise_multiplier(|z| poisson(z, q, t), AccountantKind::Rdp, Neighbouring::AddRemove, e, d).unwrap();
+        let acc = RdpAccountant::new(Neighbouring::AddRemove);
+        prop_assert!(acc.epsilon(&poisson(z, q, t), d).unwrap() <= eps);
+        // Within the tolerance, less noise would miss the target.
+        prop_assert!(acc.epsilon(&poisson(z * (1.0 - 1e-4), q, t), d).unwrap() > eps * (1.0 - 1e-3));
+    }
+}
