@@ -129,20 +129,40 @@ fn print_report(spec: &ExperimentSpec, out: &RunOutput) {
             s.final_train_loss
         );
     }
-    if let Some(s) = out.summary.iter().find(|s| s.private) {
-        println!();
-        println!(
-            "Privacy: each silo's messages are ({}, {:.1e})-DP with respect to any one of its records \
-             (ISRL-DP, replace-one); the server and the other silos are not trusted.",
-            s.epsilon.unwrap_or(f64::NAN),
-            s.delta.unwrap_or(f64::NAN)
-        );
-        println!(
-            "Accounted: eps RDP / eps PLD are the accountants' epsilon at each silo's delta for \
-             the noise used (largest over silos; '-' where an accountant cannot account the \
-             sampling, see summary.json)."
-        );
+    let private: Vec<_> = out.summary.iter().filter(|s| s.private).collect();
+    if private.is_empty() {
+        return;
     }
+    println!();
+    for s in &private {
+        let target = s.epsilon.unwrap_or(f64::NAN);
+        let delta = s.delta.unwrap_or(f64::NAN);
+        // State what the accountant certifies, never just the formula's target.
+        match s.max_accounted_epsilon(false) {
+            Some(acc) if acc <= target * (1.0 + 1e-9) => println!(
+                "Privacy ({}): each silo's messages are ({target}, {delta:.1e})-DP with respect to \
+                 any one of its records (ISRL-DP, replace-one; the RDP accountant certifies \
+                 epsilon = {acc:.3}); the server and the other silos are not trusted.",
+                s.algorithm
+            ),
+            Some(acc) => println!(
+                "Privacy ({}): the calibration targets ({target}, {delta:.1e}), but the RDP \
+                 accountant certifies only epsilon = {acc:.3} at that delta for the noise used: \
+                 each silo's messages are ({acc:.3}, {delta:.1e})-DP with respect to any one of \
+                 its records. Use calibration = \"accountant\" to meet the target.",
+                s.algorithm
+            ),
+            None => println!(
+                "Privacy ({}): the calibration targets ({target}, {delta:.1e})-DP per silo \
+                 (ISRL-DP, replace-one); no accountant could certify it (see summary.json).",
+                s.algorithm
+            ),
+        }
+    }
+    println!(
+        "(eps RDP / eps PLD: the accountants' epsilon at each silo's delta for the noise used, \
+         largest over silos; '-' where an accountant cannot account the sampling.)"
+    );
 }
 
 pub fn data(cmd: &DataCommand) -> anyhow::Result<()> {

@@ -466,13 +466,13 @@ impl AcceleratedSpec {
         Ok(match (self.sampling, self.calibration) {
             (_, None) => None,
             (AcsaSampling::OnePass, Some(Calibration::Theory)) => Some(NoiseRule::OnePass),
-            (AcsaSampling::OnePass, Some(Calibration::Experiment)) => {
+            (AcsaSampling::OnePass, Some(Calibration::Experiment | Calibration::Accountant)) => {
                 return Err(crate::Error::config(
                     "algorithm.calibration",
                     "the one-pass algorithm has only Thm E.1's calibration; use \"theory\"",
                 ));
             }
-            (AcsaSampling::Erm, Some(c)) => Some(c.into()),
+            (AcsaSampling::Erm, Some(c)) => Some(super::unbalanced::noise_rule(c)?),
         })
     }
 

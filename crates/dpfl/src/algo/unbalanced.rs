@@ -51,12 +51,16 @@ pub enum NoiseRule {
     OnePass,
 }
 
-impl From<Calibration> for NoiseRule {
-    fn from(c: Calibration) -> Self {
-        match c {
-            Calibration::Theory => NoiseRule::Theory,
-            Calibration::Experiment => NoiseRule::Experiment,
-        }
+/// The per-silo rule of a configured calibration. The accountant calibration is offered by
+/// the plain MB-SGD (`kind = "mb-sgd"`) only; the general form keeps the paper's rules.
+pub(crate) fn noise_rule(c: Calibration) -> crate::Result<NoiseRule> {
+    match c {
+        Calibration::Theory => Ok(NoiseRule::Theory),
+        Calibration::Experiment => Ok(NoiseRule::Experiment),
+        Calibration::Accountant => Err(crate::Error::config(
+            "algorithm.calibration",
+            "\"accountant\" is available for kind = \"mb-sgd\"; use \"theory\" or \"experiment\" here",
+        )),
     }
 }
 
@@ -426,7 +430,7 @@ pub struct NoisyMbSgdSpec {
 impl NoisyMbSgdSpec {
     /// Thm D.1's R (convex or strongly convex), if finite.
     pub fn recommended_rounds(&self, ctx: &BuildContext) -> crate::Result<Option<usize>> {
-        let noise = self.calibration.map(NoiseRule::from);
+        let noise = self.calibration.map(noise_rule).transpose()?;
         let prep = prepare(
             ctx,
             Setting::MbSgd,
@@ -454,7 +458,7 @@ impl NoisyMbSgdSpec {
 }
 
 pub(crate) fn build(ctx: &BuildContext, spec: &NoisyMbSgdSpec) -> crate::Result<BuiltAlgorithm> {
-    let noise = spec.calibration.map(NoiseRule::from);
+    let noise = spec.calibration.map(noise_rule).transpose()?;
     let prep = prepare(
         ctx,
         Setting::MbSgd,
