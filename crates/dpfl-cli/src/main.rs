@@ -3,6 +3,7 @@
 //! Exit codes: 0 success; 1 the run failed (I/O, data, numerical); 2 bad usage or config.
 
 mod account;
+mod net;
 mod train;
 
 use std::process::ExitCode;
@@ -33,6 +34,19 @@ enum Command {
     Account(account::AccountArgs),
     /// Find the smallest noise multiplier reaching a target (epsilon, delta); prints JSON.
     Calibrate(account::CalibrateArgs),
+    /// Run the federation server (network runtime).
+    Server(net::ServerArgs),
+    /// Run one silo: its data, noise and privacy ledger stay in this process.
+    Silo(net::SiloArgs),
+    /// Run the shuffler (shuffle mode): permutes sealed messages, cannot read them.
+    Shuffler(net::ShufflerArgs),
+    /// Make a development CA and participant certificates.
+    Certs {
+        #[command(subcommand)]
+        command: net::CertsCommand,
+    },
+    /// Run an experiment as a federation of local processes and write summary.json.
+    Federate(net::FederateArgs),
 }
 
 fn main() -> ExitCode {
@@ -57,6 +71,11 @@ fn main() -> ExitCode {
         Command::Data { command } => train::data(&command),
         Command::Account(args) => account::account(&args),
         Command::Calibrate(args) => account::calibrate(&args),
+        Command::Server(args) => net::server(&args),
+        Command::Silo(args) => net::silo(&args),
+        Command::Shuffler(args) => net::shuffler(&args),
+        Command::Certs { command } => net::certs(&command),
+        Command::Federate(args) => net::federate(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -69,6 +88,9 @@ fn main() -> ExitCode {
 
 /// 2 for configuration and usage errors, 1 otherwise.
 fn exit_code(e: &anyhow::Error) -> u8 {
+    if e.downcast_ref::<net::ConfigError>().is_some() {
+        return 2;
+    }
     match e.downcast_ref::<dpfl::Error>() {
         Some(dpfl::Error::Config { .. }) | Some(dpfl::Error::Parse { .. }) => 2,
         _ => 1,

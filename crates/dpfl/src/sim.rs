@@ -177,6 +177,17 @@ impl Participation {
     }
 }
 
+/// Silo `i`'s generator: stream (Silo, i) of `seed`, or OS-seeded. Every runner (this
+/// simulator, the network silo) takes it from here, so both draw the same noise.
+pub fn silo_rng(seed: Option<u64>, silo: u32) -> crate::Result<DpRng> {
+    Ok(DpRng::new(seed, Purpose::Silo, silo)?)
+}
+
+/// The generator of the participation draws S_r: stream (Participation, 0) of `seed`.
+pub fn participation_rng(seed: Option<u64>) -> crate::Result<DpRng> {
+    Ok(DpRng::new(seed, Purpose::Participation, 0)?)
+}
+
 /// One silo inside the simulator: its data, its half and its own generator.
 struct Silo<'a> {
     data: &'a SiloData,
@@ -235,7 +246,7 @@ impl<'a> Simulator<'a> {
                 Ok(Silo {
                     data,
                     half,
-                    rng: DpRng::new(seed, Purpose::Silo, i as u32)?,
+                    rng: silo_rng(seed, i as u32)?,
                     spent: Vec::new(),
                     ledger: None,
                 })
@@ -245,7 +256,7 @@ impl<'a> Simulator<'a> {
             silos,
             server: algorithm.server,
             participation,
-            network_rng: DpRng::new(seed, Purpose::Participation, 0)?,
+            network_rng: participation_rng(seed)?,
             round: 0,
             selected: Vec::new(),
         })

@@ -451,13 +451,26 @@ pub fn lipschitz(
 
 /// Builds the public context for one algorithm on one trial's data.
 pub fn build_context(spec: &ExperimentSpec, trial: &TrialData) -> crate::Result<BuildContext> {
-    let n_silos = trial.silos.len();
+    let records: Vec<usize> = trial.silos.iter().map(|s| s.train.len()).collect();
+    let l = lipschitz(spec, trial.model.as_ref(), &trial.silos)?;
+    build_context_from(spec, trial.model.clone(), &records, l)
+}
+
+/// The public context from public facts only: the model (without data), every silo's record
+/// count n_i and the gradient bound L. A network server or silo, which holds no other silo's
+/// data, builds exactly the simulator's halves from this.
+pub fn build_context_from(
+    spec: &ExperimentSpec,
+    model: std::sync::Arc<dyn Model>,
+    records: &[usize],
+    l: f64,
+) -> crate::Result<BuildContext> {
+    let n_silos = records.len();
     spec.participation.validate(n_silos)?;
-    let silos = trial
-        .silos
+    let silos = records
         .iter()
         .enumerate()
-        .map(|(i, s)| {
+        .map(|(i, &n_i)| {
             let budget = match &spec.privacy {
                 None => None,
                 Some(p) => {
@@ -471,7 +484,7 @@ pub fn build_context(spec: &ExperimentSpec, trial: &TrialData) -> crate::Result<
                         Some(es) => es[i],
                         None => p.epsilon,
                     };
-                    let delta = p.delta.resolve(s.train.len())?;
+                    let delta = p.delta.resolve(n_i)?;
                     dpfl_privacy::Delta::new(delta)
                         .map_err(|e| crate::Error::config("privacy.delta", e.to_string()))?;
                     Some((eps, delta))
@@ -479,24 +492,23 @@ pub fn build_context(spec: &ExperimentSpec, trial: &TrialData) -> crate::Result<
             };
             Ok(SiloInfo {
                 id: i as u32,
-                records: s.train.len(),
+                records: n_i,
                 budget,
             })
         })
         .collect::<crate::Result<Vec<_>>>()?;
-    let l = lipschitz(spec, trial.model.as_ref(), &trial.silos)?;
     Ok(BuildContext {
         federation: FederationInfo {
-            dim: trial.model.num_params(),
+            dim: model.num_params(),
             silos: n_silos,
             rounds: spec.rounds,
             expected_participants: spec.participation.effective_m(n_silos),
         },
         silos,
-        oracle: GradientOracle::new(trial.model.clone(), spec.clip)?,
+        init: vec![0.0; model.num_params()],
+        oracle: GradientOracle::new(model, spec.clip)?,
         lipschitz: l,
         projection: spec.projection,
-        init: vec![0.0; trial.model.num_params()],
     })
 }
 
@@ -569,6 +581,29 @@ pub fn train_one(
     })
 }
 
+/// The generator [`run`] draws every trial's data and seed from.
+pub fn master_rng(spec: &ExperimentSpec) -> crate::Result<DpRng> {
+    Ok(DpRng::new(spec.seed, Purpose::Data, 0)?)
+}
+
+/// The next trial's data and seed, drawn from `master` exactly as [`run`] does (so a network
+/// run of trial 0 uses the simulator's split and streams).
+pub fn next_trial(
+    spec: &ExperimentSpec,
+    data_dir: Option<&std::path::Path>,
+    master: &mut DpRng,
+) -> crate::Result<(TrialData, Option<u64>)> {
+    let mut data_rng = master.fork();
+    let trial_seed = spec.seed.map(|_| master.next_seed());
+    let trial = prepare_trial(spec, data_dir, &mut data_rng)?;
+    Ok((trial, trial_seed))
+}
+
+/// The seed of algorithm `a` within a trial.
+pub fn algorithm_seed(trial_seed: Option<u64>, a: usize) -> Option<u64> {
+    trial_seed.map(|s| s ^ (a as u64) << 40)
+}
+
 /// Runs every algorithm of `spec` for every trial.
 pub fn run(
     spec: &ExperimentSpec,
@@ -576,7 +611,7 @@ pub fn run(
     progress: Progress<'_>,
 ) -> crate::Result<RunOutput> {
     spec.validate()?;
-    let mut master = DpRng::new(spec.seed, Purpose::Data, 0)?;
+    let mut master = master_rng(spec)?;
     let eval_every = spec
         .eval_every
         .unwrap_or(if spec.rounds <= 200 {
@@ -588,16 +623,14 @@ pub fn run(
     let mut rows = Vec::new();
     let mut acc: Vec<Option<AlgorithmSummary>> = vec![None; spec.algorithms.len()];
     for t in 0..spec.trials {
-        let mut data_rng = master.fork();
-        let trial_seed = spec.seed.map(|_| master.next_seed());
-        let trial = prepare_trial(spec, None.or(data_dir), &mut data_rng)?;
+        let (trial, trial_seed) = next_trial(spec, data_dir, &mut master)?;
         for (a, entry) in spec.algorithms.iter().enumerate() {
             let label = entry.label();
             let run = train_one(
                 spec,
                 &entry.spec,
                 &trial,
-                trial_seed.map(|s| s ^ (a as u64) << 40),
+                algorithm_seed(trial_seed, a),
                 eval_every,
                 |r| progress(a, t, r),
             )
@@ -641,7 +674,8 @@ pub fn run(
     })
 }
 
-fn summary_of(
+/// The summary row of one run (as in `summary.json`).
+pub fn summary_of(
     spec: &ExperimentSpec,
     entry: &AlgorithmEntry,
     trial: &TrialData,

@@ -1,0 +1,339 @@
+//! Federations of separate `dpfl` processes on 127.0.0.1 (ports chosen by the OS): the final
+//! model equals the simulator's bit for bit, and training survives killed silos and a killed
+//! server without charging any silo's ledger twice.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use dpfl::experiment::{self, ExperimentSpec};
+
+fn experiment(rounds: usize, participation: &str) -> String {
+    format!(
+        r#"
+name = "net"
+rounds = {rounds}
+seed = 5
+participation = {participation}
+[data]
+source = {{ kind = "synthetic", task = "binary", silos = 3, train = 60, test = 20, features = 4, shift = 0.3 }}
+[model]
+kind = "logistic"
+[privacy]
+epsilon = 2.0
+delta = "1/n^2"
+lipschitz = 1.0
+[[algorithms]]
+label = "ISRL-DP MB-SGD"
+kind = "mb-sgd"
+calibration = "experiment"
+step_size = 0.3
+batch_size = 20
+output = "last"
+"#
+    )
+}
+
+fn write_experiment(dir: &Path, text: &str) -> PathBuf {
+    let p = dir.join("exp.toml");
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+fn dpfl(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_dpfl"))
+        .args(args)
+        .env("DPFL_LOG", "warn")
+        .output()
+        .expect("run dpfl")
+}
+
+fn spawn(args: &[&str], log: &Path) -> Child {
+    let f = std::fs::File::create(log).unwrap();
+    Command::new(env!("CARGO_BIN_EXE_dpfl"))
+        .args(args)
+        .env("DPFL_LOG", "info")
+        .stdout(f.try_clone().unwrap())
+        .stderr(f)
+        .stdin(Stdio::null())
+        .spawn()
+        .expect("spawn dpfl")
+}
+
+/// The simulator's final model for algorithm 0 of trial 0.
+fn simulated(exp: &Path) -> (Vec<f64>, f64) {
+    let spec = ExperimentSpec::from_file(exp).unwrap();
+    let mut master = experiment::master_rng(&spec).unwrap();
+    let (trial, seed) = experiment::next_trial(&spec, None, &mut master).unwrap();
+    let run = experiment::train_one(
+        &spec,
+        &spec.algorithms[0].spec,
+        &trial,
+        experiment::algorithm_seed(seed, 0),
+        spec.rounds,
+        |_| {},
+    )
+    .unwrap();
+    (run.final_model, run.final_train_loss)
+}
+
+fn model(out: &Path) -> Vec<f64> {
+    dpfl_net::server::read_model(&out.join("alg-0/server/model.bin")).unwrap()
+}
+
+fn bits(v: &[f64]) -> Vec<u64> {
+    v.iter().map(|x| x.to_bits()).collect()
+}
+
+#[test]
+fn a_federation_of_processes_equals_the_simulator_bit_for_bit() {
+    let tmp = tempfile::tempdir().unwrap();
+    let exp = write_experiment(tmp.path(), &experiment(8, r#"{ kind = "fixed", m = 2 }"#));
+    let out = tmp.path().join("run");
+    let o = dpfl(&[
+        "federate",
+        "--config",
+        exp.to_str().unwrap(),
+        "--local",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let (w, loss) = simulated(&exp);
+    let got = model(&out);
+    assert_eq!(got.len(), 4, "one weight per feature");
+    assert_eq!(bits(&got), bits(&w), "network {got:?} vs simulator {w:?}");
+    // summary.json is dpfl train's, with the same numbers.
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    let s = &summary[0];
+    assert_eq!(s["algorithm"], "ISRL-DP MB-SGD");
+    assert_eq!(s["rounds"], 8);
+    assert_eq!(s["participants"], 2.0);
+    assert_eq!(s["final_train_loss"].as_f64().unwrap(), loss);
+    assert!(s["sigma"].as_f64().unwrap() > 0.0);
+    // Participation M = 2 of 3: every round aggregated exactly 2 messages.
+    let log = std::fs::read_to_string(out.join("alg-0/server/rounds.jsonl")).unwrap();
+    let parts: Vec<u64> = log
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<serde_json::Value>(l).unwrap()["participants"]
+                .as_u64()
+                .unwrap()
+        })
+        .collect();
+    assert_eq!(parts, vec![2; 8]);
+}
+
+#[test]
+fn shuffle_mode_matches_the_simulator_up_to_summation_order() {
+    let tmp = tempfile::tempdir().unwrap();
+    let exp = write_experiment(tmp.path(), &experiment(6, r#"{ kind = "all" }"#));
+    let out = tmp.path().join("run");
+    let o = dpfl(&[
+        "federate",
+        "--config",
+        exp.to_str().unwrap(),
+        "--local",
+        "--shuffle",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let (w, _) = simulated(&exp);
+    let got = model(&out);
+    // The same noise is drawn (each silo's own stream); only the order of the sum differs.
+    let scale = w.iter().fold(1.0f64, |m, x| m.max(x.abs()));
+    for (a, b) in got.iter().zip(&w) {
+        assert!(
+            (a - b).abs() <= 1e-12 * scale,
+            "shuffled {got:?} vs simulated {w:?}"
+        );
+    }
+    let log = std::fs::read_to_string(out.join("alg-0/server/rounds.jsonl")).unwrap();
+    assert_eq!(log.lines().count(), 6);
+    assert!(
+        log.lines().all(|l| l.contains("\"participants\":3")),
+        "{log}"
+    );
+}
+
+/// Prepares a federation, tuned by `edit`, and returns (federation file, shard paths).
+fn prepare(dir: &Path, exp: &Path, extra_server: &str) -> (PathBuf, Vec<PathBuf>) {
+    let out = dir.join("run");
+    let o = dpfl(&[
+        "federate",
+        "--config",
+        exp.to_str().unwrap(),
+        "--local",
+        "--prepare-only",
+        "--deadline-ms",
+        "30000",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let cfg = out.join("federation-0.toml");
+    let text = std::fs::read_to_string(&cfg).unwrap().replace(
+        "round_deadline_ms = 30000",
+        &format!("round_deadline_ms = 30000\n{extra_server}"),
+    );
+    std::fs::write(&cfg, text).unwrap();
+    let shards = (0..3)
+        .map(|i| out.join(format!("data/silo-{i}.shard")))
+        .collect();
+    (cfg, shards)
+}
+
+fn checkpoint_round(out: &Path) -> u64 {
+    std::fs::read_to_string(out.join("alg-0/server/checkpoint.json"))
+        .ok()
+        .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+        .and_then(|v| v["next_round"].as_u64())
+        .unwrap_or(0)
+}
+
+fn wait_until(what: &str, limit: Duration, mut f: impl FnMut() -> bool) {
+    let end = Instant::now() + limit;
+    while !f() {
+        assert!(Instant::now() < end, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn wait_exit(c: &mut Child, limit: Duration) -> std::process::ExitStatus {
+    let end = Instant::now() + limit;
+    loop {
+        if let Some(s) = c.try_wait().unwrap() {
+            return s;
+        }
+        if Instant::now() > end {
+            let _ = c.kill();
+            panic!("process did not exit in time");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn silo_args<'a>(cfg: &'a str, id: &'a str, shard: &'a str) -> [&'a str; 7] {
+    ["silo", "--config", cfg, "--id", id, "--data", shard]
+}
+
+#[test]
+fn a_killed_silo_is_left_out_and_rejoins() {
+    let tmp = tempfile::tempdir().unwrap();
+    let exp = write_experiment(tmp.path(), &experiment(30, r#"{ kind = "all" }"#));
+    let (cfg, shards) = prepare(
+        tmp.path(),
+        &exp,
+        "heartbeat_timeout_ms = 1500\nmin_round_ms = 100",
+    );
+    let out = cfg.parent().unwrap().to_path_buf();
+    let c = cfg.to_str().unwrap();
+    let logs = tmp.path();
+    let mut server = spawn(&["server", "--config", c], &logs.join("server.log"));
+    let ids = ["0", "1", "2"];
+    let mut silos: Vec<Child> = (0..3)
+        .map(|i| {
+            spawn(
+                &silo_args(c, ids[i], shards[i].to_str().unwrap()),
+                &logs.join(format!("silo-{i}.log")),
+            )
+        })
+        .collect();
+    wait_until("round 3", Duration::from_secs(60), || {
+        checkpoint_round(&out) >= 3
+    });
+    silos[2].kill().unwrap();
+    silos[2].wait().unwrap();
+    let killed_at = checkpoint_round(&out);
+    // Rounds go on without silo 2 (left out after its heartbeats stop).
+    wait_until("two rounds without silo 2", Duration::from_secs(60), || {
+        checkpoint_round(&out) >= killed_at + 3
+    });
+    // It rejoins, restoring its generator and ledger from its state directory.
+    silos[2] = spawn(
+        &silo_args(c, "2", shards[2].to_str().unwrap()),
+        &logs.join("silo-2-again.log"),
+    );
+    let status = wait_exit(&mut server, Duration::from_secs(120));
+    assert!(
+        status.success(),
+        "{}",
+        std::fs::read_to_string(logs.join("server.log")).unwrap()
+    );
+    for s in &mut silos {
+        assert!(wait_exit(s, Duration::from_secs(30)).success());
+    }
+    let log = std::fs::read_to_string(out.join("alg-0/server/rounds.jsonl")).unwrap();
+    let parts: Vec<u64> = log
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<serde_json::Value>(l).unwrap()["participants"]
+                .as_u64()
+                .unwrap()
+        })
+        .collect();
+    assert_eq!(parts.len(), 30, "every round completed");
+    assert!(parts.iter().filter(|&&p| p == 2).count() >= 2, "{parts:?}");
+    assert_eq!(*parts.last().unwrap(), 3, "silo 2 rejoined: {parts:?}");
+    assert!(parts.iter().all(|&p| p >= 2), "{parts:?}");
+}
+
+#[test]
+fn a_restarted_server_resumes_without_charging_any_ledger_twice() {
+    let tmp = tempfile::tempdir().unwrap();
+    let rounds = 12;
+    let exp = write_experiment(tmp.path(), &experiment(rounds, r#"{ kind = "all" }"#));
+    let (cfg, shards) = prepare(tmp.path(), &exp, "min_round_ms = 150");
+    let out = cfg.parent().unwrap().to_path_buf();
+    let c = cfg.to_str().unwrap();
+    let logs = tmp.path();
+    let mut server = spawn(&["server", "--config", c], &logs.join("server.log"));
+    let ids = ["0", "1", "2"];
+    let mut silos: Vec<Child> = (0..3)
+        .map(|i| {
+            spawn(
+                &silo_args(c, ids[i], shards[i].to_str().unwrap()),
+                &logs.join(format!("silo-{i}.log")),
+            )
+        })
+        .collect();
+    wait_until("round 4", Duration::from_secs(60), || {
+        checkpoint_round(&out) >= 4
+    });
+    server.kill().unwrap(); // SIGKILL: no chance to clean up
+    server.wait().unwrap();
+    let at = checkpoint_round(&out);
+    assert!(at < rounds as u64, "killed mid-training");
+    let mut server = spawn(&["server", "--config", c], &logs.join("server-again.log"));
+    let status = wait_exit(&mut server, Duration::from_secs(120));
+    let again = std::fs::read_to_string(logs.join("server-again.log")).unwrap();
+    assert!(status.success(), "{again}");
+    assert!(again.contains("resuming from checkpoint"), "{again}");
+    for (i, s) in silos.iter_mut().enumerate() {
+        assert!(wait_exit(s, Duration::from_secs(30)).success());
+        // Each round's message was computed (and its event charged) exactly once.
+        let text = std::fs::read_to_string(logs.join(format!("silo-{i}.log"))).unwrap();
+        assert!(
+            text.contains(&format!("silo {i}: answered {rounds} rounds")),
+            "silo {i}: {text}"
+        );
+        let ledger: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(out.join(format!("alg-0/silo-{i}/ledger.json"))).unwrap(),
+        )
+        .unwrap();
+        let charged: Vec<u64> = ledger["charged"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(|k| k.parse().unwrap())
+            .collect();
+        let mut sorted = charged.clone();
+        sorted.sort();
+        assert_eq!(sorted, (0..rounds as u64).collect::<Vec<_>>());
+    }
+    // And the result is still the simulator's, bit for bit.
+    let (w, _) = simulated(&exp);
+    assert_eq!(bits(&model(&out)), bits(&w));
+}

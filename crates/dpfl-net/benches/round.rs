@@ -1,0 +1,199 @@
+//! Per-round overhead of the network runtime over the in-process simulator, 25 silos on
+//! loopback (TLS 1.3, real sockets, one process), for d = 50 and d = 10^6, and bytes on the
+//! wire per message against the raw payload.
+//!
+//! Both runners drive the same bare halves (each silo echoes the broadcast point, the server
+//! averages), so the difference is the runtime's cost: encoding, TLS, gRPC, scheduling,
+//! durable state writes and checkpoints.
+//!
+//! `cargo bench -p dpfl-net --bench round`
+
+use std::path::Path;
+use std::time::Duration;
+
+use criterion::{Criterion, criterion_group, criterion_main};
+
+use dpfl::algo::{
+    Broadcast, BuiltAlgorithm, HalfState, Payload, Round, ServerHalf, SiloHalf, SiloMessage,
+};
+use dpfl::data::{Dataset, SiloData, Target};
+use dpfl::linalg::Matrix;
+use dpfl::sim::{Participation, Simulator};
+use dpfl_net::Federation;
+use dpfl_privacy::{DpRng, PrivacyEvent};
+
+const SILOS: usize = 25;
+
+struct Echo;
+impl SiloHalf for Echo {
+    fn round_event(&self, _: Round) -> Option<PrivacyEvent> {
+        None
+    }
+    fn respond(&mut self, b: &Broadcast, _: &Dataset, _: &mut DpRng) -> dpfl::Result<SiloMessage> {
+        let mut v = b.point.clone();
+        v.iter_mut().for_each(|x| *x += 1.0);
+        Ok(SiloMessage {
+            round: b.round,
+            payload: Payload::Dense(v),
+        })
+    }
+    fn noise_std(&self) -> f64 {
+        0.0
+    }
+}
+
+struct Mean {
+    w: Vec<f64>,
+}
+impl ServerHalf for Mean {
+    fn broadcast(&mut self, round: Round) -> Broadcast {
+        Broadcast {
+            round,
+            point: self.w.clone(),
+            aux: vec![],
+        }
+    }
+    fn aggregate(&mut self, _: Round, messages: &[SiloMessage]) -> dpfl::Result<()> {
+        if messages.is_empty() {
+            return Ok(());
+        }
+        let mut acc = vec![0.0; self.w.len()];
+        for m in messages {
+            m.payload.add_to(1.0 / messages.len() as f64, &mut acc)?;
+        }
+        self.w = acc;
+        Ok(())
+    }
+    fn output(&self) -> Vec<f64> {
+        self.w.clone()
+    }
+    fn dim(&self) -> usize {
+        self.w.len()
+    }
+    fn state(&self) -> HalfState {
+        let mut s = HalfState::default();
+        s.vectors.insert("w".into(), self.w.clone());
+        s
+    }
+    fn restore(&mut self, s: HalfState) -> dpfl::Result<()> {
+        if let Some(w) = s.vectors.get("w") {
+            self.w.clone_from(w);
+        }
+        Ok(())
+    }
+}
+
+fn tiny() -> SiloData {
+    let d = || {
+        Dataset::new(
+            Matrix::zeros(1, 1),
+            vec![0.0],
+            Target::Real,
+            vec!["x".into()],
+        )
+        .unwrap()
+    };
+    SiloData {
+        train: d(),
+        test: d(),
+    }
+}
+
+fn federation_dir(dir: &Path) -> std::path::PathBuf {
+    std::fs::write(
+        dir.join("experiment.toml"),
+        "name = \"bench\"\nrounds = 1\n[data]\nsource = { kind = \"synthetic\", task = \"regression\", silos = 2, train = 4, test = 2, features = 1 }\n[model]\nkind = \"linear\"\n[[algorithms]]\nkind = \"mb-sgd\"\nstep_size = 0.1\nbatch_size = 1\n",
+    )
+    .unwrap();
+    dpfl_net::certs::dev_pki(&dir.join("certs"), SILOS).unwrap();
+    let records = vec![1; SILOS];
+    let text = format!(
+        "experiment = \"experiment.toml\"\nseed = 1\n[public]\nrecords = {records:?}\nfeatures = 1\nlipschitz = 1.0\n\
+         [server]\naddress = \"127.0.0.1:0\"\naddress_file = \"server.addr\"\nstate_dir = \"server\"\n\
+         round_deadline_ms = 600000\n[tls]\ndir = \"certs\"\n"
+    );
+    let p = dir.join("federation.toml");
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+/// Runs `rounds` network rounds at dimension `dim`; returns (time in rounds, bytes received
+/// by the server per message).
+fn network(
+    rt: &tokio::runtime::Runtime,
+    config: &Path,
+    dim: usize,
+    rounds: u64,
+) -> (Duration, f64) {
+    let dir = config.parent().unwrap();
+    let _ = std::fs::remove_dir_all(dir.join("server"));
+    for i in 0..SILOS {
+        let _ = std::fs::remove_dir_all(dir.join(format!("silo-{i}")));
+    }
+    let _ = std::fs::remove_file(dir.join("server.addr"));
+    rt.block_on(async {
+        let mut fed = Federation::load(config).unwrap();
+        fed.spec.rounds = rounds as usize;
+        let server = dpfl_net::server::Server::bind(fed.clone()).await.unwrap();
+        let handle = tokio::spawn(server.run_with(Box::new(Mean { w: vec![0.0; dim] })));
+        let silos: Vec<_> = (0..SILOS as u32)
+            .map(|i| {
+                let s =
+                    dpfl_net::silo::Silo::with_half(fed.clone(), i, tiny(), Box::new(Echo), dim)
+                        .unwrap();
+                tokio::spawn(s.run())
+            })
+            .collect();
+        let out = handle.await.unwrap().unwrap();
+        for s in silos {
+            let _ = s.await;
+        }
+        let per_msg = out.wire.received() as f64 / (rounds as f64 * SILOS as f64);
+        (out.rounds_elapsed, per_msg)
+    })
+}
+
+fn bench(c: &mut Criterion) {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let config = federation_dir(tmp.path());
+    let data: Vec<SiloData> = (0..SILOS).map(|_| tiny()).collect();
+    let mut g = c.benchmark_group("round");
+    g.sample_size(10).warm_up_time(Duration::from_secs(1));
+    for dim in [50usize, 1_000_000] {
+        g.measurement_time(Duration::from_secs(if dim > 1000 { 30 } else { 5 }));
+        let built = BuiltAlgorithm {
+            server: Box::new(Mean { w: vec![0.0; dim] }),
+            silos: (0..SILOS)
+                .map(|_| Box::new(Echo) as Box<dyn SiloHalf>)
+                .collect(),
+            calibration: vec![],
+        };
+        let mut sim = Simulator::new(&data, built, Participation::All, Some(1)).unwrap();
+        g.bench_function(format!("simulator/d={dim}"), |b| {
+            b.iter(|| sim.step().unwrap())
+        });
+        let mut wire = Vec::new();
+        g.bench_function(format!("network/d={dim}"), |b| {
+            b.iter_custom(|iters| {
+                let (t, w) = network(&rt, &config, dim, iters.max(1));
+                wire.push(w);
+                t
+            })
+        });
+        let payload = 8.0 * dim as f64;
+        let w = wire.iter().sum::<f64>() / wire.len().max(1) as f64;
+        println!(
+            "wire d={dim}: {w:.0} bytes received by the server per message, payload {payload:.0} bytes, ratio {:.3}",
+            w / payload
+        );
+    }
+    g.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);

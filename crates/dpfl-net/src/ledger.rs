@@ -1,0 +1,106 @@
+//! The silo's privacy ledger, behind a small trait.
+//!
+//! The silo charges a round's privacy event *before* computing the message, and a charge is
+//! idempotent per round: answering the same round again (after a server restart) finds
+//! `AlreadyCharged` and resends the stored bytes instead of drawing fresh noise.
+//!
+//! `dpfl_privacy::ledger::Ledger` (issue 4) is the intended implementation; until it lands,
+//! [`RoundLedger`] is a durable stand-in that refuses any release beyond the number of rounds
+//! the noise was calibrated for (the calibration composes over exactly R releases, so R is
+//! the budget in releases).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use dpfl_privacy::PrivacyEvent;
+use serde::{Deserialize, Serialize};
+
+use crate::error::{NetError, Result};
+
+/// Outcome of a charge.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Charge {
+    New,
+    AlreadyCharged,
+}
+
+/// What the silo needs of a ledger.
+pub trait SiloLedger: Send {
+    /// Records `event` for release `release` (the round) durably, or refuses if it would
+    /// exceed the budget. Charging the same release with the same event again spends nothing.
+    fn charge(&mut self, release: u64, event: &PrivacyEvent) -> Result<Charge>;
+    /// Number of releases charged.
+    fn releases(&self) -> usize;
+}
+
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct Entries {
+    max_releases: usize,
+    charged: BTreeMap<u64, PrivacyEvent>,
+}
+
+/// A durable ledger that allows at most `max_releases` charged rounds.
+#[derive(Debug)]
+pub struct RoundLedger {
+    path: PathBuf,
+    entries: Entries,
+}
+
+impl RoundLedger {
+    pub fn open(path: &Path, max_releases: usize) -> Result<Self> {
+        let entries = if path.exists() {
+            let text = std::fs::read_to_string(path).map_err(NetError::io(path))?;
+            let e: Entries = serde_json::from_str(&text).map_err(|e| NetError::file(path, e))?;
+            if e.max_releases != max_releases {
+                return Err(NetError::file(
+                    path,
+                    format!(
+                        "ledger was opened for {} releases, now {max_releases}",
+                        e.max_releases
+                    ),
+                ));
+            }
+            e
+        } else {
+            Entries {
+                max_releases,
+                charged: BTreeMap::new(),
+            }
+        };
+        Ok(RoundLedger {
+            path: path.into(),
+            entries,
+        })
+    }
+
+    /// The rounds charged so far.
+    pub fn rounds(&self) -> Vec<u64> {
+        self.entries.charged.keys().copied().collect()
+    }
+}
+
+impl SiloLedger for RoundLedger {
+    fn charge(&mut self, release: u64, event: &PrivacyEvent) -> Result<Charge> {
+        if let Some(old) = self.entries.charged.get(&release) {
+            if old == event {
+                return Ok(Charge::AlreadyCharged);
+            }
+            return Err(NetError::Budget(format!(
+                "release {release} was already charged with a different event"
+            )));
+        }
+        if self.entries.charged.len() >= self.entries.max_releases {
+            return Err(NetError::Budget(format!(
+                "refusing release {release}: all {} calibrated releases are spent",
+                self.entries.max_releases
+            )));
+        }
+        self.entries.charged.insert(release, event.clone());
+        let json = serde_json::to_vec(&self.entries).map_err(|e| NetError::file(&self.path, e))?;
+        crate::store::write_atomic(&self.path, &json)?;
+        Ok(Charge::New)
+    }
+    fn releases(&self) -> usize {
+        self.entries.charged.len()
+    }
+}

@@ -1,0 +1,730 @@
+//! The federation server: opens rounds, hands out broadcasts, collects messages, aggregates
+//! with the algorithm's own [`ServerHalf`], checkpoints after every round.
+//!
+//! # Rounds
+//! Round r draws S_r from the participation stream exactly as the simulator does, publishes
+//! the broadcast, and closes when every selected silo has answered (or, in shuffle mode, when
+//! the shuffler has forwarded the batch), when every silo still missing has stopped sending
+//! heartbeats, or at the deadline. Messages from silos that missed the round are turned away
+//! as LATE; the round aggregates whatever arrived (M_r may be smaller than |S_r|). In
+//! non-shuffle mode messages are aggregated in silo order, so a run is bit-for-bit the
+//! simulator's.
+//!
+//! # Crashes
+//! After aggregating round r the server writes a checkpoint (next round, the server half's
+//! state, the participation generator's state, the round log) atomically, then opens r + 1.
+//! A restarted server resumes at the checkpoint with a new *epoch*; silos answer the re-opened
+//! round with the bytes they stored, so no fresh noise is drawn and no ledger is charged twice.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+use tokio::sync::{Mutex, watch};
+use tokio_stream::Stream;
+use tonic::{Request, Response, Status, Streaming};
+
+use dpfl::algo::{HalfState, Round, ServerHalf, SiloMessage};
+use dpfl::sim::Participation;
+use dpfl_privacy::DpRng;
+use dpfl_privacy::rng::RngState;
+
+use crate::codec;
+use crate::config::Federation;
+use crate::error::{NetError, Result};
+use crate::proto::federation_server::{Federation as FederationRpc, FederationServer};
+use crate::proto::{
+    Frame, Header, HeartbeatReply, HeartbeatRequest, PullRequest, PushReply, RegisterReply,
+    RegisterRequest, ShuffleRound, Status as RoundStatus,
+};
+
+/// How long a pull waits before answering WAIT.
+const LONG_POLL: Duration = Duration::from_secs(15);
+
+/// One line of the round log (`rounds.jsonl`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct RoundLog {
+    pub round: Round,
+    pub epoch: u64,
+    /// |S_r|.
+    pub selected: usize,
+    /// M_r: messages aggregated.
+    pub participants: usize,
+    pub rejected: usize,
+    pub seconds: f64,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct Checkpoint {
+    next_round: Round,
+    epoch: u64,
+    half: HalfState,
+    participation: RngState,
+    log: Vec<RoundLog>,
+}
+
+struct Open {
+    round: Round,
+    selected: Vec<u32>,
+    broadcast: Arc<Vec<u8>>,
+    deadline: Instant,
+    plain: BTreeMap<u32, SiloMessage>,
+    sealed: Vec<SiloMessage>,
+    seen: HashSet<[u8; 32]>,
+    batch_received: bool,
+    rejected: usize,
+}
+
+struct Inner {
+    open: Option<Open>,
+    done: bool,
+    last_seen: HashMap<u32, Instant>,
+    done_told: HashSet<u32>,
+}
+
+struct Shared {
+    dim: usize,
+    rounds: usize,
+    silos: usize,
+    shuffle: bool,
+    epoch: u64,
+    hpke_sk: Vec<u8>,
+    hpke_pk: Vec<u8>,
+    heartbeat_timeout: Duration,
+    inner: Mutex<Inner>,
+    changed: watch::Sender<u64>,
+}
+
+impl Shared {
+    fn notify(&self) {
+        self.changed.send_modify(|v| *v = v.wrapping_add(1));
+    }
+}
+
+/// What a finished run leaves behind.
+#[derive(Debug)]
+pub struct ServerOutcome {
+    pub model: Vec<f64>,
+    pub log: Vec<RoundLog>,
+    /// Whether this process ran to the end (false: stopped by `stop_after_rounds`).
+    pub finished: bool,
+    /// Bytes that crossed the server's sockets (TLS records included).
+    pub wire: crate::tls::WireCounter,
+    /// Wall time of this process's rounds, from the first round's opening to the last
+    /// checkpoint (registration excluded).
+    pub rounds_elapsed: Duration,
+}
+
+/// A server ready to listen.
+pub struct Server {
+    fed: Federation,
+    listener: tokio::net::TcpListener,
+}
+
+impl Server {
+    /// Binds the listening socket and writes the address file.
+    pub async fn bind(fed: Federation) -> Result<Self> {
+        let addr = fed.config.server.address.clone();
+        let listener = tokio::net::TcpListener::bind(&addr)
+            .await
+            .map_err(|e| NetError::config("server.address", format!("{addr}: {e}")))?;
+        let local = listener
+            .local_addr()
+            .map_err(|e| NetError::Transport(e.to_string()))?;
+        if let Some(f) = &fed.config.server.address_file {
+            crate::store::write_atomic(&fed.path(f), local.to_string().as_bytes())?;
+        }
+        tracing::info!(%local, "server listening");
+        Ok(Server { fed, listener })
+    }
+
+    pub fn local_addr(&self) -> Result<std::net::SocketAddr> {
+        self.listener
+            .local_addr()
+            .map_err(|e| NetError::Transport(e.to_string()))
+    }
+
+    /// Runs the federation to the end (or to `stop_after_rounds`) with the configured
+    /// algorithm's server half.
+    pub async fn run(self) -> Result<ServerOutcome> {
+        let ctx = self.fed.context()?;
+        let half = self.fed.algorithm.build(&ctx)?.server;
+        self.run_with(half).await
+    }
+
+    /// Runs with a given server half (benchmarks use bare halves to time the runtime alone).
+    pub async fn run_with(self, mut half: Box<dyn ServerHalf>) -> Result<ServerOutcome> {
+        let fed = self.fed;
+        let dim = half.dim();
+        let state_dir = fed.server_state_dir();
+        std::fs::create_dir_all(&state_dir).map_err(NetError::io(&state_dir))?;
+        let (hpke_sk, hpke_pk) = hpke_keys(&state_dir)?;
+
+        let ckpt_path = state_dir.join("checkpoint.json");
+        let (mut next_round, mut participation_rng, mut log, epoch) =
+            match crate::store::read_opt(&ckpt_path)? {
+                Some(bytes) => {
+                    let c: Checkpoint = serde_json::from_slice(&bytes)
+                        .map_err(|e| NetError::file(&ckpt_path, e))?;
+                    half.restore(c.half)?;
+                    tracing::info!(round = c.next_round, "resuming from checkpoint");
+                    (
+                        c.next_round,
+                        DpRng::from_snapshot(&c.participation)?,
+                        c.log,
+                        c.epoch + 1,
+                    )
+                }
+                None => (
+                    0,
+                    dpfl::sim::participation_rng(fed.config.seed)?,
+                    Vec::new(),
+                    1,
+                ),
+            };
+        let (changed, _) = watch::channel(0u64);
+        let shared = Arc::new(Shared {
+            dim,
+            rounds: fed.rounds(),
+            silos: fed.silos(),
+            shuffle: fed.shuffle(),
+            epoch,
+            hpke_sk,
+            hpke_pk,
+            heartbeat_timeout: Duration::from_millis(fed.config.server.heartbeat_timeout_ms),
+            inner: Mutex::new(Inner {
+                open: None,
+                done: false,
+                last_seen: HashMap::new(),
+                done_told: HashSet::new(),
+            }),
+            changed,
+        });
+
+        let tls = crate::tls::server_config(&fed.tls_dir(), "server")?;
+        let wire = crate::tls::WireCounter::default();
+        let incoming = crate::tls::incoming(self.listener, tls, wire.clone());
+        let service = FederationServer::new(Service {
+            shared: shared.clone(),
+        })
+        .max_decoding_message_size(2 * codec::CHUNK_BYTES)
+        .max_encoding_message_size(2 * codec::CHUNK_BYTES);
+        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let serve = tokio::spawn(
+            tonic::transport::Server::builder()
+                .tcp_nodelay(true)
+                .initial_stream_window_size(Some(4 << 20))
+                .initial_connection_window_size(Some(8 << 20))
+                .add_service(service)
+                .serve_with_incoming_shutdown(incoming, async {
+                    let _ = stop_rx.await;
+                }),
+        );
+
+        let cfg = &fed.config.server;
+        let participation = fed.spec.participation.clone();
+        let deadline = Duration::from_millis(cfg.round_deadline_ms);
+        // Wait for the silos to register (or the start timeout).
+        wait_for_silos(&shared, Duration::from_millis(cfg.start_timeout_ms)).await;
+        let mut this_process = 0usize;
+        let mut finished = true;
+        let rounds_start = Instant::now();
+        while (next_round as usize) < shared.rounds {
+            if cfg.stop_after_rounds.is_some_and(|k| this_process >= k) {
+                finished = false;
+                break;
+            }
+            let r = next_round;
+            let pace = Instant::now() + Duration::from_millis(cfg.min_round_ms);
+            let entry = run_round(
+                &shared,
+                half.as_mut(),
+                &participation,
+                &mut participation_rng,
+                r,
+                deadline,
+            )
+            .await?;
+            tracing::info!(
+                round = r,
+                selected = entry.selected,
+                participants = entry.participants,
+                rejected = entry.rejected,
+                "round closed"
+            );
+            log.push(entry);
+            next_round = r + 1;
+            let ckpt = Checkpoint {
+                next_round,
+                epoch,
+                half: half.state(),
+                participation: participation_rng.snapshot(),
+                log: log.clone(),
+            };
+            let json = serde_json::to_vec(&ckpt).map_err(|e| NetError::file(&ckpt_path, e))?;
+            crate::store::write_atomic(&ckpt_path, &json)?;
+            this_process += 1;
+            tokio::time::sleep_until(pace.into()).await;
+        }
+        let rounds_elapsed = rounds_start.elapsed();
+        let model = half.output();
+        if finished {
+            write_model(&state_dir.join("model.bin"), &model)?;
+            let mut lines = String::new();
+            for l in &log {
+                lines.push_str(&serde_json::to_string(l).unwrap_or_default());
+                lines.push('\n');
+            }
+            crate::store::write_atomic(&state_dir.join("rounds.jsonl"), lines.as_bytes())?;
+            {
+                let mut inner = shared.inner.lock().await;
+                inner.done = true;
+                inner.open = None;
+            }
+            shared.notify();
+            // Let the silos (and the shuffler) learn that training is over.
+            let grace = Instant::now() + Duration::from_secs(5);
+            while Instant::now() < grace {
+                let told = shared.inner.lock().await.done_told.len();
+                if told >= shared.silos {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+        let _ = stop_tx.send(());
+        let _ = tokio::time::timeout(Duration::from_secs(2), serve).await;
+        Ok(ServerOutcome {
+            model,
+            log,
+            finished,
+            wire,
+            rounds_elapsed,
+        })
+    }
+}
+
+/// The final model as little-endian f64s (bit-exact).
+pub fn write_model(path: &std::path::Path, w: &[f64]) -> Result<()> {
+    let bytes: Vec<u8> = w.iter().flat_map(|v| v.to_le_bytes()).collect();
+    crate::store::write_atomic(path, &bytes)
+}
+
+pub fn read_model(path: &std::path::Path) -> Result<Vec<f64>> {
+    let b = std::fs::read(path).map_err(NetError::io(path))?;
+    if b.len() % 8 != 0 {
+        return Err(NetError::file(path, "length is not a multiple of 8"));
+    }
+    Ok(b.chunks_exact(8)
+        .map(|c| f64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]))
+        .collect())
+}
+
+fn hpke_keys(dir: &std::path::Path) -> Result<(Vec<u8>, Vec<u8>)> {
+    let path = dir.join("hpke.key");
+    if let Some(b) = crate::store::read_opt(&path)? {
+        if b.len() != 64 {
+            return Err(NetError::file(&path, "expected 64 bytes (private, public)"));
+        }
+        return Ok((b[..32].to_vec(), b[32..].to_vec()));
+    }
+    let (sk, pk) = crate::seal::generate_keypair();
+    crate::store::write_atomic(&path, &[sk.as_slice(), pk.as_slice()].concat())?;
+    Ok((sk, pk))
+}
+
+async fn wait_for_silos(shared: &Shared, timeout: Duration) {
+    let end = Instant::now() + timeout;
+    let mut rx = shared.changed.subscribe();
+    loop {
+        let n = shared.inner.lock().await.last_seen.len();
+        if n >= shared.silos {
+            return;
+        }
+        let now = Instant::now();
+        if now >= end {
+            tracing::warn!(
+                registered = n,
+                silos = shared.silos,
+                "starting without every silo"
+            );
+            return;
+        }
+        let _ = tokio::time::timeout(end - now, rx.changed()).await;
+    }
+}
+
+async fn run_round(
+    shared: &Shared,
+    half: &mut dyn ServerHalf,
+    participation: &Participation,
+    rng: &mut DpRng,
+    r: Round,
+    deadline: Duration,
+) -> Result<RoundLog> {
+    let mut selected = Vec::new();
+    participation.draw(shared.silos, rng, &mut selected)?;
+    let broadcast = codec::encode_broadcast(&half.broadcast(r));
+    let opened = Instant::now();
+    let selected: Vec<u32> = selected.iter().map(|&i| i as u32).collect();
+    {
+        let mut inner = shared.inner.lock().await;
+        inner.open = Some(Open {
+            round: r,
+            selected: selected.clone(),
+            broadcast: Arc::new(broadcast),
+            deadline: opened + deadline,
+            plain: BTreeMap::new(),
+            sealed: Vec::new(),
+            seen: HashSet::new(),
+            batch_received: false,
+            rejected: 0,
+        });
+    }
+    shared.notify();
+    let mut rx = shared.changed.subscribe();
+    let (messages, rejected) = loop {
+        {
+            let mut inner = shared.inner.lock().await;
+            let now = Instant::now();
+            let last_seen = inner.last_seen.clone();
+            let open = inner
+                .open
+                .as_mut()
+                .ok_or_else(|| NetError::Transport("round state lost".into()))?;
+            let complete = if shared.shuffle {
+                open.batch_received || open.selected.is_empty()
+            } else {
+                open.selected.iter().all(|id| {
+                    open.plain.contains_key(id)
+                        || last_seen
+                            .get(id)
+                            .is_none_or(|t| now.duration_since(*t) > shared.heartbeat_timeout)
+                })
+            };
+            if complete || now >= open.deadline {
+                if !complete {
+                    tracing::warn!(
+                        round = r,
+                        "deadline passed; closing with the messages at hand"
+                    );
+                }
+                let msgs: Vec<SiloMessage> = if shared.shuffle {
+                    std::mem::take(&mut open.sealed)
+                } else {
+                    // Silo order, as in the simulator.
+                    std::mem::take(&mut open.plain).into_values().collect()
+                };
+                let rejected = open.rejected;
+                inner.open = None;
+                break (msgs, rejected);
+            }
+        }
+        let _ = tokio::time::timeout(Duration::from_millis(200), rx.changed()).await;
+    };
+    shared.notify();
+    half.aggregate(r, &messages)?;
+    Ok(RoundLog {
+        round: r,
+        epoch: shared.epoch,
+        selected: selected.len(),
+        participants: messages.len(),
+        rejected,
+        seconds: opened.elapsed().as_secs_f64(),
+    })
+}
+
+struct Service {
+    shared: Arc<Shared>,
+}
+
+type FrameStream = Pin<Box<dyn Stream<Item = std::result::Result<Frame, Status>> + Send>>;
+
+fn silo_id_of<T>(req: &Request<T>, silos: usize) -> Result<u32> {
+    let name = crate::tls::peer_name(req)?;
+    let id = name
+        .strip_prefix("silo-")
+        .and_then(|s| s.parse::<u32>().ok())
+        .ok_or_else(|| NetError::Denied(format!("{name:?} is not a silo")))?;
+    if id as usize >= silos {
+        return Err(NetError::Denied(format!(
+            "silo {id} is not in this federation of {silos}"
+        )));
+    }
+    Ok(id)
+}
+
+fn require_shuffler<T>(req: &Request<T>) -> Result<()> {
+    let name = crate::tls::peer_name(req)?;
+    if name != "shuffler" {
+        return Err(NetError::Denied(format!("{name:?} is not the shuffler")));
+    }
+    Ok(())
+}
+
+fn check_claim(claimed: u32, id: u32) -> Result<()> {
+    if claimed != id {
+        return Err(NetError::Denied(format!(
+            "certificate of silo {id} claims to be silo {claimed}"
+        )));
+    }
+    Ok(())
+}
+
+fn reply(outcome: &str, accepted: u32) -> Response<PushReply> {
+    Response::new(PushReply {
+        outcome: outcome.into(),
+        accepted,
+    })
+}
+
+/// Logs a rejection (the round goes on) and turns it into a status.
+fn rejected(what: &str, e: NetError) -> Status {
+    tracing::warn!("{what} rejected: {e}");
+    e.into()
+}
+
+#[tonic::async_trait]
+impl FederationRpc for Service {
+    async fn register(
+        &self,
+        req: Request<RegisterRequest>,
+    ) -> std::result::Result<Response<RegisterReply>, Status> {
+        let s = &self.shared;
+        let id = silo_id_of(&req, s.silos)?;
+        check_claim(req.get_ref().silo_id, id)?;
+        s.inner.lock().await.last_seen.insert(id, Instant::now());
+        s.notify();
+        tracing::info!(silo = id, "registered");
+        Ok(Response::new(RegisterReply {
+            dim: s.dim as u32,
+            rounds: s.rounds as u32,
+            silos: s.silos as u32,
+            shuffle: s.shuffle,
+            hpke_public_key: s.hpke_pk.clone(),
+            epoch: s.epoch,
+        }))
+    }
+
+    async fn heartbeat(
+        &self,
+        req: Request<HeartbeatRequest>,
+    ) -> std::result::Result<Response<HeartbeatReply>, Status> {
+        let s = &self.shared;
+        let id = silo_id_of(&req, s.silos)?;
+        check_claim(req.get_ref().silo_id, id)?;
+        let mut inner = s.inner.lock().await;
+        inner.last_seen.insert(id, Instant::now());
+        Ok(Response::new(HeartbeatReply {
+            round: inner.open.as_ref().map_or(0, |o| o.round),
+            done: inner.done,
+        }))
+    }
+
+    type PullTaskStream = FrameStream;
+
+    async fn pull_task(
+        &self,
+        req: Request<PullRequest>,
+    ) -> std::result::Result<Response<FrameStream>, Status> {
+        let s = &self.shared;
+        let id = silo_id_of(&req, s.silos)?;
+        let p = req.into_inner();
+        check_claim(p.silo_id, id)?;
+        let mut rx = s.changed.subscribe();
+        let end = Instant::now() + LONG_POLL;
+        let frames = loop {
+            {
+                let mut inner = s.inner.lock().await;
+                inner.last_seen.insert(id, Instant::now());
+                if inner.done {
+                    inner.done_told.insert(id);
+                    break codec::frames(
+                        Header {
+                            status: RoundStatus::Done as i32,
+                            epoch: s.epoch,
+                            ..Default::default()
+                        },
+                        &[],
+                    );
+                }
+                if let Some(o) = &inner.open {
+                    let answered_here =
+                        p.last_epoch == s.epoch && p.last_round >= i64::from(o.round);
+                    if o.selected.contains(&id) && !o.plain.contains_key(&id) && !answered_here {
+                        break codec::frames(
+                            Header {
+                                status: RoundStatus::Round as i32,
+                                round: o.round,
+                                epoch: s.epoch,
+                                ..Default::default()
+                            },
+                            &o.broadcast,
+                        );
+                    }
+                }
+            }
+            let now = Instant::now();
+            if now >= end {
+                break codec::frames(
+                    Header {
+                        status: RoundStatus::Wait as i32,
+                        epoch: s.epoch,
+                        ..Default::default()
+                    },
+                    &[],
+                );
+            }
+            let _ = tokio::time::timeout(end - now, rx.changed()).await;
+        };
+        Ok(Response::new(Box::pin(tokio_stream::iter(
+            frames.into_iter().map(Ok),
+        ))))
+    }
+
+    async fn push_message(
+        &self,
+        req: Request<Streaming<Frame>>,
+    ) -> std::result::Result<Response<PushReply>, Status> {
+        let s = &self.shared;
+        let id = silo_id_of(&req, s.silos)?;
+        let mut stream = req.into_inner();
+        let limit = codec::max_message_bytes(s.dim);
+        let mut bodies = codec::read_bodies(&mut stream, limit, 1)
+            .await
+            .map_err(|e| rejected(&format!("message of silo {id}"), e))?;
+        let Some((h, body)) = bodies.pop() else {
+            return Err(rejected(
+                &format!("message of silo {id}"),
+                NetError::Rejected("empty message stream".into()),
+            ));
+        };
+        check_claim(h.silo_id, id)?;
+        let mut inner = s.inner.lock().await;
+        inner.last_seen.insert(id, Instant::now());
+        let Some(open) = inner.open.as_mut().filter(|o| o.round == h.round) else {
+            tracing::info!(silo = id, round = h.round, "late message ignored");
+            return Ok(reply("LATE", 0));
+        };
+        if !open.selected.contains(&id) {
+            open.rejected += 1;
+            return Err(rejected(
+                &format!("message of silo {id}"),
+                NetError::Rejected(format!("silo {id} is not selected for round {}", h.round)),
+            ));
+        }
+        if open.plain.contains_key(&id) {
+            tracing::info!(silo = id, round = h.round, "duplicate message ignored");
+            return Ok(reply("DUPLICATE", 0));
+        }
+        let msg = match codec::decode_message(&body, h.round, s.dim) {
+            Ok(m) => m,
+            Err(e) => {
+                open.rejected += 1;
+                return Err(rejected(&format!("message of silo {id}"), e));
+            }
+        };
+        open.plain.insert(id, msg);
+        drop(inner);
+        s.notify();
+        Ok(reply("ACCEPTED", 1))
+    }
+
+    async fn pull_shuffle_round(
+        &self,
+        req: Request<PullRequest>,
+    ) -> std::result::Result<Response<ShuffleRound>, Status> {
+        let s = &self.shared;
+        require_shuffler(&req)?;
+        let p = req.into_inner();
+        let mut rx = s.changed.subscribe();
+        let end = Instant::now() + LONG_POLL;
+        loop {
+            {
+                let mut inner = s.inner.lock().await;
+                if inner.done {
+                    return Ok(Response::new(ShuffleRound {
+                        status: RoundStatus::Done as i32,
+                        epoch: s.epoch,
+                        ..Default::default()
+                    }));
+                }
+                if let Some(o) = inner.open.as_mut() {
+                    let told = p.last_epoch == s.epoch && p.last_round >= i64::from(o.round);
+                    if !told && !o.batch_received {
+                        return Ok(Response::new(ShuffleRound {
+                            status: RoundStatus::Round as i32,
+                            round: o.round,
+                            epoch: s.epoch,
+                            expected: o.selected.len() as u32,
+                            deadline_ms: o
+                                .deadline
+                                .saturating_duration_since(Instant::now())
+                                .as_millis() as u64,
+                        }));
+                    }
+                }
+            }
+            let now = Instant::now();
+            if now >= end {
+                return Ok(Response::new(ShuffleRound {
+                    status: RoundStatus::Wait as i32,
+                    epoch: s.epoch,
+                    ..Default::default()
+                }));
+            }
+            let _ = tokio::time::timeout(end - now, rx.changed()).await;
+        }
+    }
+
+    async fn push_shuffled(
+        &self,
+        req: Request<Streaming<Frame>>,
+    ) -> std::result::Result<Response<PushReply>, Status> {
+        let s = &self.shared;
+        require_shuffler(&req)?;
+        let mut stream = req.into_inner();
+        let bodies = codec::read_bodies(&mut stream, codec::max_sealed_bytes(s.dim), s.silos)
+            .await
+            .map_err(|e| rejected("shuffled batch", e))?;
+        let mut inner = s.inner.lock().await;
+        let round = bodies.first().map(|(h, _)| h.round);
+        let Some(open) = inner
+            .open
+            .as_mut()
+            .filter(|o| round.is_none_or(|r| r == o.round) && !o.batch_received)
+        else {
+            tracing::info!(?round, "late or repeated shuffled batch ignored");
+            return Ok(reply("LATE", 0));
+        };
+        let mut accepted = 0;
+        for (i, (h, sealed)) in bodies.iter().enumerate() {
+            if h.silo_id != 0 {
+                tracing::warn!("shuffled message {i} carries a silo id; identity dropped");
+            }
+            let digest: [u8; 32] = <sha2::Sha256 as sha2::Digest>::digest(sealed).into();
+            if !open.seen.insert(digest) {
+                tracing::info!(index = i, "replayed sealed message ignored");
+                continue;
+            }
+            let msg = crate::seal::open(&s.hpke_sk, open.round, sealed)
+                .and_then(|plain| codec::decode_message(&plain, open.round, s.dim));
+            match msg {
+                Ok(m) => {
+                    open.sealed.push(m);
+                    accepted += 1;
+                }
+                Err(e) => {
+                    open.rejected += 1;
+                    tracing::warn!(index = i, "sealed message rejected: {e}");
+                }
+            }
+        }
+        open.batch_received = true;
+        drop(inner);
+        s.notify();
+        Ok(reply("ACCEPTED", accepted))
+    }
+}

@@ -1,0 +1,285 @@
+//! The shuffler: collects a round's sealed messages from the silos, permutes them with a
+//! ChaCha20 generator seeded from the operating system, and forwards them to the server
+//! without any silo identity.
+//!
+//! It holds no decryption key: it sees only HPKE ciphertexts (bound to their round) and the
+//! TLS identity of each sender, which it uses to accept at most one message per silo per
+//! round and drops before forwarding.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::sync::{Mutex, watch};
+use tonic::{Request, Response, Status, Streaming};
+
+use dpfl_privacy::{DpRng, sampler};
+
+use crate::codec;
+use crate::config::Federation;
+use crate::error::{NetError, Result};
+use crate::proto::federation_client::FederationClient;
+use crate::proto::shuffler_server::{Shuffler as ShufflerRpc, ShufflerServer};
+use crate::proto::{Frame, Header, PullRequest, PushReply, Status as RoundStatus};
+
+struct Collecting {
+    epoch: u64,
+    round: u32,
+    /// Keyed by silo id only to refuse a second message; the ids are dropped on forwarding.
+    by_silo: BTreeMap<u32, Vec<u8>>,
+}
+
+struct Shared {
+    dim: usize,
+    silos: usize,
+    current: Mutex<Option<Collecting>>,
+    changed: watch::Sender<u64>,
+}
+
+pub struct ShufflerProcess {
+    fed: Federation,
+    listener: tokio::net::TcpListener,
+}
+
+impl ShufflerProcess {
+    pub async fn bind(fed: Federation) -> Result<Self> {
+        let section = fed.config.shuffler.clone().ok_or_else(|| {
+            NetError::config("shuffler", "the federation has no [shuffler] section")
+        })?;
+        let listener = tokio::net::TcpListener::bind(&section.address)
+            .await
+            .map_err(|e| {
+                NetError::config("shuffler.address", format!("{}: {e}", section.address))
+            })?;
+        let local = listener
+            .local_addr()
+            .map_err(|e| NetError::Transport(e.to_string()))?;
+        if let Some(f) = &section.address_file {
+            crate::store::write_atomic(&fed.path(f), local.to_string().as_bytes())?;
+        }
+        tracing::info!(%local, "shuffler listening");
+        Ok(ShufflerProcess { fed, listener })
+    }
+
+    /// Runs until the server says training is over. Returns the number of batches forwarded.
+    pub async fn run(self) -> Result<usize> {
+        let fed = self.fed;
+        let dim = fed.context()?.federation.dim;
+        let (changed, _) = watch::channel(0u64);
+        let shared = Arc::new(Shared {
+            dim,
+            silos: fed.silos(),
+            current: Mutex::new(None),
+            changed,
+        });
+        let tls = crate::tls::server_config(&fed.tls_dir(), "shuffler")?;
+        let incoming = crate::tls::incoming(self.listener, tls, Default::default());
+        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let serve = tokio::spawn(
+            tonic::transport::Server::builder()
+                .tcp_nodelay(true)
+                .add_service(
+                    ShufflerServer::new(Service {
+                        shared: shared.clone(),
+                    })
+                    .max_decoding_message_size(2 * codec::CHUNK_BYTES),
+                )
+                .serve_with_incoming_shutdown(incoming, async {
+                    let _ = stop_rx.await;
+                }),
+        );
+        let mut rng = DpRng::from_os()?;
+        let mut batches = 0;
+        let mut last: (u64, i64) = (0, -1);
+        let mut backoff = Duration::from_millis(100);
+        'connect: loop {
+            let Some(addr) = fed.server_address()? else {
+                tokio::time::sleep(backoff).await;
+                continue;
+            };
+            let ep = crate::tls::client_endpoint(
+                &addr,
+                &fed.tls_dir(),
+                "shuffler",
+                &fed.config.server.server_name,
+            )?;
+            let Ok(channel) = ep.connect().await else {
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_secs(2));
+                continue;
+            };
+            backoff = Duration::from_millis(100);
+            let mut client =
+                FederationClient::new(channel).max_encoding_message_size(2 * codec::CHUNK_BYTES);
+            loop {
+                let task = match client
+                    .pull_shuffle_round(PullRequest {
+                        silo_id: 0,
+                        last_epoch: last.0,
+                        last_round: last.1,
+                    })
+                    .await
+                {
+                    Ok(t) => t.into_inner(),
+                    Err(e) if e.code() == tonic::Code::PermissionDenied => {
+                        return Err(NetError::Denied(e.message().to_string()));
+                    }
+                    Err(e) => {
+                        tracing::info!("server unreachable ({e}); reconnecting");
+                        tokio::time::sleep(backoff).await;
+                        continue 'connect;
+                    }
+                };
+                match RoundStatus::try_from(task.status) {
+                    Ok(RoundStatus::Done) => break 'connect,
+                    Ok(RoundStatus::Round) => {}
+                    _ => continue,
+                }
+                {
+                    let mut cur = shared.current.lock().await;
+                    let keep = cur
+                        .as_ref()
+                        .is_some_and(|c| c.epoch == task.epoch && c.round == task.round);
+                    if !keep {
+                        *cur = Some(Collecting {
+                            epoch: task.epoch,
+                            round: task.round,
+                            by_silo: BTreeMap::new(),
+                        });
+                    }
+                }
+                shared.changed.send_modify(|v| *v = v.wrapping_add(1));
+                // Forward when every selected silo has sent, or with 3/4 of the time left
+                // spent, leaving the rest for the transfer.
+                let end = Instant::now() + Duration::from_millis(task.deadline_ms * 3 / 4);
+                let mut rx = shared.changed.subscribe();
+                loop {
+                    let n = shared
+                        .current
+                        .lock()
+                        .await
+                        .as_ref()
+                        .map_or(0, |c| c.by_silo.len());
+                    let now = Instant::now();
+                    if n >= task.expected as usize || now >= end {
+                        break;
+                    }
+                    let _ = tokio::time::timeout(end - now, rx.changed()).await;
+                }
+                let mut messages: Vec<Vec<u8>> = {
+                    let mut cur = shared.current.lock().await;
+                    cur.as_mut()
+                        .map(|c| std::mem::take(&mut c.by_silo).into_values().collect())
+                        .unwrap_or_default()
+                };
+                sampler::shuffle(&mut rng, &mut messages);
+                let count = messages.len() as u32;
+                let frames: Vec<Frame> = messages
+                    .iter()
+                    .enumerate()
+                    .flat_map(|(i, m)| {
+                        codec::frames(
+                            Header {
+                                round: task.round,
+                                epoch: task.epoch,
+                                index: i as u32,
+                                count,
+                                ..Default::default()
+                            },
+                            m,
+                        )
+                    })
+                    .collect();
+                match client.push_shuffled(tokio_stream::iter(frames)).await {
+                    Ok(r) => {
+                        tracing::info!(round = task.round, forwarded = count, outcome = %r.get_ref().outcome, "batch forwarded");
+                        batches += 1;
+                    }
+                    Err(e) => tracing::warn!(round = task.round, "forwarding failed: {e}"),
+                }
+                last = (task.epoch, i64::from(task.round));
+            }
+        }
+        let _ = stop_tx.send(());
+        let _ = tokio::time::timeout(Duration::from_secs(2), serve).await;
+        Ok(batches)
+    }
+}
+
+struct Service {
+    shared: Arc<Shared>,
+}
+
+#[tonic::async_trait]
+impl ShufflerRpc for Service {
+    async fn submit(
+        &self,
+        req: Request<Streaming<Frame>>,
+    ) -> std::result::Result<Response<PushReply>, Status> {
+        let s = &self.shared;
+        let name = crate::tls::peer_name(&req)?;
+        let id = name
+            .strip_prefix("silo-")
+            .and_then(|v| v.parse::<u32>().ok())
+            .filter(|&i| (i as usize) < s.silos)
+            .ok_or_else(|| {
+                NetError::Denied(format!("{name:?} is not a silo of this federation"))
+            })?;
+        let mut stream = req.into_inner();
+        let mut bodies = codec::read_bodies(&mut stream, codec::max_sealed_bytes(s.dim), 1)
+            .await
+            .map_err(|e| {
+                tracing::warn!(silo = id, "submission rejected: {e}");
+                Status::from(e)
+            })?;
+        let Some((h, sealed)) = bodies.pop() else {
+            return Err(NetError::Rejected("empty submission".into()).into());
+        };
+        if h.silo_id != id {
+            return Err(NetError::Denied(format!(
+                "certificate of silo {id} claims to be silo {}",
+                h.silo_id
+            ))
+            .into());
+        }
+        // Wait (briefly) until this shuffler has learnt of the round.
+        let mut rx = s.changed.subscribe();
+        let end = Instant::now() + Duration::from_secs(10);
+        loop {
+            {
+                let mut cur = s.current.lock().await;
+                if let Some(c) = cur.as_mut() {
+                    if c.round == h.round {
+                        if c.by_silo.contains_key(&id) {
+                            return Ok(Response::new(PushReply {
+                                outcome: "DUPLICATE".into(),
+                                accepted: 0,
+                            }));
+                        }
+                        c.by_silo.insert(id, sealed);
+                        drop(cur);
+                        s.changed.send_modify(|v| *v = v.wrapping_add(1));
+                        return Ok(Response::new(PushReply {
+                            outcome: "ACCEPTED".into(),
+                            accepted: 1,
+                        }));
+                    }
+                    if c.round > h.round {
+                        return Ok(Response::new(PushReply {
+                            outcome: "LATE".into(),
+                            accepted: 0,
+                        }));
+                    }
+                }
+            }
+            let now = Instant::now();
+            if now >= end {
+                return Err(Status::unavailable(format!(
+                    "round {} is not being collected",
+                    h.round
+                )));
+            }
+            let _ = tokio::time::timeout(end - now, rx.changed()).await;
+        }
+    }
+}

@@ -1,0 +1,399 @@
+//! A silo process: keeps its data, its generator, its half and its ledger, connects out to
+//! the server, and answers the rounds it is selected for.
+//!
+//! # One message per round
+//! Before computing round r's message the silo charges r's privacy event to its ledger
+//! (refusing the round if the budget does not allow it). It stores the message bytes together
+//! with its half's and its generator's new state in one atomic write, and only then sends. If
+//! asked for round r again (a restarted server, a lost reply), it resends exactly the stored
+//! bytes: a silo never sends two differently-noised messages for one round, and the ledger is
+//! never charged twice. A restarted silo continues its generator from the stored state.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use tonic::transport::Channel;
+
+use dpfl::algo::{HalfState, SiloHalf};
+use dpfl::data::SiloData;
+use dpfl_privacy::DpRng;
+use dpfl_privacy::rng::RngState;
+
+use crate::codec;
+use crate::config::Federation;
+use crate::error::{NetError, Result};
+use crate::ledger::{RoundLedger, SiloLedger};
+use crate::proto::federation_client::FederationClient;
+use crate::proto::shuffler_client::ShufflerClient;
+use crate::proto::{Header, HeartbeatRequest, PullRequest, RegisterRequest, Status as RoundStatus};
+
+#[derive(Debug, Serialize, Deserialize)]
+struct Persisted {
+    /// The last round answered; its message is stored after this JSON.
+    round: u32,
+    half: HalfState,
+    rng: RngState,
+}
+
+/// What a silo did, for tests and logs.
+#[derive(Debug, Default, Clone)]
+pub struct SiloReport {
+    pub answered: Vec<u32>,
+    pub resent: Vec<u32>,
+    pub refused: Vec<u32>,
+}
+
+pub struct Silo {
+    fed: Federation,
+    id: u32,
+    data: SiloData,
+    half: Box<dyn SiloHalf>,
+    rng: DpRng,
+    ledger: RoundLedger,
+    state_path: PathBuf,
+    last: Option<(u32, Vec<u8>)>,
+    dim: usize,
+}
+
+impl Silo {
+    /// Builds silo `id`'s half exactly as the simulator does and restores its stored state.
+    pub fn new(fed: Federation, id: u32, data: SiloData) -> Result<Self> {
+        let n = fed.silos();
+        let want = *fed.config.public.records.get(id as usize).ok_or_else(|| {
+            NetError::config(
+                "--id",
+                format!("silo {id} is not in this federation of {n}"),
+            )
+        })?;
+        if data.train.len() != want {
+            return Err(NetError::config(
+                "--data",
+                format!(
+                    "silo {id} holds {} training records but public.records[{id}] = {want}",
+                    data.train.len()
+                ),
+            ));
+        }
+        if data.train.num_features() != fed.config.public.features {
+            return Err(NetError::config(
+                "--data",
+                format!(
+                    "{} features but public.features = {}",
+                    data.train.num_features(),
+                    fed.config.public.features
+                ),
+            ));
+        }
+        let ctx = fed.context()?;
+        let dim = ctx.federation.dim;
+        let built = fed.algorithm.build(&ctx)?;
+        let half = built
+            .silos
+            .into_iter()
+            .nth(id as usize)
+            .ok_or_else(|| NetError::config("--id", format!("no half for silo {id}")))?;
+        Self::with_half(fed, id, data, half, dim)
+    }
+
+    /// A silo with a given half of dimension `dim` (benchmarks use bare halves).
+    pub fn with_half(
+        fed: Federation,
+        id: u32,
+        data: SiloData,
+        mut half: Box<dyn SiloHalf>,
+        dim: usize,
+    ) -> Result<Self> {
+        let dir = fed.silo_state_dir(id);
+        std::fs::create_dir_all(&dir).map_err(NetError::io(&dir))?;
+        let ledger = RoundLedger::open(&dir.join("ledger.json"), fed.rounds())?;
+        let state_path = dir.join("state.bin");
+        let (rng, last) = match crate::store::read_opt(&state_path)? {
+            Some(bytes) => {
+                let (p, body) = split_state(&bytes).map_err(|e| NetError::file(&state_path, e))?;
+                half.restore(p.half)?;
+                tracing::info!(silo = id, round = p.round, "restored silo state");
+                (
+                    DpRng::from_snapshot(&p.rng)?,
+                    Some((p.round, body.to_vec())),
+                )
+            }
+            None => (dpfl::sim::silo_rng(fed.config.seed, id)?, None),
+        };
+        Ok(Silo {
+            fed,
+            id,
+            data,
+            half,
+            rng,
+            ledger,
+            state_path,
+            last,
+            dim,
+        })
+    }
+
+    /// The message body for round `round`: the stored one if this round was answered
+    /// before, otherwise a new one (ledger charged, state stored before it is returned).
+    /// `None` if the ledger refuses the round.
+    fn answer(
+        &mut self,
+        body: &[u8],
+        round: u32,
+        seal_to: Option<&[u8]>,
+    ) -> Result<Option<(Vec<u8>, bool)>> {
+        if let Some((r, bytes)) = &self.last
+            && *r == round
+        {
+            return Ok(Some((bytes.clone(), true)));
+        }
+        let b = codec::decode_broadcast(body, self.dim)?;
+        if b.round != round {
+            return Err(NetError::Rejected(format!(
+                "broadcast body for round {} sent as round {round}",
+                b.round
+            )));
+        }
+        if let Some(event) = self.half.round_event(round) {
+            match self.ledger.charge(u64::from(round), &event) {
+                Ok(_) => {}
+                Err(NetError::Budget(m)) => {
+                    tracing::warn!(silo = self.id, round, "ledger refuses the round: {m}");
+                    return Ok(None);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        let msg = self.half.respond(&b, &self.data.train, &mut self.rng)?;
+        let mut bytes = codec::encode_message(&msg);
+        if let Some(pk) = seal_to {
+            bytes = crate::seal::seal(pk, round, &bytes)?;
+        }
+        let p = Persisted {
+            round,
+            half: self.half.state(),
+            rng: self.rng.snapshot(),
+        };
+        let json = serde_json::to_vec(&p).map_err(|e| NetError::file(&self.state_path, e))?;
+        let mut file = (json.len() as u64).to_le_bytes().to_vec();
+        file.extend_from_slice(&json);
+        file.extend_from_slice(&bytes);
+        crate::store::write_atomic(&self.state_path, &file)?;
+        self.last = Some((round, bytes.clone()));
+        Ok(Some((bytes, false)))
+    }
+
+    /// The ledger's charged rounds.
+    pub fn charged_rounds(&self) -> Vec<u64> {
+        self.ledger.rounds()
+    }
+
+    /// Runs until the server says training is over.
+    pub async fn run(mut self) -> Result<SiloReport> {
+        let mut report = SiloReport::default();
+        let tls_dir = self.fed.tls_dir();
+        let name = format!("silo-{}", self.id);
+        let mut backoff = Duration::from_millis(100);
+        'connect: loop {
+            let Some(addr) = self.fed.server_address()? else {
+                tokio::time::sleep(backoff).await;
+                continue;
+            };
+            let endpoint = crate::tls::client_endpoint(
+                &addr,
+                &tls_dir,
+                &name,
+                &self.fed.config.server.server_name,
+            )?;
+            let channel = match endpoint.connect().await {
+                Ok(c) => c,
+                Err(e) => {
+                    tracing::debug!(silo = self.id, "connect to {addr}: {e}");
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(Duration::from_secs(2));
+                    continue;
+                }
+            };
+            let mut client = FederationClient::new(channel.clone())
+                .max_decoding_message_size(2 * codec::CHUNK_BYTES)
+                .max_encoding_message_size(2 * codec::CHUNK_BYTES);
+            let reg = match client.register(RegisterRequest { silo_id: self.id }).await {
+                Ok(r) => r.into_inner(),
+                Err(e) if e.code() == tonic::Code::PermissionDenied => {
+                    return Err(NetError::Denied(e.message().to_string()));
+                }
+                Err(e) => {
+                    tracing::debug!(silo = self.id, "register: {e}");
+                    tokio::time::sleep(backoff).await;
+                    continue;
+                }
+            };
+            backoff = Duration::from_millis(100);
+            if reg.dim as usize != self.dim {
+                return Err(NetError::config(
+                    "public",
+                    format!(
+                        "server model has dimension {}, this silo {}",
+                        reg.dim, self.dim
+                    ),
+                ));
+            }
+            let heartbeat = spawn_heartbeat(
+                client.clone(),
+                self.id,
+                Duration::from_millis(self.fed.config.silo.heartbeat_ms),
+            );
+            let mut shuffler = None;
+            let mut last: (u64, i64) = (0, -1);
+            let result: Result<bool> = async {
+                loop {
+                    let mut stream = client
+                        .pull_task(PullRequest {
+                            silo_id: self.id,
+                            last_epoch: last.0,
+                            last_round: last.1,
+                        })
+                        .await?
+                        .into_inner();
+                    let limit = 64 + 8 * (self.dim as u64) * 8;
+                    let mut bodies = codec::read_bodies(&mut stream, limit, 1).await?;
+                    let Some((h, body)) = bodies.pop() else {
+                        return Err(NetError::Rejected("empty task".into()));
+                    };
+                    match RoundStatus::try_from(h.status) {
+                        Ok(RoundStatus::Done) => return Ok(true),
+                        Ok(RoundStatus::Round) => {}
+                        _ => continue,
+                    }
+                    let seal_to = reg.shuffle.then_some(reg.hpke_public_key.as_slice());
+                    let Some((bytes, resent)) = self.answer(&body, h.round, seal_to)? else {
+                        report.refused.push(h.round);
+                        last = (h.epoch, i64::from(h.round));
+                        continue;
+                    };
+                    if resent {
+                        tracing::info!(silo = self.id, round = h.round, "resending the stored message");
+                        report.resent.push(h.round);
+                    } else {
+                        report.answered.push(h.round);
+                    }
+                    let header = Header {
+                        round: h.round,
+                        silo_id: self.id,
+                        epoch: h.epoch,
+                        ..Default::default()
+                    };
+                    let frames = codec::frames(header, &bytes);
+                    if reg.shuffle {
+                        if shuffler.is_none() {
+                            shuffler = Some(connect_shuffler(&self.fed, &name).await?);
+                        }
+                        if let Some(sh) = shuffler.as_mut() {
+                            send_with_retry(|| {
+                                let mut sh: ShufflerClient<Channel> = sh.clone();
+                                let frames = frames.clone();
+                                async move { sh.submit(tokio_stream::iter(frames)).await }
+                            })
+                            .await?;
+                        }
+                    } else {
+                        let mut c = client.clone();
+                        let reply = c.push_message(tokio_stream::iter(frames)).await?;
+                        tracing::debug!(silo = self.id, round = h.round, outcome = %reply.get_ref().outcome);
+                    }
+                    last = (h.epoch, i64::from(h.round));
+                }
+            }
+            .await;
+            heartbeat.abort();
+            match result {
+                Ok(true) => break 'connect,
+                Ok(false) => {}
+                Err(NetError::Rpc(s)) if s.code() == tonic::Code::PermissionDenied => {
+                    return Err(NetError::Denied(s.message().to_string()));
+                }
+                Err(e @ (NetError::Rpc(_) | NetError::Transport(_))) => {
+                    tracing::info!(silo = self.id, "connection lost ({e}); reconnecting");
+                }
+                Err(e) => return Err(e),
+            }
+            tokio::time::sleep(backoff).await;
+        }
+        Ok(report)
+    }
+}
+
+fn split_state(bytes: &[u8]) -> std::result::Result<(Persisted, &[u8]), String> {
+    let len = bytes
+        .get(..8)
+        .map(|b| u64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]))
+        .ok_or("truncated state file")?;
+    let end = 8usize
+        .checked_add(usize::try_from(len).map_err(|e| e.to_string())?)
+        .filter(|&e| e <= bytes.len())
+        .ok_or("truncated state file")?;
+    let p: Persisted = serde_json::from_slice(&bytes[8..end]).map_err(|e| e.to_string())?;
+    Ok((p, &bytes[end..]))
+}
+
+fn spawn_heartbeat(
+    mut client: FederationClient<Channel>,
+    id: u32,
+    every: Duration,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(every).await;
+            if client
+                .heartbeat(HeartbeatRequest { silo_id: id })
+                .await
+                .is_err()
+            {
+                tokio::time::sleep(every).await;
+            }
+        }
+    })
+}
+
+async fn connect_shuffler(fed: &Federation, name: &str) -> Result<ShufflerClient<Channel>> {
+    let server_name = fed
+        .config
+        .shuffler
+        .as_ref()
+        .map(|s| s.server_name.clone())
+        .unwrap_or_default();
+    for _ in 0..100 {
+        if let Some(addr) = fed.shuffler_address()? {
+            let ep = crate::tls::client_endpoint(&addr, &fed.tls_dir(), name, &server_name)?;
+            if let Ok(c) = ep.connect().await {
+                return Ok(ShufflerClient::new(c)
+                    .max_decoding_message_size(2 * codec::CHUNK_BYTES)
+                    .max_encoding_message_size(2 * codec::CHUNK_BYTES));
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    Err(NetError::Transport("cannot reach the shuffler".into()))
+}
+
+/// Sends, retrying while the receiver is not ready for the round yet.
+async fn send_with_retry<F, Fut>(mut f: F) -> Result<()>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<
+            Output = std::result::Result<tonic::Response<crate::proto::PushReply>, tonic::Status>,
+        >,
+{
+    let mut wait = Duration::from_millis(50);
+    for _ in 0..40 {
+        match f().await {
+            Ok(_) => return Ok(()),
+            Err(s) if s.code() == tonic::Code::Unavailable => {
+                tokio::time::sleep(wait).await;
+                wait = (wait * 2).min(Duration::from_millis(500));
+            }
+            Err(s) => return Err(s.into()),
+        }
+    }
+    Err(NetError::Transport("receiver unavailable".into()))
+}
