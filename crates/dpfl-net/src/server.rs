@@ -158,6 +158,12 @@ impl Server {
     pub async fn run_with(self, mut half: Box<dyn ServerHalf>) -> Result<ServerOutcome> {
         let fed = self.fed;
         let dim = half.dim();
+        if fed.config.seed.is_some() {
+            tracing::warn!(
+                "the federation file sets `seed`: every generator is reproducible, and anyone \
+                 who knows the seed can recompute the noise; for tests only"
+            );
+        }
         let state_dir = fed.server_state_dir();
         std::fs::create_dir_all(&state_dir).map_err(NetError::io(&state_dir))?;
         let (hpke_sk, hpke_pk) = hpke_keys(&state_dir)?;
