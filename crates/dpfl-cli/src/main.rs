@@ -2,6 +2,7 @@
 //!
 //! Exit codes: 0 success; 1 the run failed (I/O, data, numerical); 2 bad usage or config.
 
+mod reproduce;
 mod train;
 
 use std::process::ExitCode;
@@ -28,6 +29,8 @@ enum Command {
         #[command(subcommand)]
         command: train::DataCommand,
     },
+    /// Regenerate a paper figure: summary.csv and SVG/PNG plots (lowy-mnist, lowy-insurance, lowy-obesity).
+    Reproduce(reproduce::ReproduceArgs),
 }
 
 fn main() -> ExitCode {
@@ -35,6 +38,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Train(args) => train::train(&args),
         Command::Data { command } => train::data(&command),
+        Command::Reproduce(args) => reproduce::reproduce(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
