@@ -4,6 +4,7 @@
 
 mod account;
 mod net;
+mod reproduce;
 mod train;
 
 use std::process::ExitCode;
@@ -47,6 +48,8 @@ enum Command {
     },
     /// Run an experiment as a federation of local processes and write summary.json.
     Federate(net::FederateArgs),
+    /// Regenerate a paper figure: summary.csv and SVG/PNG plots (lowy-mnist, lowy-insurance, lowy-obesity).
+    Reproduce(reproduce::ReproduceArgs),
 }
 
 fn main() -> ExitCode {
@@ -76,6 +79,7 @@ fn main() -> ExitCode {
         Command::Shuffler(args) => net::shuffler(&args),
         Command::Certs { command } => net::certs(&command),
         Command::Federate(args) => net::federate(&args),
+        Command::Reproduce(args) => reproduce::reproduce(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

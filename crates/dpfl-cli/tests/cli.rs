@@ -186,3 +186,19 @@ fn batch_size_above_n_is_a_config_error() {
         &["K", "51", "n = 50"],
     );
 }
+
+#[test]
+fn reproduce_rejects_unknown_ids_bad_trials_and_bad_specs() {
+    let out = dpfl(&["reproduce", "lowy-nope", "--quiet"]);
+    assert_error(&out, 2, &["lowy-nope", "lowy-mnist"]);
+    let out = dpfl(&["reproduce", "lowy-obesity", "--trials", "0", "--quiet"]);
+    assert_error(&out, 2, &["--trials"]);
+    let dir = tmpdir("repro-spec");
+    let bad = write(
+        &dir,
+        "bad.toml",
+        "id = \"x\"\ntitle = \"t\"\nmetric = \"accuracy\"\n",
+    );
+    let out = dpfl(&["reproduce", "x", "--spec", bad.to_str().unwrap(), "--quiet"]);
+    assert_error(&out, 2, &["bad.toml"]);
+}

@@ -725,6 +725,50 @@ mod tests {
     }
 
     #[test]
+    fn one_pass_silo_never_reuses_a_record_even_across_a_restart() {
+        // n = 11, K = 3: ⌊11/3⌋ = 3 batches; a fourth round must be refused. The silo is
+        // saved and restored into a fresh half after the first round (a restart).
+        use crate::data::{Dataset, Target};
+        let n = 11;
+        let x = crate::linalg::Matrix::from_vec(n, 1, vec![1.0; n]).unwrap();
+        let data = Dataset::new(
+            x,
+            (0..n).map(|i| i as f64).collect(),
+            Target::Real,
+            vec!["x".into()],
+        )
+        .unwrap();
+        let oracle = GradientOracle::new(
+            std::sync::Arc::new(crate::model::LinearRegression::new(1)),
+            None,
+        )
+        .unwrap();
+        let mut rng = DpRng::from_seed(7, dpfl_privacy::rng::Purpose::Silo, 0);
+        let mut silo = GradientSilo::new(oracle.clone(), BatchSource::one_pass(n, 3), None, 1.0);
+        let b = |round| Broadcast {
+            round,
+            point: vec![0.0],
+            aux: vec![],
+        };
+        let mut seen = Vec::new();
+        silo.respond(&b(0), &data, &mut rng).unwrap();
+        seen.extend_from_slice(&silo.idx);
+        let mut restarted = GradientSilo::new(oracle, BatchSource::one_pass(n, 3), None, 1.0);
+        restarted.restore(silo.state()).unwrap();
+        assert_eq!(restarted.remaining_batches(), Some(2));
+        for r in 1..3 {
+            restarted.respond(&b(r), &data, &mut rng).unwrap();
+            seen.extend_from_slice(&restarted.idx);
+        }
+        let mut sorted = seen.clone();
+        sorted.sort_unstable();
+        sorted.dedup();
+        assert_eq!(sorted.len(), 9, "a record was used twice: {seen:?}");
+        assert!(sorted.iter().all(|&i| i < n));
+        assert!(restarted.respond(&b(3), &data, &mut rng).is_err());
+    }
+
+    #[test]
     fn noiseless_acsa_converges_at_the_accelerated_rate() {
         // κ = 100, R = 800: multi-stage AC-SA reaches ~1e-14 relative error, gradient descent
         // ~4e-10 ((1 − 1/κ)^{2R} ≈ e^{−16} for the flattest direction).
