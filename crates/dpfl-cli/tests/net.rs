@@ -126,6 +126,39 @@ fn a_federation_of_processes_equals_the_simulator_bit_for_bit() {
 }
 
 #[test]
+fn enforced_budgets_are_charged_by_each_silo_process() {
+    // Accountant calibration with enforce_budget: each silo charges issue 4's ledger once per
+    // round it answers, the total stays within (ε, δ), and the model is still the simulator's.
+    let tmp = tempfile::tempdir().unwrap();
+    let text = experiment(6, r#"{ kind = "all" }"#)
+        .replace("lipschitz = 1.0", "lipschitz = 1.0\nenforce_budget = true")
+        .replace(
+            "calibration = \"experiment\"",
+            "calibration = \"accountant\"",
+        );
+    let exp = write_experiment(tmp.path(), &text);
+    let out = tmp.path().join("run");
+    let o = dpfl(&[
+        "federate",
+        "--config",
+        exp.to_str().unwrap(),
+        "--local",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let (w, _) = simulated(&exp);
+    assert_eq!(bits(&model(&out)), bits(&w));
+    for id in 0..3 {
+        let path = out.join(format!("alg-0/silo-{id}/budget-ledger.json"));
+        let l: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        assert_eq!(l["releases"].as_array().unwrap().len(), 6, "silo {id}");
+        assert_eq!(l["budget"]["epsilon"], 2.0);
+    }
+}
+
+#[test]
 fn shuffle_mode_matches_the_simulator_up_to_summation_order() {
     let tmp = tempfile::tempdir().unwrap();
     let exp = write_experiment(tmp.path(), &experiment(6, r#"{ kind = "all" }"#));

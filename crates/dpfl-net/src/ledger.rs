@@ -4,10 +4,12 @@
 //! idempotent per round: answering the same round again (after a server restart) finds
 //! `AlreadyCharged` and resends the stored bytes instead of drawing fresh noise.
 //!
-//! `dpfl_privacy::ledger::Ledger` (issue 4) is the intended implementation; until it lands,
-//! [`RoundLedger`] is a durable stand-in that refuses any release beyond the number of rounds
-//! the noise was calibrated for (the calibration composes over exactly R releases, so R is
-//! the budget in releases).
+//! [`RoundLedger`] caps a silo at the number of rounds its noise was calibrated for (the
+//! calibration composes over exactly R releases, so R is the budget in releases). When the
+//! experiment sets `[privacy] enforce_budget`, the silo also charges
+//! `dpfl_privacy::ledger::Ledger` (issue 4, RDP accountant, file `budget-ledger.json`) first,
+//! exactly as the simulator's silos do, and refuses any round that would take it past its
+//! (ε_i, δ_i).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -51,6 +51,10 @@ pub struct Silo {
     half: Box<dyn SiloHalf>,
     rng: DpRng,
     ledger: RoundLedger,
+    /// The accountant ledger of issue 4, charged first when the experiment sets
+    /// `[privacy] enforce_budget` (as the simulator's silos are): it refuses any round whose
+    /// event would take the silo past its (ε_i, δ_i) by the RDP accountant.
+    budget: Option<dpfl_privacy::ledger::Ledger>,
     state_path: PathBuf,
     last: Option<(u32, Vec<u8>)>,
     dim: usize,
@@ -93,7 +97,33 @@ impl Silo {
             .into_iter()
             .nth(id as usize)
             .ok_or_else(|| NetError::config("--id", format!("no half for silo {id}")))?;
-        Self::with_half(fed, id, data, half, dim)
+        let enforce = fed.spec.privacy.as_ref().is_some_and(|p| p.enforce_budget)
+            && fed.algorithm.is_private();
+        let budget = match ctx.silos.get(id as usize).and_then(|s| s.budget) {
+            Some((eps, delta)) if enforce => {
+                let dir = fed.silo_state_dir(id);
+                std::fs::create_dir_all(&dir).map_err(NetError::io(&dir))?;
+                let path = dir.join("budget-ledger.json");
+                let b = dpfl_privacy::ledger::Budget::new(
+                    eps,
+                    delta,
+                    dpfl_privacy::Neighbouring::ReplaceOne,
+                )
+                .map_err(|e| NetError::config("privacy", e.to_string()))?;
+                Some(
+                    dpfl_privacy::ledger::Ledger::open(
+                        &path,
+                        b,
+                        dpfl_privacy::accountant::AccountantKind::Rdp,
+                    )
+                    .map_err(|e| NetError::file(&path, e))?,
+                )
+            }
+            _ => None,
+        };
+        let mut silo = Self::with_half(fed, id, data, half, dim)?;
+        silo.budget = budget;
+        Ok(silo)
     }
 
     /// A silo with a given half of dimension `dim` (benchmarks use bare halves).
@@ -127,6 +157,7 @@ impl Silo {
             half,
             rng,
             ledger,
+            budget: None,
             state_path,
             last,
             dim,
@@ -155,6 +186,22 @@ impl Silo {
             )));
         }
         if let Some(event) = self.half.round_event(round) {
+            if let Some(budget) = &mut self.budget {
+                // Charged before the release cap: a spend recorded for a round that is then
+                // not sent only over-counts, never under-counts.
+                match budget.charge(u64::from(round), &event) {
+                    Ok(_) => {}
+                    Err(e @ dpfl_privacy::PrivacyError::BudgetExceeded { .. }) => {
+                        tracing::warn!(
+                            silo = self.id,
+                            round,
+                            "budget ledger refuses the round: {e}"
+                        );
+                        return Ok(None);
+                    }
+                    Err(e) => return Err(NetError::Budget(e.to_string())),
+                }
+            }
             match self.ledger.charge(u64::from(round), &event) {
                 Ok(_) => {}
                 Err(NetError::Budget(m)) => {
