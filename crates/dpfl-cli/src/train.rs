@@ -149,7 +149,7 @@ fn print_report(spec: &ExperimentSpec, out: &RunOutput) {
                 "Privacy ({}): the calibration targets ({target}, {delta:.1e}), but the RDP \
                  accountant certifies only epsilon = {acc:.3} at that delta for the noise used: \
                  each silo's messages are ({acc:.3}, {delta:.1e})-DP with respect to any one of \
-                 its records. Use calibration = \"accountant\" to meet the target.",
+                 its records. For mb-sgd, calibration = \"accountant\" meets the target.",
                 s.algorithm
             ),
             None => println!(
