@@ -141,20 +141,29 @@ pub struct PrivacySpec {
     pub enforce_budget: bool,
 }
 
+/// Deserialises TOML `text` read from `origin`; a syntax or schema error names the file and
+/// the line it starts on.
+pub(crate) fn parse_toml<T: serde::de::DeserializeOwned>(
+    text: &str,
+    origin: &str,
+) -> crate::Result<T> {
+    toml::from_str(text).map_err(|e| {
+        let line = e
+            .span()
+            .map(|s| text[..s.start.min(text.len())].matches('\n').count() + 1)
+            .unwrap_or(0);
+        crate::Error::Parse {
+            path: origin.into(),
+            line,
+            reason: e.message().to_string(),
+        }
+    })
+}
+
 impl ExperimentSpec {
     /// Parses and checks a TOML experiment; errors name the file and the field.
     pub fn from_toml(text: &str, origin: &str) -> crate::Result<Self> {
-        let spec: ExperimentSpec = toml::from_str(text).map_err(|e| {
-            let line = e
-                .span()
-                .map(|s| text[..s.start.min(text.len())].matches('\n').count() + 1)
-                .unwrap_or(0);
-            crate::Error::Parse {
-                path: origin.into(),
-                line,
-                reason: e.message().to_string(),
-            }
-        })?;
+        let spec: ExperimentSpec = parse_toml(text, origin)?;
         spec.validate()?;
         Ok(spec)
     }

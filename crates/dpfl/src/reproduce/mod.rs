@@ -225,17 +225,7 @@ pub struct ReproSpec {
 
 impl ReproSpec {
     pub fn from_toml(text: &str, origin: &str) -> crate::Result<Self> {
-        let spec: ReproSpec = toml::from_str(text).map_err(|e| {
-            let line = e
-                .span()
-                .map(|s| text[..s.start.min(text.len())].matches('\n').count() + 1)
-                .unwrap_or(0);
-            crate::Error::Parse {
-                path: origin.into(),
-                line,
-                reason: e.message().to_string(),
-            }
-        })?;
+        let spec: ReproSpec = crate::experiment::parse_toml(text, origin)?;
         spec.validate()?;
         Ok(spec)
     }
