@@ -76,6 +76,20 @@ impl HingeLoss {
         self.smoothing
     }
 
+    /// The gradient is a·x; a from z = ⟨w,x⟩, xx = ‖x‖² and the label: −s where the plain
+    /// hinge is active (s = ±1 the signed label), and β(w − prox(w)) = −β t s x for the
+    /// envelope.
+    fn coefficient(&self, z: f64, xx: f64, y: f64) -> f64 {
+        let s = sign(y);
+        let m = s * z;
+        let c = match self.smoothing {
+            Some(beta) => beta * prox_step(m, xx, beta),
+            None if m < 1.0 => 1.0,
+            None => 0.0,
+        };
+        -c * s
+    }
+
     /// prox_{f/β}(w) for the unsmoothed hinge f(·; x, y), written into `out`.
     pub fn prox(&self, w: &[f64], x: &[f64], y: f64, beta: f64, out: &mut [f64]) {
         let s = sign(y);
@@ -114,59 +128,14 @@ impl Model for HingeLoss {
         (1.0 - m - t * q).max(0.0) + 0.5 * beta * t * t * q
     }
     fn add_grad(&self, w: &[f64], x: &[f64], y: f64, scale: f64, out: &mut [f64]) {
-        let s = sign(y);
-        let m = s * dot(w, x);
-        let c = match self.smoothing {
-            // β(w − prox(w)) = −β t s x.
-            Some(beta) => beta * prox_step(m, dot(x, x), beta),
-            None if m < 1.0 => 1.0,
-            None => 0.0,
-        };
-        if c != 0.0 {
-            axpy(-scale * c * s, x, out);
+        let (z, xx) = crate::linalg::dot_and_sq(w, x);
+        let a = self.coefficient(z, xx, y);
+        if a != 0.0 {
+            axpy(scale * a, x, out);
         }
     }
-    fn add_batch_grad(
-        &self,
-        w: &[f64],
-        data: &Dataset,
-        idx: &[usize],
-        scale: f64,
-        out: &mut [f64],
-    ) {
-        let smoothing = self.smoothing;
-        super::rank_one_batch(w, data, idx, None, scale, out, |z, xx, y| {
-            let s = sign(y);
-            let m = s * z;
-            let c = match smoothing {
-                Some(beta) => beta * prox_step(m, xx, beta),
-                None if m < 1.0 => 1.0,
-                None => 0.0,
-            };
-            -c * s
-        });
-    }
-    fn add_clipped_batch_grad(
-        &self,
-        w: &[f64],
-        data: &Dataset,
-        idx: &[usize],
-        clip: f64,
-        scale: f64,
-        out: &mut [f64],
-        _scratch: &mut [f64],
-    ) {
-        let smoothing = self.smoothing;
-        super::rank_one_batch(w, data, idx, Some(clip), scale, out, |z, xx, y| {
-            let s = sign(y);
-            let m = s * z;
-            let c = match smoothing {
-                Some(beta) => beta * prox_step(m, xx, beta),
-                None if m < 1.0 => 1.0,
-                None => 0.0,
-            };
-            -c * s
-        });
+    fn input_coefficient(&self, z: f64, xx: f64, y: f64) -> Option<f64> {
+        Some(self.coefficient(z, xx, y))
     }
     fn predict(&self, w: &[f64], x: &[f64]) -> f64 {
         if dot(w, x) > 0.0 { 1.0 } else { 0.0 }

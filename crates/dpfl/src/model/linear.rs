@@ -35,27 +35,8 @@ impl Model for LinearRegression {
     fn add_grad(&self, w: &[f64], x: &[f64], y: f64, scale: f64, out: &mut [f64]) {
         axpy(scale * (dot(w, x) - y), x, out);
     }
-    fn add_batch_grad(
-        &self,
-        w: &[f64],
-        data: &Dataset,
-        idx: &[usize],
-        scale: f64,
-        out: &mut [f64],
-    ) {
-        super::rank_one_batch(w, data, idx, None, scale, out, |z, _, y| z - y);
-    }
-    fn add_clipped_batch_grad(
-        &self,
-        w: &[f64],
-        data: &Dataset,
-        idx: &[usize],
-        clip: f64,
-        scale: f64,
-        out: &mut [f64],
-        _scratch: &mut [f64],
-    ) {
-        super::rank_one_batch(w, data, idx, Some(clip), scale, out, |z, _, y| z - y);
+    fn input_coefficient(&self, z: f64, _xx: f64, y: f64) -> Option<f64> {
+        Some(z - y)
     }
     fn predict(&self, w: &[f64], x: &[f64]) -> f64 {
         dot(w, x)

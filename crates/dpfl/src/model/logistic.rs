@@ -79,35 +79,9 @@ impl Model for LogisticRegression {
         let z = self.logit(w, x);
         axpy(scale * (sigmoid(z) - y), x, out);
     }
-    fn add_batch_grad(
-        &self,
-        w: &[f64],
-        data: &Dataset,
-        idx: &[usize],
-        scale: f64,
-        out: &mut [f64],
-    ) {
-        let c = self.logit_clip;
-        super::rank_one_batch(w, data, idx, None, scale, out, |z, _, y| {
-            let z = c.map_or(z, |c| z.clamp(-c, c));
-            sigmoid(z) - y
-        });
-    }
-    fn add_clipped_batch_grad(
-        &self,
-        w: &[f64],
-        data: &Dataset,
-        idx: &[usize],
-        clip: f64,
-        scale: f64,
-        out: &mut [f64],
-        _scratch: &mut [f64],
-    ) {
-        let c = self.logit_clip;
-        super::rank_one_batch(w, data, idx, Some(clip), scale, out, |z, _, y| {
-            let z = c.map_or(z, |c| z.clamp(-c, c));
-            sigmoid(z) - y
-        });
+    fn input_coefficient(&self, z: f64, _xx: f64, y: f64) -> Option<f64> {
+        let z = self.logit_clip.map_or(z, |c| z.clamp(-c, c));
+        Some(sigmoid(z) - y)
     }
     fn predict(&self, w: &[f64], x: &[f64]) -> f64 {
         if dot(w, x) > 0.0 { 1.0 } else { 0.0 }

@@ -56,6 +56,14 @@ pub trait Model: Send + Sync + std::fmt::Debug {
         Ok(None)
     }
 
+    /// For losses whose per-example gradient is a multiple of the input, ∇f(w; x, y) = a·x:
+    /// a as a function of z = ⟨w, x⟩, xx = ‖x‖² and y. `None` (the default) for losses of
+    /// another shape; a model answers `Some` for every input or for none. The default batch
+    /// kernels use it to clip through ‖a·x‖ = |a|·‖x‖ without materialising the gradient.
+    fn input_coefficient(&self, _z: f64, _xx: f64, _y: f64) -> Option<f64> {
+        None
+    }
+
     /// out += scale · Σ_{i∈idx} ∇f(w; x_i, y_i). Models may override with a faster kernel.
     fn add_batch_grad(
         &self,
@@ -65,6 +73,11 @@ pub trait Model: Send + Sync + std::fmt::Debug {
         scale: f64,
         out: &mut [f64],
     ) {
+        if self.input_coefficient(0.0, 0.0, 0.0).is_some() {
+            return rank_one_batch(w, data, idx, None, scale, out, |z, xx, y| {
+                self.input_coefficient(z, xx, y).unwrap_or(0.0)
+            });
+        }
         for &i in idx {
             let (x, y) = data.row(i);
             self.add_grad(w, x, y, scale, out);
@@ -72,10 +85,11 @@ pub trait Model: Send + Sync + std::fmt::Debug {
     }
 
     /// out += scale · Σ_{i∈idx} clip_C(∇f(w; x_i, y_i)) with clip_C(g) = g·min(1, C/‖g‖).
-    /// The default materialises each gradient in `scratch` (num_params entries); models whose
-    /// gradient has a known norm (a multiple of x, or an outer product with x) override it
-    /// with a one-pass kernel. Overrides must clip exactly as the default does (same factor
-    /// from the same norm up to rounding), since the noise is calibrated to C.
+    /// Models with an [`Model::input_coefficient`] get a one-pass kernel; otherwise the default
+    /// materialises each gradient in `scratch` (num_params entries). Models whose gradient has
+    /// another known norm (softmax: an outer product with x) override it. Overrides must clip
+    /// exactly as the default does (same factor from the same norm up to rounding), since the
+    /// noise is calibrated to C.
     #[allow(clippy::too_many_arguments)]
     fn add_clipped_batch_grad(
         &self,
@@ -87,6 +101,11 @@ pub trait Model: Send + Sync + std::fmt::Debug {
         out: &mut [f64],
         scratch: &mut [f64],
     ) {
+        if self.input_coefficient(0.0, 0.0, 0.0).is_some() {
+            return rank_one_batch(w, data, idx, Some(clip), scale, out, |z, xx, y| {
+                self.input_coefficient(z, xx, y).unwrap_or(0.0)
+            });
+        }
         for &i in idx {
             let (x, y) = data.row(i);
             scratch.iter_mut().for_each(|v| *v = 0.0);
