@@ -48,6 +48,15 @@ fn dpfl(args: &[&str]) -> Output {
         .expect("run dpfl")
 }
 
+/// `dpfl federate --config EXP --local [EXTRA] --out OUT`, which must succeed.
+fn federate_local(exp: &Path, out: &Path, extra: &[&str]) {
+    let mut args = vec!["federate", "--config", exp.to_str().unwrap(), "--local"];
+    args.extend_from_slice(extra);
+    args.extend_from_slice(&["--out", out.to_str().unwrap()]);
+    let o = dpfl(&args);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
 fn spawn(args: &[&str], log: &Path) -> Child {
     let f = std::fs::File::create(log).unwrap();
     Command::new(env!("CARGO_BIN_EXE_dpfl"))
@@ -90,15 +99,7 @@ fn a_federation_of_processes_equals_the_simulator_bit_for_bit() {
     let tmp = tempfile::tempdir().unwrap();
     let exp = write_experiment(tmp.path(), &experiment(8, r#"{ kind = "fixed", m = 2 }"#));
     let out = tmp.path().join("run");
-    let o = dpfl(&[
-        "federate",
-        "--config",
-        exp.to_str().unwrap(),
-        "--local",
-        "--out",
-        out.to_str().unwrap(),
-    ]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    federate_local(&exp, &out, &[]);
     let (w, loss) = simulated(&exp);
     let got = model(&out);
     assert_eq!(got.len(), 4, "one weight per feature");
@@ -138,15 +139,7 @@ fn enforced_budgets_are_charged_by_each_silo_process() {
         );
     let exp = write_experiment(tmp.path(), &text);
     let out = tmp.path().join("run");
-    let o = dpfl(&[
-        "federate",
-        "--config",
-        exp.to_str().unwrap(),
-        "--local",
-        "--out",
-        out.to_str().unwrap(),
-    ]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    federate_local(&exp, &out, &[]);
     let (w, _) = simulated(&exp);
     assert_eq!(bits(&model(&out)), bits(&w));
     for id in 0..3 {
@@ -163,16 +156,7 @@ fn shuffle_mode_matches_the_simulator_up_to_summation_order() {
     let tmp = tempfile::tempdir().unwrap();
     let exp = write_experiment(tmp.path(), &experiment(6, r#"{ kind = "all" }"#));
     let out = tmp.path().join("run");
-    let o = dpfl(&[
-        "federate",
-        "--config",
-        exp.to_str().unwrap(),
-        "--local",
-        "--shuffle",
-        "--out",
-        out.to_str().unwrap(),
-    ]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    federate_local(&exp, &out, &["--shuffle"]);
     let (w, _) = simulated(&exp);
     let got = model(&out);
     // The same noise is drawn (each silo's own stream); only the order of the sum differs.
