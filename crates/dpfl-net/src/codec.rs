@@ -240,21 +240,87 @@ impl<'a> Reader<'a> {
     }
 }
 
-/// A header frame followed by the body in chunks.
+/// A body as frames: the header carries the first chunk inline (so a body of at most
+/// [`CHUNK_BYTES`] is one frame), data frames carry the rest.
 pub fn frames(mut header: Header, body: &[u8]) -> Vec<Frame> {
     header.body_len = body.len() as u64;
-    let mut out = Vec::with_capacity(1 + body.len() / CHUNK_BYTES + 1);
+    let mut chunks = body.chunks(CHUNK_BYTES);
+    header.body = chunks.next().map(<[u8]>::to_vec).unwrap_or_default();
+    let mut out = Vec::with_capacity(1 + body.len() / CHUNK_BYTES);
     out.push(Frame {
         part: Some(Part::Header(header)),
     });
-    out.extend(body.chunks(CHUNK_BYTES).map(|c| Frame {
+    out.extend(chunks.map(|c| Frame {
         part: Some(Part::Data(c.to_vec())),
     }));
     out
 }
 
-/// Reads streamed (header, body) pairs, checking each announced length against `limit`
-/// before reading, and each body against its announced length. Stops after `max_bodies`.
+/// Reads the next (header, body) from a stream: `None` when the stream ends cleanly between
+/// bodies. The announced length is checked against `limit` before any byte of the body is
+/// kept, and the body against its announced length.
+pub async fn next_body<S>(stream: &mut S, limit: u64) -> Result<Option<(Header, Vec<u8>)>>
+where
+    S: tokio_stream::Stream<Item = std::result::Result<Frame, tonic::Status>> + Unpin,
+{
+    use tokio_stream::StreamExt;
+    let mut h = match stream.next().await {
+        None => return Ok(None),
+        Some(frame) => match frame?.part {
+            Some(Part::Header(h)) => h,
+            Some(Part::Data(_)) => {
+                return Err(NetError::Rejected(
+                    "data frame without a header (or longer than announced)".into(),
+                ));
+            }
+            None => return Err(NetError::Rejected("empty frame".into())),
+        },
+    };
+    if h.body_len > limit {
+        return Err(NetError::Rejected(format!(
+            "body of {} bytes exceeds the limit of {limit} bytes",
+            h.body_len
+        )));
+    }
+    let mut body = std::mem::take(&mut h.body);
+    if body.len() as u64 > h.body_len {
+        return Err(NetError::Rejected(format!(
+            "inline body of {} bytes longer than its announced {} bytes",
+            body.len(),
+            h.body_len
+        )));
+    }
+    // Reserve only what is announced and within the limit.
+    body.reserve_exact((h.body_len as usize).saturating_sub(body.len()));
+    while (body.len() as u64) < h.body_len {
+        let want = h.body_len - body.len() as u64;
+        match stream.next().await {
+            None => {
+                return Err(NetError::Rejected(format!(
+                    "stream ended with {want} bytes of a body missing"
+                )));
+            }
+            Some(frame) => match frame?.part {
+                Some(Part::Data(d)) if d.len() as u64 <= want => body.extend_from_slice(&d),
+                Some(Part::Data(_)) => {
+                    return Err(NetError::Rejected(format!(
+                        "body longer than its announced {} bytes",
+                        h.body_len
+                    )));
+                }
+                Some(Part::Header(_)) => {
+                    return Err(NetError::Rejected(format!(
+                        "new header with {want} bytes of the previous body missing"
+                    )));
+                }
+                None => return Err(NetError::Rejected("empty frame".into())),
+            },
+        }
+    }
+    Ok(Some((h, body)))
+}
+
+/// Reads (header, body) pairs until the stream ends; more than `max_bodies` is an error.
 pub async fn read_bodies<S>(
     stream: &mut S,
     limit: u64,
@@ -263,53 +329,14 @@ pub async fn read_bodies<S>(
 where
     S: tokio_stream::Stream<Item = std::result::Result<Frame, tonic::Status>> + Unpin,
 {
-    use tokio_stream::StreamExt;
-    let mut out: Vec<(Header, Vec<u8>)> = Vec::new();
-    let mut want: u64 = 0;
-    while let Some(frame) = stream.next().await {
-        let frame = frame?;
-        match frame.part {
-            Some(Part::Header(h)) => {
-                if want != 0 {
-                    return Err(NetError::Rejected(format!(
-                        "new header with {want} bytes of the previous body missing"
-                    )));
-                }
-                if out.len() >= max_bodies {
-                    return Err(NetError::Rejected(format!(
-                        "more than {max_bodies} bodies in one stream"
-                    )));
-                }
-                if h.body_len > limit {
-                    return Err(NetError::Rejected(format!(
-                        "body of {} bytes exceeds the limit of {limit} bytes",
-                        h.body_len
-                    )));
-                }
-                want = h.body_len;
-                // Reserve only what is announced and within the limit.
-                out.push((h, Vec::with_capacity(want as usize)));
-            }
-            Some(Part::Data(d)) => {
-                let Some((_, body)) = out.last_mut() else {
-                    return Err(NetError::Rejected("data before any header".into()));
-                };
-                if d.len() as u64 > want {
-                    return Err(NetError::Rejected(format!(
-                        "body longer than its announced {} bytes",
-                        body.capacity()
-                    )));
-                }
-                want -= d.len() as u64;
-                body.extend_from_slice(&d);
-            }
-            None => return Err(NetError::Rejected("empty frame".into())),
+    let mut out = Vec::new();
+    while let Some(b) = next_body(stream, limit).await? {
+        if out.len() >= max_bodies {
+            return Err(NetError::Rejected(format!(
+                "more than {max_bodies} bodies in one stream"
+            )));
         }
-    }
-    if want != 0 {
-        return Err(NetError::Rejected(format!(
-            "stream ended with {want} bytes of a body missing"
-        )));
+        out.push(b);
     }
     Ok(out)
 }

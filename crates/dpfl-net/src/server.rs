@@ -3,9 +3,10 @@
 //!
 //! # Rounds
 //! Round r draws S_r from the participation stream exactly as the simulator does, publishes
-//! the broadcast, and closes when every selected silo has answered (or, in shuffle mode, when
-//! the shuffler has forwarded the batch), when every silo still missing has stopped sending
-//! heartbeats, or at the deadline. Messages from silos that missed the round are turned away
+//! the broadcast on each selected silo's session, and closes when every selected silo has
+//! answered or refused (or, in shuffle mode, when the shuffler has forwarded the batch), when
+//! every silo still missing has closed its session or stopped sending heartbeats, or at the
+//! deadline. Messages from silos that missed the round are turned away
 //! as LATE; the round aggregates whatever arrived (M_r may be smaller than |S_r|). In
 //! non-shuffle mode messages are aggregated in silo order, so a run is bit-for-bit the
 //! simulator's.
@@ -36,12 +37,14 @@ use crate::config::Federation;
 use crate::error::{NetError, Result};
 use crate::proto::federation_server::{Federation as FederationRpc, FederationServer};
 use crate::proto::{
-    Frame, Header, HeartbeatReply, HeartbeatRequest, PullRequest, PushReply, RegisterReply,
-    RegisterRequest, ShuffleRound, Status as RoundStatus,
+    Frame, Header, PullRequest, PushReply, RegisterReply, RegisterRequest, ShuffleRound,
+    Status as RoundStatus,
 };
 
-/// How long a pull waits before answering WAIT.
+/// How long the shuffler's pull waits before answering WAIT.
 const LONG_POLL: Duration = Duration::from_secs(15);
+/// How long a new session may take to say HELLO.
+const HELLO_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// One line of the round log (`rounds.jsonl`).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -73,6 +76,8 @@ struct Open {
     plain: BTreeMap<u32, SiloMessage>,
     sealed: Vec<SiloMessage>,
     seen: HashSet<[u8; 32]>,
+    /// Silos whose ledger refused this round: not waited for.
+    refused: HashSet<u32>,
     batch_received: bool,
     rejected: usize,
 }
@@ -81,6 +86,10 @@ struct Inner {
     open: Option<Open>,
     done: bool,
     last_seen: HashMap<u32, Instant>,
+    /// Silos with an open session, and the session's serial number (a silo that reconnects
+    /// replaces its session; the old one's end must not mark the new one gone).
+    sessions: HashMap<u32, u64>,
+    next_session: u64,
     done_told: HashSet<u32>,
 }
 
@@ -94,12 +103,20 @@ struct Shared {
     hpke_pk: Vec<u8>,
     heartbeat_timeout: Duration,
     inner: Mutex<Inner>,
+    /// Any change the round loop waits for (a message, a refusal, a session closing).
     changed: watch::Sender<u64>,
+    /// A round opened or training ended: what the sessions' senders wait for. Kept apart from
+    /// `changed` so that 25 messages arriving do not wake 25 senders 25 times each.
+    opened: watch::Sender<u64>,
 }
 
 impl Shared {
     fn notify(&self) {
         self.changed.send_modify(|v| *v = v.wrapping_add(1));
+    }
+    fn notify_opened(&self) {
+        self.opened.send_modify(|v| *v = v.wrapping_add(1));
+        self.notify();
     }
 }
 
@@ -191,6 +208,7 @@ impl Server {
                 ),
             };
         let (changed, _) = watch::channel(0u64);
+        let (opened, _) = watch::channel(0u64);
         let shared = Arc::new(Shared {
             dim,
             rounds: fed.rounds(),
@@ -204,9 +222,12 @@ impl Server {
                 open: None,
                 done: false,
                 last_seen: HashMap::new(),
+                sessions: HashMap::new(),
+                next_session: 0,
                 done_told: HashSet::new(),
             }),
             changed,
+            opened,
         });
 
         let tls = crate::tls::server_config(&fed.tls_dir(), "server")?;
@@ -289,7 +310,7 @@ impl Server {
                 inner.done = true;
                 inner.open = None;
             }
-            shared.notify();
+            shared.notify_opened();
             // Let the silos (and the shuffler) learn that training is over.
             let grace = Instant::now() + Duration::from_secs(5);
             while Instant::now() < grace {
@@ -345,7 +366,7 @@ async fn wait_for_silos(shared: &Shared, timeout: Duration) {
     let end = Instant::now() + timeout;
     let mut rx = shared.changed.subscribe();
     loop {
-        let n = shared.inner.lock().await.last_seen.len();
+        let n = shared.inner.lock().await.sessions.len();
         if n >= shared.silos {
             return;
         }
@@ -385,30 +406,41 @@ async fn run_round(
             plain: BTreeMap::new(),
             sealed: Vec::new(),
             seen: HashSet::new(),
+            refused: HashSet::new(),
             batch_received: false,
             rejected: 0,
         });
     }
-    shared.notify();
+    shared.notify_opened();
     let mut rx = shared.changed.subscribe();
     let (messages, rejected) = loop {
         {
             let mut inner = shared.inner.lock().await;
             let now = Instant::now();
-            let last_seen = inner.last_seen.clone();
-            let open = inner
-                .open
+            let Inner {
+                open: slot,
+                last_seen,
+                sessions,
+                ..
+            } = &mut *inner;
+            let open = slot
                 .as_mut()
                 .ok_or_else(|| NetError::Transport("round state lost".into()))?;
+            // A silo is waited for while its session is open and its heartbeats fresh.
+            let gone = |id: &u32| {
+                !sessions.contains_key(id)
+                    || last_seen
+                        .get(id)
+                        .is_none_or(|t| now.duration_since(*t) > shared.heartbeat_timeout)
+            };
+            // In shuffle mode the server cannot tell who answered: it waits for the shuffler's
+            // batch (the shuffler forwards at the deadline what it has).
             let complete = if shared.shuffle {
-                open.batch_received || open.selected.is_empty()
+                open.batch_received || open.selected.iter().all(|id| open.refused.contains(id))
             } else {
-                open.selected.iter().all(|id| {
-                    open.plain.contains_key(id)
-                        || last_seen
-                            .get(id)
-                            .is_none_or(|t| now.duration_since(*t) > shared.heartbeat_timeout)
-                })
+                open.selected
+                    .iter()
+                    .all(|id| open.plain.contains_key(id) || open.refused.contains(id) || gone(id))
             };
             if complete || now >= open.deadline {
                 if !complete {
@@ -424,7 +456,7 @@ async fn run_round(
                     std::mem::take(&mut open.plain).into_values().collect()
                 };
                 let rejected = open.rejected;
-                inner.open = None;
+                *slot = None;
                 break (msgs, rejected);
             }
         }
@@ -444,6 +476,113 @@ async fn run_round(
 
 struct Service {
     shared: Arc<Shared>,
+}
+
+type Outbound = tokio::sync::mpsc::Sender<std::result::Result<Frame, Status>>;
+
+/// A session's sending half: the broadcast of every round the silo is selected for and has
+/// not answered or refused (once per session), then DONE.
+async fn send_rounds(s: Arc<Shared>, id: u32, tx: Outbound) {
+    let mut opened = s.opened.subscribe();
+    let mut sent: Option<Round> = None;
+    loop {
+        // Mark the current value seen before reading the state, so a round opened after the
+        // read wakes the wait below.
+        opened.borrow_and_update();
+        let (frames, last) = {
+            let mut inner = s.inner.lock().await;
+            if inner.done {
+                inner.done_told.insert(id);
+                let h = Header {
+                    status: RoundStatus::Done as i32,
+                    epoch: s.epoch,
+                    ..Default::default()
+                };
+                (codec::frames(h, &[]), true)
+            } else {
+                match &inner.open {
+                    Some(o)
+                        if sent != Some(o.round)
+                            && o.selected.contains(&id)
+                            && !o.plain.contains_key(&id)
+                            && !o.refused.contains(&id) =>
+                    {
+                        sent = Some(o.round);
+                        let h = Header {
+                            status: RoundStatus::Round as i32,
+                            round: o.round,
+                            epoch: s.epoch,
+                            ..Default::default()
+                        };
+                        (codec::frames(h, &o.broadcast), false)
+                    }
+                    _ => (Vec::new(), false),
+                }
+            }
+        };
+        for f in frames {
+            if tx.send(Ok(f)).await.is_err() {
+                return;
+            }
+        }
+        if last || opened.changed().await.is_err() {
+            return;
+        }
+    }
+}
+
+/// One body a silo sent on its session: a message, a refusal or a heartbeat. Anything wrong
+/// with it is logged and counted; the round goes on.
+async fn receive(s: &Shared, id: u32, h: Header, body: &[u8]) {
+    let mut inner = s.inner.lock().await;
+    inner.last_seen.insert(id, Instant::now());
+    let status = RoundStatus::try_from(h.status);
+    if status == Ok(RoundStatus::Heartbeat) {
+        return;
+    }
+    let Some(open) = inner.open.as_mut().filter(|o| o.round == h.round) else {
+        tracing::info!(silo = id, round = h.round, "late message ignored");
+        return;
+    };
+    let bad = |open: &mut Open, e: NetError| {
+        open.rejected += 1;
+        tracing::warn!("message of silo {id} for round {} rejected: {e}", h.round);
+    };
+    if let Err(e) = check_claim(h.silo_id, id) {
+        return bad(open, e);
+    }
+    if !open.selected.contains(&id) {
+        let e = NetError::Rejected(format!("silo {id} is not selected for round {}", h.round));
+        return bad(open, e);
+    }
+    match status {
+        Ok(RoundStatus::Refused) => {
+            tracing::info!(silo = id, round = h.round, "silo refuses the round");
+            open.refused.insert(id);
+        }
+        Ok(RoundStatus::Message) if s.shuffle => {
+            let e = NetError::Rejected("in shuffle mode messages go through the shuffler".into());
+            return bad(open, e);
+        }
+        Ok(RoundStatus::Message) => {
+            if open.plain.contains_key(&id) {
+                tracing::info!(silo = id, round = h.round, "duplicate message ignored");
+                return;
+            }
+            match codec::decode_message(body, h.round, s.dim) {
+                Ok(m) => {
+                    open.plain.insert(id, m);
+                }
+                Err(e) => return bad(open, e),
+            }
+        }
+        _ => {
+            let e = NetError::Rejected(format!("unexpected frame status {}", h.status));
+            return bad(open, e);
+        }
+    }
+    drop(inner);
+    s.notify();
 }
 
 type FrameStream = Pin<Box<dyn Stream<Item = std::result::Result<Frame, Status>> + Send>>;
@@ -514,128 +653,74 @@ impl FederationRpc for Service {
         }))
     }
 
-    async fn heartbeat(
-        &self,
-        req: Request<HeartbeatRequest>,
-    ) -> std::result::Result<Response<HeartbeatReply>, Status> {
-        let s = &self.shared;
-        let id = silo_id_of(&req, s.silos)?;
-        check_claim(req.get_ref().silo_id, id)?;
-        let mut inner = s.inner.lock().await;
-        inner.last_seen.insert(id, Instant::now());
-        Ok(Response::new(HeartbeatReply {
-            round: inner.open.as_ref().map_or(0, |o| o.round),
-            done: inner.done,
-        }))
-    }
+    type SessionStream = FrameStream;
 
-    type PullTaskStream = FrameStream;
-
-    async fn pull_task(
-        &self,
-        req: Request<PullRequest>,
-    ) -> std::result::Result<Response<FrameStream>, Status> {
-        let s = &self.shared;
-        let id = silo_id_of(&req, s.silos)?;
-        let p = req.into_inner();
-        check_claim(p.silo_id, id)?;
-        let mut rx = s.changed.subscribe();
-        let end = Instant::now() + LONG_POLL;
-        let frames = loop {
-            {
-                let mut inner = s.inner.lock().await;
-                inner.last_seen.insert(id, Instant::now());
-                if inner.done {
-                    inner.done_told.insert(id);
-                    break codec::frames(
-                        Header {
-                            status: RoundStatus::Done as i32,
-                            epoch: s.epoch,
-                            ..Default::default()
-                        },
-                        &[],
-                    );
-                }
-                if let Some(o) = &inner.open {
-                    let answered_here =
-                        p.last_epoch == s.epoch && p.last_round >= i64::from(o.round);
-                    if o.selected.contains(&id) && !o.plain.contains_key(&id) && !answered_here {
-                        break codec::frames(
-                            Header {
-                                status: RoundStatus::Round as i32,
-                                round: o.round,
-                                epoch: s.epoch,
-                                ..Default::default()
-                            },
-                            &o.broadcast,
-                        );
-                    }
-                }
-            }
-            let now = Instant::now();
-            if now >= end {
-                break codec::frames(
-                    Header {
-                        status: RoundStatus::Wait as i32,
-                        epoch: s.epoch,
-                        ..Default::default()
-                    },
-                    &[],
-                );
-            }
-            let _ = tokio::time::timeout(end - now, rx.changed()).await;
-        };
-        Ok(Response::new(Box::pin(tokio_stream::iter(
-            frames.into_iter().map(Ok),
-        ))))
-    }
-
-    async fn push_message(
+    async fn session(
         &self,
         req: Request<Streaming<Frame>>,
-    ) -> std::result::Result<Response<PushReply>, Status> {
-        let s = &self.shared;
+    ) -> std::result::Result<Response<FrameStream>, Status> {
+        let s = self.shared.clone();
         let id = silo_id_of(&req, s.silos)?;
-        let mut stream = req.into_inner();
-        let limit = codec::max_message_bytes(s.dim);
-        let mut bodies = codec::read_bodies(&mut stream, limit, 1)
+        let mut inbound = req.into_inner();
+        let hello = tokio::time::timeout(HELLO_TIMEOUT, codec::next_body(&mut inbound, 0))
             .await
-            .map_err(|e| rejected(&format!("message of silo {id}"), e))?;
-        let Some((h, body)) = bodies.pop() else {
-            return Err(rejected(
-                &format!("message of silo {id}"),
-                NetError::Rejected("empty message stream".into()),
-            ));
+            .map_err(|_| NetError::Rejected("no HELLO in time".into()))
+            .and_then(|r| r)
+            .map_err(|e| rejected(&format!("session of silo {id}"), e))?;
+        let Some((h, _)) = hello else {
+            return Err(Status::cancelled("session closed before HELLO"));
         };
+        if h.status != RoundStatus::Hello as i32 {
+            return Err(rejected(
+                &format!("session of silo {id}"),
+                NetError::Rejected("the first frame of a session must be HELLO".into()),
+            ));
+        }
         check_claim(h.silo_id, id)?;
-        let mut inner = s.inner.lock().await;
-        inner.last_seen.insert(id, Instant::now());
-        let Some(open) = inner.open.as_mut().filter(|o| o.round == h.round) else {
-            tracing::info!(silo = id, round = h.round, "late message ignored");
-            return Ok(reply("LATE", 0));
+        let serial = {
+            let mut inner = s.inner.lock().await;
+            inner.next_session += 1;
+            let serial = inner.next_session;
+            inner.sessions.insert(id, serial);
+            inner.last_seen.insert(id, Instant::now());
+            serial
         };
-        if !open.selected.contains(&id) {
-            open.rejected += 1;
-            return Err(rejected(
-                &format!("message of silo {id}"),
-                NetError::Rejected(format!("silo {id} is not selected for round {}", h.round)),
-            ));
-        }
-        if open.plain.contains_key(&id) {
-            tracing::info!(silo = id, round = h.round, "duplicate message ignored");
-            return Ok(reply("DUPLICATE", 0));
-        }
-        let msg = match codec::decode_message(&body, h.round, s.dim) {
-            Ok(m) => m,
-            Err(e) => {
-                open.rejected += 1;
-                return Err(rejected(&format!("message of silo {id}"), e));
-            }
-        };
-        open.plain.insert(id, msg);
-        drop(inner);
         s.notify();
-        Ok(reply("ACCEPTED", 1))
+        tracing::info!(silo = id, "session opened");
+        let (tx, rx) = tokio::sync::mpsc::channel(8);
+        let sender = tokio::spawn(send_rounds(s.clone(), id, tx.clone()));
+        tokio::spawn(async move {
+            let limit = codec::max_message_bytes(s.dim);
+            let end = loop {
+                match codec::next_body(&mut inbound, limit).await {
+                    Ok(Some((h, body))) => receive(&s, id, h, &body).await,
+                    Ok(None) => break None,
+                    Err(e) => break Some(e),
+                }
+            };
+            match end {
+                None | Some(NetError::Rpc(_)) => {
+                    tracing::info!(silo = id, "session closed");
+                }
+                Some(e) => {
+                    // A framing violation (oversized, short, out of order) ends the session
+                    // with a logged reason; the silo reconnects, the round goes on.
+                    let status = rejected(&format!("session of silo {id}"), e);
+                    let _ = tx.send(Err(status)).await;
+                }
+            }
+            sender.abort();
+            {
+                let mut inner = s.inner.lock().await;
+                if inner.sessions.get(&id) == Some(&serial) {
+                    inner.sessions.remove(&id);
+                }
+            }
+            s.notify();
+        });
+        Ok(Response::new(Box::pin(
+            tokio_stream::wrappers::ReceiverStream::new(rx),
+        )))
     }
 
     async fn pull_shuffle_round(

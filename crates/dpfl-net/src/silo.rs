@@ -26,7 +26,7 @@ use crate::error::{NetError, Result};
 use crate::ledger::{RoundLedger, SiloLedger};
 use crate::proto::federation_client::FederationClient;
 use crate::proto::shuffler_client::ShufflerClient;
-use crate::proto::{Header, HeartbeatRequest, PullRequest, RegisterRequest, Status as RoundStatus};
+use crate::proto::{Frame, Header, RegisterRequest, Status as RoundStatus};
 
 #[derive(Debug, Serialize, Deserialize)]
 struct Persisted {
@@ -285,27 +285,29 @@ impl Silo {
                     ),
                 ));
             }
+            // The session: frames to the server go through `tx`; heartbeats share it.
+            let (tx, rx) = tokio::sync::mpsc::channel::<Frame>(8);
+            let hello = Header {
+                status: RoundStatus::Hello as i32,
+                silo_id: self.id,
+                ..Default::default()
+            };
+            let _ = tx.send(header_frame(hello)).await;
             let heartbeat = spawn_heartbeat(
-                client.clone(),
+                tx.clone(),
                 self.id,
                 Duration::from_millis(self.fed.config.silo.heartbeat_ms),
             );
             let mut shuffler = None;
-            let mut last: (u64, i64) = (0, -1);
             let result: Result<bool> = async {
+                let mut inbound = client
+                    .session(tokio_stream::wrappers::ReceiverStream::new(rx))
+                    .await?
+                    .into_inner();
+                let limit = 64 + 8 * (self.dim as u64) * 8;
                 loop {
-                    let mut stream = client
-                        .pull_task(PullRequest {
-                            silo_id: self.id,
-                            last_epoch: last.0,
-                            last_round: last.1,
-                        })
-                        .await?
-                        .into_inner();
-                    let limit = 64 + 8 * (self.dim as u64) * 8;
-                    let mut bodies = codec::read_bodies(&mut stream, limit, 1).await?;
-                    let Some((h, body)) = bodies.pop() else {
-                        return Err(NetError::Rejected("empty task".into()));
+                    let Some((h, body)) = codec::next_body(&mut inbound, limit).await? else {
+                        return Err(NetError::Transport("the server closed the session".into()));
                     };
                     match RoundStatus::try_from(h.status) {
                         Ok(RoundStatus::Done) => return Ok(true),
@@ -313,9 +315,25 @@ impl Silo {
                         _ => continue,
                     }
                     let seal_to = reg.shuffle.then_some(reg.hpke_public_key.as_slice());
-                    let Some((bytes, resent)) = self.answer(&body, h.round, seal_to)? else {
+                    // The ledger charge and the state write end in fsyncs: off the async
+                    // workers, so that many silos in one process sync in parallel.
+                    let answer = if tokio::runtime::Handle::current().runtime_flavor()
+                        == tokio::runtime::RuntimeFlavor::MultiThread
+                    {
+                        tokio::task::block_in_place(|| self.answer(&body, h.round, seal_to))?
+                    } else {
+                        self.answer(&body, h.round, seal_to)?
+                    };
+                    let mut header = Header {
+                        round: h.round,
+                        silo_id: self.id,
+                        epoch: h.epoch,
+                        ..Default::default()
+                    };
+                    let Some((bytes, resent)) = answer else {
                         report.refused.push(h.round);
-                        last = (h.epoch, i64::from(h.round));
+                        header.status = RoundStatus::Refused as i32;
+                        send(&tx, codec::frames(header, &[])).await?;
                         continue;
                     };
                     if resent {
@@ -324,14 +342,8 @@ impl Silo {
                     } else {
                         report.answered.push(h.round);
                     }
-                    let header = Header {
-                        round: h.round,
-                        silo_id: self.id,
-                        epoch: h.epoch,
-                        ..Default::default()
-                    };
-                    let frames = codec::frames(header, &bytes);
                     if reg.shuffle {
+                        let frames = codec::frames(header, &bytes);
                         if shuffler.is_none() {
                             shuffler = Some(connect_shuffler(&self.fed, &name).await?);
                         }
@@ -344,11 +356,9 @@ impl Silo {
                             .await?;
                         }
                     } else {
-                        let mut c = client.clone();
-                        let reply = c.push_message(tokio_stream::iter(frames)).await?;
-                        tracing::debug!(silo = self.id, round = h.round, outcome = %reply.get_ref().outcome);
+                        header.status = RoundStatus::Message as i32;
+                        send(&tx, codec::frames(header, &bytes)).await?;
                     }
-                    last = (h.epoch, i64::from(h.round));
                 }
             }
             .await;
@@ -383,20 +393,36 @@ fn split_state(bytes: &[u8]) -> std::result::Result<(Persisted, &[u8]), String> 
     Ok((p, &bytes[end..]))
 }
 
+fn header_frame(h: Header) -> Frame {
+    Frame {
+        part: Some(crate::proto::frame::Part::Header(h)),
+    }
+}
+
+async fn send(tx: &tokio::sync::mpsc::Sender<Frame>, frames: Vec<Frame>) -> Result<()> {
+    for f in frames {
+        tx.send(f)
+            .await
+            .map_err(|_| NetError::Transport("the session's stream is closed".into()))?;
+    }
+    Ok(())
+}
+
 fn spawn_heartbeat(
-    mut client: FederationClient<Channel>,
+    tx: tokio::sync::mpsc::Sender<Frame>,
     id: u32,
     every: Duration,
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         loop {
             tokio::time::sleep(every).await;
-            if client
-                .heartbeat(HeartbeatRequest { silo_id: id })
-                .await
-                .is_err()
-            {
-                tokio::time::sleep(every).await;
+            let h = Header {
+                status: RoundStatus::Heartbeat as i32,
+                silo_id: id,
+                ..Default::default()
+            };
+            if tx.send(header_frame(h)).await.is_err() {
+                return;
             }
         }
     })

@@ -10,6 +10,8 @@ use dpfl_net::Federation;
 use dpfl_net::codec;
 use dpfl_net::proto::federation_client::FederationClient;
 use dpfl_net::proto::{Frame, Header, PullRequest, RegisterRequest, Status as RoundStatus};
+use tokio::sync::mpsc::Sender;
+use tonic::Streaming;
 use dpfl_net::server::{Server, ServerOutcome};
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Identity};
 
@@ -74,15 +76,54 @@ fn message(round: u32, dim: usize, value: f64) -> Vec<u8> {
     })
 }
 
+/// A silo's message for `round` as session frames.
 fn frames(silo: u32, round: u32, body: &[u8]) -> Vec<Frame> {
     codec::frames(
         Header {
+            status: RoundStatus::Message as i32,
             round,
             silo_id: silo,
             ..Default::default()
         },
         body,
     )
+}
+
+fn header(h: Header) -> Frame {
+    Frame {
+        part: Some(dpfl_net::proto::frame::Part::Header(h)),
+    }
+}
+
+/// Opens a session as silo `id`: the sender of its frames and the server's frames.
+async fn session(c: &mut FederationClient<Channel>, id: u32) -> (Sender<Frame>, Streaming<Frame>) {
+    let (tx, rx) = tokio::sync::mpsc::channel(16);
+    let hello = Header {
+        status: RoundStatus::Hello as i32,
+        silo_id: id,
+        ..Default::default()
+    };
+    tx.send(header(hello)).await.unwrap();
+    let inbound = c
+        .session(tokio_stream::wrappers::ReceiverStream::new(rx))
+        .await
+        .unwrap()
+        .into_inner();
+    (tx, inbound)
+}
+
+async fn send(tx: &Sender<Frame>, frames: Vec<Frame>) {
+    for f in frames {
+        tx.send(f).await.unwrap();
+    }
+}
+
+/// The next body the server sends on a session.
+async fn next(inbound: &mut Streaming<Frame>) -> dpfl_net::Result<(Header, Vec<u8>)> {
+    let got = tokio::time::timeout(Duration::from_secs(30), codec::next_body(inbound, 1 << 20))
+        .await
+        .expect("the server answers");
+    got.map(|b| b.expect("the session is open"))
 }
 
 async fn finish(h: tokio::task::JoinHandle<dpfl_net::Result<ServerOutcome>>) -> ServerOutcome {
@@ -162,73 +203,48 @@ async fn bad_messages_are_rejected_and_the_round_completes() {
     let mut s1 = client(&addr, dir, "silo-1").await;
     s0.register(RegisterRequest { silo_id: 0 }).await.unwrap();
     s1.register(RegisterRequest { silo_id: 1 }).await.unwrap();
-    // Round 0 opens once both are registered.
-    let mut task = s0
-        .pull_task(PullRequest {
-            silo_id: 0,
-            last_epoch: 0,
-            last_round: -1,
-        })
-        .await
-        .unwrap()
-        .into_inner();
-    let got = codec::read_bodies(&mut task, 1 << 20, 1).await.unwrap();
-    assert_eq!(got[0].0.status, RoundStatus::Round as i32);
-    assert_eq!(got[0].0.round, 0);
+    // Round 0 opens once both have a session.
+    let (tx0, mut in0) = session(&mut s0, 0).await;
+    let (tx1, mut in1) = session(&mut s1, 1).await;
+    let (h, _) = next(&mut in0).await.unwrap();
+    assert_eq!(h.status, RoundStatus::Round as i32);
+    assert_eq!(h.round, 0);
 
-    // Oversized: the announced length is refused before any data is read.
-    let huge = vec![Frame {
-        part: Some(dpfl_net::proto::frame::Part::Header(Header {
-            round: 0,
-            silo_id: 0,
-            body_len: codec::max_message_bytes(dim) + 1,
-            ..Default::default()
-        })),
-    }];
-    let e = s0.push_message(tokio_stream::iter(huge)).await.unwrap_err();
-    assert_eq!(e.code(), tonic::Code::InvalidArgument);
-    assert!(e.message().contains("exceeds the limit"), "{e}");
-    // Wrong dimension.
-    let e = s0
-        .push_message(tokio_stream::iter(frames(0, 0, &message(0, dim + 1, 0.5))))
-        .await
-        .unwrap_err();
-    assert_eq!(e.code(), tonic::Code::InvalidArgument);
-    assert!(e.message().contains(&format!("expected {dim}")), "{e}");
-    // Garbage body.
-    let e = s0
-        .push_message(tokio_stream::iter(frames(0, 0, b"not a message")))
-        .await
-        .unwrap_err();
-    assert_eq!(e.code(), tonic::Code::InvalidArgument);
-    // A body shorter than announced.
+    // Oversized: the announced length is refused before any data is read, and the session
+    // ends with the reason.
+    let huge = Header {
+        status: RoundStatus::Message as i32,
+        round: 0,
+        silo_id: 0,
+        body_len: codec::max_message_bytes(dim) + 1,
+        ..Default::default()
+    };
+    tx0.send(header(huge)).await.unwrap();
+    let e = next(&mut in0).await.unwrap_err().to_string();
+    assert!(e.contains("exceeds the limit"), "{e}");
+    // The silo reconnects and is offered round 0 again.
+    let (tx0, mut in0) = session(&mut s0, 0).await;
+    assert_eq!(next(&mut in0).await.unwrap().0.round, 0);
+    // Wrong dimension and a garbage body: rejected, counted, the session goes on.
+    send(&tx0, frames(0, 0, &message(0, dim + 1, 0.5))).await;
+    send(&tx0, frames(0, 0, b"not a message")).await;
+    // A body shorter than announced (a new header arrives before it is complete) ends the
+    // session.
     let mut short = frames(0, 0, &message(0, dim, 0.5));
-    short.pop();
-    let e = s0
-        .push_message(tokio_stream::iter(short))
-        .await
-        .unwrap_err();
-    assert!(e.message().contains("missing"), "{e}");
+    if let Some(dpfl_net::proto::frame::Part::Header(h)) = short[0].part.as_mut() {
+        h.body.truncate(8);
+    }
+    send(&tx0, short).await;
+    send(&tx0, frames(0, 0, &message(0, dim, 0.5))).await;
+    let e = next(&mut in0).await.unwrap_err().to_string();
+    assert!(e.contains("missing"), "{e}");
     // A good message, then the same again: the duplicate is ignored.
-    let ok = s0
-        .push_message(tokio_stream::iter(frames(0, 0, &message(0, dim, 0.5))))
-        .await
-        .unwrap()
-        .into_inner();
-    assert_eq!(ok.outcome, "ACCEPTED");
-    let dup = s0
-        .push_message(tokio_stream::iter(frames(0, 0, &message(0, dim, 9.0))))
-        .await
-        .unwrap()
-        .into_inner();
-    assert_eq!(dup.outcome, "DUPLICATE");
+    let (tx0, _in0) = session(&mut s0, 0).await;
+    send(&tx0, frames(0, 0, &message(0, dim, 0.5))).await;
+    send(&tx0, frames(0, 0, &message(0, dim, 9.0))).await;
     // Silo 1 answers; the round completes with both good messages.
-    let ok = s1
-        .push_message(tokio_stream::iter(frames(1, 0, &message(0, dim, 0.5))))
-        .await
-        .unwrap()
-        .into_inner();
-    assert_eq!(ok.outcome, "ACCEPTED");
+    assert_eq!(next(&mut in1).await.unwrap().0.round, 0);
+    send(&tx1, frames(1, 0, &message(0, dim, 0.5))).await;
     let out = finish(handle).await;
     assert!(out.finished);
     assert_eq!(out.log.len(), 1);
@@ -254,6 +270,9 @@ async fn a_flipped_ciphertext_byte_is_rejected_in_shuffle_mode() {
         .into_inner();
     assert!(reg.shuffle);
     s1.register(RegisterRequest { silo_id: 1 }).await.unwrap();
+    // The round opens once both silos have a session.
+    let _s0 = session(&mut s0, 0).await;
+    let _s1 = session(&mut s1, 1).await;
     let mut sh = client(&addr, dir, "shuffler").await;
     // Silos may not act as the shuffler.
     let e = s0
@@ -314,4 +333,51 @@ async fn a_flipped_ciphertext_byte_is_rejected_in_shuffle_mode() {
     assert_eq!(out.log[0].participants, 1);
     assert_eq!(out.log[0].rejected, 1);
     assert!(out.model.iter().all(|&w| w == -0.25), "{:?}", out.model);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_or_abandoned_round_is_not_waited_for() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let config = federation(dir, false);
+    let (addr, dim, handle) = start(&config).await;
+    let mut s0 = client(&addr, dir, "silo-0").await;
+    let mut s1 = client(&addr, dir, "silo-1").await;
+    let (tx0, mut in0) = session(&mut s0, 0).await;
+    let (tx1, mut in1) = session(&mut s1, 1).await;
+    assert_eq!(next(&mut in0).await.unwrap().0.round, 0);
+    assert_eq!(next(&mut in1).await.unwrap().0.round, 0);
+    // Silo 1's ledger refuses round 0: it says so and keeps its session open.
+    let refused = Header {
+        status: RoundStatus::Refused as i32,
+        round: 0,
+        silo_id: 1,
+        ..Default::default()
+    };
+    tx1.send(header(refused)).await.unwrap();
+    send(&tx0, frames(0, 0, &message(0, dim, 0.5))).await;
+    let out = finish(handle).await;
+    assert_eq!(out.log[0].participants, 1);
+    assert_eq!(out.log[0].rejected, 0);
+    // The deadline is 20 s and heartbeats time out after 20 s: the round closed on the
+    // refusal, not on a timeout.
+    assert!(out.log[0].seconds < 10.0, "{:?}", out.log[0]);
+    drop((tx0, tx1));
+
+    // Same, but silo 1 simply goes away: its closed session is not waited for either.
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let config = federation(dir, false);
+    let (addr, dim, handle) = start(&config).await;
+    let mut s0 = client(&addr, dir, "silo-0").await;
+    let mut s1 = client(&addr, dir, "silo-1").await;
+    let (tx0, mut in0) = session(&mut s0, 0).await;
+    let (tx1, mut in1) = session(&mut s1, 1).await;
+    assert_eq!(next(&mut in0).await.unwrap().0.round, 0);
+    assert_eq!(next(&mut in1).await.unwrap().0.round, 0);
+    drop((tx1, in1, s1));
+    send(&tx0, frames(0, 0, &message(0, dim, 0.5))).await;
+    let out = finish(handle).await;
+    assert_eq!(out.log[0].participants, 1);
+    assert!(out.log[0].seconds < 10.0, "{:?}", out.log[0]);
 }
