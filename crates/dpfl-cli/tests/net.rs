@@ -203,9 +203,10 @@ fn prepare(dir: &Path, exp: &Path, extra_server: &str) -> (PathBuf, Vec<PathBuf>
 }
 
 fn checkpoint_round(out: &Path) -> u64 {
-    std::fs::read_to_string(out.join("alg-0/server/checkpoint.json"))
+    dpfl_net::store::Cell::read(&out.join("alg-0/server/checkpoint"))
         .ok()
-        .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+        .flatten()
+        .and_then(|t| serde_json::from_slice::<serde_json::Value>(&t).ok())
         .and_then(|v| v["next_round"].as_u64())
         .unwrap_or(0)
 }
@@ -337,10 +338,9 @@ fn a_restarted_server_resumes_without_charging_any_ledger_twice() {
             text.contains(&format!("silo {i}: answered {rounds} rounds")),
             "silo {i}: {text}"
         );
-        let ledger: serde_json::Value = serde_json::from_str(
-            &std::fs::read_to_string(out.join(format!("alg-0/silo-{i}/ledger.json"))).unwrap(),
-        )
-        .unwrap();
+        let cell = out.join(format!("alg-0/silo-{i}/ledger"));
+        let bytes = dpfl_net::store::Cell::read(&cell).unwrap().unwrap();
+        let ledger: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
         let charged: Vec<u64> = ledger["charged"]
             .as_object()
             .unwrap()

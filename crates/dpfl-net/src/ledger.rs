@@ -45,14 +45,16 @@ struct Entries {
 #[derive(Debug)]
 pub struct RoundLedger {
     path: PathBuf,
+    cell: crate::store::Cell,
     entries: Entries,
 }
 
 impl RoundLedger {
+    /// Opens the ledger kept in the [`crate::store::Cell`] at `path` (its value is JSON).
     pub fn open(path: &Path, max_releases: usize) -> Result<Self> {
-        let entries = if path.exists() {
-            let text = std::fs::read_to_string(path).map_err(NetError::io(path))?;
-            let e: Entries = serde_json::from_str(&text).map_err(|e| NetError::file(path, e))?;
+        let (cell, stored) = crate::store::Cell::open(path)?;
+        let entries = if let Some(bytes) = stored {
+            let e: Entries = serde_json::from_slice(&bytes).map_err(|e| NetError::file(path, e))?;
             if e.max_releases != max_releases {
                 return Err(NetError::file(
                     path,
@@ -71,6 +73,7 @@ impl RoundLedger {
         };
         Ok(RoundLedger {
             path: path.into(),
+            cell,
             entries,
         })
     }
@@ -99,7 +102,7 @@ impl SiloLedger for RoundLedger {
         }
         self.entries.charged.insert(release, event.clone());
         let json = serde_json::to_vec(&self.entries).map_err(|e| NetError::file(&self.path, e))?;
-        crate::store::write_atomic(&self.path, &json)?;
+        self.cell.write(&json)?;
         Ok(Charge::New)
     }
     fn releases(&self) -> usize {

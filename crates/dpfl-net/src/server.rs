@@ -185,28 +185,28 @@ impl Server {
         std::fs::create_dir_all(&state_dir).map_err(NetError::io(&state_dir))?;
         let (hpke_sk, hpke_pk) = hpke_keys(&state_dir)?;
 
-        let ckpt_path = state_dir.join("checkpoint.json");
-        let (mut next_round, mut participation_rng, mut log, epoch) =
-            match crate::store::read_opt(&ckpt_path)? {
-                Some(bytes) => {
-                    let c: Checkpoint = serde_json::from_slice(&bytes)
-                        .map_err(|e| NetError::file(&ckpt_path, e))?;
-                    half.restore(c.half)?;
-                    tracing::info!(round = c.next_round, "resuming from checkpoint");
-                    (
-                        c.next_round,
-                        DpRng::from_snapshot(&c.participation)?,
-                        c.log,
-                        c.epoch + 1,
-                    )
-                }
-                None => (
-                    0,
-                    dpfl::sim::participation_rng(fed.config.seed)?,
-                    Vec::new(),
-                    1,
-                ),
-            };
+        let ckpt_path = state_dir.join("checkpoint");
+        let (mut ckpt_cell, stored) = crate::store::Cell::open(&ckpt_path)?;
+        let (mut next_round, mut participation_rng, mut log, epoch) = match stored {
+            Some(bytes) => {
+                let c: Checkpoint =
+                    serde_json::from_slice(&bytes).map_err(|e| NetError::file(&ckpt_path, e))?;
+                half.restore(c.half)?;
+                tracing::info!(round = c.next_round, "resuming from checkpoint");
+                (
+                    c.next_round,
+                    DpRng::from_snapshot(&c.participation)?,
+                    c.log,
+                    c.epoch + 1,
+                )
+            }
+            None => (
+                0,
+                dpfl::sim::participation_rng(fed.config.seed)?,
+                Vec::new(),
+                1,
+            ),
+        };
         let (changed, _) = watch::channel(0u64);
         let (opened, _) = watch::channel(0u64);
         let shared = Arc::new(Shared {
@@ -291,7 +291,7 @@ impl Server {
                 log: log.clone(),
             };
             let json = serde_json::to_vec(&ckpt).map_err(|e| NetError::file(&ckpt_path, e))?;
-            crate::store::write_atomic(&ckpt_path, &json)?;
+            ckpt_cell.write(&json)?;
             this_process += 1;
             tokio::time::sleep_until(pace.into()).await;
         }

@@ -55,6 +55,8 @@ pub struct Silo {
     /// `[privacy] enforce_budget` (as the simulator's silos are): it refuses any round whose
     /// event would take the silo past its (ε_i, δ_i) by the RDP accountant.
     budget: Option<dpfl_privacy::ledger::Ledger>,
+    /// Message bytes, half state and generator state of the last round answered.
+    state: crate::store::Cell,
     state_path: PathBuf,
     last: Option<(u32, Vec<u8>)>,
     dim: usize,
@@ -136,9 +138,10 @@ impl Silo {
     ) -> Result<Self> {
         let dir = fed.silo_state_dir(id);
         std::fs::create_dir_all(&dir).map_err(NetError::io(&dir))?;
-        let ledger = RoundLedger::open(&dir.join("ledger.json"), fed.rounds())?;
-        let state_path = dir.join("state.bin");
-        let (rng, last) = match crate::store::read_opt(&state_path)? {
+        let ledger = RoundLedger::open(&dir.join("ledger"), fed.rounds())?;
+        let state_path = dir.join("state");
+        let (state, stored) = crate::store::Cell::open(&state_path)?;
+        let (rng, last) = match stored {
             Some(bytes) => {
                 let (p, body) = split_state(&bytes).map_err(|e| NetError::file(&state_path, e))?;
                 half.restore(p.half)?;
@@ -158,6 +161,7 @@ impl Silo {
             rng,
             ledger,
             budget: None,
+            state,
             state_path,
             last,
             dim,
@@ -225,7 +229,7 @@ impl Silo {
         let mut file = (json.len() as u64).to_le_bytes().to_vec();
         file.extend_from_slice(&json);
         file.extend_from_slice(&bytes);
-        crate::store::write_atomic(&self.state_path, &file)?;
+        self.state.write(&file)?;
         self.last = Some((round, bytes.clone()));
         Ok(Some((bytes, false)))
     }
@@ -337,7 +341,11 @@ impl Silo {
                         continue;
                     };
                     if resent {
-                        tracing::info!(silo = self.id, round = h.round, "resending the stored message");
+                        tracing::info!(
+                            silo = self.id,
+                            round = h.round,
+                            "resending the stored message"
+                        );
                         report.resent.push(h.round);
                     } else {
                         report.answered.push(h.round);

@@ -1,8 +1,25 @@
-//! Durable files: write to a temporary file, fsync, rename. A crash leaves either the old or
-//! the new contents, never a torn file.
+//! Durable files.
+//!
+//! [`write_atomic`] writes a temporary file, fsyncs it and renames it: a crash leaves either
+//! the old or the new contents, never a torn file. Used for files written once or rarely.
+//!
+//! [`Cell`] is for state rewritten every round (a silo's message and generator state, its
+//! round ledger, the server's checkpoint). Creating and renaming a file per round made ext4
+//! allocate a fresh inode each time, and with thousands of recently deleted inodes the
+//! allocator's scan (`find_inode_bit`, `recently_deleted`) dominated a 25-silo round. A cell
+//! is two slot files written alternately in place: each write goes to the slot *not* holding
+//! the latest value, with a sequence number and a SHA-256 of the contents, and is synced before
+//! `write` returns. A crash mid-write tears at most that slot; the reader takes the valid slot
+//! with the highest sequence number, which is the last completed write.
+//!
+//! Hand-written because no maintained crate offers this two-slot scheme on plain files;
+//! the format is 52 bytes of header: "DPC1", u64 sequence, u64 length, SHA-256, contents.
 
-use std::io::Write;
-use std::path::Path;
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+
+use sha2::{Digest, Sha256};
 
 use crate::error::{NetError, Result};
 
@@ -11,7 +28,7 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
         std::fs::create_dir_all(dir).map_err(NetError::io(dir))?;
     }
     let tmp = path.with_extension("tmp");
-    let mut f = std::fs::File::create(&tmp).map_err(NetError::io(&tmp))?;
+    let mut f = File::create(&tmp).map_err(NetError::io(&tmp))?;
     f.write_all(bytes).map_err(NetError::io(&tmp))?;
     f.sync_all().map_err(NetError::io(&tmp))?;
     drop(f);
@@ -26,5 +43,152 @@ pub fn read_opt(path: &Path) -> Result<Option<Vec<u8>>> {
             path: path.into(),
             source: e,
         }),
+    }
+}
+
+const MAGIC: &[u8; 4] = b"DPC1";
+const HEADER: usize = 4 + 8 + 8 + 32;
+
+/// A durable value rewritten in place (see the module doc). Files: `<path>.0` and `<path>.1`.
+#[derive(Debug)]
+pub struct Cell {
+    slots: [(PathBuf, File); 2],
+    /// Sequence number of the latest completed write (0: none).
+    seq: u64,
+}
+
+fn slot_path(path: &Path, i: usize) -> PathBuf {
+    let mut s = path.as_os_str().to_owned();
+    s.push(format!(".{i}"));
+    PathBuf::from(s)
+}
+
+/// The (sequence, contents) of a slot, or `None` if it is empty, torn or not a cell.
+fn read_slot(file: &mut File, path: &Path) -> Result<Option<(u64, Vec<u8>)>> {
+    let mut bytes = Vec::new();
+    file.seek(SeekFrom::Start(0)).map_err(NetError::io(path))?;
+    file.read_to_end(&mut bytes).map_err(NetError::io(path))?;
+    if bytes.len() < HEADER || &bytes[..4] != MAGIC {
+        return Ok(None);
+    }
+    let u64_at = |o: usize| {
+        let mut b = [0u8; 8];
+        b.copy_from_slice(&bytes[o..o + 8]);
+        u64::from_le_bytes(b)
+    };
+    let (seq, len) = (u64_at(4), u64_at(12));
+    let body = &bytes[HEADER..];
+    if body.len() as u64 != len || Sha256::digest(body).as_slice() != &bytes[20..HEADER] {
+        return Ok(None);
+    }
+    Ok(Some((seq, body.to_vec())))
+}
+
+impl Cell {
+    /// Opens (creating if needed) the cell at `path` and returns its latest value.
+    pub fn open(path: &Path) -> Result<(Cell, Option<Vec<u8>>)> {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(NetError::io(dir))?;
+        }
+        let open = |i: usize| -> Result<(PathBuf, File)> {
+            let p = slot_path(path, i);
+            let f = std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .open(&p)
+                .map_err(NetError::io(&p))?;
+            Ok((p, f))
+        };
+        let mut slots = [open(0)?, open(1)?];
+        let mut best: Option<(u64, Vec<u8>)> = None;
+        for (p, f) in &mut slots {
+            if let Some((seq, body)) = read_slot(f, p)?
+                && best.as_ref().is_none_or(|(s, _)| seq > *s)
+            {
+                best = Some((seq, body));
+            }
+        }
+        let seq = best.as_ref().map_or(0, |(s, _)| *s);
+        Ok((Cell { slots, seq }, best.map(|(_, b)| b)))
+    }
+
+    /// The latest value at `path`, without opening the cell for writing (tests, tools).
+    pub fn read(path: &Path) -> Result<Option<Vec<u8>>> {
+        let mut best: Option<(u64, Vec<u8>)> = None;
+        for i in 0..2 {
+            let p = slot_path(path, i);
+            let mut f = match File::open(&p) {
+                Ok(f) => f,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(e) => return Err(NetError::Io { path: p, source: e }),
+            };
+            if let Some((seq, body)) = read_slot(&mut f, &p)?
+                && best.as_ref().is_none_or(|(s, _)| seq > *s)
+            {
+                best = Some((seq, body));
+            }
+        }
+        Ok(best.map(|(_, b)| b))
+    }
+
+    /// Replaces the value durably: when this returns, a crash leaves `bytes`.
+    pub fn write(&mut self, bytes: &[u8]) -> Result<()> {
+        let seq = self.seq + 1;
+        let (path, file) = &mut self.slots[(seq % 2) as usize];
+        let mut out = Vec::with_capacity(HEADER + bytes.len());
+        out.extend_from_slice(MAGIC);
+        out.extend_from_slice(&seq.to_le_bytes());
+        out.extend_from_slice(&(bytes.len() as u64).to_le_bytes());
+        out.extend_from_slice(&Sha256::digest(bytes));
+        out.extend_from_slice(bytes);
+        file.seek(SeekFrom::Start(0))
+            .map_err(NetError::io(&*path))?;
+        file.write_all(&out).map_err(NetError::io(&*path))?;
+        file.set_len(out.len() as u64)
+            .map_err(NetError::io(&*path))?;
+        file.sync_data().map_err(NetError::io(&*path))?;
+        self.seq = seq;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cell_returns_its_last_complete_write_even_after_a_torn_one() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("state");
+        let (mut c, v) = Cell::open(&path).expect("open");
+        assert_eq!(v, None);
+        c.write(b"one").expect("write");
+        c.write(b"two, longer").expect("write");
+        c.write(b"3").expect("write");
+        drop(c);
+        assert_eq!(Cell::read(&path).expect("read").as_deref(), Some(&b"3"[..]));
+        let (mut c, v) = Cell::open(&path).expect("reopen");
+        assert_eq!(v.as_deref(), Some(&b"3"[..]));
+        c.write(b"four").expect("write");
+        drop(c);
+        // Tear the latest write (slot of sequence 4 = slot 0): the previous value survives.
+        let p0 = slot_path(&path, 0);
+        let mut bytes = std::fs::read(&p0).expect("slot");
+        let last = bytes.len() - 1;
+        bytes[last] ^= 1;
+        std::fs::write(&p0, &bytes).expect("tear");
+        assert_eq!(Cell::read(&path).expect("read").as_deref(), Some(&b"3"[..]));
+        // A truncated slot too.
+        std::fs::write(&p0, &bytes[..HEADER - 1]).expect("truncate");
+        let (mut c, v) = Cell::open(&path).expect("reopen");
+        assert_eq!(v.as_deref(), Some(&b"3"[..]));
+        // Writing after recovery continues past the surviving sequence number.
+        c.write(b"five").expect("write");
+        assert_eq!(
+            Cell::read(&path).expect("read").as_deref(),
+            Some(&b"five"[..])
+        );
     }
 }

@@ -10,9 +10,9 @@ use dpfl_net::Federation;
 use dpfl_net::codec;
 use dpfl_net::proto::federation_client::FederationClient;
 use dpfl_net::proto::{Frame, Header, PullRequest, RegisterRequest, Status as RoundStatus};
+use dpfl_net::server::{Server, ServerOutcome};
 use tokio::sync::mpsc::Sender;
 use tonic::Streaming;
-use dpfl_net::server::{Server, ServerOutcome};
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Identity};
 
 const EXPERIMENT: &str = r#"
