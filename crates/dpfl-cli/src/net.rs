@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
 
-use dpfl::experiment::{self, ExperimentSpec, RoundRow, RunOutput, SingleRun};
+use dpfl::experiment::{self, ExperimentSpec, SingleRun};
 use dpfl_net::{Federation, NetError};
 
 /// Config errors of the network runtime map to exit code 2 like the simulator's.
@@ -108,13 +108,15 @@ pub struct FederateArgs {
     /// Run every process on 127.0.0.1 (the only mode so far).
     #[arg(long)]
     local: bool,
-    /// Directory for certificates, shards, state, rounds.csv and summary.json.
+    /// Directory for certificates, each trial's shards and state (trial-<t>/), rounds.csv and
+    /// summary.json.
     #[arg(long)]
     out: Option<PathBuf>,
     /// Route messages through a shuffler, sealed to the server (HPKE).
     #[arg(long)]
     shuffle: bool,
-    /// Write certificates, shards and federation files, print the commands, start nothing.
+    /// Write certificates, shards and federation files of every trial, print the commands of
+    /// every trial, start nothing.
     #[arg(long)]
     prepare_only: bool,
     /// Per-round deadline in milliseconds.
@@ -201,47 +203,47 @@ pub fn certs(cmd: &CertsCommand) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// One prepared federation (one algorithm of the experiment).
+/// One prepared federation (one algorithm of one trial).
 struct Prepared {
     label: String,
     config: PathBuf,
     server_state: PathBuf,
 }
 
-struct PreparedAll {
-    spec: ExperimentSpec,
+/// One trial's data, shards and federations, under `DIR/trial-<t>/`.
+struct PreparedTrial {
+    dir: PathBuf,
     trial: experiment::TrialData,
     feds: Vec<Prepared>,
     shards: Vec<PathBuf>,
 }
 
-fn prepare(args: &FederateArgs, out: &Path) -> anyhow::Result<PreparedAll> {
-    let mut spec = ExperimentSpec::from_file(&args.config)?;
-    if args.seed.is_some() {
-        spec.seed = args.seed;
-    }
-    if spec.trials > 1 {
-        eprintln!(
-            "note: federate runs the first of the experiment's {} trials",
-            spec.trials
-        );
-    }
-    std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
-    let mut master = experiment::master_rng(&spec)?;
-    let (trial, trial_seed) = experiment::next_trial(&spec, args.data_dir.as_deref(), &mut master)?;
-    let l = experiment::lipschitz(&spec, trial.model.as_ref(), &trial.silos)?;
-    let n = trial.silos.len();
-    let first = &trial.silos[0].train;
+/// Writes trial `t`'s shards and one federation file per algorithm into `out/trial-<t>/`.
+/// The files share the experiment file and the dev PKI in `out`; each algorithm gets its
+/// seed exactly as `experiment::run` derives it, and the server records the models the
+/// simulator evaluates (`record_models_every = eval_every`).
+fn prepare_trial(
+    args: &FederateArgs,
+    spec: &ExperimentSpec,
+    out: &Path,
+    t: usize,
+    trial: experiment::TrialData,
+    trial_seed: Option<u64>,
+) -> anyhow::Result<PreparedTrial> {
+    let dir = out.join(format!("trial-{t}"));
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let l = experiment::lipschitz(spec, trial.model.as_ref(), &trial.silos)?;
+    let first = &trial
+        .silos
+        .first()
+        .ok_or_else(|| ConfigError("data.partition: produced no silos".into()))?
+        .train;
     let records: Vec<usize> = trial.silos.iter().map(|s| s.train.len()).collect();
-    let text = std::fs::read_to_string(&args.config)
-        .with_context(|| format!("reading {}", args.config.display()))?;
-    std::fs::write(out.join("experiment.toml"), text).context("writing experiment.toml")?;
-    dpfl_net::certs::dev_pki(&out.join("certs"), n).map_err(net)?;
     let mut shards = Vec::new();
     for (i, s) in trial.silos.iter().enumerate() {
-        let p = out.join("data").join(format!("silo-{i}.shard"));
+        let p = dir.join("data").join(format!("silo-{i}.shard"));
         if let Some(d) = p.parent() {
-            std::fs::create_dir_all(d)?;
+            std::fs::create_dir_all(d).with_context(|| format!("creating {}", d.display()))?;
         }
         dpfl_net::shard::write(&p, s).map_err(net)?;
         shards.push(p);
@@ -257,12 +259,13 @@ fn prepare(args: &FederateArgs, out: &Path) -> anyhow::Result<PreparedAll> {
             String::new()
         };
         let config = format!(
-            "# Written by dpfl federate for algorithm {a} ({label}).\n\
-             experiment = \"experiment.toml\"\nalgorithm = {a}\n{seed}\n\
+            "# Written by dpfl federate for trial {t}, algorithm {a} ({label}).\n\
+             experiment = \"../experiment.toml\"\nalgorithm = {a}\n{seed}\n\
              [public]\nrecords = {records:?}\nfeatures = {features}\n{classes}lipschitz = {l:?}\n\n\
              [server]\naddress = \"127.0.0.1:0\"\naddress_file = \"alg-{a}/server.addr\"\n\
-             state_dir = \"alg-{a}/server\"\nround_deadline_ms = {deadline}\n{shuffler}\n\
-             [tls]\ndir = \"certs\"\n\n[silo]\nstate_dir = \"alg-{a}/silo-{{id}}\"\n",
+             state_dir = \"alg-{a}/server\"\nround_deadline_ms = {deadline}\n\
+             record_models_every = {every}\n{shuffler}\n\
+             [tls]\ndir = \"../certs\"\n\n[silo]\nstate_dir = \"alg-{a}/silo-{{id}}\"\n",
             label = entry.label(),
             seed = seed.map_or(String::new(), |s| format!("seed = {s}")),
             features = first.num_features(),
@@ -271,8 +274,9 @@ fn prepare(args: &FederateArgs, out: &Path) -> anyhow::Result<PreparedAll> {
                 .num_classes()
                 .map_or(String::new(), |c| format!("classes = {c}\n")),
             deadline = args.deadline_ms,
+            every = experiment::eval_every(spec),
         );
-        let path = out.join(format!("federation-{a}.toml"));
+        let path = dir.join(format!("federation-{a}.toml"));
         std::fs::write(&path, config).with_context(|| format!("writing {}", path.display()))?;
         // Build the halves once here, so a configuration error stops before any process starts.
         let fed = Federation::load(&path).map_err(net)?;
@@ -286,15 +290,19 @@ fn prepare(args: &FederateArgs, out: &Path) -> anyhow::Result<PreparedAll> {
                 other => other,
             })?;
         // Fresh state for a fresh run.
-        let _ = std::fs::remove_dir_all(out.join(format!("alg-{a}")));
+        let state = dir.join(format!("alg-{a}"));
+        if state.exists() {
+            std::fs::remove_dir_all(&state)
+                .with_context(|| format!("removing the old state {}", state.display()))?;
+        }
         feds.push(Prepared {
             label: entry.label(),
             config: path,
-            server_state: out.join(format!("alg-{a}/server")),
+            server_state: state.join("server"),
         });
     }
-    Ok(PreparedAll {
-        spec,
+    Ok(PreparedTrial {
+        dir,
         trial,
         feds,
         shards,
@@ -328,6 +336,174 @@ fn wait_timeout(
     }
 }
 
+/// The commands that run trial `t`'s federations by hand.
+fn print_commands(args: &FederateArgs, t: usize, p: &PreparedTrial) {
+    for f in &p.feds {
+        println!("# trial {t}: {}", f.label);
+        println!("dpfl server --config {}", f.config.display());
+        if args.shuffle {
+            println!("dpfl shuffler --config {}", f.config.display());
+        }
+        for (i, s) in p.shards.iter().enumerate() {
+            println!(
+                "dpfl silo --config {} --id {i} --data {}",
+                f.config.display(),
+                s.display()
+            );
+        }
+    }
+}
+
+/// Runs one federation (server, silos, optional shuffler) to the end.
+fn run_federation(
+    args: &FederateArgs,
+    exe: &Path,
+    logs: &Path,
+    a: usize,
+    f: &Prepared,
+    shards: &[PathBuf],
+    rounds: usize,
+) -> anyhow::Result<()> {
+    let cfg = f.config.to_string_lossy().to_string();
+    let mut server = spawn(
+        exe,
+        &["server", "--config", &cfg],
+        &logs.join(format!("alg-{a}-server.log")),
+    )?;
+    let mut others: Vec<Child> = Vec::new();
+    if args.shuffle {
+        others.push(spawn(
+            exe,
+            &["shuffler", "--config", &cfg],
+            &logs.join(format!("alg-{a}-shuffler.log")),
+        )?);
+    }
+    for (i, s) in shards.iter().enumerate() {
+        let id = i.to_string();
+        let shard = s.to_string_lossy().to_string();
+        others.push(spawn(
+            exe,
+            &["silo", "--config", &cfg, "--id", &id, "--data", &shard],
+            &logs.join(format!("alg-{a}-silo-{i}.log")),
+        )?);
+    }
+    let budget = Duration::from_millis(args.deadline_ms.saturating_mul(rounds as u64 + 2));
+    let status = wait_timeout(&mut server, budget)?;
+    for c in &mut others {
+        if wait_timeout(c, Duration::from_secs(10))?.is_none() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+    match status {
+        Some(s) if s.success() => Ok(()),
+        Some(s) => bail!(
+            "the server of {} exited with {s}; see {}",
+            f.label,
+            logs.display()
+        ),
+        None => {
+            let _ = server.kill();
+            let _ = server.wait();
+            bail!(
+                "the server of {} did not finish in time; see {}",
+                f.label,
+                logs.display()
+            );
+        }
+    }
+}
+
+/// What `experiment::train_one` returns, from a finished federation's files: the recorded
+/// models evaluated on the trial's data (as the simulator evaluates them), the calibration,
+/// and each silo's charged events.
+fn collect_run(
+    f: &Prepared,
+    trial: &experiment::TrialData,
+    eval_every: usize,
+    start: Instant,
+) -> anyhow::Result<SingleRun> {
+    let fed = Federation::load(&f.config).map_err(net)?;
+    let rounds = fed.rounds();
+    let models_path = f.server_state.join("models.bin");
+    let recorded: std::collections::BTreeMap<u32, Vec<f64>> =
+        dpfl_net::models::read_models(&models_path)
+            .map_err(net)?
+            .into_iter()
+            .collect();
+    let model = trial.model.as_ref();
+    let mut curve = Vec::new();
+    for done in 1..=rounds {
+        if !experiment::is_eval_round(done, eval_every, rounds) {
+            continue;
+        }
+        let w = u32::try_from(done)
+            .ok()
+            .and_then(|r| recorded.get(&r))
+            .ok_or_else(|| {
+                anyhow::anyhow!(
+                    "{}: no model recorded for round {done}",
+                    models_path.display()
+                )
+            })?;
+        curve.push((
+            done,
+            dpfl::sim::train_loss(model, w, &trial.silos),
+            dpfl::sim::test_metric(model, w, &trial.silos),
+        ));
+    }
+    let model_path = f.server_state.join("model.bin");
+    let w = dpfl_net::server::read_model(&model_path).map_err(net)?;
+    // The last round is always recorded; the final model must be that record.
+    let last = u32::try_from(rounds).ok().and_then(|r| recorded.get(&r));
+    let same = last.is_some_and(|l| {
+        l.len() == w.len() && l.iter().zip(&w).all(|(a, b)| a.to_bits() == b.to_bits())
+    });
+    if !same {
+        bail!(
+            "{} differs from the model {} recorded for the last round {rounds}",
+            model_path.display(),
+            models_path.display()
+        );
+    }
+    let (final_train_loss, test_metric) = match curve.last() {
+        Some(&(_, l, m)) => (l, m),
+        None => (
+            dpfl::sim::train_loss(model, &w, &trial.silos),
+            dpfl::sim::test_metric(model, &w, &trial.silos),
+        ),
+    };
+    let calibration = fed
+        .algorithm
+        .build(&fed.context().map_err(net)?)?
+        .calibration;
+    // What each silo released: the events its ledger charged (one per round it answered),
+    // in round order, as the simulator's `spent` lists them. The silos have exited; their
+    // ledgers are read, never charged.
+    let spent = (0..fed.silos())
+        .map(|i| {
+            let path = fed.silo_state_dir(i as u32).join("ledger.json");
+            dpfl_net::ledger::RoundLedger::open(&path, rounds)
+                .map(|l| l.events())
+                .map_err(net)
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    Ok(SingleRun {
+        curve,
+        final_model: w,
+        final_train_loss,
+        test_metric,
+        calibration,
+        spent,
+        wall_seconds: start.elapsed().as_secs_f64(),
+    })
+}
+
+/// `dpfl federate --local`: every trial of the experiment, drawn exactly as
+/// `experiment::run` draws them (same master generator, trial data and seeds), each
+/// algorithm as a federation of processes under `DIR/trial-<t>/`; then `rounds.csv` and
+/// `summary.json` as `dpfl train --out DIR` writes them. `--prepare-only` writes every
+/// trial's files and prints the commands of every trial.
 pub fn federate(args: &FederateArgs) -> anyhow::Result<()> {
     if !args.local {
         return Err(anyhow::Error::new(ConfigError(
@@ -337,154 +513,63 @@ pub fn federate(args: &FederateArgs) -> anyhow::Result<()> {
     let out = args.out.clone().unwrap_or_else(|| {
         std::env::temp_dir().join(format!("dpfl-federate-{}", std::process::id()))
     });
-    let prep = prepare(args, &out)?;
+    let mut spec = ExperimentSpec::from_file(&args.config)?;
+    if args.seed.is_some() {
+        spec.seed = args.seed;
+    }
+    std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
+    let text = std::fs::read_to_string(&args.config)
+        .with_context(|| format!("reading {}", args.config.display()))?;
+    let exp_copy = out.join("experiment.toml");
+    std::fs::write(&exp_copy, text).with_context(|| format!("writing {}", exp_copy.display()))?;
+    let certs = out.join("certs");
     let exe = std::env::current_exe().context("locating the dpfl binary")?;
-    if args.prepare_only {
-        for f in &prep.feds {
-            println!("# {}", f.label);
-            println!("dpfl server --config {}", f.config.display());
-            if args.shuffle {
-                println!("dpfl shuffler --config {}", f.config.display());
-            }
-            for (i, s) in prep.shards.iter().enumerate() {
-                println!(
-                    "dpfl silo --config {} --id {i} --data {}",
-                    f.config.display(),
-                    s.display()
-                );
-            }
+    let eval_every = experiment::eval_every(&spec);
+    let mut master = experiment::master_rng(&spec)?;
+    let mut acc = experiment::RunAccumulator::new(&spec);
+    let mut certified = 0usize;
+    for t in 0..spec.trials {
+        let (trial, trial_seed) =
+            experiment::next_trial(&spec, args.data_dir.as_deref(), &mut master)?;
+        // One dev PKI for every trial; a trial with more silos than any before (a partition
+        // may in principle vary) gets the missing silo certificates.
+        let n = trial.silos.len();
+        if t == 0 {
+            dpfl_net::certs::dev_pki(&certs, n).map_err(net)?;
+            certified = n;
         }
+        for i in certified..n {
+            dpfl_net::certs::issue(&certs, &certs, &format!("silo-{i}"), &[], true).map_err(net)?;
+        }
+        certified = certified.max(n);
+        let prep = prepare_trial(args, &spec, &out, t, trial, trial_seed)?;
+        if args.prepare_only {
+            print_commands(args, t, &prep);
+            continue;
+        }
+        let logs = prep.dir.join("logs");
+        std::fs::create_dir_all(&logs).with_context(|| format!("creating {}", logs.display()))?;
+        for (a, f) in prep.feds.iter().enumerate() {
+            let start = Instant::now();
+            run_federation(args, &exe, &logs, a, f, &prep.shards, spec.rounds)?;
+            let run = collect_run(f, &prep.trial, eval_every, start)?;
+            println!(
+                "trial {t} {:<28} test metric {:.4}  train loss {:.4}",
+                f.label, run.test_metric, run.final_train_loss
+            );
+            acc.add(&spec, a, t, &prep.trial, &run);
+        }
+    }
+    if args.prepare_only {
         return Ok(());
     }
-    let logs = out.join("logs");
-    std::fs::create_dir_all(&logs)?;
-    let mut rows = Vec::new();
-    let mut summary = Vec::new();
-    for (a, f) in prep.feds.iter().enumerate() {
-        let start = Instant::now();
-        let cfg = f.config.to_string_lossy().to_string();
-        let mut server = spawn(
-            &exe,
-            &["server", "--config", &cfg],
-            &logs.join(format!("alg-{a}-server.log")),
-        )?;
-        let mut others: Vec<Child> = Vec::new();
-        if args.shuffle {
-            others.push(spawn(
-                &exe,
-                &["shuffler", "--config", &cfg],
-                &logs.join(format!("alg-{a}-shuffler.log")),
-            )?);
-        }
-        for (i, s) in prep.shards.iter().enumerate() {
-            let id = i.to_string();
-            let shard = s.to_string_lossy().to_string();
-            others.push(spawn(
-                &exe,
-                &["silo", "--config", &cfg, "--id", &id, "--data", &shard],
-                &logs.join(format!("alg-{a}-silo-{i}.log")),
-            )?);
-        }
-        let budget =
-            Duration::from_millis(args.deadline_ms.saturating_mul(prep.spec.rounds as u64 + 2));
-        let status = wait_timeout(&mut server, budget)?;
-        for c in &mut others {
-            if wait_timeout(c, Duration::from_secs(10))?.is_none() {
-                let _ = c.kill();
-                let _ = c.wait();
-            }
-        }
-        match status {
-            Some(s) if s.success() => {}
-            Some(s) => bail!(
-                "the server of {} exited with {s}; see {}",
-                f.label,
-                logs.display()
-            ),
-            None => {
-                let _ = server.kill();
-                bail!(
-                    "the server of {} did not finish in time; see {}",
-                    f.label,
-                    logs.display()
-                );
-            }
-        }
-        let w = dpfl_net::server::read_model(&f.server_state.join("model.bin")).map_err(net)?;
-        let fed = Federation::load(&f.config).map_err(net)?;
-        let ctx = fed.context().map_err(net)?;
-        let calibration = fed.algorithm.build(&ctx)?.calibration;
-        let model = prep.trial.model.as_ref();
-        let (train_loss, test_metric) = evaluate(model, &w, &prep.trial.silos);
-        let run = SingleRun {
-            curve: vec![(prep.spec.rounds, train_loss, test_metric)],
-            final_model: w,
-            final_train_loss: train_loss,
-            test_metric,
-            calibration,
-            spent: Vec::new(),
-            wall_seconds: start.elapsed().as_secs_f64(),
-        };
-        rows.push(RoundRow {
-            trial: 0,
-            round: prep.spec.rounds,
-            algorithm: f.label.clone(),
-            train_loss,
-            test_metric,
-        });
-        summary.push(experiment::summary_of(
-            &prep.spec,
-            &prep.spec.algorithms[a],
-            &prep.trial,
-            &run,
-        ));
-        println!(
-            "{:<28} test metric {test_metric:.4}  train loss {train_loss:.4}",
-            f.label
-        );
-    }
-    let output = RunOutput {
-        rounds: rows,
-        summary,
-    };
+    let output = acc.finish();
+    crate::train::print_report(&spec, &output);
     experiment::write_outputs(&output, &out)?;
-    println!("wrote {}", out.join("summary.json").display());
+    println!(
+        "wrote {} and {}",
+        out.join("rounds.csv").display(),
+        out.join("summary.json").display()
+    );
     Ok(())
-}
-
-/// Pooled training loss and test metric, as the simulator reports them.
-pub fn evaluate(
-    model: &dyn dpfl::model::Model,
-    w: &[f64],
-    silos: &[dpfl::data::SiloData],
-) -> (f64, f64) {
-    use dpfl::model::{Metric, mean_loss, metric_value};
-    let (mut a, mut b) = (0.0, 0usize);
-    let (mut c, mut d) = (0.0, 0usize);
-    for s in silos {
-        let n = s.train.len();
-        if n > 0 {
-            a += mean_loss(model, w, &s.train) * n as f64;
-            b += n;
-        }
-        let m = s.test.len();
-        if m > 0 {
-            let v = metric_value(model, w, &s.test);
-            c += match model.metric() {
-                Metric::Rmse => v * v * m as f64,
-                Metric::ErrorRate => v * m as f64,
-            };
-            d += m;
-        }
-    }
-    let loss = if b == 0 { f64::NAN } else { a / b as f64 };
-    let metric = if d == 0 {
-        f64::NAN
-    } else {
-        match model.metric() {
-            Metric::Rmse => (c / d as f64).sqrt(),
-            Metric::ErrorRate => c / d as f64,
-        }
-    };
-    (loss, metric)
 }

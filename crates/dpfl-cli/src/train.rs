@@ -92,7 +92,7 @@ pub fn train(args: &TrainArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn print_report(spec: &ExperimentSpec, out: &RunOutput) {
+pub(crate) fn print_report(spec: &ExperimentSpec, out: &RunOutput) {
     let metric = out.summary.first().map_or("test metric", |s| {
         if s.metric == "test_error" {
             "test error"

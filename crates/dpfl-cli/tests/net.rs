@@ -1,6 +1,6 @@
 //! Federations of separate `dpfl` processes on 127.0.0.1 (ports chosen by the OS): the final
-//! model equals the simulator's bit for bit, and training survives killed silos and a killed
-//! server without charging any silo's ledger twice.
+//! model equals the simulator's bit for bit, `dpfl federate` writes `dpfl train`'s outputs, and
+//! training survives killed silos and a killed server without charging any silo's ledger twice.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -69,8 +69,8 @@ fn spawn(args: &[&str], log: &Path) -> Child {
         .expect("spawn dpfl")
 }
 
-/// The simulator's final model for algorithm 0 of trial 0.
-fn simulated(exp: &Path) -> (Vec<f64>, f64) {
+/// The simulator's run of algorithm 0 of trial 0, evaluated every `eval_every` rounds.
+fn simulated_run(exp: &Path, eval_every: usize) -> (experiment::TrialData, experiment::SingleRun) {
     let spec = ExperimentSpec::from_file(exp).unwrap();
     let mut master = experiment::master_rng(&spec).unwrap();
     let (trial, seed) = experiment::next_trial(&spec, None, &mut master).unwrap();
@@ -79,15 +79,24 @@ fn simulated(exp: &Path) -> (Vec<f64>, f64) {
         &spec.algorithms[0].spec,
         &trial,
         experiment::algorithm_seed(seed, 0),
-        spec.rounds,
+        eval_every,
         |_| {},
     )
     .unwrap();
+    (trial, run)
+}
+
+/// The simulator's final model and training loss for algorithm 0 of trial 0.
+fn simulated(exp: &Path) -> (Vec<f64>, f64) {
+    let spec = ExperimentSpec::from_file(exp).unwrap();
+    let (_, run) = simulated_run(exp, spec.rounds);
     (run.final_model, run.final_train_loss)
 }
 
-fn model(out: &Path) -> Vec<f64> {
-    dpfl_net::server::read_model(&out.join("alg-0/server/model.bin")).unwrap()
+/// The final model of algorithm 0 in a trial's directory (`dpfl federate --out OUT` writes
+/// trial t's under OUT/trial-<t>).
+fn model(trial_dir: &Path) -> Vec<f64> {
+    dpfl_net::server::read_model(&trial_dir.join("alg-0/server/model.bin")).unwrap()
 }
 
 fn bits(v: &[f64]) -> Vec<u64> {
@@ -101,7 +110,7 @@ fn a_federation_of_processes_equals_the_simulator_bit_for_bit() {
     let out = tmp.path().join("run");
     federate_local(&exp, &out, &[]);
     let (w, loss) = simulated(&exp);
-    let got = model(&out);
+    let got = model(&out.join("trial-0"));
     assert_eq!(got.len(), 4, "one weight per feature");
     assert_eq!(bits(&got), bits(&w), "network {got:?} vs simulator {w:?}");
     // summary.json is dpfl train's, with the same numbers.
@@ -114,7 +123,7 @@ fn a_federation_of_processes_equals_the_simulator_bit_for_bit() {
     assert_eq!(s["final_train_loss"].as_f64().unwrap(), loss);
     assert!(s["sigma"].as_f64().unwrap() > 0.0);
     // Participation M = 2 of 3: every round aggregated exactly 2 messages.
-    let log = std::fs::read_to_string(out.join("alg-0/server/rounds.jsonl")).unwrap();
+    let log = std::fs::read_to_string(out.join("trial-0/alg-0/server/rounds.jsonl")).unwrap();
     let parts: Vec<u64> = log
         .lines()
         .map(|l| {
@@ -141,9 +150,9 @@ fn enforced_budgets_are_charged_by_each_silo_process() {
     let out = tmp.path().join("run");
     federate_local(&exp, &out, &[]);
     let (w, _) = simulated(&exp);
-    assert_eq!(bits(&model(&out)), bits(&w));
+    assert_eq!(bits(&model(&out.join("trial-0"))), bits(&w));
     for id in 0..3 {
-        let path = out.join(format!("alg-0/silo-{id}/budget-ledger.json"));
+        let path = out.join(format!("trial-0/alg-0/silo-{id}/budget-ledger.json"));
         let l: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
         assert_eq!(l["releases"].as_array().unwrap().len(), 6, "silo {id}");
@@ -158,7 +167,7 @@ fn shuffle_mode_matches_the_simulator_up_to_summation_order() {
     let out = tmp.path().join("run");
     federate_local(&exp, &out, &["--shuffle"]);
     let (w, _) = simulated(&exp);
-    let got = model(&out);
+    let got = model(&out.join("trial-0"));
     // The same noise is drawn (each silo's own stream); only the order of the sum differs.
     let scale = w.iter().fold(1.0f64, |m, x| m.max(x.abs()));
     for (a, b) in got.iter().zip(&w) {
@@ -167,7 +176,7 @@ fn shuffle_mode_matches_the_simulator_up_to_summation_order() {
             "shuffled {got:?} vs simulated {w:?}"
         );
     }
-    let log = std::fs::read_to_string(out.join("alg-0/server/rounds.jsonl")).unwrap();
+    let log = std::fs::read_to_string(out.join("trial-0/alg-0/server/rounds.jsonl")).unwrap();
     assert_eq!(log.lines().count(), 6);
     assert!(
         log.lines().all(|l| l.contains("\"participants\":3")),
@@ -175,7 +184,92 @@ fn shuffle_mode_matches_the_simulator_up_to_summation_order() {
     );
 }
 
-/// Prepares a federation, tuned by `edit`, and returns (federation file, shard paths).
+/// rounds.csv as (trial, round, algorithm, train_loss bits, test_metric bits).
+fn rounds_csv(dir: &Path) -> Vec<(usize, usize, String, u64, u64)> {
+    let text = std::fs::read_to_string(dir.join("rounds.csv")).unwrap();
+    let mut lines = text.lines();
+    assert_eq!(
+        lines.next(),
+        Some("trial,round,algorithm,train_loss,test_metric")
+    );
+    lines
+        .map(|l| {
+            let f: Vec<&str> = l.split(',').collect();
+            assert_eq!(f.len(), 5, "{l}");
+            let num = |s: &str| s.parse::<f64>().unwrap().to_bits();
+            (
+                f[0].parse().unwrap(),
+                f[1].parse().unwrap(),
+                f[2].trim_matches('"').to_string(),
+                num(f[3]),
+                num(f[4]),
+            )
+        })
+        .collect()
+}
+
+/// summary.json without the wall times (the only field that may differ).
+fn summary_json(dir: &Path) -> serde_json::Value {
+    let mut v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("summary.json")).unwrap()).unwrap();
+    for s in v.as_array_mut().unwrap() {
+        s.as_object_mut().unwrap().remove("wall_seconds");
+    }
+    v
+}
+
+#[test]
+fn federate_writes_the_rounds_and_summary_of_dpfl_train_for_every_trial() {
+    // Two trials, evaluations at rounds 3, 6 and 8, a private algorithm with the last iterate
+    // as output and a non-private one with the average (an output that is not the broadcast).
+    let tmp = tempfile::tempdir().unwrap();
+    let text = experiment(8, r#"{ kind = "fixed", m = 2 }"#)
+        .replace("rounds = 8", "rounds = 8\ntrials = 2\neval_every = 3")
+        + "[[algorithms]]\nlabel = \"MB-SGD average\"\nkind = \"mb-sgd\"\n\
+           step_size = 0.3\nbatch_size = 20\n";
+    let exp = write_experiment(tmp.path(), &text);
+    let sim = tmp.path().join("sim");
+    let o = dpfl(&[
+        "train",
+        "--config",
+        exp.to_str().unwrap(),
+        "--quiet",
+        "--out",
+        sim.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let out = tmp.path().join("run");
+    federate_local(&exp, &out, &[]);
+    let want = rounds_csv(&sim);
+    let got = rounds_csv(&out);
+    let keys: Vec<(usize, usize, &str)> = want
+        .iter()
+        .map(|(t, r, a, _, _)| (*t, *r, a.as_str()))
+        .collect();
+    let mut expected = Vec::new();
+    for t in 0..2 {
+        for a in ["ISRL-DP MB-SGD", "MB-SGD average"] {
+            for r in [3, 6, 8] {
+                expected.push((t, r, a));
+            }
+        }
+    }
+    assert_eq!(keys, expected, "dpfl train's rows");
+    assert_eq!(got, want, "federate's rows, values bit for bit");
+    // The trials differ (fresh split, fresh seeds), so trial 1 was really run.
+    assert_ne!(want[2].3, want[8].3);
+    // summary.json: the same averages over both trials, calibration and accounted privacy.
+    let (g, w) = (summary_json(&out), summary_json(&sim));
+    for s in [&g, &w] {
+        assert_eq!(s[0]["trials"], 2);
+        assert!(!s[0]["privacy"].as_array().unwrap().is_empty());
+        assert!(s[0]["privacy"][0]["rdp_epsilon"].as_f64().unwrap() > 0.0);
+    }
+    assert_eq!(g, w);
+}
+
+/// Prepares trial 0's federation of algorithm 0 with `extra_server` lines added to its
+/// `[server]` section, and returns (federation file, shard paths).
 fn prepare(dir: &Path, exp: &Path, extra_server: &str) -> (PathBuf, Vec<PathBuf>) {
     let out = dir.join("run");
     let o = dpfl(&[
@@ -190,14 +284,14 @@ fn prepare(dir: &Path, exp: &Path, extra_server: &str) -> (PathBuf, Vec<PathBuf>
         out.to_str().unwrap(),
     ]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let cfg = out.join("federation-0.toml");
+    let cfg = out.join("trial-0/federation-0.toml");
     let text = std::fs::read_to_string(&cfg).unwrap().replace(
         "round_deadline_ms = 30000",
         &format!("round_deadline_ms = 30000\n{extra_server}"),
     );
     std::fs::write(&cfg, text).unwrap();
     let shards = (0..3)
-        .map(|i| out.join(format!("data/silo-{i}.shard")))
+        .map(|i| out.join(format!("trial-0/data/silo-{i}.shard")))
         .collect();
     (cfg, shards)
 }
@@ -354,4 +448,19 @@ fn a_restarted_server_resumes_without_charging_any_ledger_twice() {
     // And the result is still the simulator's, bit for bit.
     let (w, _) = simulated(&exp);
     assert_eq!(bits(&model(&out)), bits(&w));
+    // The model of every evaluated round (here each) was recorded once across the restart,
+    // and it is the simulator's: evaluated, it gives the simulator's curve bit for bit.
+    let (trial, run) = simulated_run(&exp, 1);
+    let recorded = dpfl_net::models::read_models(&out.join("alg-0/server/models.bin")).unwrap();
+    let done: Vec<usize> = recorded.iter().map(|(r, _)| *r as usize).collect();
+    assert_eq!(done, (1..=rounds).collect::<Vec<_>>());
+    let m = trial.model.as_ref();
+    for ((r, w), &(round, loss, metric)) in recorded.iter().zip(&run.curve) {
+        assert_eq!(*r as usize, round);
+        let got = (
+            dpfl::sim::train_loss(m, w, &trial.silos),
+            dpfl::sim::test_metric(m, w, &trial.silos),
+        );
+        assert_eq!(bits(&[got.0, got.1]), bits(&[loss, metric]), "round {r}");
+    }
 }

@@ -21,6 +21,7 @@
 //! address = "127.0.0.1:7000"
 //! state_dir = "server"
 //! round_deadline_ms = 30000
+//! record_models_every = 10   # models.bin: the model after rounds 10, 20, ... and the last
 //!
 //! [tls]
 //! dir = "certs"
@@ -102,6 +103,11 @@ pub struct ServerSection {
     /// training is under way).
     #[serde(default)]
     pub min_round_ms: u64,
+    /// Append the model after every k-th round (and the last) to `models.bin` in the state
+    /// directory (`dpfl_net::models`), the rounds `dpfl train` evaluates with `eval_every = k`;
+    /// `dpfl federate` sets it to write the simulator's learning curve. Off by default.
+    #[serde(default)]
+    pub record_models_every: Option<usize>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -226,6 +232,12 @@ impl Federation {
         }
         if self.config.server.round_deadline_ms == 0 {
             return Err(NetError::config("server.round_deadline_ms", "must be > 0"));
+        }
+        if self.config.server.record_models_every == Some(0) {
+            return Err(NetError::config(
+                "server.record_models_every",
+                "must be at least 1",
+            ));
         }
         Ok(())
     }

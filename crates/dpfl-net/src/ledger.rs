@@ -82,6 +82,13 @@ impl RoundLedger {
     pub fn rounds(&self) -> Vec<u64> {
         self.entries.charged.keys().copied().collect()
     }
+
+    /// The events charged so far, in round order: what the silo has released, as the
+    /// simulator's `Simulator::spent` reports it (`dpfl federate` accounts them for
+    /// `summary.json`).
+    pub fn events(&self) -> Vec<PrivacyEvent> {
+        self.entries.charged.values().cloned().collect()
+    }
 }
 
 impl SiloLedger for RoundLedger {

@@ -21,6 +21,7 @@ pub mod codec;
 pub mod config;
 pub mod error;
 pub mod ledger;
+pub mod models;
 pub mod seal;
 pub mod server;
 pub mod shard;

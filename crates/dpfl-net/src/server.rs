@@ -255,6 +255,19 @@ impl Server {
         let deadline = Duration::from_millis(cfg.round_deadline_ms);
         // Wait for the silos to register (or the start timeout).
         wait_for_silos(&shared, Duration::from_millis(cfg.start_timeout_ms)).await;
+        // The recorded models are computed by the server from the privatised messages alone,
+        // as every broadcast is (with `output = "last"` each is the next round's broadcast,
+        // which every selected silo receives): by post-processing, recording them discloses
+        // nothing beyond what the silos' (ε_i, δ_i) already cover.
+        let mut recorder = match cfg.record_models_every {
+            Some(k) => Some(crate::models::ModelRecorder::open(
+                &state_dir.join("models.bin"),
+                k,
+                shared.rounds,
+                next_round as usize,
+            )?),
+            None => None,
+        };
         let mut this_process = 0usize;
         let mut finished = true;
         let rounds_start = Instant::now();
@@ -283,6 +296,10 @@ impl Server {
             );
             log.push(entry);
             next_round = r + 1;
+            if let Some(rec) = &mut recorder {
+                // Before the checkpoint: a checkpointed round's model is always on disk.
+                rec.after_round(next_round as usize, || half.output())?;
+            }
             let ckpt = Checkpoint {
                 next_round,
                 epoch,

@@ -308,27 +308,12 @@ impl<'a> Simulator<'a> {
 
     /// Mean training loss over all silos' training rows (pooled).
     pub fn train_loss(&self, model: &dyn Model, w: &[f64]) -> f64 {
-        pooled(
-            &self.silos,
-            |d| mean_loss(model, w, &d.train) * d.train.len() as f64,
-            |d| d.train.len(),
-        )
+        train_loss(model, w, self.silo_data())
     }
 
     /// The model's metric over all silos' test rows (pooled).
     pub fn test_metric(&self, model: &dyn Model, w: &[f64]) -> f64 {
-        let f = |d: &SiloData| {
-            let v = metric_value(model, w, &d.test);
-            match model.metric() {
-                crate::model::Metric::Rmse => v * v * d.test.len() as f64,
-                crate::model::Metric::ErrorRate => v * d.test.len() as f64,
-            }
-        };
-        let m = pooled(&self.silos, f, |d| d.test.len());
-        match model.metric() {
-            crate::model::Metric::Rmse => m.sqrt(),
-            crate::model::Metric::ErrorRate => m,
-        }
+        test_metric(model, w, self.silo_data())
     }
 
     /// Gives silo i the ledger `ledgers[i]` (`None`: no enforcement). From then on a silo
@@ -358,16 +343,51 @@ impl<'a> Simulator<'a> {
     }
 }
 
-fn pooled(
-    silos: &[Silo<'_>],
+/// Mean training loss of `w` over the silos' training rows (pooled). The simulator and the
+/// network runner (`dpfl federate`, which holds every shard) both evaluate through this and
+/// [`test_metric`], so their curves agree bit for bit.
+pub fn train_loss<'d>(
+    model: &dyn Model,
+    w: &[f64],
+    silos: impl IntoIterator<Item = &'d SiloData>,
+) -> f64 {
+    pooled(
+        silos,
+        |d| mean_loss(model, w, &d.train) * d.train.len() as f64,
+        |d| d.train.len(),
+    )
+}
+
+/// The model's metric of `w` over the silos' test rows (pooled).
+pub fn test_metric<'d>(
+    model: &dyn Model,
+    w: &[f64],
+    silos: impl IntoIterator<Item = &'d SiloData>,
+) -> f64 {
+    let f = |d: &SiloData| {
+        let v = metric_value(model, w, &d.test);
+        match model.metric() {
+            crate::model::Metric::Rmse => v * v * d.test.len() as f64,
+            crate::model::Metric::ErrorRate => v * d.test.len() as f64,
+        }
+    };
+    let m = pooled(silos, f, |d| d.test.len());
+    match model.metric() {
+        crate::model::Metric::Rmse => m.sqrt(),
+        crate::model::Metric::ErrorRate => m,
+    }
+}
+
+fn pooled<'d>(
+    silos: impl IntoIterator<Item = &'d SiloData>,
     num: impl Fn(&SiloData) -> f64,
     den: impl Fn(&SiloData) -> usize,
 ) -> f64 {
     let (mut a, mut b) = (0.0, 0usize);
-    for s in silos {
-        let n = den(s.data);
+    for d in silos {
+        let n = den(d);
         if n > 0 {
-            a += num(s.data);
+            a += num(d);
             b += n;
         }
     }

@@ -572,7 +572,7 @@ pub fn train_one(
     let mut curve = Vec::new();
     for r in 0..spec.rounds {
         sim.step()?;
-        if (r + 1) % eval_every == 0 || r + 1 == spec.rounds {
+        if is_eval_round(r + 1, eval_every, spec.rounds) {
             let w = sim.output();
             curve.push((r + 1, sim.train_loss(model, &w), sim.test_metric(model, &w)));
         }
@@ -621,16 +621,8 @@ pub fn run(
 ) -> crate::Result<RunOutput> {
     spec.validate()?;
     let mut master = master_rng(spec)?;
-    let eval_every = spec
-        .eval_every
-        .unwrap_or(if spec.rounds <= 200 {
-            1
-        } else {
-            spec.rounds / 100
-        })
-        .max(1);
-    let mut rows = Vec::new();
-    let mut acc: Vec<Option<AlgorithmSummary>> = vec![None; spec.algorithms.len()];
+    let eval_every = eval_every(spec);
+    let mut acc = RunAccumulator::new(spec);
     for t in 0..spec.trials {
         let (trial, trial_seed) = next_trial(spec, data_dir, &mut master)?;
         for (a, entry) in spec.algorithms.iter().enumerate() {
@@ -650,17 +642,73 @@ pub fn run(
                 },
                 other => other,
             })?;
-            for &(round, train_loss, test_metric) in &run.curve {
-                rows.push(RoundRow {
-                    trial: t,
-                    round,
-                    algorithm: label.clone(),
-                    train_loss,
-                    test_metric,
-                });
-            }
-            let s = acc[a].get_or_insert_with(|| summary_of(spec, entry, &trial, &run));
-            if t > 0 {
+            acc.add(spec, a, t, &trial, &run);
+        }
+    }
+    Ok(acc.finish())
+}
+
+/// The evaluation period of an experiment: `eval_every`, by default every round up to 200
+/// rounds and R/100 beyond.
+pub fn eval_every(spec: &ExperimentSpec) -> usize {
+    spec.eval_every
+        .unwrap_or(if spec.rounds <= 200 {
+            1
+        } else {
+            spec.rounds / 100
+        })
+        .max(1)
+}
+
+/// Whether the model after `done` of `rounds` rounds is evaluated: every `eval_every`-th
+/// round and always the last. Every runner (the simulator, the network server recording
+/// models for `dpfl federate`) asks this one function, so they evaluate the same rounds.
+pub fn is_eval_round(done: usize, eval_every: usize, rounds: usize) -> bool {
+    done.is_multiple_of(eval_every.max(1)) || done == rounds
+}
+
+/// Turns runs into `rounds.csv` rows and per-algorithm summaries averaged over trials. Both
+/// [`run`] and the network runner (`dpfl federate`) feed their runs through it, so their
+/// outputs are averaged the same way (same order of additions, bit for bit).
+pub struct RunAccumulator {
+    rows: Vec<RoundRow>,
+    acc: Vec<Option<AlgorithmSummary>>,
+}
+
+impl RunAccumulator {
+    pub fn new(spec: &ExperimentSpec) -> Self {
+        RunAccumulator {
+            rows: Vec::new(),
+            acc: vec![None; spec.algorithms.len()],
+        }
+    }
+
+    /// Adds trial `t`'s run of algorithm `a`: its curve as rows, its summary to the average.
+    /// Call in trial order; the first run of an algorithm gives the summary's per-trial facts
+    /// (calibration, accounted privacy), as documented on [`AlgorithmSummary`]. `a` indexes
+    /// `spec.algorithms` (a caller's bug otherwise: panics).
+    pub fn add(
+        &mut self,
+        spec: &ExperimentSpec,
+        a: usize,
+        t: usize,
+        trial: &TrialData,
+        run: &SingleRun,
+    ) {
+        let entry = &spec.algorithms[a];
+        let label = entry.label();
+        for &(round, train_loss, test_metric) in &run.curve {
+            self.rows.push(RoundRow {
+                trial: t,
+                round,
+                algorithm: label.clone(),
+                train_loss,
+                test_metric,
+            });
+        }
+        match &mut self.acc[a] {
+            slot @ None => *slot = Some(summary_of(spec, entry, trial, run)),
+            Some(s) => {
                 s.final_train_loss += run.final_train_loss;
                 s.test_metric += run.test_metric;
                 s.wall_seconds += run.wall_seconds;
@@ -668,19 +716,24 @@ pub fn run(
             }
         }
     }
-    let summary = acc
-        .into_iter()
-        .flatten()
-        .map(|mut s| {
-            s.final_train_loss /= s.trials as f64;
-            s.test_metric /= s.trials as f64;
-            s
-        })
-        .collect();
-    Ok(RunOutput {
-        rounds: rows,
-        summary,
-    })
+
+    /// The rows in the order added and the summaries averaged over their trials.
+    pub fn finish(self) -> RunOutput {
+        let summary = self
+            .acc
+            .into_iter()
+            .flatten()
+            .map(|mut s| {
+                s.final_train_loss /= s.trials as f64;
+                s.test_metric /= s.trials as f64;
+                s
+            })
+            .collect();
+        RunOutput {
+            rounds: self.rows,
+            summary,
+        }
+    }
 }
 
 /// The summary row of one run (as in `summary.json`).
