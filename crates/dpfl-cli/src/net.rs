@@ -482,10 +482,10 @@ fn collect_run(
     // ledgers are read, never charged.
     let spent = (0..fed.silos())
         .map(|i| {
-            let path = fed.silo_state_dir(i as u32).join("ledger.json");
-            dpfl_net::ledger::RoundLedger::open(&path, rounds)
-                .map(|l| l.events())
-                .map_err(net)
+            let path = fed
+                .silo_state_dir(i as u32)
+                .join(dpfl_net::ledger::ROUND_LEDGER);
+            dpfl_net::ledger::RoundLedger::read_events(&path).map_err(net)
         })
         .collect::<anyhow::Result<Vec<_>>>()?;
     Ok(SingleRun {

@@ -41,6 +41,9 @@ struct Entries {
     charged: BTreeMap<u64, PrivacyEvent>,
 }
 
+/// File name of a silo's round ledger in its state directory (a [`crate::store::Cell`]).
+pub const ROUND_LEDGER: &str = "ledger";
+
 /// A durable ledger that allows at most `max_releases` charged rounds.
 #[derive(Debug)]
 pub struct RoundLedger {
@@ -86,6 +89,21 @@ impl RoundLedger {
     /// The events charged so far, in round order: what the silo has released, as the
     /// simulator's `Simulator::spent` reports it (`dpfl federate` accounts them for
     /// `summary.json`).
+    /// The events charged in the ledger at `path`, in round order, read without opening it
+    /// for charging (the silo may be gone; nothing is created).
+    pub fn read_events(path: &Path) -> Result<Vec<PrivacyEvent>> {
+        match crate::store::Cell::read(path)? {
+            // A silo that was never charged (a non-private algorithm) has an empty cell.
+            None if path.parent().is_some_and(Path::is_dir) => Ok(Vec::new()),
+            None => Err(NetError::file(path, "no silo state directory here")),
+            Some(bytes) => {
+                let e: Entries =
+                    serde_json::from_slice(&bytes).map_err(|e| NetError::file(path, e))?;
+                Ok(e.charged.into_values().collect())
+            }
+        }
+    }
+
     pub fn events(&self) -> Vec<PrivacyEvent> {
         self.entries.charged.values().cloned().collect()
     }

@@ -138,7 +138,7 @@ impl Silo {
     ) -> Result<Self> {
         let dir = fed.silo_state_dir(id);
         std::fs::create_dir_all(&dir).map_err(NetError::io(&dir))?;
-        let ledger = RoundLedger::open(&dir.join("ledger"), fed.rounds())?;
+        let ledger = RoundLedger::open(&dir.join(crate::ledger::ROUND_LEDGER), fed.rounds())?;
         let state_path = dir.join("state");
         let (state, stored) = crate::store::Cell::open(&state_path)?;
         let (rng, last) = match stored {
