@@ -464,3 +464,110 @@ fn a_restarted_server_resumes_without_charging_any_ledger_twice() {
         assert_eq!(bits(&[got.0, got.1]), bits(&[loss, metric]), "round {r}");
     }
 }
+
+/// This machine's address on its default route (not loopback), if it has one.
+fn host_address() -> Option<std::net::IpAddr> {
+    let s = std::net::UdpSocket::bind("0.0.0.0:0").ok()?;
+    // A UDP connect sends nothing; it only picks the interface the route goes through.
+    s.connect("8.8.8.8:53").ok()?;
+    let ip = s.local_addr().ok()?.ip();
+    (!ip.is_loopback() && !ip.is_unspecified()).then_some(ip)
+}
+
+#[test]
+fn a_federation_set_up_as_across_machines_equals_the_simulator() {
+    // As docs/deployment.md's "Across machines": a CA made with `dpfl certs`, the server's
+    // certificate naming the address it is reached at, each participant in its own directory
+    // holding only ca.pem, its own key and (silos) its own shard, and a fixed server address
+    // on a real interface instead of loopback and an address file. One machine cannot be
+    // three, but everything the processes see is what they would see on three.
+    let Some(ip) = host_address() else {
+        eprintln!("skipped: this machine has no non-loopback IPv4 route");
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path();
+    let exp = write_experiment(root, &experiment(6, r#"{ kind = "fixed", m = 2 }"#));
+    let prep = root.join("prep");
+    federate_local(&exp, &prep, &["--prepare-only"]);
+    let prepared = std::fs::read_to_string(prep.join("trial-0/federation-0.toml")).unwrap();
+    let port = std::net::TcpListener::bind((ip, 0))
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let fed = prepared
+        .replace("\"../experiment.toml\"", "\"experiment.toml\"")
+        .replace(
+            "address = \"127.0.0.1:0\"\naddress_file = \"alg-0/server.addr\"",
+            &format!("address = \"{ip}:{port}\"\nserver_name = \"{ip}\""),
+        )
+        .replace("\"alg-0/server\"", "\"state\"")
+        .replace("\"alg-0/silo-{id}\"", "\"state\"")
+        .replace("dir = \"../certs\"", "dir = \"certs\"");
+    assert!(fed.contains(&format!("server_name = \"{ip}\"")), "{fed}");
+    let ca = root.join("ca");
+    let ok = |o: Output| assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    ok(dpfl(&["certs", "init", "--dir", ca.to_str().unwrap()]));
+    let host = |name: &str, san: &[&str]| -> PathBuf {
+        let dir = root.join(format!("host-{name}"));
+        let certs = dir.join("certs");
+        let mut args = vec![
+            "certs",
+            "issue",
+            "--ca-dir",
+            ca.to_str().unwrap(),
+            "--dir",
+            certs.to_str().unwrap(),
+            "--name",
+            name,
+        ];
+        for s in san {
+            args.extend_from_slice(&["--san", s]);
+        }
+        ok(dpfl(&args));
+        std::fs::copy(ca.join("ca.pem"), certs.join("ca.pem")).unwrap();
+        std::fs::copy(&exp, dir.join("experiment.toml")).unwrap();
+        std::fs::write(dir.join("federation.toml"), &fed).unwrap();
+        dir
+    };
+    let ip_text = ip.to_string();
+    let server = host("server", &[&ip_text]);
+    let mut silos = Vec::new();
+    for i in 0..3 {
+        let dir = host(&format!("silo-{i}"), &[]);
+        std::fs::copy(
+            prep.join(format!("trial-0/data/silo-{i}.shard")),
+            dir.join("data.shard"),
+        )
+        .unwrap();
+        silos.push(dir);
+    }
+    let cfg = |d: &Path| d.join("federation.toml").to_str().unwrap().to_string();
+    let mut children = vec![spawn(
+        &["server", "--config", &cfg(&server)],
+        &root.join("server.log"),
+    )];
+    for (i, d) in silos.iter().enumerate() {
+        let id = i.to_string();
+        let shard = d.join("data.shard").to_str().unwrap().to_string();
+        children.push(spawn(
+            &["silo", "--config", &cfg(d), "--id", &id, "--data", &shard],
+            &root.join(format!("silo-{i}.log")),
+        ));
+    }
+    for c in &mut children {
+        let status = wait_exit(c, Duration::from_secs(120));
+        let logs: String = ["server", "silo-0", "silo-1", "silo-2"]
+            .iter()
+            .map(|n| std::fs::read_to_string(root.join(format!("{n}.log"))).unwrap_or_default())
+            .collect();
+        assert!(status.success(), "{logs}");
+    }
+    let (w, _) = simulated(&exp);
+    let got = dpfl_net::server::read_model(&server.join("state/model.bin")).unwrap();
+    assert_eq!(bits(&got), bits(&w), "network {got:?} vs simulator {w:?}");
+    // No participant held another's key.
+    assert!(!server.join("certs/silo-0.key").exists());
+    assert!(!silos[0].join("certs/server.key").exists());
+}
