@@ -126,6 +126,48 @@ async fn next(inbound: &mut Streaming<Frame>) -> dpfl_net::Result<(Header, Vec<u
     got.map(|b| b.expect("the session is open"))
 }
 
+/// A silo connection with its open session.
+struct SiloConn {
+    client: FederationClient<Channel>,
+    tx: Sender<Frame>,
+    inbound: Streaming<Frame>,
+}
+
+/// A fresh non-shuffle federation in `dir` whose two silos registered, opened sessions and
+/// received round 0's broadcast; returns the model dimension, the server and the silos.
+async fn round_zero(
+    dir: &Path,
+) -> (
+    usize,
+    tokio::task::JoinHandle<dpfl_net::Result<ServerOutcome>>,
+    [SiloConn; 2],
+) {
+    let config = federation(dir, false);
+    let (addr, dim, handle) = start(&config).await;
+    let mut conns = Vec::new();
+    for id in 0..2u32 {
+        let mut client = client(&addr, dir, &format!("silo-{id}")).await;
+        client
+            .register(RegisterRequest { silo_id: id })
+            .await
+            .unwrap();
+        let (tx, inbound) = session(&mut client, id).await;
+        conns.push(SiloConn {
+            client,
+            tx,
+            inbound,
+        });
+    }
+    // Round 0 opens once both have a session.
+    for c in &mut conns {
+        let (h, _) = next(&mut c.inbound).await.unwrap();
+        assert_eq!(h.status, RoundStatus::Round as i32);
+        assert_eq!(h.round, 0);
+    }
+    let [a, b]: [SiloConn; 2] = conns.try_into().ok().unwrap();
+    (dim, handle, [a, b])
+}
+
 async fn finish(h: tokio::task::JoinHandle<dpfl_net::Result<ServerOutcome>>) -> ServerOutcome {
     tokio::time::timeout(Duration::from_secs(60), h)
         .await
@@ -197,18 +239,12 @@ async fn clients_without_a_federation_certificate_are_refused() {
 async fn bad_messages_are_rejected_and_the_round_completes() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
-    let config = federation(dir, false);
-    let (addr, dim, handle) = start(&config).await;
-    let mut s0 = client(&addr, dir, "silo-0").await;
-    let mut s1 = client(&addr, dir, "silo-1").await;
-    s0.register(RegisterRequest { silo_id: 0 }).await.unwrap();
-    s1.register(RegisterRequest { silo_id: 1 }).await.unwrap();
-    // Round 0 opens once both have a session.
-    let (tx0, mut in0) = session(&mut s0, 0).await;
-    let (tx1, mut in1) = session(&mut s1, 1).await;
-    let (h, _) = next(&mut in0).await.unwrap();
-    assert_eq!(h.status, RoundStatus::Round as i32);
-    assert_eq!(h.round, 0);
+    let (dim, handle, [c0, c1]) = round_zero(dir).await;
+    let SiloConn {
+        client: mut s0,
+        tx: tx0,
+        inbound: mut in0,
+    } = c0;
 
     // Oversized: the announced length is refused before any data is read, and the session
     // ends with the reason.
@@ -243,8 +279,7 @@ async fn bad_messages_are_rejected_and_the_round_completes() {
     send(&tx0, frames(0, 0, &message(0, dim, 0.5))).await;
     send(&tx0, frames(0, 0, &message(0, dim, 9.0))).await;
     // Silo 1 answers; the round completes with both good messages.
-    assert_eq!(next(&mut in1).await.unwrap().0.round, 0);
-    send(&tx1, frames(1, 0, &message(0, dim, 0.5))).await;
+    send(&c1.tx, frames(1, 0, &message(0, dim, 0.5))).await;
     let out = finish(handle).await;
     assert!(out.finished);
     assert_eq!(out.log.len(), 1);
@@ -337,46 +372,30 @@ async fn a_flipped_ciphertext_byte_is_rejected_in_shuffle_mode() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refused_or_abandoned_round_is_not_waited_for() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path();
-    let config = federation(dir, false);
-    let (addr, dim, handle) = start(&config).await;
-    let mut s0 = client(&addr, dir, "silo-0").await;
-    let mut s1 = client(&addr, dir, "silo-1").await;
-    let (tx0, mut in0) = session(&mut s0, 0).await;
-    let (tx1, mut in1) = session(&mut s1, 1).await;
-    assert_eq!(next(&mut in0).await.unwrap().0.round, 0);
-    assert_eq!(next(&mut in1).await.unwrap().0.round, 0);
     // Silo 1's ledger refuses round 0: it says so and keeps its session open.
+    let tmp = tempfile::tempdir().unwrap();
+    let (dim, handle, [c0, c1]) = round_zero(tmp.path()).await;
     let refused = Header {
         status: RoundStatus::Refused as i32,
         round: 0,
         silo_id: 1,
         ..Default::default()
     };
-    tx1.send(header(refused)).await.unwrap();
-    send(&tx0, frames(0, 0, &message(0, dim, 0.5))).await;
+    c1.tx.send(header(refused)).await.unwrap();
+    send(&c0.tx, frames(0, 0, &message(0, dim, 0.5))).await;
     let out = finish(handle).await;
     assert_eq!(out.log[0].participants, 1);
     assert_eq!(out.log[0].rejected, 0);
     // The deadline is 20 s and heartbeats time out after 20 s: the round closed on the
     // refusal, not on a timeout.
     assert!(out.log[0].seconds < 10.0, "{:?}", out.log[0]);
-    drop((tx0, tx1));
+    drop((c0, c1));
 
     // Same, but silo 1 simply goes away: its closed session is not waited for either.
     let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path();
-    let config = federation(dir, false);
-    let (addr, dim, handle) = start(&config).await;
-    let mut s0 = client(&addr, dir, "silo-0").await;
-    let mut s1 = client(&addr, dir, "silo-1").await;
-    let (tx0, mut in0) = session(&mut s0, 0).await;
-    let (tx1, mut in1) = session(&mut s1, 1).await;
-    assert_eq!(next(&mut in0).await.unwrap().0.round, 0);
-    assert_eq!(next(&mut in1).await.unwrap().0.round, 0);
-    drop((tx1, in1, s1));
-    send(&tx0, frames(0, 0, &message(0, dim, 0.5))).await;
+    let (dim, handle, [c0, c1]) = round_zero(tmp.path()).await;
+    drop(c1);
+    send(&c0.tx, frames(0, 0, &message(0, dim, 0.5))).await;
     let out = finish(handle).await;
     assert_eq!(out.log[0].participants, 1);
     assert!(out.log[0].seconds < 10.0, "{:?}", out.log[0]);
