@@ -168,19 +168,35 @@ impl Silo {
         })
     }
 
-    /// The message body for round `round`: the stored one if this round was answered
-    /// before, otherwise a new one (ledger charged, state stored before it is returned).
-    /// `None` if the ledger refuses the round.
-    fn answer(
+    /// The message body for round `round` given its broadcast `body`, and whether it is a
+    /// resend: the stored bytes if `round` is the last round answered, otherwise a new
+    /// message (ledger charged, state stored durably before it is returned). `None` if the
+    /// round is refused: the ledger does not allow it, or it is older than the last round
+    /// answered.
+    ///
+    /// Rounds only move forward. An honest server never asks for a round before the last one
+    /// a silo answered (it checkpoints round r before opening r + 1), and the ledgers charge
+    /// once per round *number*: answering an old round again would release a second,
+    /// differently-noised message that no ledger counts. So a server that asks is refused.
+    pub fn answer(
         &mut self,
         body: &[u8],
         round: u32,
         seal_to: Option<&[u8]>,
     ) -> Result<Option<(Vec<u8>, bool)>> {
-        if let Some((r, bytes)) = &self.last
-            && *r == round
-        {
-            return Ok(Some((bytes.clone(), true)));
+        if let Some((r, bytes)) = &self.last {
+            if *r == round {
+                return Ok(Some((bytes.clone(), true)));
+            }
+            if round < *r {
+                tracing::warn!(
+                    silo = self.id,
+                    round,
+                    last = *r,
+                    "refusing a round older than the last one answered"
+                );
+                return Ok(None);
+            }
         }
         let b = codec::decode_broadcast(body, self.dim)?;
         if b.round != round {

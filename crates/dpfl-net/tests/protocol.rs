@@ -400,3 +400,56 @@ async fn a_refused_or_abandoned_round_is_not_waited_for() {
     assert_eq!(out.log[0].participants, 1);
     assert!(out.log[0].seconds < 10.0, "{:?}", out.log[0]);
 }
+
+#[test]
+fn a_silo_never_answers_a_round_older_than_its_last() {
+    // A server that asks for an old round again would get a second, freshly noised release
+    // that no ledger counts (ledgers charge once per round number): the silo refuses.
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let config = federation(dir, false);
+    let private = EXPERIMENT.replace("rounds = 1", "rounds = 3").replace(
+        "[[algorithms]]",
+        "[privacy]\nepsilon = 1.0\ndelta = 1e-3\nlipschitz = 1.0\n[[algorithms]]\ncalibration = \"experiment\"",
+    );
+    std::fs::write(dir.join("experiment.toml"), private).unwrap();
+    let fed = Federation::load(&config).unwrap();
+    // Silo 0's data (the experiment is seeded: the same every time).
+    let data = |spec: &dpfl::experiment::ExperimentSpec| {
+        let mut master = dpfl::experiment::master_rng(spec).unwrap();
+        let (trial, _) = dpfl::experiment::next_trial(spec, None, &mut master).unwrap();
+        trial.silos.into_iter().next().unwrap()
+    };
+    let dim = fed.context().unwrap().federation.dim;
+    let d0 = data(&fed.spec);
+    let mut silo = dpfl_net::silo::Silo::new(fed, 0, d0).unwrap();
+    let broadcast = |round| {
+        codec::encode_broadcast(&dpfl::algo::Broadcast {
+            round,
+            point: vec![0.0; dim],
+            aux: vec![],
+        })
+    };
+    let (m0, resent) = silo.answer(&broadcast(0), 0, None).unwrap().unwrap();
+    assert!(!resent);
+    // Asked again for round 0 (a restarted server): exactly the stored bytes.
+    assert_eq!(
+        silo.answer(&broadcast(0), 0, None).unwrap(),
+        Some((m0.clone(), true))
+    );
+    let (m1, _) = silo.answer(&broadcast(1), 1, None).unwrap().unwrap();
+    assert_ne!(m0, m1);
+    // Round 0 again after round 1: refused, nothing new released or charged.
+    assert_eq!(silo.answer(&broadcast(0), 0, None).unwrap(), None);
+    assert_eq!(silo.charged_rounds(), vec![0, 1]);
+    // A restarted silo process remembers: still refused.
+    drop(silo);
+    let fed = Federation::load(&config).unwrap();
+    let d0 = data(&fed.spec);
+    let mut silo = dpfl_net::silo::Silo::new(fed, 0, d0).unwrap();
+    assert_eq!(silo.answer(&broadcast(0), 0, None).unwrap(), None);
+    assert_eq!(
+        silo.answer(&broadcast(1), 1, None).unwrap(),
+        Some((m1, true))
+    );
+}
