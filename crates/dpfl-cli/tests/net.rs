@@ -161,6 +161,35 @@ fn enforced_budgets_are_charged_by_each_silo_process() {
 }
 
 #[test]
+fn rounds_every_silo_refuses_close_at_once_in_both_modes() {
+    // The paper's experiment rule with enforce_budget: by the RDP accountant its per-round
+    // noise at this sampling rate already exceeds ε = 2, so every silo's ledger refuses every
+    // round. Each silo says so (on its session, and to the shuffler in shuffle mode) and no
+    // round waits for its 20 s deadline.
+    let tmp = tempfile::tempdir().unwrap();
+    let text = experiment(8, r#"{ kind = "all" }"#)
+        .replace("lipschitz = 1.0", "lipschitz = 1.0\nenforce_budget = true");
+    let exp = write_experiment(tmp.path(), &text);
+    for mode in [&[][..], &["--shuffle"][..]] {
+        let out = tmp.path().join(format!("run{}", mode.len()));
+        let start = Instant::now();
+        let mut extra = vec!["--deadline-ms", "20000"];
+        extra.extend_from_slice(mode);
+        federate_local(&exp, &out, &extra);
+        let took = start.elapsed();
+        assert!(took < Duration::from_secs(15), "{mode:?} took {took:?}");
+        let log = std::fs::read_to_string(out.join("trial-0/alg-0/server/rounds.jsonl")).unwrap();
+        assert_eq!(log.lines().count(), 8, "{log}");
+        assert!(
+            log.lines().all(|l| l.contains("\"participants\":0")),
+            "{mode:?}: {log}"
+        );
+        let silo = std::fs::read_to_string(out.join("trial-0/logs/alg-0-silo-0.log")).unwrap();
+        assert!(silo.contains("refused 8"), "{mode:?}: {silo}");
+    }
+}
+
+#[test]
 fn shuffle_mode_matches_the_simulator_up_to_summation_order() {
     let tmp = tempfile::tempdir().unwrap();
     let exp = write_experiment(tmp.path(), &experiment(6, r#"{ kind = "all" }"#));

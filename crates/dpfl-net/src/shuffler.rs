@@ -26,7 +26,9 @@ struct Collecting {
     epoch: u64,
     round: u32,
     /// Keyed by silo id only to refuse a second message; the ids are dropped on forwarding.
-    by_silo: BTreeMap<u32, Vec<u8>>,
+    /// `None`: the silo's ledger refused the round (it counts as heard from, so the batch
+    /// need not wait for it).
+    by_silo: BTreeMap<u32, Option<Vec<u8>>>,
 }
 
 struct Shared {
@@ -169,7 +171,12 @@ impl ShufflerProcess {
                 let mut messages: Vec<Vec<u8>> = {
                     let mut cur = shared.current.lock().await;
                     cur.as_mut()
-                        .map(|c| std::mem::take(&mut c.by_silo).into_values().collect())
+                        .map(|c| {
+                            std::mem::take(&mut c.by_silo)
+                                .into_values()
+                                .flatten()
+                                .collect()
+                        })
                         .unwrap_or_default()
                 };
                 sampler::shuffle(&mut rng, &mut messages);
@@ -256,7 +263,8 @@ impl ShufflerRpc for Service {
                                 accepted: 0,
                             }));
                         }
-                        c.by_silo.insert(id, sealed);
+                        let refused = h.status == RoundStatus::Refused as i32;
+                        c.by_silo.insert(id, (!refused).then_some(sealed));
                         drop(cur);
                         s.changed.send_modify(|v| *v = v.wrapping_add(1));
                         return Ok(Response::new(PushReply {

@@ -353,7 +353,21 @@ impl Silo {
                     let Some((bytes, resent)) = answer else {
                         report.refused.push(h.round);
                         header.status = RoundStatus::Refused as i32;
-                        send(&tx, codec::frames(header, &[])).await?;
+                        send(&tx, codec::frames(header.clone(), &[])).await?;
+                        if reg.shuffle {
+                            // So that the shuffler does not hold the batch for this silo. Best
+                            // effort and in the background: when every selected silo refuses,
+                            // the server closes the round before the shuffler hears of it.
+                            if shuffler.is_none() {
+                                shuffler = Some(connect_shuffler(&self.fed, &name).await?);
+                            }
+                            if let Some(mut sh) = shuffler.clone() {
+                                let frames = codec::frames(header, &[]);
+                                tokio::spawn(async move {
+                                    let _ = sh.submit(tokio_stream::iter(frames)).await;
+                                });
+                            }
+                        }
                         continue;
                     };
                     if resent {
@@ -368,17 +382,7 @@ impl Silo {
                     }
                     if reg.shuffle {
                         let frames = codec::frames(header, &bytes);
-                        if shuffler.is_none() {
-                            shuffler = Some(connect_shuffler(&self.fed, &name).await?);
-                        }
-                        if let Some(sh) = shuffler.as_mut() {
-                            send_with_retry(|| {
-                                let mut sh: ShufflerClient<Channel> = sh.clone();
-                                let frames = frames.clone();
-                                async move { sh.submit(tokio_stream::iter(frames)).await }
-                            })
-                            .await?;
-                        }
+                        submit(&mut shuffler, &self.fed, &name, frames).await?;
                     } else {
                         header.status = RoundStatus::Message as i32;
                         send(&tx, codec::frames(header, &bytes)).await?;
@@ -450,6 +454,27 @@ fn spawn_heartbeat(
             }
         }
     })
+}
+
+/// Submits frames to the shuffler, connecting on first use.
+async fn submit(
+    shuffler: &mut Option<ShufflerClient<Channel>>,
+    fed: &Federation,
+    name: &str,
+    frames: Vec<Frame>,
+) -> Result<()> {
+    if shuffler.is_none() {
+        *shuffler = Some(connect_shuffler(fed, name).await?);
+    }
+    if let Some(sh) = shuffler.as_mut() {
+        send_with_retry(|| {
+            let mut sh: ShufflerClient<Channel> = sh.clone();
+            let frames = frames.clone();
+            async move { sh.submit(tokio_stream::iter(frames)).await }
+        })
+        .await?;
+    }
+    Ok(())
 }
 
 async fn connect_shuffler(fed: &Federation, name: &str) -> Result<ShufflerClient<Channel>> {
