@@ -797,18 +797,28 @@ impl FederationRpc for Service {
         let bodies = codec::read_bodies(&mut stream, codec::max_sealed_bytes(s.dim), s.silos)
             .await
             .map_err(|e| rejected("shuffled batch", e))?;
+        // Every batch names its round and epoch (an empty one in a lone header with count 0),
+        // so a late batch can never be taken for a later round's.
+        let Some((round, epoch)) = bodies.first().map(|(h, _)| (h.round, h.epoch)) else {
+            return Err(rejected(
+                "shuffled batch",
+                NetError::Rejected("a batch without a header".into()),
+            ));
+        };
         let mut inner = s.inner.lock().await;
-        let round = bodies.first().map(|(h, _)| h.round);
         let Some(open) = inner
             .open
             .as_mut()
-            .filter(|o| round.is_none_or(|r| r == o.round) && !o.batch_received)
+            .filter(|o| o.round == round && epoch == s.epoch && !o.batch_received)
         else {
-            tracing::info!(?round, "late or repeated shuffled batch ignored");
+            tracing::info!(round, epoch, "late or repeated shuffled batch ignored");
             return Ok(reply("LATE", 0));
         };
         let mut accepted = 0;
         for (i, (h, sealed)) in bodies.iter().enumerate() {
+            if h.count == 0 && sealed.is_empty() {
+                continue; // the marker of an empty batch
+            }
             if h.silo_id != 0 {
                 tracing::warn!("shuffled message {i} carries a silo id; identity dropped");
             }

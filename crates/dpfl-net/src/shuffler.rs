@@ -181,7 +181,7 @@ impl ShufflerProcess {
                 };
                 sampler::shuffle(&mut rng, &mut messages);
                 let count = messages.len() as u32;
-                let frames: Vec<Frame> = messages
+                let mut frames: Vec<Frame> = messages
                     .iter()
                     .enumerate()
                     .flat_map(|(i, m)| {
@@ -197,6 +197,16 @@ impl ShufflerProcess {
                         )
                     })
                     .collect();
+                if frames.is_empty() {
+                    // Every silo refused (or none answered): still say which round this is,
+                    // or the server could take the empty batch for a later round's.
+                    let empty = Header {
+                        round: task.round,
+                        epoch: task.epoch,
+                        ..Default::default()
+                    };
+                    frames = codec::frames(empty, &[]);
+                }
                 match client.push_shuffled(tokio_stream::iter(frames)).await {
                     Ok(r) => {
                         tracing::info!(round = task.round, forwarded = count, outcome = %r.get_ref().outcome, "batch forwarded");

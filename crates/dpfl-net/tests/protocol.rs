@@ -325,6 +325,23 @@ async fn a_flipped_ciphertext_byte_is_rejected_in_shuffle_mode() {
         .into_inner();
     assert_eq!(round.status, RoundStatus::Round as i32);
     assert_eq!(round.expected, 2);
+    // Batches for another round or from another epoch (a restarted server's predecessor),
+    // empty or not, are never taken for this round's.
+    for (r, e) in [(1, round.epoch), (0, round.epoch + 7)] {
+        let empty = codec::frames(
+            Header {
+                round: r,
+                epoch: e,
+                ..Default::default()
+            },
+            &[],
+        );
+        let reply = sh.push_shuffled(tokio_stream::iter(empty)).await.unwrap();
+        assert_eq!(reply.into_inner().outcome, "LATE", "round {r} epoch {e}");
+    }
+    // A batch that names no round at all is refused.
+    let none: Vec<Frame> = Vec::new();
+    assert!(sh.push_shuffled(tokio_stream::iter(none)).await.is_err());
     let pk = reg.hpke_public_key;
     let good = dpfl_net::seal::seal(&pk, 0, &message(0, dim, 0.5)).unwrap();
     let mut bad = dpfl_net::seal::seal(&pk, 0, &message(0, dim, 0.5)).unwrap();
@@ -337,6 +354,7 @@ async fn a_flipped_ciphertext_byte_is_rejected_in_shuffle_mode() {
             codec::frames(
                 Header {
                     round: 0,
+                    epoch: round.epoch,
                     index: i as u32,
                     count: 2,
                     ..Default::default()
@@ -356,6 +374,8 @@ async fn a_flipped_ciphertext_byte_is_rejected_in_shuffle_mode() {
         .push_shuffled(tokio_stream::iter(codec::frames(
             Header {
                 round: 0,
+                epoch: round.epoch,
+                count: 1,
                 ..Default::default()
             },
             &good,
