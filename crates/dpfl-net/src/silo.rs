@@ -242,10 +242,8 @@ impl Silo {
             rng: self.rng.snapshot(),
         };
         let json = serde_json::to_vec(&p).map_err(|e| NetError::file(&self.state_path, e))?;
-        let mut file = (json.len() as u64).to_le_bytes().to_vec();
-        file.extend_from_slice(&json);
-        file.extend_from_slice(&bytes);
-        self.state.write(&file)?;
+        let json_len = (json.len() as u64).to_le_bytes();
+        self.state.write_parts(&[&json_len, &json, &bytes])?;
         self.last = Some((round, bytes.clone()));
         Ok(Some((bytes, false)))
     }
