@@ -6,14 +6,14 @@
 //! the broadcast on each selected silo's session, and closes when every selected silo has
 //! answered or refused (or, in shuffle mode, when the shuffler has forwarded the batch), when
 //! every silo still missing has closed its session or stopped sending heartbeats, or at the
-//! deadline. Messages from silos that missed the round are turned away
-//! as LATE; the round aggregates whatever arrived (M_r may be smaller than |S_r|). In
+//! deadline. Messages that arrive after their round closed are logged and ignored; the round
+//! aggregates whatever arrived (M_r may be smaller than |S_r|). In
 //! non-shuffle mode messages are aggregated in silo order, so a run is bit-for-bit the
 //! simulator's.
 //!
 //! # Crashes
 //! After aggregating round r the server writes a checkpoint (next round, the server half's
-//! state, the participation generator's state, the round log) atomically, then opens r + 1.
+//! state, the participation generator's state, the round log) durably, then opens r + 1.
 //! A restarted server resumes at the checkpoint with a new *epoch*; silos answer the re-opened
 //! round with the bytes they stored, so no fresh noise is drawn and no ledger is charged twice.
 
@@ -451,7 +451,8 @@ async fn run_round(
                         .is_none_or(|t| now.duration_since(*t) > shared.heartbeat_timeout)
             };
             // In shuffle mode the server cannot tell who answered: it waits for the shuffler's
-            // batch (the shuffler forwards at the deadline what it has).
+            // batch (which the shuffler forwards once every selected silo has submitted or
+            // refused, or near the deadline with what it has).
             let complete = if shared.shuffle {
                 open.batch_received || open.selected.iter().all(|id| open.refused.contains(id))
             } else {

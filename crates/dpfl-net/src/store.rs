@@ -153,7 +153,8 @@ impl Cell {
         header.extend_from_slice(&seq.to_le_bytes());
         header.extend_from_slice(&(len as u64).to_le_bytes());
         header.extend_from_slice(&hash.finalize());
-        file.seek(SeekFrom::Start(0)).map_err(NetError::io(&*path))?;
+        file.seek(SeekFrom::Start(0))
+            .map_err(NetError::io(&*path))?;
         let mut out = std::io::BufWriter::with_capacity(1 << 16, &mut *file);
         out.write_all(&header).map_err(NetError::io(&*path))?;
         for p in parts {
