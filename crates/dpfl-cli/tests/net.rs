@@ -123,16 +123,7 @@ fn a_federation_of_processes_equals_the_simulator_bit_for_bit() {
     assert_eq!(s["final_train_loss"].as_f64().unwrap(), loss);
     assert!(s["sigma"].as_f64().unwrap() > 0.0);
     // Participation M = 2 of 3: every round aggregated exactly 2 messages.
-    let log = std::fs::read_to_string(out.join("trial-0/alg-0/server/rounds.jsonl")).unwrap();
-    let parts: Vec<u64> = log
-        .lines()
-        .map(|l| {
-            serde_json::from_str::<serde_json::Value>(l).unwrap()["participants"]
-                .as_u64()
-                .unwrap()
-        })
-        .collect();
-    assert_eq!(parts, vec![2; 8]);
+    assert_eq!(participants(&out.join("trial-0/alg-0")), vec![2; 8]);
 }
 
 #[test]
@@ -325,6 +316,35 @@ fn prepare(dir: &Path, exp: &Path, extra_server: &str) -> (PathBuf, Vec<PathBuf>
     (cfg, shards)
 }
 
+/// M_r of every round in an algorithm's state directory (`alg-<a>`), from the server's log.
+fn participants(alg_dir: &Path) -> Vec<u64> {
+    let log = std::fs::read_to_string(alg_dir.join("server/rounds.jsonl")).unwrap();
+    log.lines()
+        .map(|l| {
+            serde_json::from_str::<serde_json::Value>(l).unwrap()["participants"]
+                .as_u64()
+                .unwrap()
+        })
+        .collect()
+}
+
+/// Starts the server and the three silos of federation file `cfg`, logging into `logs`.
+fn start_processes(cfg: &str, shards: &[PathBuf], logs: &Path) -> (Child, Vec<Child>) {
+    let server = spawn(&["server", "--config", cfg], &logs.join("server.log"));
+    let silos = shards
+        .iter()
+        .enumerate()
+        .map(|(i, shard)| {
+            let id = i.to_string();
+            spawn(
+                &silo_args(cfg, &id, shard.to_str().unwrap()),
+                &logs.join(format!("silo-{i}.log")),
+            )
+        })
+        .collect();
+    (server, silos)
+}
+
 fn checkpoint_round(out: &Path) -> u64 {
     dpfl_net::store::Cell::read(&out.join("alg-0/server/checkpoint"))
         .ok()
@@ -373,23 +393,14 @@ fn a_killed_silo_is_left_out_and_rejoins() {
     let out = cfg.parent().unwrap().to_path_buf();
     let c = cfg.to_str().unwrap();
     let logs = tmp.path();
-    let mut server = spawn(&["server", "--config", c], &logs.join("server.log"));
-    let ids = ["0", "1", "2"];
-    let mut silos: Vec<Child> = (0..3)
-        .map(|i| {
-            spawn(
-                &silo_args(c, ids[i], shards[i].to_str().unwrap()),
-                &logs.join(format!("silo-{i}.log")),
-            )
-        })
-        .collect();
+    let (mut server, mut silos) = start_processes(c, &shards, logs);
     wait_until("round 3", Duration::from_secs(60), || {
         checkpoint_round(&out) >= 3
     });
     silos[2].kill().unwrap();
     silos[2].wait().unwrap();
     let killed_at = checkpoint_round(&out);
-    // Rounds go on without silo 2 (left out after its heartbeats stop).
+    // Rounds go on without silo 2 (left out once its session closes).
     wait_until("two rounds without silo 2", Duration::from_secs(60), || {
         checkpoint_round(&out) >= killed_at + 3
     });
@@ -407,15 +418,7 @@ fn a_killed_silo_is_left_out_and_rejoins() {
     for s in &mut silos {
         assert!(wait_exit(s, Duration::from_secs(30)).success());
     }
-    let log = std::fs::read_to_string(out.join("alg-0/server/rounds.jsonl")).unwrap();
-    let parts: Vec<u64> = log
-        .lines()
-        .map(|l| {
-            serde_json::from_str::<serde_json::Value>(l).unwrap()["participants"]
-                .as_u64()
-                .unwrap()
-        })
-        .collect();
+    let parts = participants(&out.join("alg-0"));
     assert_eq!(parts.len(), 60, "every round completed");
     assert!(parts.iter().filter(|&&p| p == 2).count() >= 2, "{parts:?}");
     assert_eq!(*parts.last().unwrap(), 3, "silo 2 rejoined: {parts:?}");
@@ -431,16 +434,7 @@ fn a_restarted_server_resumes_without_charging_any_ledger_twice() {
     let out = cfg.parent().unwrap().to_path_buf();
     let c = cfg.to_str().unwrap();
     let logs = tmp.path();
-    let mut server = spawn(&["server", "--config", c], &logs.join("server.log"));
-    let ids = ["0", "1", "2"];
-    let mut silos: Vec<Child> = (0..3)
-        .map(|i| {
-            spawn(
-                &silo_args(c, ids[i], shards[i].to_str().unwrap()),
-                &logs.join(format!("silo-{i}.log")),
-            )
-        })
-        .collect();
+    let (mut server, mut silos) = start_processes(c, &shards, logs);
     wait_until("round 4", Duration::from_secs(60), || {
         checkpoint_round(&out) >= 4
     });
