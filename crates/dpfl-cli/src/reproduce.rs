@@ -5,7 +5,6 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::Args;
-use indicatif::{ProgressBar, ProgressStyle};
 
 use dpfl::reproduce::{self, ReproSpec};
 
@@ -59,19 +58,11 @@ pub fn reproduce(args: &ReproduceArgs) -> anyhow::Result<()> {
         })
     });
     let total = reproduce::jobs(&spec).len() as u64;
-    let bar = if args.quiet {
-        ProgressBar::hidden()
-    } else {
-        let b = ProgressBar::new(total);
-        b.set_style(
-            ProgressStyle::with_template(
-                "{spinner} [{bar:30}] {pos}/{len} runs ({elapsed}, eta {eta})",
-            )
-            .unwrap_or_else(|_| ProgressStyle::default_bar())
-            .progress_chars("=> "),
-        );
-        b
-    };
+    let bar = crate::train::progress_bar(
+        total,
+        args.quiet,
+        "{spinner} [{bar:30}] {pos}/{len} runs ({elapsed}, eta {eta})",
+    );
     let progress = |d: usize, _: usize| bar.set_position(d as u64);
     let out = reproduce::run(&spec, args.data_dir.as_deref(), &progress)?;
     bar.finish_and_clear();

@@ -50,25 +50,31 @@ fn load_spec(config: Option<&PathBuf>) -> anyhow::Result<ExperimentSpec> {
     })
 }
 
+/// A progress bar of `total` steps drawn with `template` (hidden when `quiet`).
+pub fn progress_bar(total: u64, quiet: bool, template: &str) -> ProgressBar {
+    if quiet {
+        return ProgressBar::hidden();
+    }
+    let b = ProgressBar::new(total);
+    b.set_style(
+        ProgressStyle::with_template(template)
+            .unwrap_or_else(|_| ProgressStyle::default_bar())
+            .progress_chars("=> "),
+    );
+    b
+}
+
 pub fn train(args: &TrainArgs) -> anyhow::Result<()> {
     let mut spec = load_spec(args.config.as_ref())?;
     if args.seed.is_some() {
         spec.seed = args.seed;
     }
     let total = (spec.rounds * spec.trials * spec.algorithms.len()) as u64;
-    let bar = if args.quiet {
-        ProgressBar::hidden()
-    } else {
-        let b = ProgressBar::new(total);
-        b.set_style(
-            ProgressStyle::with_template(
-                "{spinner} {msg:<22} [{bar:30}] {pos}/{len} rounds ({elapsed})",
-            )
-            .unwrap_or_else(|_| ProgressStyle::default_bar())
-            .progress_chars("=> "),
-        );
-        b
-    };
+    let bar = progress_bar(
+        total,
+        args.quiet,
+        "{spinner} {msg:<22} [{bar:30}] {pos}/{len} rounds ({elapsed})",
+    );
     let labels: Vec<String> = spec.algorithms.iter().map(|a| a.label()).collect();
     let rounds = spec.rounds as u64;
     let trials = spec.trials as u64;
