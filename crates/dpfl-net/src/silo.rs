@@ -356,15 +356,11 @@ impl Silo {
                             // So that the shuffler does not hold the batch for this silo. Best
                             // effort and in the background: when every selected silo refuses,
                             // the server closes the round before the shuffler hears of it.
-                            if shuffler.is_none() {
-                                shuffler = Some(connect_shuffler(&self.fed, &name).await?);
-                            }
-                            if let Some(mut sh) = shuffler.clone() {
-                                let frames = codec::frames(header, &[]);
-                                tokio::spawn(async move {
-                                    let _ = sh.submit(tokio_stream::iter(frames)).await;
-                                });
-                            }
+                            let mut sh = shuffler_client(&mut shuffler, &self.fed, &name).await?;
+                            let frames = codec::frames(header, &[]);
+                            tokio::spawn(async move {
+                                let _ = sh.submit(tokio_stream::iter(frames)).await;
+                            });
                         }
                         continue;
                     };
@@ -454,6 +450,20 @@ fn spawn_heartbeat(
     })
 }
 
+/// The shuffler client, connecting on first use.
+async fn shuffler_client(
+    shuffler: &mut Option<ShufflerClient<Channel>>,
+    fed: &Federation,
+    name: &str,
+) -> Result<ShufflerClient<Channel>> {
+    if let Some(sh) = shuffler {
+        return Ok(sh.clone());
+    }
+    let sh = connect_shuffler(fed, name).await?;
+    *shuffler = Some(sh.clone());
+    Ok(sh)
+}
+
 /// Submits frames to the shuffler, connecting on first use.
 async fn submit(
     shuffler: &mut Option<ShufflerClient<Channel>>,
@@ -461,18 +471,13 @@ async fn submit(
     name: &str,
     frames: Vec<Frame>,
 ) -> Result<()> {
-    if shuffler.is_none() {
-        *shuffler = Some(connect_shuffler(fed, name).await?);
-    }
-    if let Some(sh) = shuffler.as_mut() {
-        send_with_retry(|| {
-            let mut sh: ShufflerClient<Channel> = sh.clone();
-            let frames = frames.clone();
-            async move { sh.submit(tokio_stream::iter(frames)).await }
-        })
-        .await?;
-    }
-    Ok(())
+    let sh = shuffler_client(shuffler, fed, name).await?;
+    send_with_retry(|| {
+        let mut sh = sh.clone();
+        let frames = frames.clone();
+        async move { sh.submit(tokio_stream::iter(frames)).await }
+    })
+    .await
 }
 
 async fn connect_shuffler(fed: &Federation, name: &str) -> Result<ShufflerClient<Channel>> {
