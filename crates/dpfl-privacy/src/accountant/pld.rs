@@ -50,6 +50,8 @@ const MAX_BINS: usize = 1 << 26;
 /// Bins the accountant lets one PMF use before it coarsens the grid (2^22: FFTs of well
 /// under a second and ~100 MB).
 pub const BIN_BUDGET: usize = 1 << 22;
+/// Atoms a discrete mechanism's PLD may enumerate.
+const MAX_ATOMS: usize = 1 << 26;
 /// How many times the accountant coarsens the grid before it gives up.
 const COARSENINGS: usize = 8;
 
@@ -131,23 +133,193 @@ impl Pmf {
         })
     }
 
-    /// Pessimistic PMF of a pair with losses `ε` w.p. a, `−ε` w.p. b and +∞ w.p. δ (the
-    /// dominating pair of an (ε, δ)-DP mechanism): losses rounded up to the grid.
-    fn eps_delta(h: f64, eps: f64, delta: f64) -> Pmf {
-        // (1−δ)e^ε/(1+e^ε) and (1−δ)/(1+e^ε) without forming e^ε (inf past 709.78).
+    /// PMF of the dominating pair of an (ε, δ)-DP mechanism (Kairouz, Oh & Viswanath 2015):
+    /// losses ε w.p. (1−δ)/(1+e^{−ε}), −ε w.p. (1−δ)/(1+e^ε) and +∞ w.p. δ, discretised by
+    /// [`Pmf::from_atoms`] (exact when ε is a multiple of h).
+    fn eps_delta(h: f64, eps: f64, delta: f64, max_bins: usize) -> Sized<Pmf> {
+        // Without forming e^ε (inf past 709.78).
         let a = (1.0 - delta) / (1.0 + (-eps).exp());
         let b = (1.0 - delta) / (1.0 + eps.exp());
-        let hi = (eps / h).ceil() as i64;
-        let lo = (-eps / h).ceil() as i64;
-        let mut probs = vec![0.0; (hi - lo + 1) as usize];
-        probs[0] += b;
-        probs[(hi - lo) as usize] += a;
-        Pmf {
-            h,
-            lower: lo,
-            probs,
-            infinity: delta,
+        Pmf::from_atoms_within(h, &[(eps, a), (-eps, b)], delta, max_bins)
+    }
+
+    /// The pessimistic PMF on the grid i·h of a PLD given by its atoms (loss ℓ, mass p) and
+    /// its mass at +∞ (atoms at −∞ may be left out: they never contribute to δ(ε)).
+    ///
+    /// Each atom between grid points ℓ_i ≤ ℓ < ℓ_{i+1} is split between them so that
+    /// E[e^{−L}] is kept and δ(ε) is unchanged at every grid point: mass
+    /// p·(1 − e^{ℓ_i − ℓ})/(1 − e^{−h}) goes to ℓ_{i+1}, the rest to ℓ_i. Between grid
+    /// points δ is then linear in e^ε, above the true (convex in e^ε) curve: this is the
+    /// "connect the dots" discretisation of Doroshenko et al. 2022 (Alg. 1) applied to a
+    /// discrete PLD. Atoms on the grid are kept as they are (so a loss that is a multiple of
+    /// h costs nothing), which rounding every loss up would not do.
+    pub fn from_atoms(h: f64, atoms: &[(f64, f64)], infinity: f64) -> Result<Pmf> {
+        Pmf::from_atoms_within(h, atoms, infinity, MAX_BINS).map_err(Grow::into_error)
+    }
+
+    fn from_atoms_within(
+        h: f64,
+        atoms: &[(f64, f64)],
+        infinity: f64,
+        max_bins: usize,
+    ) -> Sized<Pmf> {
+        let fail = |reason: String| {
+            Grow::Fail(PrivacyError::Numerical {
+                context: "PLD discretisation",
+                reason,
+            })
+        };
+        if !(h.is_finite() && h > 0.0) {
+            return Err(Grow::Fail(PrivacyError::invalid(
+                "discretization",
+                h,
+                "must be finite and > 0",
+            )));
         }
+        if !(0.0..=1.0).contains(&infinity) {
+            return Err(fail(format!("mass at infinity {infinity}")));
+        }
+        let mut inf = infinity;
+        let mut lo = f64::INFINITY;
+        let mut hi = f64::NEG_INFINITY;
+        for &(l, p) in atoms {
+            if !(p.is_finite() && p >= 0.0) || l.is_nan() {
+                return Err(fail(format!("atom ({l}, {p})")));
+            }
+            if l.is_finite() && p > 0.0 {
+                let t = (l / h).floor();
+                lo = lo.min(t);
+                hi = hi.max(t + 1.0);
+            }
+        }
+        if lo > hi {
+            // Only atoms at ±∞.
+            lo = 0.0;
+            hi = 0.0;
+        }
+        let n = hi - lo + 1.0;
+        if n > max_bins as f64 {
+            return Err(Grow::Bins(n.min(usize::MAX as f64) as usize));
+        }
+        let lower = lo as i64;
+        let mut probs = vec![0.0; n as usize];
+        let em1 = -(-h).exp_m1();
+        for &(l, p) in atoms {
+            if p == 0.0 || l == f64::NEG_INFINITY {
+                continue;
+            }
+            if l == f64::INFINITY {
+                inf += p;
+                continue;
+            }
+            let t = l / h;
+            let i = t.floor();
+            let frac = ((t - i) * h).max(0.0);
+            let up = (-(-frac).exp_m1() / em1).clamp(0.0, 1.0);
+            let k = (i as i64 - lower) as usize;
+            probs[k] += p * (1.0 - up);
+            probs[k + 1] += p * up;
+        }
+        let pmf = Pmf {
+            h,
+            lower,
+            probs,
+            infinity: inf.min(1.0),
+        };
+        pmf.check("PLD discretisation")?;
+        Ok(pmf)
+    }
+
+    /// The exact PLD of the discrete Laplace mechanism with P(x) ∝ e^{−a|x|} on ℤ and integer
+    /// sensitivity Δ (Ghosh, Roughgarden & Sundararajan 2012), pessimistically discretised
+    /// ([`Pmf::from_atoms`]). With ε₀ = aΔ the loss a(|x − Δ| − |x|) is ε₀ for x ≤ 0
+    /// (mass 1/(1 + e^{−a})), −ε₀ for x ≥ Δ (mass e^{−ε₀}/(1 + e^{−a})) and a(Δ − 2x) with
+    /// mass tanh(a/2)·e^{−ax} for 0 < x < Δ; the PLD is the same in both directions.
+    pub fn discrete_laplace(h: f64, parameter: f64, sensitivity: u64) -> Result<Pmf> {
+        Pmf::discrete_laplace_within(h, parameter, sensitivity, MAX_BINS).map_err(Grow::into_error)
+    }
+
+    fn discrete_laplace_within(h: f64, a: f64, sensitivity: u64, max_bins: usize) -> Sized<Pmf> {
+        if !(a.is_finite() && a > 0.0) {
+            return Err(Grow::Fail(PrivacyError::invalid(
+                "parameter",
+                a,
+                "must be finite and > 0",
+            )));
+        }
+        if sensitivity == 0 || sensitivity > MAX_BINS as u64 {
+            return Err(Grow::Fail(PrivacyError::invalid(
+                "sensitivity",
+                sensitivity as f64,
+                format!("must lie in [1, {MAX_BINS}]"),
+            )));
+        }
+        let d = sensitivity as f64;
+        // 1/(1 + e^{−a}) and e^{−aΔ}/(1 + e^{−a}) without overflow.
+        let lse = (-a).exp().ln_1p();
+        let mut atoms = Vec::with_capacity(sensitivity as usize + 1);
+        atoms.push((a * d, (-lse).exp()));
+        atoms.push((-a * d, (-a * d - lse).exp()));
+        let th = (a / 2.0).tanh();
+        for x in 1..sensitivity {
+            let x = x as f64;
+            atoms.push((a * (d - 2.0 * x), th * (-a * x).exp()));
+        }
+        Pmf::from_atoms_within(h, &atoms, 0.0, max_bins)
+    }
+
+    /// The exact PLD of the discrete Gaussian mechanism, noise P(x) ∝ e^{−x²/(2σ²)} on ℤ and
+    /// integer sensitivity Δ (Canonne, Kamath & Steinke 2020), pessimistically discretised
+    /// ([`Pmf::from_atoms`]), as `dp_accounting`'s `DiscreteGaussianPrivacyLoss`. The loss at
+    /// x ~ P is ((x − Δ)² − x²)/(2σ²) = (Δ² − 2xΔ)/(2σ²), the same law in both directions
+    /// by symmetry. x is enumerated over |x| ≤ B = ⌈11.6σ⌉ + Δ (dp_accounting's bound, mass
+    /// beyond < 1e-30 by CKS Prop. 1); the mass beyond B, summed exactly, is put at +∞.
+    /// The normaliser is summed over every x whose weight is a normal f64.
+    pub fn discrete_gaussian(h: f64, sigma: f64, sensitivity: u64) -> Result<Pmf> {
+        Pmf::discrete_gaussian_within(h, sigma, sensitivity, MAX_BINS).map_err(Grow::into_error)
+    }
+
+    fn discrete_gaussian_within(
+        h: f64,
+        sigma: f64,
+        sensitivity: u64,
+        max_bins: usize,
+    ) -> Sized<Pmf> {
+        if !(sigma.is_finite() && sigma > 0.0) {
+            return Err(Grow::Fail(PrivacyError::invalid(
+                "sigma",
+                sigma,
+                "must be finite and > 0",
+            )));
+        }
+        // Weights e^{−x²/(2σ²)} are below e^{−745} (0 in f64) beyond 38.6σ.
+        let x_max = (38.6 * sigma).ceil() + sensitivity as f64;
+        let b = (11.6 * sigma).ceil() + sensitivity as f64;
+        if sensitivity == 0 || 2.0 * x_max + 1.0 > MAX_ATOMS as f64 {
+            return Err(Grow::Fail(PrivacyError::invalid(
+                "sigma",
+                sigma,
+                format!(
+                    "discrete Gaussian with sensitivity {sensitivity} needs {} atoms (limit \
+                     {MAX_ATOMS})",
+                    2.0 * x_max + 1.0
+                ),
+            )));
+        }
+        let (x_max, b) = (x_max as i64, b as i64);
+        let s2 = 2.0 * sigma * sigma;
+        let logw = |x: i64| -((x as f64) * (x as f64)) / s2;
+        // log Z by a shifted sum (the largest term is x = 0, weight 1).
+        let z: f64 = (-x_max..=x_max).map(|x| logw(x).exp()).sum();
+        let log_z = z.ln();
+        let d = sensitivity as f64;
+        let mut atoms = Vec::with_capacity((2 * b + 1) as usize);
+        for x in -b..=b {
+            let p = (logw(x) - log_z).exp();
+            atoms.push(((d * d - 2.0 * x as f64 * d) / s2, p));
+        }
+        let tail: f64 = (b + 1..=x_max).map(|x| 2.0 * (logw(x) - log_z).exp()).sum();
+        Pmf::from_atoms_within(h, &atoms, round_up(tail).min(1.0), max_bins)
     }
 
     /// δ(ε) = P(∞) + Σ_{ℓ > ε} p_ℓ (1 − e^{ε−ℓ}), rounded up.
@@ -626,18 +798,22 @@ impl PldAccountant {
                 let e0 = 1.0 / noise_multiplier;
                 Ok((grid_pmf(h, -e0, e0, max, |e| delta_laplace(e0, e))?, None))
             }
-            PrivacyEvent::DiscreteLaplace { noise_multiplier } => {
-                Ok((Pmf::eps_delta(h, 1.0 / noise_multiplier, 0.0), None))
-            }
+            // Sensitivity 1: exact at Δ = 1, and at any Δ the (1/z)-DP pair dominates
+            // (every ε₀-DP pair is dominated by randomised response; KOV 2015).
+            PrivacyEvent::DiscreteLaplace { noise_multiplier } => Ok((
+                Pmf::discrete_laplace_within(h, 1.0 / noise_multiplier, 1, max)?,
+                None,
+            )),
             PrivacyEvent::EpsilonDelta { epsilon, delta }
             | PrivacyEvent::TruncatedDiscreteLaplace { epsilon, delta } => {
-                Ok((Pmf::eps_delta(h, *epsilon, *delta), None))
+                Ok((Pmf::eps_delta(h, *epsilon, *delta, max)?, None))
             }
-            PrivacyEvent::DiscreteGaussian { .. } => Err(Grow::Fail(unsupported(
-                NAME,
-                event,
-                "no PLD for the discrete Gaussian yet; use the rdp or zcdp accountant",
-            ))),
+            // σ = noise multiplier on ℤ with Δ = 1 (the event's "σ/Δ₂ on ℤ" read at unit
+            // sensitivity, `dp_accounting`'s default); see the module doc.
+            PrivacyEvent::DiscreteGaussian { noise_multiplier } => Ok((
+                Pmf::discrete_gaussian_within(h, *noise_multiplier, 1, max)?,
+                None,
+            )),
             PrivacyEvent::Sampled {
                 sampling,
                 event: inner,
@@ -652,7 +828,7 @@ impl PldAccountant {
                 match (sampling, self.neighbouring) {
                     (Sampling::Poisson { rate }, Neighbouring::AddRemove) => {
                         if *rate == 0.0 {
-                            return Ok((Pmf::eps_delta(h, 0.0, 0.0), None));
+                            return Ok((Pmf::eps_delta(h, 0.0, 0.0, max)?, None));
                         }
                         gaussian(*rate, z)
                     }
@@ -707,7 +883,7 @@ impl PldAccountant {
         match (rem, add) {
             (Some(r), Some(a)) => Ok((r, a)),
             _ => {
-                let zero = Pmf::eps_delta(h, 0.0, 0.0);
+                let zero = Pmf::eps_delta(h, 0.0, 0.0, max)?;
                 Ok((zero.clone(), zero))
             }
         }
@@ -722,13 +898,14 @@ impl PldAccountant {
     /// grid step per leaf, negligible next to the ε of a composition that wide.
     pub fn pmfs(&self, event: &PrivacyEvent) -> Result<(Pmf, Pmf)> {
         let leaves = merged_leaves(event)?;
-        let mut h = self.h;
+        let step = lattice_step(&leaves);
+        let mut h = align(self.h, step);
         for _ in 0..COARSENINGS {
             match self.pmfs_on(&leaves, h) {
                 Ok(p) => return Ok(p),
                 Err(Grow::Fail(e)) => return Err(e),
                 Err(Grow::Bins(n)) => {
-                    h *= (n as f64 / BIN_BUDGET as f64).max(1.0) * 1.25;
+                    h = align_coarser(h * (n as f64 / BIN_BUDGET as f64).max(1.0) * 1.25, step);
                     if !h.is_finite() {
                         break;
                     }
@@ -774,6 +951,43 @@ impl PldAccountant {
             });
         }
         Ok(d)
+    }
+}
+
+/// The smallest loss spacing of the lattice-valued leaves (pure-DP pairs at ±ε, the
+/// discrete Gaussian's (1 − 2x)/(2σ²) at spacing 1/σ², offset 1/(2σ²)), if any: a grid
+/// that divides it carries those losses exactly instead of splitting them.
+fn lattice_step(leaves: &[Leaf]) -> Option<f64> {
+    leaves
+        .iter()
+        .filter_map(|l| match &l.event {
+            PrivacyEvent::DiscreteLaplace { noise_multiplier } => Some(1.0 / noise_multiplier),
+            PrivacyEvent::EpsilonDelta { epsilon, .. }
+            | PrivacyEvent::TruncatedDiscreteLaplace { epsilon, .. } => Some(*epsilon),
+            PrivacyEvent::DiscreteGaussian { noise_multiplier } => {
+                Some(0.5 / (noise_multiplier * noise_multiplier))
+            }
+            _ => None,
+        })
+        .filter(|e| e.is_finite() && *e > 0.0)
+        .reduce(f64::min)
+}
+
+/// The largest grid width ≤ `h` that divides `step` (or `h` itself if `step` is
+/// smaller than h, or if there is none).
+fn align(h: f64, step: Option<f64>) -> f64 {
+    match step {
+        Some(e) if e >= h => e / (e / h).ceil(),
+        Some(e) if e < h && e >= 1e-3 * h => e,
+        _ => h,
+    }
+}
+
+/// The smallest grid width ≥ `h` that divides `step` (or `h` if `step` < h).
+fn align_coarser(h: f64, step: Option<f64>) -> f64 {
+    match step {
+        Some(e) if e >= h => e / (e / h).floor(),
+        _ => h,
     }
 }
 
@@ -976,6 +1190,73 @@ mod tests {
             "{alone} < {both} < {}",
             basic + 0.1
         );
+    }
+
+    #[test]
+    fn an_atom_between_grid_points_is_split_keeping_delta_at_the_grid() {
+        // Atom at 1.5h: mass (1 − e^{−h/2})/(1 − e^{−h}) = 1/(1 + e^{−h/2}) goes up.
+        let h = 0.1;
+        let pmf = Pmf::from_atoms(h, &[(0.15, 1.0)], 0.0).unwrap();
+        let up = 1.0 / (1.0 + (-0.05f64).exp());
+        assert_eq!(pmf.lower, 1);
+        assert!((pmf.probs[1] - up).abs() < 1e-15 && (pmf.probs[0] - (1.0 - up)).abs() < 1e-15);
+        // δ(0.1) = 1 − e^{0.1−0.15} for the atom, and the same for the split PMF.
+        let want = -(-0.05f64).exp_m1();
+        assert!((pmf.delta_for_epsilon(0.1) - want).abs() < 1e-12);
+        // An atom on the grid stays put.
+        let pmf = Pmf::from_atoms(h, &[(0.3, 1.0)], 0.0).unwrap();
+        assert!(pmf.probs.iter().filter(|&&p| p > 1e-12).count() == 1);
+    }
+
+    #[test]
+    fn discrete_laplace_by_hand() {
+        // a = 1, Δ = 1: losses ±1 w.p. 1/(1+e^{−1}), e^{−1}/(1+e^{−1}); at δ = 1e-5
+        // ε = 1 + ln(1 − 1e-5(1 + e^{−1})) = 0.99998632 (dp-accounting: 0.9999863211120326).
+        let pmf = Pmf::discrete_laplace(1e-4, 1.0, 1).unwrap();
+        let want = 1.0 + (-1e-5 * (1.0 + (-1.0f64).exp())).ln_1p();
+        let got = pmf.epsilon_for_delta(1e-5).unwrap();
+        assert!((got - want).abs() < 1e-12, "{got} vs {want}");
+        // Δ = 2, a = 0.5: atoms ±1 and 0 (x = 1, mass tanh(1/4)e^{−1/2}); the masses sum to 1.
+        let pmf = Pmf::discrete_laplace(0.5, 0.5, 2).unwrap();
+        let total: f64 = pmf.probs.iter().sum();
+        assert!((total - 1.0).abs() < 1e-14, "{total}");
+        let mid = (0.25f64).tanh() * (-0.5f64).exp();
+        assert!((pmf.probs[(0 - pmf.lower) as usize] - mid).abs() < 1e-15);
+    }
+
+    #[test]
+    fn discrete_laplace_far_below_the_grid_is_tight() {
+        // Issue 11: z = 1e6, T = 1e6 gave ε = 50. Exact (Binomial over ±1e-6 losses,
+        // scripts/golden_dp_accounting.py): 0.0019387247346603358 at δ = 1e-5.
+        let acc = PldAccountant::new(Neighbouring::AddRemove);
+        let e = PrivacyEvent::DiscreteLaplace {
+            noise_multiplier: 1e6,
+        }
+        .repeated(1_000_000);
+        let got = acc.epsilon(&e, Delta::new(1e-5).unwrap()).unwrap();
+        let exact = 0.001_938_724_734_660_335_8;
+        assert!(
+            got >= exact * (1.0 - 1e-9) && got <= exact * 1.001,
+            "{got} vs {exact}"
+        );
+    }
+
+    #[test]
+    fn discrete_gaussian_by_hand() {
+        // σ = 1, Δ = 1, one release: the loss at x is ½ − x, so the PLD has atoms at
+        // 4.5, 5.5, … (x = −4, −5, …) above ε = 4.43; dp-accounting: 4.430238055279412.
+        let pmf = Pmf::discrete_gaussian(1e-4, 1.0, 1).unwrap();
+        let z: f64 = (-40i32..=40).map(|x| (-(x * x) as f64 / 2.0).exp()).sum();
+        let p = |x: i32| (-(x * x) as f64 / 2.0).exp() / z;
+        let d = |e: f64| -> f64 {
+            (4..=40)
+                .map(|k| p(k) * -(e - (k as f64 + 0.5)).exp_m1())
+                .filter(|v| *v > 0.0)
+                .sum()
+        };
+        let got = pmf.epsilon_for_delta(1e-5).unwrap();
+        assert!((d(got) - 1e-5).abs() < 1e-12, "δ({got}) = {}", d(got));
+        assert!((got - 4.430_238_055_279_412).abs() < 1e-9, "{got}");
     }
 
     #[test]
