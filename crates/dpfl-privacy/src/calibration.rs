@@ -156,10 +156,10 @@ pub fn gaussian_epsilon(z: f64, delta: Delta) -> Result<f64> {
     let mut hi = 1.0;
     while gaussian_delta(z, hi)? > d {
         hi *= 2.0;
-        if hi > 1e6 {
+        if hi > 1e12 {
             return Err(PrivacyError::Numerical {
                 context: "analytic Gaussian epsilon",
-                reason: format!("no epsilon up to 1e6 at z = {z}"),
+                reason: format!("no epsilon up to 1e12 at z = {z}"),
             });
         }
     }
