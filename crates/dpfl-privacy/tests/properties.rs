@@ -118,3 +118,36 @@ fn pld_epsilon_is_monotone_in_steps_over_long_compositions() {
         .repeated(t)
     });
 }
+
+/// Issue 11/12: the PLD calibration reports each evaluation and its answer meets the target
+/// and agrees with RDP's order of magnitude (it once returned z = 0.137 for RDP's 221.6).
+#[test]
+fn pld_calibration_reports_progress_and_meets_the_target() {
+    use dpfl_privacy::calibration::calibrate_noise_multiplier_with_progress;
+    let (eps, d) = (Epsilon::new(1.0).unwrap(), Delta::new(1e-5).unwrap());
+    let make = |z: f64| {
+        PrivacyEvent::Gaussian {
+            noise_multiplier: z,
+        }
+        .repeated(3000)
+    };
+    let mut seen = Vec::new();
+    let z = calibrate_noise_multiplier_with_progress(
+        make,
+        AccountantKind::Pld,
+        Neighbouring::AddRemove,
+        eps,
+        d,
+        |z, e| seen.push((z, e)),
+    )
+    .unwrap();
+    let rdp =
+        calibrate_noise_multiplier(make, AccountantKind::Rdp, Neighbouring::AddRemove, eps, d)
+            .unwrap();
+    assert!(z > 0.9 * rdp && z <= rdp, "pld {z} vs rdp {rdp}");
+    // √3000 × the analytic Gaussian's 3.7305 at (1, 1e-5).
+    assert!(
+        (z / 3000f64.sqrt() - analytic_gaussian_noise_multiplier(eps, d).unwrap()).abs() < 1e-4
+    );
+    assert!(seen.len() >= 10 && seen.iter().any(|&(zz, e)| zz == z && e <= 1.0));
+}
