@@ -5,7 +5,9 @@ use clap::{Args, ValueEnum};
 use serde_json::json;
 
 use dpfl_privacy::accountant::AccountantKind;
-use dpfl_privacy::calibration::{analytic_gaussian_noise_multiplier, calibrate_noise_multiplier};
+use dpfl_privacy::calibration::{
+    analytic_gaussian_noise_multiplier, calibrate_noise_multiplier_with_progress,
+};
 use dpfl_privacy::event::Sampling;
 use dpfl_privacy::{Delta, Epsilon, Neighbouring, PrivacyError, PrivacyEvent};
 
@@ -242,8 +244,27 @@ pub fn calibrate(args: &CalibrateArgs) -> anyhow::Result<()> {
     let sampling = r.sampling()?;
     let acc = r.accountant();
     let nb = r.neighbouring();
-    let z = calibrate_noise_multiplier(|z| r.event(z, &sampling), acc, nb, eps, delta)
-        .map_err(|e| privacy("--accountant", e))?;
+    // A slow (PLD) calibration prints a progress line on stderr at most once a second after
+    // the first two seconds (issue 12: it ran minutes silently).
+    let start = std::time::Instant::now();
+    let (mut last, mut evals) = (0u64, 0u64);
+    let progress = |z: f64, e: f64| {
+        evals += 1;
+        let secs = start.elapsed().as_secs();
+        if secs >= 2 && secs > last {
+            last = secs;
+            eprintln!("calibrating: {evals} evaluations, {secs} s; epsilon {e:.6} at z = {z:.6}");
+        }
+    };
+    let z = calibrate_noise_multiplier_with_progress(
+        |z| r.event(z, &sampling),
+        acc,
+        nb,
+        eps,
+        delta,
+        progress,
+    )
+    .map_err(|e| privacy("--accountant", e))?;
     let achieved = acc
         .epsilon(nb, &r.event(z, &sampling), delta)
         .map_err(|e| privacy("--accountant", e))?;

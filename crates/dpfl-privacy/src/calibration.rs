@@ -44,17 +44,103 @@ pub fn calibrate_noise_multiplier(
     target: Epsilon,
     delta: Delta,
 ) -> Result<f64> {
-    let eps_at = |z: f64| -> Result<f64> {
-        match accountant.epsilon(neighbouring, &make_event(z), delta) {
-            Ok(e) => Ok(e),
-            Err(PrivacyError::Numerical { .. }) => Ok(f64::INFINITY),
-            Err(e) => Err(e),
+    calibrate_noise_multiplier_with_progress(
+        make_event,
+        accountant,
+        neighbouring,
+        target,
+        delta,
+        |_, _| {},
+    )
+}
+
+/// [`calibrate_noise_multiplier`], calling `progress(z, ε)` after every accountant
+/// evaluation (ε = ∞ for a numerical failure) so that a caller can show a slow calibration
+/// moving.
+///
+/// For the PLD accountant the bracket starts at the RDP accountant's answer (milliseconds)
+/// instead of z = 1: small z are the PLD's most expensive evaluations (wide loss ranges over
+/// many steps), and the PLD's z is within a small factor of RDP's.
+pub fn calibrate_noise_multiplier_with_progress(
+    make_event: impl Fn(f64) -> PrivacyEvent,
+    accountant: AccountantKind,
+    neighbouring: Neighbouring,
+    target: Epsilon,
+    delta: Delta,
+    mut progress: impl FnMut(f64, f64),
+) -> Result<f64> {
+    calibrate_core(
+        &make_event,
+        accountant,
+        neighbouring,
+        target,
+        delta,
+        &mut progress,
+    )
+}
+
+fn calibrate_core(
+    make_event: &dyn Fn(f64) -> PrivacyEvent,
+    accountant: AccountantKind,
+    neighbouring: Neighbouring,
+    target: Epsilon,
+    delta: Delta,
+    progress: &mut dyn FnMut(f64, f64),
+) -> Result<f64> {
+    if accountant == AccountantKind::Pld {
+        // Bracket from RDP's answer (see above); RDP may not support the event.
+        let rdp = calibrate_core(
+            make_event,
+            AccountantKind::Rdp,
+            neighbouring,
+            target,
+            delta,
+            &mut |_, _| {},
+        );
+        if let Ok(z) = rdp {
+            return bisect(
+                make_event,
+                accountant,
+                neighbouring,
+                target,
+                delta,
+                progress,
+                z,
+            );
         }
+    }
+    bisect(
+        make_event,
+        accountant,
+        neighbouring,
+        target,
+        delta,
+        progress,
+        1.0,
+    )
+}
+
+fn bisect(
+    make_event: &dyn Fn(f64) -> PrivacyEvent,
+    accountant: AccountantKind,
+    neighbouring: Neighbouring,
+    target: Epsilon,
+    delta: Delta,
+    progress: &mut dyn FnMut(f64, f64),
+    start: f64,
+) -> Result<f64> {
+    let mut meets = |z: f64| -> Result<bool> {
+        let e = match accountant.epsilon(neighbouring, &make_event(z), delta) {
+            Ok(e) => e,
+            Err(PrivacyError::Numerical { .. }) => f64::INFINITY,
+            Err(e) => return Err(e),
+        };
+        progress(z, e);
+        Ok(e <= target.get())
     };
-    let meets = |z: f64| -> Result<bool> { Ok(eps_at(z)? <= target.get()) };
     const Z_MIN: f64 = 1e-3;
     const Z_MAX: f64 = 1e4;
-    let mut hi = 1.0;
+    let mut hi = start;
     while !meets(hi)? {
         hi *= 2.0;
         if hi > Z_MAX {
@@ -156,10 +242,10 @@ pub fn gaussian_epsilon(z: f64, delta: Delta) -> Result<f64> {
     let mut hi = 1.0;
     while gaussian_delta(z, hi)? > d {
         hi *= 2.0;
-        if hi > 1e6 {
+        if hi > 1e12 {
             return Err(PrivacyError::Numerical {
                 context: "analytic Gaussian epsilon",
-                reason: format!("no epsilon up to 1e6 at z = {z}"),
+                reason: format!("no epsilon up to 1e12 at z = {z}"),
             });
         }
     }

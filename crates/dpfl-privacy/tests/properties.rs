@@ -73,3 +73,81 @@ proptest! {
         prop_assert!(acc.epsilon(&poisson(z * (1.0 - 1e-4), q, t), d).unwrap() > eps * (1.0 - 1e-3));
     }
 }
+
+/// Issue 11 item 1: over long compositions (T up to 1e5, z down to 0.3) the PLD accountant's
+/// ε is finite, > 0 and never decreases with T (the old code fell to 0 past losses of
+/// 709.78). That it is never below dp-accounting's value is checked in golden.rs.
+#[test]
+fn pld_epsilon_is_monotone_in_steps_over_long_compositions() {
+    use dpfl_privacy::accountant::pld::PldAccountant;
+    let acc = PldAccountant::new(Neighbouring::AddRemove);
+    let d = Delta::new(1e-5).unwrap();
+    let steps = [1u64, 10, 100, 1_000, 10_000, 100_000];
+    let mut check = |name: &str, make: &dyn Fn(u64) -> PrivacyEvent| {
+        let mut prev = 0.0f64;
+        for &t in &steps {
+            let e = acc
+                .epsilon(&make(t), d)
+                .unwrap_or_else(|e| panic!("{name} T={t}: {e}"));
+            assert!(e.is_finite() && e > 0.0, "{name} T={t}: {e}");
+            assert!(e >= prev, "{name}: ε fell from {prev} to {e} at T={t}");
+            prev = e;
+        }
+    };
+    for (z, q) in [(0.3, 1e-4), (0.5, 1e-3), (1.0, 0.01)] {
+        check(&format!("poisson z={z} q={q}"), &|t| poisson(z, q, t));
+    }
+    for z in [0.3, 0.8, 5.0] {
+        check(&format!("gaussian z={z}"), &|t| {
+            PrivacyEvent::Gaussian {
+                noise_multiplier: z,
+            }
+            .repeated(t)
+        });
+    }
+    check("discrete laplace z=10", &|t| {
+        PrivacyEvent::DiscreteLaplace {
+            noise_multiplier: 10.0,
+        }
+        .repeated(t)
+    });
+    check("discrete gaussian z=2", &|t| {
+        PrivacyEvent::DiscreteGaussian {
+            noise_multiplier: 2.0,
+        }
+        .repeated(t)
+    });
+}
+
+/// Issue 11/12: the PLD calibration reports each evaluation and its answer meets the target
+/// and agrees with RDP's order of magnitude (it once returned z = 0.137 for RDP's 221.6).
+#[test]
+fn pld_calibration_reports_progress_and_meets_the_target() {
+    use dpfl_privacy::calibration::calibrate_noise_multiplier_with_progress;
+    let (eps, d) = (Epsilon::new(1.0).unwrap(), Delta::new(1e-5).unwrap());
+    let make = |z: f64| {
+        PrivacyEvent::Gaussian {
+            noise_multiplier: z,
+        }
+        .repeated(3000)
+    };
+    let mut seen = Vec::new();
+    let z = calibrate_noise_multiplier_with_progress(
+        make,
+        AccountantKind::Pld,
+        Neighbouring::AddRemove,
+        eps,
+        d,
+        |z, e| seen.push((z, e)),
+    )
+    .unwrap();
+    let rdp =
+        calibrate_noise_multiplier(make, AccountantKind::Rdp, Neighbouring::AddRemove, eps, d)
+            .unwrap();
+    assert!(z > 0.9 * rdp && z <= rdp, "pld {z} vs rdp {rdp}");
+    // √3000 × the analytic Gaussian's 3.7305 at (1, 1e-5).
+    assert!(
+        (z / 3000f64.sqrt() - analytic_gaussian_noise_multiplier(eps, d).unwrap()).abs() < 1e-4
+    );
+    assert!(seen.len() >= 10 && seen.iter().any(|&(zz, e)| zz == z && e <= 1.0));
+}
