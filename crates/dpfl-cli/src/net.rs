@@ -496,6 +496,8 @@ fn collect_run(
         calibration,
         spent,
         wall_seconds: start.elapsed().as_secs_f64(),
+        // Counted inside each silo process; a silo does not report it to the server.
+        nonfinite_gradients: None,
     })
 }
 

@@ -74,5 +74,9 @@ pub fn reproduce(args: &ReproduceArgs) -> anyhow::Result<()> {
     for f in files {
         println!("wrote {}", f.display());
     }
+    if spec.base.lipschitz_from_data.is_some() {
+        // The paper's rule, kept to reproduce it: say what it costs.
+        println!("Caveat: {}", dpfl::experiment::DATA_DERIVED_L_CAVEAT);
+    }
     Ok(())
 }

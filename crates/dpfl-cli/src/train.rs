@@ -165,6 +165,18 @@ pub(crate) fn print_report(spec: &ExperimentSpec, out: &RunOutput) {
             ),
         }
     }
+    for s in &private {
+        for c in &s.caveats {
+            println!("Caveat ({}): {c}", s.algorithm);
+        }
+        if let Some(n) = s.nonfinite_gradients.filter(|&n| n > 0) {
+            println!(
+                "Note ({}): {n} per-example gradient(s) had a NaN or infinite coordinate and \
+                 were replaced by zero before clipping.",
+                s.algorithm
+            );
+        }
+    }
     println!(
         "(eps RDP / eps PLD: the accountants' epsilon at each silo's delta for the noise used, \
          largest over silos; '-' where an accountant cannot account the sampling.)"

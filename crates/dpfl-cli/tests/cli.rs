@@ -202,3 +202,32 @@ fn reproduce_rejects_unknown_ids_bad_trials_and_bad_specs() {
     let out = dpfl(&["reproduce", "x", "--spec", bad.to_str().unwrap(), "--quiet"]);
     assert_error(&out, 2, &["bad.toml"]);
 }
+
+#[test]
+fn train_needs_a_public_bound_and_marks_a_data_derived_one() {
+    let d = tmpdir("public-l");
+    let cfg = write(&d, "nol.toml", &SYNTH.replace("lipschitz = 1.0\n", ""));
+    assert_error(
+        &dpfl(&["train", "--quiet", "--config", cfg.to_str().unwrap()]),
+        2,
+        &["privacy.lipschitz", "clip"],
+    );
+    let cfg = write(
+        &d,
+        "data-l.toml",
+        &SYNTH.replace("lipschitz = 1.0", "lipschitz_from_data = 2.0"),
+    );
+    let out = dpfl(&["train", "--quiet", "--config", cfg.to_str().unwrap()]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("Caveat") && stdout.contains("not end-to-end private"),
+        "{stdout}"
+    );
+    // The seeded run's guarantee is qualified too.
+    assert!(stdout.contains("seeded run"), "{stdout}");
+}

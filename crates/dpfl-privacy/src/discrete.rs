@@ -138,7 +138,7 @@ pub struct DiscreteGaussian {
 
 impl DiscreteGaussian {
     /// N_ℤ(0, σ²) with σ² rounded up to a rational p/q: q is the power of two that gives p at
-    /// least 2^30 (relative rounding of σ² below 2^−30), q = 1 for σ ≥ 2^15.
+    /// least 2^30 (σ² raised by less than 2^−29 relative), q = 1 for σ ≥ 2^15.
     pub fn new(sigma: f64) -> Result<Self> {
         if !(sigma.is_finite() && (MIN_SIGMA..=MAX_SIGMA).contains(&sigma)) {
             return Err(PrivacyError::invalid(
@@ -155,8 +155,9 @@ impl DiscreteGaussian {
         while (s2 * q as f64) < (1u64 << 30) as f64 {
             q <<= 1;
         }
-        // s2·q < 2^49 · 2^… stays far below 2^53·2^… ; ceil rounds σ² up.
-        let p = (s2 * q as f64).ceil() as u128;
+        // s2·q ≤ 2^48, so f64's relative rounding of σ² and of the product (≤ 2^−52 each)
+        // moves s2·q by less than 1/2: ceil + 1 is at least the exact σ²·q.
+        let p = (s2 * q as f64).ceil() as u128 + 1;
         Self::from_rational(p, q)
     }
 
@@ -254,16 +255,16 @@ mod tests {
     fn variance_is_rounded_up_and_t_is_floor_sigma_plus_one() {
         let g = DiscreteGaussian::new(3.0).unwrap();
         let (p, q) = g.variance_rational();
-        // 9 · 2^27 = 1.2e9 ≥ 2^30: q = 2^27, p = 9·2^27 exactly.
-        assert_eq!((p, q), (9 << 27, 1 << 27));
+        // 9 · 2^27 = 1.2e9 ≥ 2^30: q = 2^27, p = 9·2^27 + 1 (one unit up, never down).
+        assert_eq!((p, q), ((9 << 27) + 1, 1 << 27));
         assert_eq!(g.t, 4);
         let g = DiscreteGaussian::new(40_000.0).unwrap();
-        assert_eq!(g.variance_rational(), (1_600_000_000, 1));
+        assert_eq!(g.variance_rational(), (1_600_000_001, 1));
         assert_eq!(g.t, 40_001);
         // σ = 0.1: σ² rounded up, never down.
         let g = DiscreteGaussian::new(0.1).unwrap();
         let (p, q) = g.variance_rational();
-        assert!(p as f64 / q as f64 >= 0.01 && p as f64 / q as f64 <= 0.01 * (1.0 + 1e-9));
+        assert!(p as f64 / q as f64 >= 0.01 && p as f64 / q as f64 <= 0.01 * (1.0 + 1e-8));
         assert!(DiscreteGaussian::new(0.0).is_err());
         assert!(DiscreteGaussian::new(f64::NAN).is_err());
         assert!(DiscreteGaussian::new(1e9).is_err());

@@ -307,7 +307,7 @@ fn with_replacement_draws_are_iid_uniform() {
         s.draw(&mut r, &mut idx);
         counts[idx[0] * 25 + idx[1] * 5 + idx[2]] += 1;
     }
-    assert_chi2("with replacement", &counts, &vec![1.0 / 125.0; 125]);
+    assert_chi2("with replacement", &counts, &[1.0 / 125.0; 125]);
 }
 
 #[test]
@@ -383,7 +383,7 @@ fn permutations_and_disjoint_batches_are_uniform() {
         sampler::shuffle(&mut r, &mut items);
         counts[perm_rank(&items)] += 1;
     }
-    assert_chi2("shuffle", &counts, &vec![1.0 / 24.0; 24]);
+    assert_chi2("shuffle", &counts, &[1.0 / 24.0; 24]);
 
     // Disjoint batches of K = 2 from n = 5: the two batches are the first four entries of a
     // uniform permutation, 5·4·3·2 = 120 equally likely ordered outcomes.
@@ -398,7 +398,7 @@ fn permutations_and_disjoint_batches_are_uniform() {
         seq.push(missing);
         counts[perm_rank(&seq)] += 1;
     }
-    assert_chi2("disjoint batches", &counts, &vec![1.0 / 120.0; 120]);
+    assert_chi2("disjoint batches", &counts, &[1.0 / 120.0; 120]);
 
     // uniform_int on {3..9}.
     let counts = int_counts(

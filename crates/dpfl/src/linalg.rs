@@ -97,10 +97,34 @@ pub fn dot_and_sq(w: &[f64], x: &[f64]) -> (f64, f64) {
     (ds, qs)
 }
 
+thread_local! {
+    /// Non-finite per-example gradients met by [`clip_factor`] on this thread (read by
+    /// `GradientOracle`, which runs each kernel on one thread).
+    static NONFINITE: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
 /// The factor min(1, C/‖g‖) that clips g to norm C (Abadi et al. 2016), from ‖g‖.
+///
+/// A non-finite norm (a NaN or infinite coordinate) gives 0: the gradient is replaced by zero
+/// before clipping, so a record whose gradient overflows moves the release by ≤ C like any
+/// other, and the message stays finite (a NaN would otherwise reach the noised message and
+/// make its rejection depend on one record). Callers must skip, not multiply, a zero-factor
+/// gradient (0·NaN = NaN). Each such gradient is counted ([`nonfinite_count`]).
 #[inline]
 pub fn clip_factor(norm: f64, clip: f64) -> f64 {
-    if norm > clip { clip / norm } else { 1.0 }
+    if !norm.is_finite() {
+        NONFINITE.with(|c| c.set(c.get() + 1));
+        0.0
+    } else if norm > clip {
+        clip / norm
+    } else {
+        1.0
+    }
+}
+
+/// How many non-finite gradients [`clip_factor`] has zeroed on this thread so far.
+pub fn nonfinite_count() -> u64 {
+    NONFINITE.with(|c| c.get())
 }
 
 /// y += alpha · x.
@@ -142,6 +166,10 @@ mod tests {
         assert!((d - naive).abs() < 1e-12 && (q - dot(&a, &a)).abs() < 1e-12);
         assert_eq!(clip_factor(4.0, 2.0), 0.5);
         assert_eq!(clip_factor(1.0, 2.0), 1.0);
+        let before = nonfinite_count();
+        assert_eq!(clip_factor(f64::NAN, 2.0), 0.0);
+        assert_eq!(clip_factor(f64::INFINITY, 2.0), 0.0);
+        assert_eq!(nonfinite_count() - before, 2);
         let m = Matrix::from_vec(2, 3, vec![1., 2., 3., 4., 5., 6.]).unwrap();
         assert_eq!(m.row(1), &[4., 5., 6.]);
         assert_eq!(m.select_rows(&[1, 0, 1]).row(2), &[4., 5., 6.]);

@@ -19,7 +19,9 @@
 //!   ε(α) ≤ 1/(α − 1) · log Σ_j w_j · exp(α(α − 1) j² / (2z²)).
 //!
 //! This is first order in q (the continuous Gaussian's bounds are second order), so it is
-//! sound but loose: at the same noise the sampled discrete Gaussian is charged more ε.
+//! sound but loose: at the same noise the sampled discrete Gaussian is charged more ε. For
+//! sampling without replacement the minimum with Wang–Balle–Kasiviswanathan's general
+//! (second-order) bound is used.
 
 use super::special::{log_add, log_comb, not_nan};
 use crate::error::Result;
@@ -37,7 +39,8 @@ pub(crate) fn sampled_discrete_gaussian_rdp(
     let log_sum = match (sampling, neighbouring) {
         (Sampling::Poisson { rate }, Neighbouring::AddRemove) => two_point(*rate, c),
         (Sampling::WithoutReplacement { population, size }, Neighbouring::ReplaceOne) => {
-            two_point(*size as f64 / *population as f64, c)
+            let q = *size as f64 / *population as f64;
+            two_point(q, c).min(wbk_general_log_moment(q, z, a))
         }
         (Sampling::WithReplacement { population, draws }, Neighbouring::ReplaceOne) => {
             let (n, k) = (*population as f64, *draws as f64);
@@ -63,6 +66,45 @@ pub(crate) fn sampled_discrete_gaussian_rdp(
     ))
 }
 
+/// Wang, Balle & Kasiviswanathan 2019 ("Subsampled Rényi DP and analytical moments
+/// accountant"), Thm 9 — the bound for *any* base mechanism of RDP curve ε(·), here
+/// ε(j) = j/(2z²) (CKS20 Thm 4) and ε(∞) = ∞ — as (α − 1)·ε'(α), for sampling a q fraction
+/// without replacement under replace-one:
+/// log(1 + q²C(α,2)·min{4(e^{ε(2)} − 1), 2e^{ε(2)}} + Σ_{j=3}^{α} 2q^j C(α,j) e^{(j−1)ε(j)})
+/// at integer α; at fractional α the linear interpolation of the neighbouring integers'
+/// values (their Cor. 10: the log-moment is convex in α, so this bounds it from above).
+fn wbk_general_log_moment(q: f64, z: f64, a: f64) -> f64 {
+    let at = |a: u64| -> f64 {
+        if a <= 1 {
+            return 0.0;
+        }
+        let af = a as f64;
+        let eps = |j: f64| j / (2.0 * z * z);
+        let e2 = eps(2.0);
+        let lq = q.ln();
+        // log(e^{e2} − 1) = e2 + log(1 − e^{−e2}).
+        let log_em1 = e2 + (-(-e2).exp()).ln_1p();
+        let mut s = log_add(
+            0.0,
+            2.0 * lq + log_comb(af, 2.0) + (4f64.ln() + log_em1).min(e2 + 2f64.ln()),
+        );
+        for j in 3..=a {
+            let jf = j as f64;
+            s = log_add(
+                s,
+                2f64.ln() + (jf - 1.0) * eps(jf) + jf * lq + log_comb(af, jf),
+            );
+        }
+        s
+    };
+    if a.fract() == 0.0 {
+        at(a as u64)
+    } else {
+        let (f, t) = (a.floor(), a - a.floor());
+        (1.0 - t) * at(f as u64) + t * at(f as u64 + 1)
+    }
+}
+
 /// log((1 − q) + q·e^c).
 fn two_point(q: f64, c: f64) -> f64 {
     if q >= 1.0 {
@@ -74,6 +116,26 @@ fn two_point(q: f64, c: f64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn without_replacement_takes_the_general_wbk_bound_when_smaller() {
+        // q = 0.1, z = 1, α = 2: log(1 + 0.01·min(4(e − 1), 2e)) = log(1.054366) = 0.052939
+        // (joint convexity: 0.158565). α = 3: log(1 + 0.03·2e + 2·0.001·e³)/2 = 0.092521.
+        let s = Sampling::WithoutReplacement {
+            population: 10,
+            size: 1,
+        };
+        let at = |a: f64| {
+            sampled_discrete_gaussian_rdp(&s, Neighbouring::ReplaceOne, 1.0, a)
+                .unwrap()
+                .unwrap()
+        };
+        assert!((at(2.0) - 0.052_939).abs() < 1e-6, "{}", at(2.0));
+        assert!((at(3.0) - 0.092_521).abs() < 1e-6, "{}", at(3.0));
+        // Fractional order: between the interpolated log-moments, divided by α − 1.
+        let mid = (0.5 * 0.052_939 + 0.5 * 2.0 * 0.092_521) / 1.5;
+        assert!((at(2.5) - mid).abs() < 1e-5, "{} vs {mid}", at(2.5));
+    }
 
     #[test]
     fn hand_computed_values() {

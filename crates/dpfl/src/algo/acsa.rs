@@ -638,7 +638,9 @@ pub(crate) fn build(ctx: &BuildContext, spec: &AcceleratedSpec) -> crate::Result
         silos.push(Box::new(GradientSilo::new(
             prep.oracle.clone(),
             source,
-            p.mechanism()?,
+            p.mechanism()?
+                .map(|m| ctx.gaussian(m.sigma(), m.sensitivity()))
+                .transpose()?,
             p.weight,
         )));
     }

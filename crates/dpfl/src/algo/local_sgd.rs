@@ -131,7 +131,7 @@ pub(crate) fn build(
             let sigma =
                 local_sgd_sigma(ctx.lipschitz, r, k, s.records, eps, delta).map_err(silo_err)?;
             // One record's gradient, replace-one: sensitivity 2L.
-            let m = GaussianMechanism::new(sigma, 2.0 * ctx.lipschitz)?;
+            let m = ctx.gaussian(sigma, 2.0 * ctx.lipschitz)?;
             (
                 k,
                 Some(m),

@@ -345,7 +345,7 @@ pub(crate) fn build(
             Some(c) => {
                 let (k, sigma, formula) = calibrate_mbsgd(ctx, s, c, batch_size)?;
                 // Replace-one sensitivity of a K-mean of L-bounded gradients: 2L/K.
-                let m = GaussianMechanism::new(sigma, 2.0 * ctx.lipschitz / k as f64)?;
+                let m = ctx.gaussian(sigma, 2.0 * ctx.lipschitz / k as f64)?;
                 (k, Some(m), formula)
             }
             None => {

@@ -178,6 +178,8 @@ pub struct BuildContext {
     pub lipschitz: f64,
     pub projection: Projection,
     pub init: Vec<f64>,
+    /// The noise of every Gaussian mechanism (`privacy.mechanism`); see [`Self::gaussian`].
+    pub noise: dpfl_privacy::GaussianNoise,
 }
 
 impl BuildContext {
@@ -188,7 +190,22 @@ impl BuildContext {
             Some(c) => c.min(self.lipschitz),
             None => self.lipschitz,
         };
-        GradientOracle::new(self.oracle.model_arc(), Some(c))
+        self.oracle.with_clip(c)
+    }
+
+    /// The one place algorithms get Gaussian noise from: σ per coordinate for L2 sensitivity
+    /// Δ on model-sized vectors, continuous or discrete as configured (`privacy.mechanism`).
+    pub fn gaussian(
+        &self,
+        sigma: f64,
+        sensitivity: f64,
+    ) -> crate::Result<dpfl_privacy::GaussianMechanism> {
+        Ok(dpfl_privacy::GaussianMechanism::with_noise(
+            self.noise,
+            sigma,
+            sensitivity,
+            self.federation.dim,
+        )?)
     }
 
     /// (ε_i, δ_i) of silo `i`, or a config error naming the silo.

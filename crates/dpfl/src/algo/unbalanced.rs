@@ -512,7 +512,9 @@ pub(crate) fn build(ctx: &BuildContext, spec: &NoisyMbSgdSpec) -> crate::Result<
         silos.push(Box::new(GradientSilo::new(
             prep.oracle.clone(),
             BatchSource::WithReplacement(sampler),
-            p.mechanism()?,
+            p.mechanism()?
+                .map(|m| ctx.gaussian(m.sigma(), m.sensitivity()))
+                .transpose()?,
             p.weight,
         )));
     }
@@ -598,6 +600,7 @@ mod tests {
             lipschitz: 1.0,
             projection: Projection::None,
             init: vec![0.0; 3],
+            noise: Default::default(),
         }
     }
 

@@ -19,6 +19,7 @@
 //! [privacy]
 //! epsilon = 1.0
 //! delta = "1/n^2"
+//! lipschitz = 2.0       # public: gradients are clipped at L and the noise calibrated to it
 //!
 //! [[algorithms]]
 //! kind = "mb-sgd"
@@ -129,8 +130,10 @@ pub struct PrivacySpec {
     /// bound holds for any record.
     #[serde(default)]
     pub lipschitz: Option<f64>,
-    /// Set L = factor · max‖x‖ over the training data (the paper's rule, e.g. 2; not itself
-    /// private). Ignored when `lipschitz` is set.
+    /// Set L = factor · max‖x‖ over the pooled training rows of all silos (the paper's rule,
+    /// e.g. 2). σ ∝ L then reveals max‖x‖ to the server and every silo, so a run using it is
+    /// reported as **not end-to-end private** (stdout and `summary.json`). For reproducing the
+    /// paper only; ignored when `lipschitz` is set.
     #[serde(default)]
     pub lipschitz_from_data: Option<f64>,
     /// Each silo charges an in-memory ledger (RDP accountant, replace-one) with its
@@ -139,6 +142,53 @@ pub struct PrivacySpec {
     /// against the accountant (summary `privacy`), not enforced.
     #[serde(default)]
     pub enforce_budget: bool,
+    /// The noise every Gaussian algorithm adds: `"gaussian"` (continuous, floating point) or
+    /// `"discrete-gaussian"` (exact integer sampling on the grid `granularity`·ℤ; Canonne,
+    /// Kamath & Steinke 2020). See `dpfl_privacy::mechanism::GaussianMechanism`.
+    #[serde(default)]
+    pub mechanism: NoiseKind,
+    /// The grid γ of `mechanism = "discrete-gaussian"` (messages are rounded to multiples of
+    /// it; the sensitivity grows by γ√d).
+    #[serde(default)]
+    pub granularity: Option<f64>,
+}
+
+/// `privacy.mechanism`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum NoiseKind {
+    #[default]
+    Gaussian,
+    DiscreteGaussian,
+}
+
+impl PrivacySpec {
+    /// The noise of `mechanism` and `granularity`; errors name the field.
+    pub fn noise(&self) -> crate::Result<dpfl_privacy::GaussianNoise> {
+        use dpfl_privacy::GaussianNoise;
+        let noise = match (self.mechanism, self.granularity) {
+            (NoiseKind::Gaussian, None) => GaussianNoise::Gaussian,
+            (NoiseKind::Gaussian, Some(_)) => {
+                return Err(crate::Error::config(
+                    "privacy.granularity",
+                    "only applies to mechanism = \"discrete-gaussian\"",
+                ));
+            }
+            (NoiseKind::DiscreteGaussian, None) => {
+                return Err(crate::Error::config(
+                    "privacy.granularity",
+                    "mechanism = \"discrete-gaussian\" needs the grid, e.g. granularity = 1e-6",
+                ));
+            }
+            (NoiseKind::DiscreteGaussian, Some(g)) => {
+                GaussianNoise::DiscreteGaussian { granularity: g }
+            }
+        };
+        noise
+            .validate()
+            .map_err(|e| crate::Error::config("privacy.granularity", e.to_string()))?;
+        Ok(noise)
+    }
 }
 
 /// Deserialises TOML `text` read from `origin`; a syntax or schema error names the file and
@@ -216,6 +266,7 @@ impl ExperimentSpec {
                     })?;
                 }
             }
+            p.noise()?;
             if let DeltaSpec::Value(d) = p.delta {
                 dpfl_privacy::Delta::new(d)
                     .map_err(|e| crate::Error::config("privacy.delta", e.to_string()))?;
@@ -254,6 +305,9 @@ impl ExperimentSpec {
                     format!("must be finite and > 0, got {eta}"),
                 ));
             }
+        }
+        if needs_public_l(self) {
+            return Err(missing_public_l());
         }
         Ok(())
     }
@@ -294,7 +348,23 @@ pub struct AlgorithmSummary {
     /// Per-silo target (ε, δ) and the accountants' ε at that δ for the noise actually used
     /// (first trial); empty if non-private.
     pub privacy: Vec<SiloPrivacy>,
+    /// False when the guarantee above does not hold end to end (see `caveats`); true for
+    /// non-private runs, which promise nothing.
+    pub end_to_end_private: bool,
+    /// What qualifies the guarantee: a data-derived L ([`DATA_DERIVED_L_CAVEAT`]), a seeded
+    /// run ([`SEEDED_CAVEAT`]).
+    pub caveats: Vec<String>,
+    /// Per-example gradients with a NaN or infinite coordinate, replaced by zero before
+    /// clipping (summed over silos and rounds, first trial); null where the runner cannot
+    /// see the silos' counts (network runs).
+    pub nonfinite_gradients: Option<u64>,
 }
+
+/// The caveat of a seeded run: one seed recomputes every silo's noise.
+pub const SEEDED_CAVEAT: &str = "seeded run: one seed (the experiment's `seed`) determines \
+     every silo's noise, so anyone who knows it can subtract the noise; the guarantee holds \
+     only against parties who do not know the seed (simulation, not deployment). Omit `seed` \
+     to draw every generator from the operating system.";
 
 /// One silo's promised and accounted privacy.
 #[derive(Debug, Clone, Serialize)]
@@ -425,7 +495,45 @@ pub fn prepare_trial(
     Ok(TrialData { silos, model })
 }
 
-/// The gradient bound L of an experiment on given data.
+/// The caveat a run with a data-derived L carries in its report and `summary.json`.
+pub const DATA_DERIVED_L_CAVEAT: &str = "not end-to-end private: the gradient bound L was \
+     derived from the training data (privacy.lipschitz_from_data = factor * max||x|| over all \
+     silos' rows); the noise scale sigma, proportional to L, reveals it to the server and every \
+     silo. Set a public privacy.lipschitz or clip for an end-to-end guarantee.";
+
+/// Whether the gradient bound L of `spec` is public (`privacy.lipschitz` or `clip`), as the
+/// noise calibration must be for the run's guarantee to be end to end: σ ∝ L is visible in
+/// every message's scale. A private experiment with neither is refused by [`lipschitz`]
+/// unless it asks for the data-derived `privacy.lipschitz_from_data`.
+pub fn lipschitz_is_public(spec: &ExperimentSpec) -> bool {
+    let p = spec.privacy.as_ref();
+    p.and_then(|p| p.lipschitz).is_some()
+        || (p.and_then(|p| p.lipschitz_from_data).is_none() && spec.clip.is_some())
+}
+
+/// A private experiment that names no source for L at all.
+fn needs_public_l(spec: &ExperimentSpec) -> bool {
+    spec.privacy
+        .as_ref()
+        .is_some_and(|p| p.lipschitz.is_none() && p.lipschitz_from_data.is_none())
+        && spec.clip.is_none()
+        && spec.algorithms.iter().any(|a| a.spec.is_private())
+}
+
+fn missing_public_l() -> crate::Error {
+    crate::Error::config(
+        "privacy.lipschitz",
+        "a private run needs a public gradient bound: set `privacy.lipschitz` or `clip` (the \
+         noise is calibrated to it and every per-example gradient is clipped at it); \
+         `privacy.lipschitz_from_data` derives it from the data instead, which is reported as \
+         not end-to-end private",
+    )
+}
+
+/// The gradient bound L of an experiment on given data. In order: `privacy.lipschitz`,
+/// `privacy.lipschitz_from_data` (data-derived, reported as not end-to-end private), `clip`;
+/// with none of them an experiment with a private algorithm is refused (naming
+/// `privacy.lipschitz`) and any other uses the model's bound at the data's largest row norm.
 pub fn lipschitz(
     spec: &ExperimentSpec,
     model: &dyn Model,
@@ -446,6 +554,9 @@ pub fn lipschitz(
     }
     if let Some(c) = spec.clip {
         return Ok(c);
+    }
+    if needs_public_l(spec) {
+        return Err(missing_public_l());
     }
     model.lipschitz(max_norm()).ok_or_else(|| {
         crate::Error::config(
@@ -518,6 +629,10 @@ pub fn build_context_from(
         oracle: GradientOracle::new(model, spec.clip)?,
         lipschitz: l,
         projection: spec.projection,
+        noise: match &spec.privacy {
+            Some(p) => p.noise()?,
+            None => Default::default(),
+        },
     })
 }
 
@@ -530,6 +645,10 @@ pub struct SingleRun {
     pub calibration: Vec<SiloCalibration>,
     pub spent: Vec<Vec<dpfl_privacy::PrivacyEvent>>,
     pub wall_seconds: f64,
+    /// Per-example gradients with a NaN or infinite coordinate, replaced by zero before
+    /// clipping (all silos and rounds); `None` where the runner cannot see the silos' counts
+    /// (the network runtime).
+    pub nonfinite_gradients: Option<u64>,
 }
 
 /// Trains one algorithm on one trial's data. `seed` fixes the silos' and network's streams.
@@ -587,6 +706,7 @@ pub fn train_one(
         calibration,
         spent: sim.spent(),
         wall_seconds: start.elapsed().as_secs_f64(),
+        nonfinite_gradients: Some(ctx.oracle.nonfinite_gradients()),
     })
 }
 
@@ -782,7 +902,22 @@ pub fn summary_of(
         } else {
             Vec::new()
         },
+        end_to_end_private: !private || lipschitz_is_public(spec),
+        caveats: run_caveats(spec, private),
+        nonfinite_gradients: run.nonfinite_gradients,
     }
+}
+
+/// The caveats of a private run's guarantee (empty for a non-private one).
+pub fn run_caveats(spec: &ExperimentSpec, private: bool) -> Vec<String> {
+    let mut c = Vec::new();
+    if private && !lipschitz_is_public(spec) {
+        c.push(DATA_DERIVED_L_CAVEAT.to_string());
+    }
+    if private && spec.seed.is_some() {
+        c.push(SEEDED_CAVEAT.to_string());
+    }
+    c
 }
 
 /// Writes `rounds.csv` and `summary.json` into `dir` (created if needed).

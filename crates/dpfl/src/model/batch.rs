@@ -93,7 +93,8 @@ pub(crate) fn rank_one_gathered(
         for (r, &i) in ws.order.iter().enumerate() {
             let a = coef(ws.z[r], ws.sq[r], data.y()[i]);
             let f = clip.map_or(1.0, |c| clip_factor(a.abs() * ws.sq[r].sqrt(), c));
-            ws.z[r] = scale * a * f;
+            // f = 0 marks a non-finite gradient, replaced by zero (a may be NaN).
+            ws.z[r] = if f > 0.0 { scale * a * f } else { 0.0 };
         }
         matmul(
             MatMut::from_column_major_slice_mut(out, p, 1),
@@ -139,7 +140,12 @@ pub(crate) fn softmax_gathered(
             let f = clip.map_or(1.0, |cl| {
                 clip_factor((ws.sq[r] * crate::linalg::dot(z, z)).sqrt(), cl)
             });
-            crate::linalg::scale(scale * f, z);
+            if f > 0.0 {
+                crate::linalg::scale(scale * f, z);
+            } else {
+                // A non-finite gradient, replaced by zero (z may hold NaN).
+                z.iter_mut().for_each(|v| *v = 0.0);
+            }
         }
         matmul(
             MatMut::from_row_major_slice_mut(out, p, c),

@@ -111,7 +111,9 @@ pub trait Model: Send + Sync + std::fmt::Debug {
             scratch.iter_mut().for_each(|v| *v = 0.0);
             self.add_grad(w, x, y, 1.0, scratch);
             let f = crate::linalg::clip_factor(norm2(scratch), clip);
-            axpy(scale * f, scratch, out);
+            if f > 0.0 {
+                axpy(scale * f, scratch, out);
+            }
         }
     }
 }
@@ -137,7 +139,9 @@ pub(crate) fn rank_one_batch(
         let a = coef(z, xx, y);
         if a != 0.0 {
             let f = clip.map_or(1.0, |c| crate::linalg::clip_factor(a.abs() * xx.sqrt(), c));
-            axpy(scale * a * f, x, out);
+            if f > 0.0 {
+                axpy(scale * a * f, x, out);
+            }
         }
     }
 }
@@ -148,6 +152,9 @@ pub(crate) fn rank_one_batch(
 pub struct GradientOracle {
     model: std::sync::Arc<dyn Model>,
     clip: Option<f64>,
+    /// Non-finite per-example gradients zeroed by clipping, shared by the clones (one per
+    /// silo) of one oracle and its [`Self::with_clip`] copies.
+    nonfinite: std::sync::Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl GradientOracle {
@@ -160,7 +167,32 @@ impl GradientOracle {
                 format!("must be finite and > 0, got {c}"),
             ));
         }
-        Ok(GradientOracle { model, clip })
+        Ok(GradientOracle {
+            model,
+            clip,
+            nonfinite: Default::default(),
+        })
+    }
+
+    /// This oracle clipping at `clip`, sharing its count of non-finite gradients.
+    pub fn with_clip(&self, clip: f64) -> crate::Result<Self> {
+        let mut o = GradientOracle::new(self.model.clone(), Some(clip))?;
+        o.nonfinite = self.nonfinite.clone();
+        Ok(o)
+    }
+
+    /// Per-example gradients with a NaN or infinite coordinate that this oracle (and its
+    /// clones) replaced by zero before clipping.
+    pub fn nonfinite_gradients(&self) -> u64 {
+        self.nonfinite.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    fn count_nonfinite(&self, before: u64) {
+        let n = crate::linalg::nonfinite_count() - before;
+        if n > 0 {
+            self.nonfinite
+                .fetch_add(n, std::sync::atomic::Ordering::Relaxed);
+        }
     }
     pub fn model(&self) -> &dyn Model {
         self.model.as_ref()
@@ -198,9 +230,12 @@ impl GradientOracle {
         let s = 1.0 / idx.len() as f64;
         match self.clip {
             None => self.model.add_batch_grad(w, data, idx, s, out),
-            Some(c) => self
-                .model
-                .add_clipped_batch_grad(w, data, idx, c, s, out, scratch),
+            Some(c) => {
+                let before = crate::linalg::nonfinite_count();
+                self.model
+                    .add_clipped_batch_grad(w, data, idx, c, s, out, scratch);
+                self.count_nonfinite(before);
+            }
         }
     }
 
@@ -208,9 +243,13 @@ impl GradientOracle {
     pub fn clipped_grad(&self, w: &[f64], x: &[f64], y: f64, out: &mut [f64]) {
         self.per_example_grad(w, x, y, out);
         if let Some(c) = self.clip {
-            let nrm = norm2(out);
-            if nrm > c {
-                scale(c / nrm, out);
+            let before = crate::linalg::nonfinite_count();
+            let f = crate::linalg::clip_factor(norm2(out), c);
+            if f == 0.0 {
+                out.iter_mut().for_each(|v| *v = 0.0);
+                self.count_nonfinite(before);
+            } else if f < 1.0 {
+                scale(f, out);
             }
         }
     }

@@ -51,6 +51,10 @@ impl SoftmaxRegression {
                     let norm = (crate::linalg::dot(x, x) * crate::linalg::dot(z, z)).sqrt();
                     crate::linalg::clip_factor(norm, cl)
                 });
+                if f == 0.0 {
+                    // A non-finite gradient, replaced by zero.
+                    continue;
+                }
                 for (j, &xj) in x.iter().enumerate() {
                     if xj != 0.0 {
                         let a = scale * f * xj;

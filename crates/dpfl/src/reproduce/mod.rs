@@ -375,6 +375,8 @@ impl ReproSpec {
                 // The figures use the paper's calibrations as printed; the accountant's view of
                 // them is in `dpfl train`'s reports and docs/reproductions.md.
                 enforce_budget: false,
+                mechanism: Default::default(),
+                granularity: None,
             }),
             participation: panel.participation.clone(),
             projection: self.base.projection,
