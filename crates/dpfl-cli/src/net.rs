@@ -66,12 +66,33 @@ pub struct SiloArgs {
     /// This silo's id; must match the common name `silo-<id>` of its certificate.
     #[arg(long)]
     id: u32,
+    /// This silo's own budget file (epsilon, delta, neighbouring, enforce; see
+    /// docs/deployment.md). The federation file cannot raise it; a plan that would spend more
+    /// is refused before the data are read.
+    #[arg(long)]
+    budget: PathBuf,
+    /// Seconds to keep trying to reach the server (also after losing it) before giving up.
+    #[arg(long, default_value_t = dpfl_net::retry::DEFAULT_CONNECT_TIMEOUT.as_secs_f64())]
+    connect_timeout: f64,
 }
 
 #[derive(Args)]
 pub struct ShufflerArgs {
+    /// Federation file (see docs/deployment.md).
     #[arg(long)]
     config: PathBuf,
+    /// Seconds to keep trying to reach the server (also after losing it) before giving up.
+    #[arg(long, default_value_t = dpfl_net::retry::DEFAULT_CONNECT_TIMEOUT.as_secs_f64())]
+    connect_timeout: f64,
+}
+
+/// A `--connect-timeout` value.
+fn timeout(secs: f64) -> anyhow::Result<Duration> {
+    Duration::try_from_secs_f64(secs).map_err(|_| {
+        anyhow::Error::new(ConfigError(format!(
+            "--connect-timeout: expected a non-negative number of seconds, got {secs}"
+        )))
+    })
 }
 
 #[derive(Subcommand)]
@@ -137,6 +158,13 @@ pub fn server(args: &ServerArgs) -> anyhow::Result<()> {
         s.run().await
     });
     let out = out.map_err(net)?;
+    if out.finished && out.log.iter().all(|l| l.participants == 0) {
+        bail!(
+            "training ended without aggregating a single silo message ({} rounds, each with 0 \
+             participants): the model is the initial one; see the silos' logs (refused rounds)",
+            out.log.len()
+        );
+    }
     if out.finished {
         println!(
             "training finished after {} rounds; model of dimension {}",
@@ -151,9 +179,29 @@ pub fn server(args: &ServerArgs) -> anyhow::Result<()> {
 
 pub fn silo(args: &SiloArgs) -> anyhow::Result<()> {
     init_logs();
+    let connect_timeout = timeout(args.connect_timeout)?;
     let fed = Federation::load(&args.config).map_err(net)?;
+    let local = dpfl_net::config::LocalBudget::load(&args.budget).map_err(net)?;
+    // The plan is judged against the silo's own budget before its data are read.
+    match dpfl_net::config::check_plan(&fed, args.id, &local).map_err(net)? {
+        Some(p) => eprintln!(
+            "silo {}: plan accepted: {} rounds spend at most ε = {:.4} of this silo's ε = {}",
+            args.id,
+            p.rounds,
+            p.epsilon,
+            local.epsilon.unwrap_or(f64::NAN)
+        ),
+        None if fed.algorithm.is_private() => eprintln!(
+            "silo {}: budget enforcement is OFF in {} (enforce = false): this silo will answer \
+             every round the federation asks for",
+            args.id,
+            args.budget.display()
+        ),
+        None => {}
+    }
     let data = dpfl_net::shard::read(&args.data).map_err(net)?;
-    let silo = dpfl_net::silo::Silo::new(fed, args.id, data).map_err(net)?;
+    let mut silo = dpfl_net::silo::Silo::with_budget(fed, args.id, data, &local).map_err(net)?;
+    silo.set_connect_timeout(connect_timeout);
     let report = runtime()?.block_on(silo.run()).map_err(net)?;
     println!(
         "silo {}: answered {} rounds, resent {}, refused {}",
@@ -167,10 +215,12 @@ pub fn silo(args: &SiloArgs) -> anyhow::Result<()> {
 
 pub fn shuffler(args: &ShufflerArgs) -> anyhow::Result<()> {
     init_logs();
+    let connect_timeout = timeout(args.connect_timeout)?;
     let fed = Federation::load(&args.config).map_err(net)?;
     let batches = runtime()?
         .block_on(async {
-            let s = dpfl_net::shuffler::ShufflerProcess::bind(fed).await?;
+            let mut s = dpfl_net::shuffler::ShufflerProcess::bind(fed).await?;
+            s.set_connect_timeout(connect_timeout);
             s.run().await
         })
         .map_err(net)?;
@@ -295,6 +345,31 @@ fn prepare_trial(
             std::fs::remove_dir_all(&state)
                 .with_context(|| format!("removing the old state {}", state.display()))?;
         }
+        // Each silo's own budget file: federate plays every silo's operator, and takes the
+        // experiment's budget and `enforce_budget` as theirs. A plan a silo would refuse is
+        // refused here, before any process starts.
+        let ctx = fed.context().map_err(net)?;
+        let enforce =
+            spec.privacy.as_ref().is_some_and(|p| p.enforce_budget) && fed.algorithm.is_private();
+        std::fs::create_dir_all(&state).with_context(|| format!("creating {}", state.display()))?;
+        for i in 0..fed.silos() {
+            let b = ctx.silos.get(i).and_then(|s| s.budget);
+            let local = dpfl_net::config::LocalBudget {
+                epsilon: b.map(|b| b.0),
+                delta: b.map(|b| b.1),
+                neighbouring: dpfl_privacy::Neighbouring::ReplaceOne,
+                enforce: enforce && b.is_some(),
+            };
+            dpfl_net::config::check_plan(&fed, i as u32, &local).map_err(|e| {
+                anyhow::Error::new(ConfigError(format!(
+                    "algorithms[{a}] ({}): {e}",
+                    entry.label()
+                )))
+            })?;
+            let p = budget_file(&state, i);
+            std::fs::write(&p, local.to_toml())
+                .with_context(|| format!("writing {}", p.display()))?;
+        }
         feds.push(Prepared {
             label: entry.label(),
             config: path,
@@ -307,6 +382,11 @@ fn prepare_trial(
         feds,
         shards,
     })
+}
+
+/// The budget file `dpfl federate` writes for silo `i` of an algorithm's state directory.
+fn budget_file(alg_state: &Path, i: usize) -> PathBuf {
+    alg_state.join(format!("budget-silo-{i}.toml"))
 }
 
 fn spawn(exe: &Path, args: &[&str], log: &Path) -> anyhow::Result<Child> {
@@ -346,9 +426,10 @@ fn print_commands(args: &FederateArgs, t: usize, p: &PreparedTrial) {
         }
         for (i, s) in p.shards.iter().enumerate() {
             println!(
-                "dpfl silo --config {} --id {i} --data {}",
+                "dpfl silo --config {} --id {i} --data {} --budget {}",
                 f.config.display(),
-                s.display()
+                s.display(),
+                budget_file(f.server_state.parent().unwrap_or(Path::new(".")), i).display()
             );
         }
     }
@@ -381,9 +462,13 @@ fn run_federation(
     for (i, s) in shards.iter().enumerate() {
         let id = i.to_string();
         let shard = s.to_string_lossy().to_string();
+        let budget = budget_file(f.server_state.parent().unwrap_or(Path::new(".")), i);
+        let budget = budget.to_string_lossy().to_string();
         others.push(spawn(
             exe,
-            &["silo", "--config", &cfg, "--id", &id, "--data", &shard],
+            &[
+                "silo", "--config", &cfg, "--id", &id, "--data", &shard, "--budget", &budget,
+            ],
             &logs.join(format!("alg-{a}-silo-{i}.log")),
         )?);
     }

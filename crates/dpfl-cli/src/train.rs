@@ -181,6 +181,13 @@ pub(crate) fn print_report(spec: &ExperimentSpec, out: &RunOutput) {
         "(eps RDP / eps PLD: the accountants' epsilon at each silo's delta for the noise used, \
          largest over silos; '-' where an accountant cannot account the sampling.)"
     );
+    if !spec.privacy.as_ref().is_some_and(|p| p.enforce_budget) {
+        println!(
+            "Budget enforcement is OFF ([privacy] enforce_budget = false): no silo's ledger \
+             checked its spend; the guarantee rests on the calibration alone. (A `dpfl silo` \
+             enforces its own --budget file by default.)"
+        );
+    }
 }
 
 pub fn data(cmd: &DataCommand) -> anyhow::Result<()> {

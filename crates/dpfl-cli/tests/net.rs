@@ -57,6 +57,10 @@ fn federate_local(exp: &Path, out: &Path, extra: &[&str]) {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
 }
 
+fn strs(v: &[String]) -> Vec<&str> {
+    v.iter().map(String::as_str).collect()
+}
+
 fn spawn(args: &[&str], log: &Path) -> Child {
     let f = std::fs::File::create(log).unwrap();
     Command::new(env!("CARGO_BIN_EXE_dpfl"))
@@ -152,11 +156,11 @@ fn enforced_budgets_are_charged_by_each_silo_process() {
 }
 
 #[test]
-fn rounds_every_silo_refuses_close_at_once_in_both_modes() {
+fn a_plan_over_the_silos_budget_is_refused_before_any_process_starts() {
     // The paper's experiment rule with enforce_budget: by the RDP accountant its per-round
-    // noise at this sampling rate already exceeds ε = 2, so every silo's ledger refuses every
-    // round. Each silo says so (on its session, and to the shuffler in shuffle mode) and no
-    // round waits for its 20 s deadline.
+    // noise at this sampling rate already exceeds ε = 2, so every silo would refuse the plan
+    // (`dpfl silo` checks it against its own budget file before reading its data); federate,
+    // which plays every silo's operator, refuses it at once, naming the silo and the spend.
     let tmp = tempfile::tempdir().unwrap();
     let text = experiment(8, r#"{ kind = "all" }"#)
         .replace("lipschitz = 1.0", "lipschitz = 1.0\nenforce_budget = true");
@@ -164,19 +168,17 @@ fn rounds_every_silo_refuses_close_at_once_in_both_modes() {
     for mode in [&[][..], &["--shuffle"][..]] {
         let out = tmp.path().join(format!("run{}", mode.len()));
         let start = Instant::now();
-        let mut extra = vec!["--deadline-ms", "20000"];
-        extra.extend_from_slice(mode);
-        federate_local(&exp, &out, &extra);
-        let took = start.elapsed();
-        assert!(took < Duration::from_secs(15), "{mode:?} took {took:?}");
-        let log = std::fs::read_to_string(out.join("trial-0/alg-0/server/rounds.jsonl")).unwrap();
-        assert_eq!(log.lines().count(), 8, "{log}");
-        assert!(
-            log.lines().all(|l| l.contains("\"participants\":0")),
-            "{mode:?}: {log}"
-        );
-        let silo = std::fs::read_to_string(out.join("trial-0/logs/alg-0-silo-0.log")).unwrap();
-        assert!(silo.contains("refused 8"), "{mode:?}: {silo}");
+        let mut args = vec!["federate", "--config", exp.to_str().unwrap(), "--local"];
+        args.extend_from_slice(mode);
+        args.extend_from_slice(&["--out", out.to_str().unwrap()]);
+        let o = dpfl(&args);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{mode:?}: {err}");
+        assert!(err.contains("silo 0") && err.contains("spends ε"), "{err}");
+        assert!(err.contains("own budget ε = 2"), "{err}");
+        assert!(!err.contains("panicked"), "{err}");
+        assert!(start.elapsed() < Duration::from_secs(15));
+        assert!(!out.join("trial-0/alg-0/server").exists(), "no process ran");
     }
 }
 
@@ -337,7 +339,7 @@ fn start_processes(cfg: &str, shards: &[PathBuf], logs: &Path) -> (Child, Vec<Ch
         .map(|(i, shard)| {
             let id = i.to_string();
             spawn(
-                &silo_args(cfg, &id, shard.to_str().unwrap()),
+                &strs(&silo_args(cfg, &id, shard.to_str().unwrap())),
                 &logs.join(format!("silo-{i}.log")),
             )
         })
@@ -376,8 +378,20 @@ fn wait_exit(c: &mut Child, limit: Duration) -> std::process::ExitStatus {
     }
 }
 
-fn silo_args<'a>(cfg: &'a str, id: &'a str, shard: &'a str) -> [&'a str; 7] {
-    ["silo", "--config", cfg, "--id", id, "--data", shard]
+/// `dpfl silo` for silo `id` of a federation `dpfl federate --prepare-only` wrote, with the
+/// budget file it wrote beside algorithm 0's state.
+fn silo_args(cfg: &str, id: &str, shard: &str) -> Vec<String> {
+    let budget = Path::new(cfg)
+        .parent()
+        .unwrap()
+        .join(format!("alg-0/budget-silo-{id}.toml"));
+    [
+        "silo", "--config", cfg, "--id", id, "--data", shard, "--budget",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .chain([budget.to_str().unwrap().to_string()])
+    .collect()
 }
 
 #[test]
@@ -406,7 +420,7 @@ fn a_killed_silo_is_left_out_and_rejoins() {
     });
     // It rejoins, restoring its generator and ledger from its state directory.
     silos[2] = spawn(
-        &silo_args(c, "2", shards[2].to_str().unwrap()),
+        &strs(&silo_args(c, "2", shards[2].to_str().unwrap())),
         &logs.join("silo-2-again.log"),
     );
     let status = wait_exit(&mut server, Duration::from_secs(120));
@@ -564,6 +578,12 @@ fn a_federation_set_up_as_across_machines_equals_the_simulator() {
             dir.join("data.shard"),
         )
         .unwrap();
+        // Each silo's own budget file, kept on its own machine.
+        std::fs::copy(
+            prep.join(format!("trial-0/alg-0/budget-silo-{i}.toml")),
+            dir.join("budget.toml"),
+        )
+        .unwrap();
         silos.push(dir);
     }
     let cfg = |d: &Path| d.join("federation.toml").to_str().unwrap().to_string();
@@ -574,8 +594,19 @@ fn a_federation_set_up_as_across_machines_equals_the_simulator() {
     for (i, d) in silos.iter().enumerate() {
         let id = i.to_string();
         let shard = d.join("data.shard").to_str().unwrap().to_string();
+        let budget = d.join("budget.toml").to_str().unwrap().to_string();
         children.push(spawn(
-            &["silo", "--config", &cfg(d), "--id", &id, "--data", &shard],
+            &[
+                "silo",
+                "--config",
+                &cfg(d),
+                "--id",
+                &id,
+                "--data",
+                &shard,
+                "--budget",
+                &budget,
+            ],
             &root.join(format!("silo-{i}.log")),
         ));
     }

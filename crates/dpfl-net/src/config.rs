@@ -388,9 +388,14 @@ impl LocalBudget {
         let text = std::fs::read_to_string(path).map_err(NetError::io(path))?;
         let b: LocalBudget = toml::from_str(&text)
             .map_err(|e| NetError::config(path.display().to_string(), e.message().to_string()))?;
-        b.budget()
-            .map_err(|e| NetError::config(path.display().to_string(), e.to_string()))?;
-        Ok(b)
+        match b.budget() {
+            Err(NetError::Config { field, reason }) => Err(NetError::config(
+                format!("{}: {field}", path.display()),
+                reason,
+            )),
+            Err(e) => Err(e),
+            Ok(_) => Ok(b),
+        }
     }
 
     /// The budget to enforce, or `None` when enforcement is off.

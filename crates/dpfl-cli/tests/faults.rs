@@ -1,0 +1,684 @@
+//! Network faults on 127.0.0.1 (issue 12, items 1-4 and 9; issue 11, item 5): damaged state,
+//! duplicate processes, an absent server, a foreign CA, a wrong server name, a process pointed
+//! at itself, a federation file that does not match the data, keys others can read, and a
+//! plan over a silo's own budget. Each case asserts the exit code, that nothing panicked, that
+//! the process ended in bounded time, that the error names the culprit, and (for state) that
+//! nothing was released or charged again.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const EXPERIMENT: &str = r#"
+name = "faults"
+rounds = 3
+seed = 5
+participation = { kind = "all" }
+[data]
+source = { kind = "synthetic", task = "binary", silos = 3, train = 60, test = 20, features = 4, shift = 0.3 }
+[model]
+kind = "logistic"
+[privacy]
+epsilon = 2.0
+delta = "1/n^2"
+lipschitz = 1.0
+[[algorithms]]
+label = "ISRL-DP MB-SGD"
+kind = "mb-sgd"
+calibration = "accountant"
+step_size = 0.3
+batch_size = 20
+output = "last"
+"#;
+
+/// A prepared federation (trial 0, algorithm 0) of three silos.
+struct Fed {
+    /// The trial directory (holds federation-0.toml, data/, alg-0/).
+    dir: PathBuf,
+}
+
+impl Fed {
+    fn prepare(root: &Path) -> Fed {
+        let exp = root.join("exp.toml");
+        std::fs::write(&exp, EXPERIMENT).unwrap();
+        let out = root.join("run");
+        let o = dpfl(
+            &[
+                "federate",
+                "--config",
+                exp.to_str().unwrap(),
+                "--local",
+                "--prepare-only",
+                "--out",
+                out.to_str().unwrap(),
+            ],
+            Duration::from_secs(60),
+        );
+        assert_eq!(o.code, Some(0), "{}", o.stderr);
+        Fed {
+            dir: out.join("trial-0"),
+        }
+    }
+    fn cfg(&self) -> PathBuf {
+        self.dir.join("federation-0.toml")
+    }
+    fn shard(&self, i: usize) -> PathBuf {
+        self.dir.join(format!("data/silo-{i}.shard"))
+    }
+    fn budget(&self, i: usize) -> PathBuf {
+        self.dir.join(format!("alg-0/budget-silo-{i}.toml"))
+    }
+    fn silo_state(&self, i: usize) -> PathBuf {
+        self.dir.join(format!("alg-0/silo-{i}"))
+    }
+    fn server_state(&self) -> PathBuf {
+        self.dir.join("alg-0/server")
+    }
+    /// Rewrites the federation file.
+    fn edit(&self, f: impl FnOnce(String) -> String) {
+        let text = std::fs::read_to_string(self.cfg()).unwrap();
+        std::fs::write(self.cfg(), f(text)).unwrap();
+    }
+    /// A fixed server address on a port nothing listens on (no address file).
+    fn closed_port(&self) -> u16 {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        self.edit(|t| {
+            t.replace(
+                "address = \"127.0.0.1:0\"\naddress_file = \"alg-0/server.addr\"",
+                &format!("address = \"127.0.0.1:{port}\""),
+            )
+        });
+        port
+    }
+    fn silo_args(&self, i: usize, extra: &[&str]) -> Vec<String> {
+        let mut v: Vec<String> = [
+            "silo",
+            "--config",
+            self.cfg().to_str().unwrap(),
+            "--id",
+            &i.to_string(),
+            "--data",
+            self.shard(i).to_str().unwrap(),
+            "--budget",
+            self.budget(i).to_str().unwrap(),
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        v.extend(extra.iter().map(|s| s.to_string()));
+        v
+    }
+    /// Runs the whole federation (server and three silos) to the end.
+    fn run_to_end(&self, logs: &Path) {
+        let cfg = self.cfg();
+        let mut children = vec![spawn(
+            &["server", "--config", cfg.to_str().unwrap()],
+            &logs.join("server.log"),
+        )];
+        for i in 0..3 {
+            let args = self.silo_args(i, &[]);
+            children.push(spawn(&strs(&args), &logs.join(format!("silo-{i}.log"))));
+        }
+        for c in &mut children {
+            let s = wait_exit(c, Duration::from_secs(120));
+            assert!(s.success(), "{}", read_logs(logs));
+        }
+    }
+}
+
+struct Out {
+    code: Option<i32>,
+    stderr: String,
+    took: Duration,
+}
+
+fn strs(v: &[String]) -> Vec<&str> {
+    v.iter().map(String::as_str).collect()
+}
+
+/// Runs `dpfl ARGS` to its end, failing the test if it takes longer than `limit` (a hang).
+fn dpfl(args: &[&str], limit: Duration) -> Out {
+    let start = Instant::now();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_dpfl"))
+        .args(args)
+        .env("DPFL_LOG", "info")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run dpfl");
+    // Read stderr on a thread so a chatty process cannot block on a full pipe.
+    let mut err = child.stderr.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = std::io::Read::read_to_string(&mut err, &mut s);
+        s
+    });
+    let status = wait_exit(&mut child, limit);
+    let stderr = reader.join().unwrap();
+    assert!(
+        !stderr.contains("panicked"),
+        "dpfl {args:?} panicked: {stderr}"
+    );
+    Out {
+        code: status.code(),
+        stderr,
+        took: start.elapsed(),
+    }
+}
+
+fn spawn(args: &[&str], log: &Path) -> Child {
+    let f = std::fs::File::create(log).unwrap();
+    Command::new(env!("CARGO_BIN_EXE_dpfl"))
+        .args(args)
+        .env("DPFL_LOG", "info")
+        .stdout(f.try_clone().unwrap())
+        .stderr(f)
+        .stdin(Stdio::null())
+        .spawn()
+        .expect("spawn dpfl")
+}
+
+fn wait_exit(c: &mut Child, limit: Duration) -> std::process::ExitStatus {
+    let end = Instant::now() + limit;
+    loop {
+        if let Some(s) = c.try_wait().unwrap() {
+            return s;
+        }
+        if Instant::now() > end {
+            let _ = c.kill();
+            let _ = c.wait();
+            panic!("process did not exit within {limit:?} (a hang)");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn read_logs(dir: &Path) -> String {
+    let mut out = String::new();
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        if e.path().extension().is_some_and(|x| x == "log") {
+            out.push_str(&format!("--- {}\n", e.path().display()));
+            out.push_str(&std::fs::read_to_string(e.path()).unwrap_or_default());
+        }
+    }
+    out
+}
+
+/// The rounds charged in a silo's round ledger (a cell: `ledger.0` / `ledger.1`).
+fn charged(state: &Path) -> Vec<u64> {
+    let bytes = dpfl_net::store::Cell::read(&state.join("ledger"))
+        .unwrap()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+    v["charged"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(|k| k.parse().unwrap())
+        .collect()
+}
+
+/// Both slot files of a cell, flipped in their last byte.
+fn damage_cell(path: &Path) {
+    for i in 0..2 {
+        let p = PathBuf::from(format!("{}.{i}", path.display()));
+        let mut b = std::fs::read(&p).unwrap();
+        if let Some(last) = b.last_mut() {
+            *last ^= 1;
+        }
+        std::fs::write(&p, b).unwrap();
+    }
+}
+
+fn backup(dir: &Path) -> PathBuf {
+    let to = dir.with_extension("backup");
+    let _ = std::fs::remove_dir_all(&to);
+    std::fs::create_dir_all(&to).unwrap();
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+    }
+    to
+}
+
+fn restore(from: &Path, dir: &Path) {
+    std::fs::remove_dir_all(dir).unwrap();
+    std::fs::create_dir_all(dir).unwrap();
+    for e in std::fs::read_dir(from).unwrap().flatten() {
+        std::fs::copy(e.path(), dir.join(e.file_name())).unwrap();
+    }
+}
+
+#[test]
+fn damaged_state_stops_every_process_naming_the_file_and_nothing_is_released_again() {
+    let tmp = tempfile::tempdir().unwrap();
+    let fed = Fed::prepare(tmp.path());
+    fed.run_to_end(tmp.path());
+    let s0 = fed.silo_state(0);
+    assert_eq!(charged(&s0), vec![0, 1, 2]);
+    let keep = backup(&s0);
+    fed.closed_port();
+    let silo = fed.silo_args(0, &["--connect-timeout", "1"]);
+    let quick = Duration::from_secs(30);
+
+    // Intact state: the silo restores it and only fails to find a server.
+    let o = dpfl(&strs(&silo), quick);
+    assert_eq!(o.code, Some(1), "{}", o.stderr);
+    assert!(o.stderr.contains("restored silo state"), "{}", o.stderr);
+    assert!(o.stderr.contains("connect timeout"), "{}", o.stderr);
+
+    // Each damage: exit 1 before any connection, naming the file; the ledger is unchanged.
+    type Damage = (&'static str, fn(&Path), &'static str);
+    let cases: [Damage; 5] = [
+        (
+            "state cell, both slots",
+            |d| damage_cell(&d.join("state")),
+            "refusing to start from empty",
+        ),
+        (
+            "round ledger, both slots",
+            |d| damage_cell(&d.join("ledger")),
+            "refusing to start from empty",
+        ),
+        (
+            "state deleted, ledger kept",
+            |d| {
+                std::fs::remove_file(d.join("state.0")).unwrap();
+                std::fs::remove_file(d.join("state.1")).unwrap();
+            },
+            "round ledger records 3 charged rounds",
+        ),
+        (
+            "ledger deleted, state kept",
+            |d| {
+                std::fs::remove_file(d.join("ledger.0")).unwrap();
+                std::fs::remove_file(d.join("ledger.1")).unwrap();
+            },
+            "does not record",
+        ),
+        (
+            "state cell, one torn slot: recovered (the other slot is good)",
+            |d| {
+                let p = d.join("state.0");
+                let b = std::fs::read(&p).unwrap();
+                std::fs::write(&p, &b[..b.len() / 2]).unwrap();
+            },
+            "recovered the previous value",
+        ),
+    ];
+    for (what, damage, expect) in cases {
+        restore(&keep, &s0);
+        damage(&s0);
+        let o = dpfl(&strs(&silo), quick);
+        assert_eq!(o.code, Some(1), "{what}: {}", o.stderr);
+        assert!(o.stderr.contains(expect), "{what}: {}", o.stderr);
+        if expect.contains("recovered") {
+            assert!(o.stderr.contains("state.0"), "{what}: {}", o.stderr);
+            assert!(o.stderr.contains("connect timeout"), "{what}: {}", o.stderr);
+        } else {
+            assert!(
+                o.stderr.contains("silo-0/"),
+                "{what}: names the file: {}",
+                o.stderr
+            );
+            assert!(
+                !o.stderr.contains("connect timeout"),
+                "{what}: stopped first"
+            );
+        }
+    }
+    restore(&keep, &s0);
+    assert_eq!(charged(&s0), vec![0, 1, 2], "nothing charged again");
+
+    // A damaged server checkpoint: the server stops naming it instead of restarting at 0.
+    damage_cell(&fed.server_state().join("checkpoint"));
+    let o = dpfl(&["server", "--config", fed.cfg().to_str().unwrap()], quick);
+    assert_eq!(o.code, Some(1), "{}", o.stderr);
+    assert!(o.stderr.contains("checkpoint."), "{}", o.stderr);
+    assert!(
+        o.stderr.contains("refusing to start from empty"),
+        "{}",
+        o.stderr
+    );
+
+    // A shard with one flipped bit of a finite value: refused by its checksum.
+    let shard = fed.shard(1);
+    let mut b = std::fs::read(&shard).unwrap();
+    let at = b.len() - 40;
+    b[at] ^= 1;
+    std::fs::write(&shard, b).unwrap();
+    let o = dpfl(&strs(&fed.silo_args(1, &["--connect-timeout", "1"])), quick);
+    assert_eq!(o.code, Some(1), "{}", o.stderr);
+    assert!(o.stderr.contains("silo-1.shard"), "{}", o.stderr);
+    assert!(o.stderr.contains("checksum mismatch"), "{}", o.stderr);
+}
+
+#[test]
+fn a_second_process_on_a_state_directory_refuses_to_start() {
+    let tmp = tempfile::tempdir().unwrap();
+    let fed = Fed::prepare(tmp.path());
+    fed.closed_port();
+    let quick = Duration::from_secs(30);
+    // The first silo 0 waits for the (absent) server; a second one must not start.
+    let first = fed.silo_args(0, &["--connect-timeout", "60"]);
+    let mut a = spawn(&strs(&first), &tmp.path().join("first.log"));
+    let lock = fed.silo_state(0).join("LOCK");
+    let end = Instant::now() + Duration::from_secs(30);
+    while !std::fs::read_to_string(&lock).is_ok_and(|t| t.contains("pid")) {
+        assert!(
+            Instant::now() < end,
+            "the first silo never locked its state"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let o = dpfl(
+        &strs(&fed.silo_args(0, &["--connect-timeout", "60"])),
+        quick,
+    );
+    let _ = a.kill();
+    let _ = a.wait();
+    assert_eq!(o.code, Some(1), "{}", o.stderr);
+    assert!(o.stderr.contains("silo-0/LOCK"), "{}", o.stderr);
+    assert!(o.stderr.contains("another process holds"), "{}", o.stderr);
+    assert!(
+        o.stderr.contains(&format!("pid {}", a.id())),
+        "{}",
+        o.stderr
+    );
+    assert!(o.took < Duration::from_secs(10));
+    // The same for the server.
+    fed.edit(|t| {
+        t.replace(
+            "round_deadline_ms",
+            "start_timeout_ms = 60000\nround_deadline_ms",
+        )
+    });
+    let cfg = fed.cfg();
+    let mut s = spawn(
+        &["server", "--config", cfg.to_str().unwrap()],
+        &tmp.path().join("server.log"),
+    );
+    let lock = fed.server_state().join("LOCK");
+    let end = Instant::now() + Duration::from_secs(30);
+    while !std::fs::read_to_string(&lock).is_ok_and(|t| t.contains("pid")) {
+        assert!(
+            Instant::now() < end,
+            "the first server never locked its state"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let o = dpfl(&["server", "--config", cfg.to_str().unwrap()], quick);
+    let _ = s.kill();
+    let _ = s.wait();
+    assert_eq!(o.code, Some(1), "{}", o.stderr);
+    assert!(o.stderr.contains("server/LOCK"), "{}", o.stderr);
+}
+
+#[test]
+fn an_absent_server_a_foreign_ca_and_a_wrong_name_end_in_a_timeout_naming_the_reason() {
+    let tmp = tempfile::tempdir().unwrap();
+    let fed = Fed::prepare(tmp.path());
+    let port = fed.closed_port();
+    let quick = Duration::from_secs(30);
+    let silo = fed.silo_args(0, &["--connect-timeout", "1.5"]);
+    // Absent server: refused connections, logged at info with the reason, then a timeout.
+    let o = dpfl(&strs(&silo), quick);
+    assert_eq!(o.code, Some(1), "{}", o.stderr);
+    assert!(
+        o.stderr.contains(&format!("127.0.0.1:{port}")),
+        "{}",
+        o.stderr
+    );
+    assert!(o.stderr.contains("connection refused"), "{}", o.stderr);
+    assert!(
+        o.stderr.contains("retrying in"),
+        "visible retries: {}",
+        o.stderr
+    );
+    assert!(
+        o.stderr.contains("connect timeout of 1.5 s"),
+        "{}",
+        o.stderr
+    );
+    assert!(o.took < Duration::from_secs(10), "{:?}", o.took);
+
+    // A live server; silo 0 trusts another CA (its own ca.pem and certificate from it).
+    fed.edit(|t| {
+        t.replace(
+            "round_deadline_ms",
+            "start_timeout_ms = 60000\nround_deadline_ms",
+        )
+    });
+    let cfg = fed.cfg();
+    let mut server = spawn(
+        &["server", "--config", cfg.to_str().unwrap()],
+        &tmp.path().join("server.log"),
+    );
+    let foreign = tmp.path().join("foreign");
+    dpfl_net::certs::init_ca(&foreign, false).unwrap();
+    dpfl_net::certs::issue(&foreign, &foreign, "silo-0", &[], false).unwrap();
+    let text = std::fs::read_to_string(&cfg).unwrap();
+    let foreign_cfg = fed.dir.join("federation-foreign.toml");
+    std::fs::write(
+        &foreign_cfg,
+        text.replace(
+            "dir = \"../certs\"",
+            &format!("dir = {:?}", foreign.display().to_string()),
+        ),
+    )
+    .unwrap();
+    let mut args = fed.silo_args(0, &["--connect-timeout", "3"]);
+    args[2] = foreign_cfg.to_str().unwrap().to_string();
+    let o = dpfl(&strs(&args), quick);
+    assert_eq!(o.code, Some(1), "{}", o.stderr);
+    assert!(o.stderr.contains("TLS rejected"), "{}", o.stderr);
+    assert!(o.stderr.contains("connect timeout"), "{}", o.stderr);
+
+    // The right CA, the wrong server name.
+    let wrong_cfg = fed.dir.join("federation-name.toml");
+    std::fs::write(
+        &wrong_cfg,
+        text.replace("[server]", "[server]\nserver_name = \"wrong.example\""),
+    )
+    .unwrap();
+    let mut args = fed.silo_args(1, &["--connect-timeout", "3"]);
+    args[2] = wrong_cfg.to_str().unwrap().to_string();
+    let o = dpfl(&strs(&args), quick);
+    let _ = server.kill();
+    let _ = server.wait();
+    assert_eq!(o.code, Some(1), "{}", o.stderr);
+    assert!(o.stderr.contains("name mismatch"), "{}", o.stderr);
+    assert!(o.stderr.contains("wrong.example"), "{}", o.stderr);
+}
+
+#[test]
+fn a_server_without_enough_silos_exits_non_zero_instead_of_finishing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let fed = Fed::prepare(tmp.path());
+    fed.edit(|t| {
+        t.replace(
+            "round_deadline_ms",
+            "start_timeout_ms = 1000\nround_deadline_ms",
+        )
+    });
+    let o = dpfl(
+        &["server", "--config", fed.cfg().to_str().unwrap()],
+        Duration::from_secs(30),
+    );
+    assert_eq!(o.code, Some(1), "{}", o.stderr);
+    assert!(o.stderr.contains("only 0 of 3 silos"), "{}", o.stderr);
+    assert!(o.stderr.contains("min_silos = 3"), "{}", o.stderr);
+    assert!(!fed.server_state().join("model.bin").exists());
+    // An explicit min_silos beyond the federation is a config error.
+    fed.edit(|t| t.replace("round_deadline_ms", "min_silos = 4\nround_deadline_ms"));
+    let o = dpfl(
+        &["server", "--config", fed.cfg().to_str().unwrap()],
+        Duration::from_secs(30),
+    );
+    assert_eq!(o.code, Some(2), "{}", o.stderr);
+    assert!(o.stderr.contains("server.min_silos"), "{}", o.stderr);
+}
+
+#[test]
+fn public_facts_that_do_not_match_the_data_are_refused_before_round_zero() {
+    let tmp = tempfile::tempdir().unwrap();
+    let fed = Fed::prepare(tmp.path());
+    fed.closed_port();
+    let good = std::fs::read_to_string(fed.cfg()).unwrap();
+    assert!(good.contains("classes = 2\n"), "{good}");
+    let quick = Duration::from_secs(30);
+    let cases: [(&str, &str, i32, &str); 5] = [
+        // (replace, with, exit code, named)
+        ("classes = 2\n", "classes = 7\n", 2, "public.classes"),
+        ("classes = 2\n", "", 2, "public.classes"),
+        ("features = 4", "features = 5", 2, "public.features"),
+        ("features = 4", "features = 0", 2, "public.features"),
+        ("records = [", "records = [61, ", 2, "public.records[0]"),
+    ];
+    for (from, to, code, named) in cases {
+        std::fs::write(fed.cfg(), good.replacen(from, to, 1)).unwrap();
+        let o = dpfl(&strs(&fed.silo_args(0, &["--connect-timeout", "1"])), quick);
+        assert_eq!(o.code, Some(code), "{from:?} -> {to:?}: {}", o.stderr);
+        assert!(o.stderr.contains(named), "{from:?} -> {to:?}: {}", o.stderr);
+        assert!(
+            !o.stderr.contains("connect timeout"),
+            "refused before connecting"
+        );
+    }
+    // A shuffler whose address is the server's would talk to itself.
+    std::fs::write(
+        fed.cfg(),
+        good.replace("[tls]", "[shuffler]\naddress = \"127.0.0.1:7\"\n\n[tls]")
+            .replace(
+                "address = \"127.0.0.1:0\"\naddress_file = \"alg-0/server.addr\"",
+                "address = \"127.0.0.1:7\"",
+            ),
+    )
+    .unwrap();
+    let o = dpfl(
+        &["shuffler", "--config", fed.cfg().to_str().unwrap()],
+        quick,
+    );
+    assert_eq!(o.code, Some(2), "{}", o.stderr);
+    assert!(o.stderr.contains("shuffler.address"), "{}", o.stderr);
+    assert!(o.stderr.contains("talk to itself"), "{}", o.stderr);
+}
+
+#[test]
+fn a_silo_keeps_its_own_budget_and_refuses_a_plan_that_spends_more() {
+    let tmp = tempfile::tempdir().unwrap();
+    let fed = Fed::prepare(tmp.path());
+    fed.closed_port();
+    let quick = Duration::from_secs(30);
+    // The federation file's experiment targets ε = 2; this silo allows itself ε = 0.5.
+    std::fs::write(
+        fed.budget(0),
+        "epsilon = 0.5\ndelta = 1e-4\nneighbouring = \"replace-one\"\n",
+    )
+    .unwrap();
+    // The data path does not exist: the plan is refused before any data is read.
+    let mut args = fed.silo_args(0, &["--connect-timeout", "1"]);
+    args[6] = tmp
+        .path()
+        .join("no-such.shard")
+        .to_str()
+        .unwrap()
+        .to_string();
+    let o = dpfl(&strs(&args), quick);
+    assert_eq!(o.code, Some(1), "{}", o.stderr);
+    assert!(o.stderr.contains("own budget ε = 0.5"), "{}", o.stderr);
+    assert!(o.stderr.contains("before reading any data"), "{}", o.stderr);
+    assert!(!o.stderr.contains("no-such.shard"), "{}", o.stderr);
+    assert!(!fed.silo_state(0).exists(), "no state was created");
+    // A budget that covers the plan: accepted (then the absent server times out).
+    std::fs::write(fed.budget(0), "epsilon = 50.0\ndelta = 1e-4\n").unwrap();
+    let o = dpfl(&strs(&fed.silo_args(0, &["--connect-timeout", "1"])), quick);
+    assert_eq!(o.code, Some(1), "{}", o.stderr);
+    assert!(o.stderr.contains("plan accepted"), "{}", o.stderr);
+    // Enforcement off is said out loud.
+    std::fs::write(fed.budget(0), "enforce = false\n").unwrap();
+    let o = dpfl(&strs(&fed.silo_args(0, &["--connect-timeout", "1"])), quick);
+    assert!(o.stderr.contains("enforcement is OFF"), "{}", o.stderr);
+    // A budget file missing δ while enforcing, and no budget file at all.
+    std::fs::write(fed.budget(0), "epsilon = 1.0\n").unwrap();
+    let o = dpfl(&strs(&fed.silo_args(0, &[])), quick);
+    assert_eq!(o.code, Some(2), "{}", o.stderr);
+    assert!(o.stderr.contains("budget-silo-0.toml"), "{}", o.stderr);
+    let mut args = fed.silo_args(0, &[]);
+    args.truncate(7);
+    let o = dpfl(&strs(&args), quick);
+    assert_eq!(o.code, Some(2), "{}", o.stderr);
+    assert!(o.stderr.contains("--budget"), "{}", o.stderr);
+}
+
+#[cfg(unix)]
+#[test]
+fn private_keys_are_owner_only_and_the_ca_key_must_match_its_certificate() {
+    use std::os::unix::fs::PermissionsExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let ca = tmp.path().join("ca");
+    let quick = Duration::from_secs(30);
+    let o = dpfl(&["certs", "init", "--dir", ca.to_str().unwrap()], quick);
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&ca.join("ca.key")), 0o600);
+    let issue = |name: &str| {
+        dpfl(
+            &[
+                "certs",
+                "issue",
+                "--ca-dir",
+                ca.to_str().unwrap(),
+                "--name",
+                name,
+            ],
+            quick,
+        )
+    };
+    assert_eq!(issue("silo-0").code, Some(0));
+    assert_eq!(mode(&ca.join("silo-0.key")), 0o600);
+    // A group-readable CA key is refused, as ssh refuses a key "too open".
+    std::fs::set_permissions(ca.join("ca.key"), std::fs::Permissions::from_mode(0o644)).unwrap();
+    let o = issue("silo-1");
+    assert_eq!(o.code, Some(1), "{}", o.stderr);
+    assert!(
+        o.stderr.contains("ca.key") && o.stderr.contains("0644"),
+        "{}",
+        o.stderr
+    );
+    std::fs::set_permissions(ca.join("ca.key"), std::fs::Permissions::from_mode(0o600)).unwrap();
+    // A ca.key from another CA.
+    let other = tmp.path().join("other");
+    assert_eq!(
+        dpfl(&["certs", "init", "--dir", other.to_str().unwrap()], quick).code,
+        Some(0)
+    );
+    std::fs::copy(other.join("ca.key"), ca.join("ca.key")).unwrap();
+    let o = issue("silo-2");
+    assert_eq!(o.code, Some(1), "{}", o.stderr);
+    assert!(o.stderr.contains("different CAs"), "{}", o.stderr);
+    assert!(!ca.join("silo-2.pem").exists());
+
+    // A silo whose TLS key others can read stops naming it; so does a server with an open
+    // HPKE key.
+    let fed = Fed::prepare(&tmp.path().join("fed"));
+    fed.closed_port();
+    let key = fed.dir.join("../certs/silo-0.key");
+    assert_eq!(mode(&key), 0o600, "federate writes keys 0600");
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o640)).unwrap();
+    let o = dpfl(&strs(&fed.silo_args(0, &["--connect-timeout", "5"])), quick);
+    assert_eq!(o.code, Some(1), "{}", o.stderr);
+    assert!(o.stderr.contains("silo-0.key"), "{}", o.stderr);
+    assert!(o.stderr.contains("chmod 600"), "{}", o.stderr);
+    std::fs::create_dir_all(fed.server_state()).unwrap();
+    let hpke = fed.server_state().join("hpke.key");
+    std::fs::write(&hpke, [7u8; 64]).unwrap();
+    std::fs::set_permissions(&hpke, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let o = dpfl(&["server", "--config", fed.cfg().to_str().unwrap()], quick);
+    assert_eq!(o.code, Some(1), "{}", o.stderr);
+    assert!(o.stderr.contains("hpke.key"), "{}", o.stderr);
+}
