@@ -224,8 +224,14 @@ pub fn account(args: &AccountArgs) -> anyhow::Result<()> {
     let eps = acc
         .epsilon(r.neighbouring(), &event, delta)
         .map_err(|e| privacy("--accountant", e))?;
+    // How tight is it: a lower bound on the true ε from a concrete neighbouring pair (null
+    // where dpfl has no pair for the event).
+    let lower =
+        dpfl_privacy::accountant::lower_bound::epsilon_lower_bound(&event, r.neighbouring(), delta)
+            .map_err(|e| privacy("--noise-multiplier", e))?;
     let out = json!({
         "epsilon": eps,
+        "epsilon_lower_bound": lower,
         "delta": delta.get(),
         "accountant": acc.name(),
         "neighbouring": r.neighbouring(),

@@ -1,5 +1,7 @@
 //! Accountant benchmarks (issue #4): RDP of 10^4 Poisson-subsampled Gaussian steps over 100
-//! orders (target < 10 ms) and a PLD composition of 10^4 steps (target < 1 s).
+//! orders (target < 10 ms) and a PLD composition of 10^4 steps (target < 1 s); issue #11: the
+//! with-replacement PLD (Balle-Barthe-Gaboardi profile) of the demo's 100 rounds of K = 30 of
+//! n = 217 at its calibrated noise multiplier (target < 1 s).
 //!
 //! Run: `cargo bench -p dpfl-privacy --bench accountant`.
 
@@ -45,6 +47,20 @@ fn benches(c: &mut Criterion) {
     g.sample_size(10);
     g.bench_function("10k-steps", |b| {
         b.iter(|| pld.epsilon(black_box(&self_composed), d).unwrap())
+    });
+    // The demo: z = σK/(2L) = 0.755·30/4 ≈ 5.66, δ = 1/217².
+    let demo = PrivacyEvent::Gaussian {
+        noise_multiplier: 5.66,
+    }
+    .sampled(Sampling::WithReplacement {
+        population: 217,
+        draws: 30,
+    })
+    .repeated(100);
+    let d_demo = Delta::new(1.0 / (217.0 * 217.0)).unwrap();
+    let replace = PldAccountant::new(Neighbouring::ReplaceOne);
+    g.bench_function("with-replacement/demo-100-rounds", |b| {
+        b.iter(|| replace.epsilon(black_box(&demo), d_demo).unwrap())
     });
     g.finish();
 }

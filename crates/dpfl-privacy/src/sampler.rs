@@ -104,6 +104,69 @@ impl Poisson {
     }
 }
 
+/// Which record sampler a minibatch algorithm draws its batches with (a config choice).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum RecordSampling {
+    /// K i.i.d. uniform draws (Lowy & Razaviyayn Algorithm 2 line 6).
+    #[default]
+    WithReplacement,
+    /// A uniform K-subset ("shuffle and take K"), fresh each round.
+    WithoutReplacement,
+    /// Each record independently with probability K/n; the batch sum is divided by K, the
+    /// expected size, so one record still moves the mean by at most 2L/K.
+    Poisson,
+}
+
+/// A batch sampler of (expected) size K from n records, as chosen by [`RecordSampling`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum BatchSampler {
+    WithReplacement(WithReplacement),
+    WithoutReplacement(WithoutReplacement),
+    Poisson { sampler: Poisson, k: usize },
+}
+
+impl BatchSampler {
+    pub fn new(kind: RecordSampling, n: usize, k: usize) -> Result<Self> {
+        check_sizes(n, k)?;
+        Ok(match kind {
+            RecordSampling::WithReplacement => {
+                BatchSampler::WithReplacement(WithReplacement::new(n, k)?)
+            }
+            RecordSampling::WithoutReplacement => {
+                BatchSampler::WithoutReplacement(WithoutReplacement::new(n, k)?)
+            }
+            RecordSampling::Poisson => BatchSampler::Poisson {
+                sampler: Poisson::new(n, k as f64 / n as f64)?,
+                k,
+            },
+        })
+    }
+    pub fn draw(&self, rng: &mut DpRng, out: &mut Vec<usize>) {
+        match self {
+            BatchSampler::WithReplacement(s) => s.draw(rng, out),
+            BatchSampler::WithoutReplacement(s) => s.draw(rng, out),
+            BatchSampler::Poisson { sampler, .. } => sampler.draw(rng, out),
+        }
+    }
+    pub fn sampling(&self) -> Sampling {
+        match self {
+            BatchSampler::WithReplacement(s) => s.sampling(),
+            BatchSampler::WithoutReplacement(s) => s.sampling(),
+            BatchSampler::Poisson { sampler, .. } => sampler.sampling(),
+        }
+    }
+    /// The factor that turns the mean over a drawn batch of `drawn` records into the sum
+    /// divided by K: 1 for fixed-size batches, drawn/K for Poisson (whose size varies, so a
+    /// mean over the drawn records would have data-dependent sensitivity).
+    pub fn mean_rescale(&self, drawn: usize) -> f64 {
+        match self {
+            BatchSampler::Poisson { k, .. } => drawn as f64 / *k as f64,
+            _ => 1.0,
+        }
+    }
+}
+
 /// One pass over the data in disjoint batches: a uniform permutation cut into ⌊n/K⌋ batches
 /// of K (the leftover n mod K records are never used). Lowy & Razaviyayn, Algorithm 1 line 5
 /// (one-pass version): each record is in at most one batch, so the rounds compose in

@@ -150,6 +150,7 @@ fn batch_size_above_n_is_refused() {
             calibration: None,
             batch_size: Some(401),
             output: Default::default(),
+            sampling: Default::default(),
         },
         other => other,
     };

@@ -19,9 +19,11 @@
 //! amplification theorems apply depends on it.
 
 pub mod composition;
+pub mod lower_bound;
 pub mod pld;
 pub mod rdp;
 mod sampled_discrete;
+pub mod sampled_pld;
 pub(crate) mod special;
 pub mod zcdp;
 
@@ -129,7 +131,7 @@ pub(crate) fn unsupported(
     }
 }
 
-fn check_multiplier(x: f64) -> Result<()> {
+pub(crate) fn check_multiplier(x: f64) -> Result<()> {
     if x.is_finite() && x > 0.0 {
         Ok(())
     } else {

@@ -108,6 +108,36 @@ impl Pmf {
         self.probs.is_empty()
     }
 
+    /// The pessimistic PMF of a pair whose hockey-stick curve at i·h, i = `lower`.., is
+    /// `deltas` (the curve must be convex in e^ε; see [`Self::connect_dots`]). The hook other
+    /// accountant modules build their PLDs through (e.g. [`super::sampled_pld`]).
+    pub fn from_hockey_stick(h: f64, lower: i64, deltas: Vec<f64>) -> Result<Pmf> {
+        Pmf::connect_dots(h, lower, deltas)
+    }
+
+    /// A PMF from its masses at i·h, i = `lower`.., and at +∞ (masses finite, ≥ 0, total ≤ 1;
+    /// a total below 1 drops losses, which is only right for lower bounds).
+    pub fn from_masses(h: f64, lower: i64, probs: Vec<f64>, infinity: f64) -> Result<Pmf> {
+        let total: f64 = probs.iter().sum::<f64>() + infinity;
+        if !(h.is_finite() && h > 0.0)
+            || probs.iter().any(|p| !(p.is_finite() && *p >= 0.0))
+            || !(0.0..=1.0).contains(&infinity)
+            || !(total <= 1.0 + 1e-9)
+            || probs.is_empty()
+        {
+            return Err(PrivacyError::Numerical {
+                context: "PLD from masses",
+                reason: format!("invalid PMF (h = {h}, total mass {total})"),
+            });
+        }
+        Ok(Pmf {
+            h,
+            lower,
+            probs,
+            infinity,
+        })
+    }
+
     /// Connect-the-dots PMF from the hockey-stick values δ(i·h), i = lo..=hi (Doroshenko et
     /// al. 2022, Alg. 1; fixed-gap formulas of `dp_accounting`'s
     /// `create_pmf_pessimistic_connect_dots_fixed_gap`).
@@ -864,6 +894,11 @@ impl PldAccountant {
                         "only Gaussian events can be sampled",
                     )));
                 };
+                if super::sampled_pld::supported(sampling, self.neighbouring) {
+                    // Replace-one: one symmetric dominating PMF for both orders.
+                    let law = super::sampled_pld::OccurrenceLaw::replace_one(sampling)?;
+                    return Ok((super::sampled_pld::upper_pmf(&law, z, h)?, None));
+                }
                 match (sampling, self.neighbouring) {
                     (Sampling::Poisson { rate }, Neighbouring::AddRemove) => {
                         if *rate == 0.0 {

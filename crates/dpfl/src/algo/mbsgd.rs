@@ -9,14 +9,12 @@
 //! of the record in the batch. Each round spends the event
 //! `Sampled(WithReplacement{n, K}, Gaussian(σK/(2L)))`; the accountant composes R of them.
 
-use dpfl_privacy::accountant::AccountantKind;
-use dpfl_privacy::calibration::calibrate_noise_multiplier;
+use dpfl_privacy::calibration::calibrate_sampled_gaussian;
 use dpfl_privacy::calibration::{
     isrl_experiment_k, isrl_experiment_sigma, isrl_theory_min_k, isrl_theory_sigma,
 };
-use dpfl_privacy::event::Sampling;
 use dpfl_privacy::mechanism::{GaussianMechanism, VectorMechanism};
-use dpfl_privacy::sampler::WithReplacement;
+use dpfl_privacy::sampler::{BatchSampler, RecordSampling};
 use dpfl_privacy::{DpRng, Neighbouring, PrivacyEvent};
 
 use super::spec::{BuildContext, BuiltAlgorithm, Calibration, OutputRule, SiloCalibration};
@@ -28,7 +26,7 @@ use crate::model::{GradientOracle, Projection};
 #[derive(Debug)]
 pub struct MbSgdSilo {
     oracle: GradientOracle,
-    sampler: WithReplacement,
+    sampler: BatchSampler,
     mechanism: Option<GaussianMechanism>,
     idx: Vec<usize>,
     grad: Vec<f64>,
@@ -38,7 +36,7 @@ pub struct MbSgdSilo {
 impl MbSgdSilo {
     pub fn new(
         oracle: GradientOracle,
-        sampler: WithReplacement,
+        sampler: BatchSampler,
         mechanism: Option<GaussianMechanism>,
     ) -> Self {
         let d = oracle.model().num_params();
@@ -70,6 +68,10 @@ impl SiloHalf for MbSgdSilo {
         self.sampler.draw(rng, &mut self.idx);
         self.oracle
             .mean_grad(&b.point, data, &self.idx, &mut self.grad, &mut self.scratch);
+        let rescale = self.sampler.mean_rescale(self.idx.len());
+        if rescale != 1.0 {
+            crate::linalg::scale(rescale, &mut self.grad);
+        }
         if let Some(m) = &self.mechanism {
             m.privatize(&mut self.grad, rng);
         }
@@ -260,6 +262,7 @@ pub(crate) fn calibrate_mbsgd(
     silo: &super::SiloInfo,
     calibration: Calibration,
     batch_size: Option<usize>,
+    sampling: RecordSampling,
 ) -> crate::Result<(usize, f64, String)> {
     let (eps, delta) = ctx.budget(silo)?;
     let n = silo.records;
@@ -286,18 +289,12 @@ pub(crate) fn calibrate_mbsgd(
                     format!("K = {k} must lie in [1, n = {n}]"),
                 ));
             }
-            let round = |z: f64| {
-                PrivacyEvent::Gaussian {
-                    noise_multiplier: z,
-                }
-                .sampled(Sampling::WithReplacement {
-                    population: n as u64,
-                    draws: k as u64,
-                })
-            };
-            let z = calibrate_noise_multiplier(
-                |z| round(z).repeated(r as u64),
-                AccountantKind::Rdp,
+            let sampling = BatchSampler::new(sampling, n, k)
+                .map_err(silo_err)?
+                .sampling();
+            let (z, accountant) = calibrate_sampled_gaussian(
+                sampling.clone(),
+                r as u64,
                 Neighbouring::ReplaceOne,
                 eps,
                 delta,
@@ -310,9 +307,10 @@ pub(crate) fn calibrate_mbsgd(
                 k,
                 sigma,
                 format!(
-                    "smallest noise multiplier z = {z:.4} with RDP epsilon <= {} at delta {:e} for {r} rounds of K = {k} of n = {n} with replacement (dpfl accountant calibration)",
+                    "smallest noise multiplier z = {z:.4} with epsilon <= {} at delta {:e} for {r} rounds of {} (replace-one), accountant {accountant} (dpfl accountant calibration)",
                     eps.get(),
-                    delta.get()
+                    delta.get(),
+                    sampling_label(&sampling)
                 ),
             )
         }
@@ -330,12 +328,28 @@ pub(crate) fn calibrate_mbsgd(
     })
 }
 
+/// "K of n with replacement" and the like, for formulas in reports.
+fn sampling_label(s: &dpfl_privacy::event::Sampling) -> String {
+    use dpfl_privacy::event::Sampling;
+    match *s {
+        Sampling::WithReplacement { population, draws } => {
+            format!("K = {draws} of n = {population} with replacement")
+        }
+        Sampling::WithoutReplacement { population, size } => {
+            format!("K = {size} of n = {population} without replacement")
+        }
+        Sampling::Poisson { rate } => format!("Poisson sampling at rate {rate:.6}"),
+        ref other => format!("{other:?}"),
+    }
+}
+
 pub(crate) fn build(
     ctx: &BuildContext,
     step_size: f64,
     calibration: Option<Calibration>,
     batch_size: Option<usize>,
     output: OutputRule,
+    sampling: RecordSampling,
 ) -> crate::Result<BuiltAlgorithm> {
     let oracle = ctx.enforcing_oracle()?;
     let mut silos: Vec<Box<dyn SiloHalf>> = Vec::with_capacity(ctx.silos.len());
@@ -343,7 +357,7 @@ pub(crate) fn build(
     for s in &ctx.silos {
         let (k, mechanism, formula) = match calibration {
             Some(c) => {
-                let (k, sigma, formula) = calibrate_mbsgd(ctx, s, c, batch_size)?;
+                let (k, sigma, formula) = calibrate_mbsgd(ctx, s, c, batch_size, sampling)?;
                 // Replace-one sensitivity of a K-mean of L-bounded gradients: 2L/K.
                 let m = ctx.gaussian(sigma, 2.0 * ctx.lipschitz / k as f64)?;
                 (k, Some(m), formula)
@@ -358,7 +372,7 @@ pub(crate) fn build(
                 (k, None, "non-private".to_string())
             }
         };
-        let sampler = WithReplacement::new(s.records, k)
+        let sampler = BatchSampler::new(sampling, s.records, k)
             .map_err(|e| crate::Error::config(format!("silo {}", s.id), e.to_string()))?;
         let silo = MbSgdSilo::new(oracle.clone(), sampler, mechanism);
         report.push(SiloCalibration {

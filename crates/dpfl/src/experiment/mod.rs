@@ -376,8 +376,13 @@ pub struct SiloPrivacy {
     /// ε at `target_delta` of the events the silo released, by the RDP accountant
     /// (replace-one neighbouring); null if it cannot account them (see `notes`).
     pub rdp_epsilon: Option<f64>,
-    /// The same by the PLD accountant.
+    /// The same by the PLD accountant (for sampled Gaussians under replace-one, the Balle,
+    /// Barthe & Gaboardi 2018 profile: `dpfl_privacy::accountant::sampled_pld`).
     pub pld_epsilon: Option<f64>,
+    /// A lower bound on the true ε at `target_delta` from a concrete neighbouring pair
+    /// (`dpfl_privacy::accountant::lower_bound`); null where no pair is implemented.
+    #[serde(default)]
+    pub lower_epsilon: Option<f64>,
     /// Why an accountant gave no number.
     pub notes: Vec<String>,
 }
@@ -393,6 +398,53 @@ impl AlgorithmSummary {
             .map(|p| if pld { p.pld_epsilon } else { p.rdp_epsilon })
             .try_fold(0.0f64, |m, e| e.map(|e| m.max(e)))
     }
+
+    /// The certified ε: per silo the tighter of the two sound accountants, largest over
+    /// silos (None if some silo has neither).
+    pub fn max_certified_epsilon(&self) -> Option<f64> {
+        if self.privacy.is_empty() {
+            return None;
+        }
+        self.privacy
+            .iter()
+            .map(|p| match (p.rdp_epsilon, p.pld_epsilon) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            })
+            .try_fold(0.0f64, |m, e| e.map(|e| m.max(e)))
+    }
+
+    /// The largest lower bound on the true ε over silos (None if some silo has none).
+    pub fn max_lower_epsilon(&self) -> Option<f64> {
+        if self.privacy.is_empty() {
+            return None;
+        }
+        self.privacy
+            .iter()
+            .map(|p| p.lower_epsilon)
+            .try_fold(0.0f64, |m, e| e.map(|e| m.max(e)))
+    }
+}
+
+/// Accounting is deterministic in (event, δ, accountant) and grid searches repeat the same
+/// calibrated events many times: remember the answers.
+#[allow(clippy::type_complexity)]
+fn memo_epsilon(
+    key: String,
+    compute: impl FnOnce() -> Result<Option<f64>, String>,
+) -> Result<Option<f64>, String> {
+    use std::collections::HashMap;
+    use std::sync::{Mutex, OnceLock};
+    static MEMO: OnceLock<Mutex<HashMap<String, Result<Option<f64>, String>>>> = OnceLock::new();
+    let memo = MEMO.get_or_init(|| Mutex::new(HashMap::new()));
+    if let Some(v) = memo.lock().ok().and_then(|m| m.get(&key).cloned()) {
+        return v;
+    }
+    let v = compute();
+    if let Ok(mut m) = memo.lock() {
+        m.insert(key, v.clone());
+    }
+    v
 }
 
 /// Accounts each silo's released events at its own target δ (replace-one, the relation the
@@ -430,8 +482,14 @@ fn silo_privacy(
                     return Some(0.0);
                 }
                 let all = dpfl_privacy::PrivacyEvent::Composed(events.clone());
-                match kind.epsilon(dpfl_privacy::Neighbouring::ReplaceOne, &all, d) {
-                    Ok(e) => Some(e),
+                let key = format!("{kind}|{}|{all}", d.get());
+                let nb = dpfl_privacy::Neighbouring::ReplaceOne;
+                match memo_epsilon(key, || {
+                    kind.epsilon(nb, &all, d)
+                        .map(Some)
+                        .map_err(|e| e.to_string())
+                }) {
+                    Ok(e) => e,
                     Err(e) => {
                         notes.push(format!("{kind}: {e}"));
                         None
@@ -440,12 +498,35 @@ fn silo_privacy(
             };
             let rdp_epsilon = account(AccountantKind::Rdp);
             let pld_epsilon = account(AccountantKind::Pld);
+            let lower_epsilon = match dpfl_privacy::Delta::new(target_delta) {
+                Ok(_) if events.is_empty() => Some(0.0),
+                Ok(d) => {
+                    let all = dpfl_privacy::PrivacyEvent::Composed(events.clone());
+                    let key = format!("lower|{}|{all}", d.get());
+                    match memo_epsilon(key, || {
+                        dpfl_privacy::accountant::lower_bound::epsilon_lower_bound(
+                            &all,
+                            dpfl_privacy::Neighbouring::ReplaceOne,
+                            d,
+                        )
+                        .map_err(|e| e.to_string())
+                    }) {
+                        Ok(e) => e,
+                        Err(e) => {
+                            notes.push(format!("lower bound: {e}"));
+                            None
+                        }
+                    }
+                }
+                Err(_) => None,
+            };
             SiloPrivacy {
                 silo: i,
                 target_epsilon,
                 target_delta,
                 rdp_epsilon,
                 pld_epsilon,
+                lower_epsilon,
                 notes,
             }
         })
