@@ -44,6 +44,7 @@ kind = "logistic"
 [[algorithms]]
 kind = "mb-sgd"
 step_size = 0.1
+batch_size = 2
 "#;
 
 const GOOD_CSV: &str = "a,b,y\n1,2,0\n2,1,1\n3,0,0\n0,3,1\n1,1,0\n2,2,1\n3,3,0\n0,0,1\n";
@@ -63,6 +64,7 @@ kind = "logistic"
 [[algorithms]]
 kind = "mb-sgd"
 step_size = 0.1
+batch_size = 2
 "#
     )
 }
@@ -94,7 +96,7 @@ spec = { kind = "mb-sgd", calibration = "experiment", step_size = 1.0 }
 steps = { from = -3.0, to = 0.0, points = 4 }
 [[algorithms]]
 label = "MB-SGD"
-spec = { kind = "mb-sgd", step_size = 1.0 }
+spec = { kind = "mb-sgd", step_size = 1.0, batch_size = 10 }
 steps = { from = -3.0, to = 0.0, points = 4 }
 "#;
 

@@ -49,7 +49,7 @@ spec = { kind = "mb-sgd", calibration = "experiment", step_size = 1.0 }
 steps = { from = -4.0, to = 0.0, points = 8 }
 [[algorithms]]
 label = "MB-SGD, \"plain\""
-spec = { kind = "mb-sgd", step_size = 1.0 }
+spec = { kind = "mb-sgd", step_size = 1.0, batch_size = 10 }
 steps = { from = -4.0, to = 0.0, points = 8 }
 "#;
 
@@ -215,7 +215,7 @@ fn train_runs_the_embedded_demo_from_any_directory_and_writes_atomically() {
     // the build machine.
     std::fs::write(
         dir.path().join("m.toml"),
-        "name = \"m\"\nrounds = 1\n[data]\nsource = { kind = \"w8a\" }\npartition = { kind = \"iid\", silos = 2 }\n[model]\nkind = \"logistic\"\n[[algorithms]]\nkind = \"mb-sgd\"\nstep_size = 0.1\n",
+        "name = \"m\"\nrounds = 1\n[data]\nsource = { kind = \"w8a\" }\npartition = { kind = \"iid\", silos = 2 }\n[model]\nkind = \"logistic\"\n[[algorithms]]\nkind = \"mb-sgd\"\nstep_size = 0.1\nbatch_size = 5\n",
     )
     .unwrap();
     let out = dpfl_in(dir.path(), &["train", "--quiet", "--config", "m.toml"]);
@@ -239,7 +239,7 @@ fn data_paths_are_relative_to_the_experiment_file() {
     std::fs::write(sub.join("data.csv"), csv).unwrap();
     std::fs::write(
         sub.join("c.toml"),
-        "name = \"rel\"\nrounds = 2\nseed = 1\n[data]\nsource = { kind = \"csv\", path = \"data.csv\", spec = { target = { kind = \"class\", column = \"y\" } } }\npartition = { kind = \"iid\", silos = 2 }\n[model]\nkind = \"logistic\"\n[[algorithms]]\nkind = \"mb-sgd\"\nstep_size = 0.1\n",
+        "name = \"rel\"\nrounds = 2\nseed = 1\n[data]\nsource = { kind = \"csv\", path = \"data.csv\", spec = { target = { kind = \"class\", column = \"y\" } } }\npartition = { kind = \"iid\", silos = 2 }\n[model]\nkind = \"logistic\"\n[[algorithms]]\nkind = \"mb-sgd\"\nstep_size = 0.1\nbatch_size = 5\n",
     )
     .unwrap();
     // Run from the parent directory: data.csv is found next to the config, not in the cwd.
