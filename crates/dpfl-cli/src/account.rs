@@ -242,8 +242,12 @@ pub fn calibrate(args: &CalibrateArgs) -> anyhow::Result<()> {
     let sampling = r.sampling()?;
     let acc = r.accountant();
     let nb = r.neighbouring();
+    // A PLD search can take a while: a spinner on a terminal, a line every 10 s off one.
+    let bar = crate::progress::Progress::new(0, false, "{spinner} {msg} ({elapsed})", "steps");
+    bar.set_message(format!("calibrating with the {} accountant", acc.name()));
     let z = calibrate_noise_multiplier(|z| r.event(z, &sampling), acc, nb, eps, delta)
         .map_err(|e| privacy("--accountant", e))?;
+    bar.finish();
     let achieved = acc
         .epsilon(nb, &r.event(z, &sampling), delta)
         .map_err(|e| privacy("--accountant", e))?;

@@ -64,17 +64,19 @@ impl Progress {
                 if waited >= every {
                     waited = Duration::ZERO;
                     let msg = b.message();
-                    let msg = if msg.is_empty() {
-                        String::new()
-                    } else {
-                        format!("{msg}: ")
-                    };
-                    eprintln!(
-                        "progress: {msg}{}/{} {unit} ({:.0} s)",
-                        b.position(),
-                        b.length().unwrap_or(0),
-                        b.elapsed().as_secs_f64()
-                    );
+                    let secs = b.elapsed().as_secs_f64();
+                    match b.length().unwrap_or(0) {
+                        // A computation without steps (a calibration search): time only.
+                        0 => eprintln!("progress: {msg} ({secs:.0} s)"),
+                        len => {
+                            let msg = if msg.is_empty() {
+                                String::new()
+                            } else {
+                                format!("{msg}: ")
+                            };
+                            eprintln!("progress: {msg}{}/{len} {unit} ({secs:.0} s)", b.position());
+                        }
+                    }
                 }
             }
         });

@@ -274,3 +274,90 @@ fn progress_lines_off_a_terminal() {
         "{err}"
     );
 }
+
+/// A writer that accepts `room` bytes and then fails like a full disk (ENOSPC).
+struct FullDisk<W> {
+    inner: W,
+    room: usize,
+}
+
+impl<W: std::io::Write> std::io::Write for FullDisk<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if self.room == 0 {
+            return Err(std::io::Error::from_raw_os_error(28));
+        }
+        let k = buf.len().min(self.room);
+        self.room -= k;
+        self.inner.write(&buf[..k])
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+/// The atomic-output path on a full disk: the old summary stays whole, no temporary file is
+/// left, and the error names the file.
+#[test]
+fn a_full_disk_leaves_the_previous_output_whole() {
+    use dpfl::output::{atomic_write, replace_with, write_through};
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("summary.json");
+    atomic_write(&p, b"[{\"old\": true}]\n").unwrap();
+    let new = vec![b'x'; 100_000];
+    let err = replace_with(&p, |tmp| {
+        let f = std::fs::File::create(tmp).unwrap();
+        write_through(
+            FullDisk {
+                inner: f,
+                room: 8192,
+            },
+            &new,
+        )
+        .map_err(|source| dpfl::Error::Io {
+            path: p.clone(),
+            source,
+        })
+    })
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains("summary.json") && err.contains("os error 28"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read(&p).unwrap(), b"[{\"old\": true}]\n");
+    let names: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(names, vec![std::ffi::OsString::from("summary.json")]);
+    atomic_write(&p, &new).unwrap();
+    assert_eq!(std::fs::read(&p).unwrap(), new);
+}
+
+#[test]
+fn limits_name_the_field_and_the_limit() {
+    use dpfl::data::limits::{MAX_FEATURES, check_dense, check_features, check_params};
+    let e = check_features("num_features", 1_000_000_000_000)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("num_features") && e.contains(&MAX_FEATURES.to_string()),
+        "{e}"
+    );
+    // 13 rows of 1e8 features: 1.3e9 values against the default 2^28.
+    let e = check_dense("x.svm", 13, 100_000_000)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("x.svm") && e.contains("1300000000") && e.contains("268435456"),
+        "{e}"
+    );
+    assert!(check_dense("x", usize::MAX, 2).is_err());
+    check_dense("mnist", 60_000, 784).unwrap();
+    assert!(
+        check_params("model", None)
+            .unwrap_err()
+            .to_string()
+            .contains("2^64")
+    );
+}

@@ -54,7 +54,7 @@ pub fn check_dense(what: &str, rows: usize, cols: usize) -> Result<()> {
                 "{rows} rows x {cols} values = {} dense values exceed the limit of {limit} \
                  ({} MiB; raise it with {MAX_VALUES_ENV})",
                 n.map_or("more than 2^64".into(), |n| n.to_string()),
-                limit * 8 >> 20
+                (limit * 8) >> 20
             ),
         )),
     }

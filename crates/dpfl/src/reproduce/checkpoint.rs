@@ -109,26 +109,23 @@ impl Checkpoint {
                 reason,
             };
             let mut lines = text[..complete].lines().enumerate();
-            match lines.next() {
-                Some((_, h)) => {
-                    let h: Header = serde_json::from_str(h)
-                        .map_err(|e| parse(1, format!("not a checkpoint header: {e}")))?;
-                    if h.format != FORMAT {
-                        return Err(parse(1, format!("unknown format {:?}", h.format)));
-                    }
-                    if h.spec_sha256 != sha || h.jobs != jobs.len() {
-                        return Err(Error::config(
-                            "--resume",
-                            format!(
-                                "{} was written for a different specification (other spec, \
-                                 --quick or --trials): run with the same ones, or delete it",
-                                path.display()
-                            ),
-                        ));
-                    }
+            // No header line: cut short before the header was complete, nothing finished yet.
+            if let Some((_, h)) = lines.next() {
+                let h: Header = serde_json::from_str(h)
+                    .map_err(|e| parse(1, format!("not a checkpoint header: {e}")))?;
+                if h.format != FORMAT {
+                    return Err(parse(1, format!("unknown format {:?}", h.format)));
                 }
-                // Cut short before the header was complete: nothing finished yet.
-                None => {}
+                if h.spec_sha256 != sha || h.jobs != jobs.len() {
+                    return Err(Error::config(
+                        "--resume",
+                        format!(
+                            "{} was written for a different specification (other spec, \
+                             --quick or --trials): run with the same ones, or delete it",
+                            path.display()
+                        ),
+                    ));
+                }
             }
             for (i, l) in lines {
                 let line: Line = serde_json::from_str(l)
