@@ -250,17 +250,17 @@ pub fn calibrate(args: &CalibrateArgs) -> anyhow::Result<()> {
     let sampling = r.sampling()?;
     let acc = r.accountant();
     let nb = r.neighbouring();
-    // A slow (PLD) calibration prints a progress line on stderr at most once a second after
-    // the first two seconds (issue 12: it ran minutes silently).
-    let start = std::time::Instant::now();
-    let (mut last, mut evals) = (0u64, 0u64);
+    // A PLD search can take a while (issue 12: it ran minutes silently): a spinner on a
+    // terminal, a line every 10 s off one, naming the evaluations so far.
+    let bar = crate::progress::Progress::new(0, false, "{spinner} {msg} ({elapsed})", "steps");
+    bar.set_message(format!("calibrating with the {} accountant", acc.name()));
+    let mut evals = 0u64;
     let progress = |z: f64, e: f64| {
         evals += 1;
-        let secs = start.elapsed().as_secs();
-        if secs >= 2 && secs > last {
-            last = secs;
-            eprintln!("calibrating: {evals} evaluations, {secs} s; epsilon {e:.6} at z = {z:.6}");
-        }
+        bar.set_message(format!(
+            "calibrating with the {} accountant: {evals} evaluations; epsilon {e:.6} at z = {z:.6}",
+            acc.name()
+        ));
     };
     let z = calibrate_noise_multiplier_with_progress(
         |z| r.event(z, &sampling),
@@ -271,6 +271,7 @@ pub fn calibrate(args: &CalibrateArgs) -> anyhow::Result<()> {
         progress,
     )
     .map_err(|e| privacy("--accountant", e))?;
+    bar.finish();
     let achieved = acc
         .epsilon(nb, &r.event(z, &sampling), delta)
         .map_err(|e| privacy("--accountant", e))?;

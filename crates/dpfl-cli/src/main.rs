@@ -1,21 +1,26 @@
 //! The `dpfl` command-line tool.
 //!
-//! Exit codes: 0 success; 1 the run failed (I/O, data, numerical); 2 bad usage or config.
+//! Exit codes: 0 success; 1 the run failed (I/O, data, numerical); 2 bad usage or config
+//! (including a config or spec file named on the command line that cannot be read).
+//! Errors are one line on standard error, each cause printed once.
 
 mod account;
+mod fmt;
 mod net;
+mod progress;
 mod reproduce;
 mod train;
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 #[derive(Parser)]
 #[command(
     name = "dpfl",
     version,
-    about = "Differentially private federated learning without a trusted server"
+    about = "Differentially private federated learning without a trusted server",
+    arg_required_else_help = true
 )]
 struct Cli {
     #[command(subcommand)]
@@ -52,11 +57,43 @@ enum Command {
     Reproduce(reproduce::ReproduceArgs),
 }
 
+/// The command tree with negative numbers accepted as values everywhere (`--rate -1` is a
+/// value error from the command, not "unexpected argument '-1'").
+fn command() -> clap::Command {
+    fn negatives(c: clap::Command) -> clap::Command {
+        // clap's own negative-number test misses exponents (`-1e-5`): a value-taking flag
+        // takes the next word as its value whatever it starts with.
+        let c = c.allow_negative_numbers(true).mut_args(|a| {
+            if a.get_action().takes_values() {
+                a.allow_hyphen_values(true)
+            } else {
+                a
+            }
+        });
+        let names: Vec<String> = c
+            .get_subcommands()
+            .map(|s| s.get_name().to_string())
+            .collect();
+        names
+            .iter()
+            .fold(c, |c, n| c.mut_subcommand(n.as_str(), negatives))
+    }
+    negatives(Cli::command())
+}
+
 fn main() -> ExitCode {
     // Usage errors are one line (the rest of clap's message is a usage hint), exit code 2.
-    let cli = match Cli::try_parse() {
+    let parsed = command()
+        .try_get_matches()
+        .and_then(|m| Cli::from_arg_matches(&m));
+    let cli = match parsed {
         Ok(c) => c,
         Err(e) if !e.use_stderr() => e.exit(),
+        Err(e) if e.kind() == clap::error::ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+            // Bare `dpfl` (or `dpfl certs`): the help, on standard error, exit code 2.
+            eprint!("{}", e.render());
+            return ExitCode::from(2);
+        }
         Err(e) => {
             // clap's message is the paragraph before the first blank line.
             let text = e.render().to_string();
@@ -84,19 +121,117 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", one_line(&e));
             ExitCode::from(exit_code(&e))
         }
     }
 }
 
-/// 2 for configuration and usage errors, 1 otherwise.
+/// The error and its causes on one line, each cause once: a cause whose text its parent
+/// already shows (e.g. an I/O error inside "path: error") is not repeated.
+fn one_line(e: &anyhow::Error) -> String {
+    let mut out = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if out.contains(&text) {
+            continue;
+        }
+        if !out.is_empty() {
+            out.push_str(": ");
+        }
+        out.push_str(&text);
+    }
+    out.replace('\n', " ")
+}
+
+/// A config or spec file named on the command line that cannot be read: a usage error.
+#[derive(Debug)]
+pub struct Usage(pub String);
+
+impl std::fmt::Display for Usage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+impl std::error::Error for Usage {}
+
+/// Reads a config or spec file named by the command line; failing to is a usage error (2).
+pub fn read_config(path: &std::path::Path) -> anyhow::Result<String> {
+    std::fs::read_to_string(path).map_err(|e| usage(format!("{}: {e}", path.display())))
+}
+
+/// A usage error (exit code 2): a config or spec file that cannot be read or parsed, an
+/// output directory that cannot be used.
+pub fn usage(e: impl std::fmt::Display) -> anyhow::Error {
+    anyhow::Error::new(Usage(e.to_string()))
+}
+
+/// 2 for usage and configuration errors (a bad flag, a config or spec file that cannot be
+/// read or parsed, a bad config field, an unusable `--out`); 1 for a failed run (I/O, a
+/// malformed data file, a numerical failure or divergence).
 fn exit_code(e: &anyhow::Error) -> u8 {
-    if e.downcast_ref::<net::ConfigError>().is_some() {
+    if e.downcast_ref::<net::ConfigError>().is_some() || e.downcast_ref::<Usage>().is_some() {
         return 2;
     }
     match e.downcast_ref::<dpfl::Error>() {
-        Some(dpfl::Error::Config { .. }) | Some(dpfl::Error::Parse { .. }) => 2,
+        Some(dpfl::Error::Config { .. }) => 2,
         _ => 1,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every argument of every subcommand has help text (`--help` is useless otherwise).
+    #[test]
+    fn every_flag_has_help() {
+        fn walk(c: &clap::Command, path: &str, missing: &mut Vec<String>) {
+            for a in c.get_arguments() {
+                if a.get_help().is_none() && a.get_long_help().is_none() {
+                    missing.push(format!("{path} {}", a.get_id()));
+                }
+            }
+            for s in c.get_subcommands() {
+                if s.get_about().is_none() {
+                    missing.push(format!("{path} {} (subcommand)", s.get_name()));
+                }
+                walk(s, &format!("{path} {}", s.get_name()), missing);
+            }
+        }
+        let mut cmd = command();
+        cmd.build();
+        let mut missing = Vec::new();
+        walk(&cmd, "dpfl", &mut missing);
+        assert!(missing.is_empty(), "arguments without help: {missing:?}");
+    }
+
+    #[test]
+    fn negative_numbers_are_values() {
+        let m = command()
+            .try_get_matches_from([
+                "dpfl",
+                "account",
+                "--noise-multiplier",
+                "-1",
+                "--delta",
+                "1e-5",
+            ])
+            .unwrap();
+        let cli = Cli::from_arg_matches(&m).unwrap();
+        assert!(matches!(cli.command, Command::Account(_)));
+    }
+
+    #[test]
+    fn one_line_prints_each_cause_once() {
+        let io = std::io::Error::from_raw_os_error(2);
+        let e = anyhow::Error::new(dpfl::Error::Io {
+            path: "/x/y.toml".into(),
+            source: io,
+        })
+        .context("reading the experiment");
+        let s = one_line(&e);
+        assert_eq!(s.matches("os error 2").count(), 1, "{s}");
+        assert!(s.starts_with("reading the experiment: /x/y.toml: "), "{s}");
     }
 }

@@ -58,6 +58,7 @@ pub struct ServerArgs {
 
 #[derive(Args)]
 pub struct SiloArgs {
+    /// Federation file (see docs/deployment.md).
     #[arg(long)]
     config: PathBuf,
     /// This silo's data shard (written by `dpfl federate --prepare-only`, see docs/deployment.md).
@@ -99,23 +100,28 @@ fn timeout(secs: f64) -> anyhow::Result<Duration> {
 pub enum CertsCommand {
     /// Create a development federation CA (ca.pem, ca.key) in DIR.
     Init {
+        /// Directory for ca.pem and ca.key (created if needed).
         #[arg(long)]
         dir: PathBuf,
+        /// Overwrite an existing CA.
         #[arg(long)]
         force: bool,
     },
     /// Issue NAME.pem/NAME.key (NAME: server, shuffler or silo-<id>) signed by the CA in --ca-dir.
     Issue {
+        /// Directory of the CA (ca.pem, ca.key) that signs.
         #[arg(long)]
         ca_dir: PathBuf,
         /// Output directory (default: the CA directory).
         #[arg(long)]
         dir: Option<PathBuf>,
+        /// The certificate's name: server, shuffler or silo-<id>.
         #[arg(long)]
         name: String,
         /// Extra host names or IP addresses for the certificate (repeatable).
         #[arg(long)]
         san: Vec<String>,
+        /// Overwrite existing NAME.pem/NAME.key.
         #[arg(long)]
         force: bool,
     },
@@ -143,6 +149,7 @@ pub struct FederateArgs {
     /// Per-round deadline in milliseconds.
     #[arg(long, default_value_t = 30_000)]
     deadline_ms: u64,
+    /// Directory holding the larger data sets (else $DPFL_DATA, else the bundled data).
     #[arg(long)]
     data_dir: Option<PathBuf>,
     /// Override the experiment's seed.
@@ -600,7 +607,7 @@ pub fn federate(args: &FederateArgs) -> anyhow::Result<()> {
     let out = args.out.clone().unwrap_or_else(|| {
         std::env::temp_dir().join(format!("dpfl-federate-{}", std::process::id()))
     });
-    let mut spec = ExperimentSpec::from_file(&args.config)?;
+    let mut spec = crate::train::load_spec(Some(&args.config))?;
     if args.seed.is_some() {
         spec.seed = args.seed;
     }

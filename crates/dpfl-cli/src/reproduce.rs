@@ -1,12 +1,15 @@
-//! `dpfl reproduce ID [--quick] [--out DIR]`: regenerates a paper figure (see
-//! `dpfl::reproduce`): writes `DIR/summary.csv` and `DIR/fig<F>.{svg,png}`.
+//! `dpfl reproduce ID [--quick] [--out DIR] [--resume]`: regenerates a paper figure (see
+//! `dpfl::reproduce`): writes `DIR/summary.csv` and `DIR/fig<F>.{svg,png}`. Finished runs are
+//! checkpointed in `DIR/checkpoint.jsonl` (removed at the end); `--resume` continues an
+//! interrupted reproduction from it.
 
 use std::path::PathBuf;
 
-use anyhow::Context;
 use clap::Args;
 
-use dpfl::reproduce::{self, ReproSpec};
+use dpfl::reproduce::{self, ReproSpec, checkpoint::Checkpoint};
+
+use crate::progress::Progress;
 
 #[derive(Args)]
 pub struct ReproduceArgs {
@@ -18,7 +21,8 @@ pub struct ReproduceArgs {
     /// Output directory (default: results/ID, or results/ID-quick).
     #[arg(long)]
     out: Option<PathBuf>,
-    /// A reproduction TOML to use instead of the built-in one for ID.
+    /// A reproduction TOML to use instead of the built-in one for ID (its `id` must be ID;
+    /// relative data paths in it are relative to the file).
     #[arg(long)]
     spec: Option<PathBuf>,
     /// Override the number of trials (a reduced full run; the CSV's `trials` column says so).
@@ -27,17 +31,36 @@ pub struct ReproduceArgs {
     /// Directory holding the larger data sets (else $DPFL_DATA, else the bundled data/).
     #[arg(long)]
     data_dir: Option<PathBuf>,
-    /// No progress bar.
+    /// No progress bar (and no progress lines when not on a terminal).
     #[arg(long)]
     quiet: bool,
+    /// Continue an interrupted reproduction from DIR/checkpoint.jsonl (same ID, spec and flags).
+    #[arg(long)]
+    resume: bool,
 }
 
 pub fn reproduce(args: &ReproduceArgs) -> anyhow::Result<()> {
     let mut spec = match &args.spec {
         Some(p) => {
-            let text =
-                std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
-            ReproSpec::from_toml(&text, &p.display().to_string())?
+            let text = crate::read_config(p)?;
+            let mut spec =
+                ReproSpec::from_toml(&text, &p.display().to_string()).map_err(crate::usage)?;
+            spec.base
+                .data
+                .resolve_paths(dpfl::experiment::paths::base_of(p));
+            if spec.id != args.id {
+                return Err(dpfl::Error::config(
+                    "id",
+                    format!(
+                        "{} is reproduction {:?}, but the command names {:?}",
+                        p.display(),
+                        spec.id,
+                        args.id
+                    ),
+                )
+                .into());
+            }
+            spec
         }
         None => reproduce::builtin(&args.id)?,
     };
@@ -57,16 +80,44 @@ pub fn reproduce(args: &ReproduceArgs) -> anyhow::Result<()> {
             args.id.clone()
         })
     });
-    let total = reproduce::jobs(&spec).len() as u64;
-    let bar = crate::train::progress_bar(
-        total,
+    // Before any work: a bad --out must not cost a 40-minute run.
+    dpfl::output::prepare_out_dir(&out_dir).map_err(crate::usage)?;
+    let jobs = reproduce::jobs(&spec);
+    let checkpoint = Checkpoint::open(
+        &out_dir.join(reproduce::checkpoint::FILE_NAME),
+        &spec,
+        &jobs,
+        args.resume,
+    )?;
+    if checkpoint.finished() > 0 && !args.quiet {
+        eprintln!(
+            "resuming: {} of {} runs already finished ({})",
+            checkpoint.finished(),
+            jobs.len(),
+            checkpoint.path().display()
+        );
+    }
+    let bar = Progress::new(
+        jobs.len() as u64,
         args.quiet,
-        "{spinner} [{bar:30}] {pos}/{len} runs ({elapsed}, eta {eta})",
+        "{spinner} {msg} [{bar:30}] {pos}/{len} runs ({elapsed}, eta {eta})",
+        "runs",
     );
-    let progress = |d: usize, _: usize| bar.set_position(d as u64);
-    let out = reproduce::run(&spec, args.data_dir.as_deref(), &progress)?;
-    bar.finish_and_clear();
+    bar.set_message(crate::progress::loading_message(&spec.base.data));
+    let progress = |d: usize, _: usize| {
+        bar.set_message("training");
+        bar.set_position(d as u64);
+    };
+    let out = reproduce::run_checkpointed(
+        &spec,
+        args.data_dir.as_deref(),
+        &progress,
+        Some(&checkpoint),
+    )?;
+    bar.finish();
     let files = reproduce::write_outputs(&spec, &out, &out_dir)?;
+    // The outputs hold everything the checkpoint did.
+    checkpoint.remove()?;
     println!(
         "{}: {} runs ({} trials) in {:.1} s",
         spec.id, out.runs, spec.trials, out.wall_seconds
@@ -77,6 +128,19 @@ pub fn reproduce(args: &ReproduceArgs) -> anyhow::Result<()> {
     if spec.base.lipschitz_from_data.is_some() {
         // The paper's rule, kept to reproduce it: say what it costs.
         println!("Caveat: {}", dpfl::experiment::DATA_DERIVED_L_CAVEAT);
+    }
+    if !spec.expect_divergence
+        && let Some(r) = out.rows.iter().find(|r| !r.mean.is_finite())
+    {
+        return Err(dpfl::Error::data(
+            format!("{} (figure {}, {})", r.algorithm, r.figure, r.metric),
+            format!(
+                "is {} at epsilon {:?}: every step size of its grid diverged; narrow the grid, \
+                 or set `expect_divergence = true` in the spec if this is expected",
+                r.mean, r.epsilon
+            ),
+        )
+        .into());
     }
     Ok(())
 }

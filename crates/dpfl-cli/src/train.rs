@@ -4,7 +4,9 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::{Args, Subcommand};
-use indicatif::{ProgressBar, ProgressStyle};
+
+use crate::fmt::{num, short};
+use crate::progress::Progress;
 
 use dpfl::experiment::{self, ExperimentSpec, RunOutput};
 
@@ -16,7 +18,7 @@ pub struct TrainArgs {
     /// Experiment file (TOML); default: the bundled obesity demo.
     #[arg(long)]
     config: Option<PathBuf>,
-    /// Directory for rounds.csv and summary.json.
+    /// Directory for rounds.csv and summary.json (checked before the run starts).
     #[arg(long)]
     out: Option<PathBuf>,
     /// Directory holding the larger data sets (else $DPFL_DATA, else the bundled data/).
@@ -25,7 +27,7 @@ pub struct TrainArgs {
     /// Override the experiment's seed (for reproducible runs).
     #[arg(long)]
     seed: Option<u64>,
-    /// No progress bar.
+    /// No progress bar (and no progress lines when not on a terminal).
     #[arg(long)]
     quiet: bool,
 }
@@ -36,32 +38,24 @@ pub enum DataCommand {
     Inspect {
         /// An experiment TOML file (its [data] section is used).
         path: PathBuf,
+        /// Directory holding the larger data sets (else $DPFL_DATA, else the bundled data).
         #[arg(long)]
         data_dir: Option<PathBuf>,
     },
 }
 
-fn load_spec(config: Option<&PathBuf>) -> anyhow::Result<ExperimentSpec> {
+/// The experiment of `--config` (a file that cannot be read is a usage error, exit code 2;
+/// relative data paths in it are relative to the file), or the bundled demo.
+pub(crate) fn load_spec(config: Option<&PathBuf>) -> anyhow::Result<ExperimentSpec> {
     Ok(match config {
-        Some(p) => ExperimentSpec::from_file(p)?,
+        Some(p) => {
+            let text = crate::read_config(p)?;
+            ExperimentSpec::from_toml_at(&text, p).map_err(crate::usage)?
+        }
         None => {
             ExperimentSpec::from_toml(DEFAULT_EXPERIMENT, "<bundled experiments/default.toml>")?
         }
     })
-}
-
-/// A progress bar of `total` steps drawn with `template` (hidden when `quiet`).
-pub fn progress_bar(total: u64, quiet: bool, template: &str) -> ProgressBar {
-    if quiet {
-        return ProgressBar::hidden();
-    }
-    let b = ProgressBar::new(total);
-    b.set_style(
-        ProgressStyle::with_template(template)
-            .unwrap_or_else(|_| ProgressStyle::default_bar())
-            .progress_chars("=> "),
-    );
-    b
 }
 
 pub fn train(args: &TrainArgs) -> anyhow::Result<()> {
@@ -69,22 +63,25 @@ pub fn train(args: &TrainArgs) -> anyhow::Result<()> {
     if args.seed.is_some() {
         spec.seed = args.seed;
     }
+    if let Some(dir) = &args.out {
+        dpfl::output::prepare_out_dir(dir).map_err(crate::usage)?;
+    }
     let total = (spec.rounds * spec.trials * spec.algorithms.len()) as u64;
-    let bar = progress_bar(
+    let bar = Progress::new(
         total,
         args.quiet,
         "{spinner} {msg:<22} [{bar:30}] {pos}/{len} rounds ({elapsed})",
+        "rounds",
     );
+    bar.set_message(crate::progress::loading_message(&spec.data));
     let labels: Vec<String> = spec.algorithms.iter().map(|a| a.label()).collect();
     let rounds = spec.rounds as u64;
-    let trials = spec.trials as u64;
     let progress = |a: usize, t: usize, r: usize| {
         bar.set_message(labels[a].clone());
         bar.set_position((t as u64 * labels.len() as u64 + a as u64) * rounds + r as u64);
     };
-    let _ = trials;
     let out = experiment::run(&spec, args.data_dir.as_deref(), &progress)?;
-    bar.finish_and_clear();
+    bar.finish();
     print_report(&spec, &out);
     if let Some(dir) = &args.out {
         experiment::write_outputs(&out, dir)
@@ -95,6 +92,8 @@ pub fn train(args: &TrainArgs) -> anyhow::Result<()> {
             dir.join("summary.json").display()
         );
     }
+    // After the outputs are written, so a diverged run's curves can be inspected.
+    experiment::check_finite(&spec, &out)?;
     Ok(())
 }
 
@@ -124,28 +123,28 @@ pub(crate) fn print_report(spec: &ExperimentSpec, out: &RunOutput) {
         "train loss"
     );
     for s in &out.summary {
-        let eps = s.epsilon.map_or("-".into(), |e| format!("{e}"));
+        let eps = s.epsilon.map_or("-".into(), short);
         let delta = s.delta.map_or("-".into(), |d| format!("{d:.1e}"));
         // The accountants' ε for the noise actually used, largest over silos.
         let acc = |pld: bool| {
             s.max_accounted_epsilon(pld)
-                .map_or("-".into(), |e| format!("{e:.3}"))
+                .map_or("-".into(), |e| num(e, 3))
         };
         let lower = s
             .max_lower_epsilon()
-            .map_or("-".into(), |e| format!("{e:.3}"));
+            .map_or("-".into(), |e| num(e, 3));
         println!(
-            "{:<24} {:>8} {:>10} {:>9} {:>9} {:>9} {:>9.4} {:>6} {:>11.4} {:>11.4}",
+            "{:<24} {:>8} {:>10} {:>9} {:>9} {:>9} {:>9} {:>6} {:>11} {:>11}",
             s.algorithm,
             eps,
             delta,
             acc(false),
             acc(true),
             lower,
-            s.sigma,
+            num(s.sigma, 4),
             s.batch_size,
-            s.test_metric,
-            s.final_train_loss
+            num(s.test_metric, 4),
+            num(s.final_train_loss, 4)
         );
     }
     let private: Vec<_> = out.summary.iter().filter(|s| s.private).collect();
@@ -154,28 +153,35 @@ pub(crate) fn print_report(spec: &ExperimentSpec, out: &RunOutput) {
     }
     println!();
     for s in &private {
-        let target = s.epsilon.unwrap_or(f64::NAN);
+        let target = s.epsilon.map_or("NaN".into(), short);
         let delta = s.delta.unwrap_or(f64::NAN);
         let lower = s
             .max_lower_epsilon()
             .map_or(String::new(), |l| {
-                format!(" (and the true epsilon is at least {l:.3}: a lower bound from a concrete neighbouring pair)")
+                format!(
+                    " (and the true epsilon is at least {}: a lower bound from a concrete \
+                     neighbouring pair)",
+                    num(l, 3)
+                )
             });
         // State what the accountants certify (the tighter of the two sound ones), never just
         // the formula's target.
         match s.max_certified_epsilon() {
-            Some(acc) if acc <= target * (1.0 + 1e-9) => println!(
+            Some(acc) if acc <= s.epsilon.unwrap_or(f64::NAN) * (1.0 + 1e-9) => println!(
                 "Privacy ({}): each silo's messages are ({target}, {delta:.1e})-DP with respect to \
-                 any one of its records (ISRL-DP, replace-one; certified epsilon = {acc:.3}{lower}); \
+                 any one of its records (ISRL-DP, replace-one; certified epsilon = {}{lower}); \
                  the server and the other silos are not trusted.",
-                s.algorithm
+                s.algorithm,
+                num(acc, 3)
             ),
             Some(acc) => println!(
                 "Privacy ({}): the calibration targets ({target}, {delta:.1e}), but the accountants \
-                 certify only epsilon = {acc:.3} at that delta for the noise used{lower}: each \
-                 silo's messages are ({acc:.3}, {delta:.1e})-DP with respect to any one of its \
+                 certify only epsilon = {} at that delta for the noise used{lower}: each \
+                 silo's messages are ({}, {delta:.1e})-DP with respect to any one of its \
                  records. For mb-sgd, calibration = \"accountant\" meets the target.",
-                s.algorithm
+                s.algorithm,
+                num(acc, 3),
+                num(acc, 3)
             ),
             None => println!(
                 "Privacy ({}): the calibration targets ({target}, {delta:.1e})-DP per silo \
@@ -213,7 +219,7 @@ pub(crate) fn print_report(spec: &ExperimentSpec, out: &RunOutput) {
 pub fn data(cmd: &DataCommand) -> anyhow::Result<()> {
     match cmd {
         DataCommand::Inspect { path, data_dir } => {
-            let spec = ExperimentSpec::from_file(path)?;
+            let spec = load_spec(Some(path))?;
             let mut rng = dpfl_privacy::DpRng::new(
                 spec.seed.or(Some(0)),
                 dpfl_privacy::rng::Purpose::Data,

@@ -106,7 +106,7 @@ fn train_writes_rounds_and_summary() {
 #[test]
 fn missing_config_file_names_the_file() {
     let out = dpfl(&["train", "--config", "/nonexistent/exp.toml"]);
-    assert_error(&out, 1, &["/nonexistent/exp.toml"]);
+    assert_error(&out, 2, &["/nonexistent/exp.toml"]);
 }
 
 #[test]

@@ -17,6 +17,7 @@ pub mod error;
 pub mod experiment;
 pub mod linalg;
 pub mod model;
+pub mod output;
 pub mod reproduce;
 pub mod sim;
 

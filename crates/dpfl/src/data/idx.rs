@@ -131,6 +131,7 @@ pub fn load_idx(images: &Path, labels: &Path, class_names: Option<Vec<String>>) 
         ));
     }
     let d = img.rows * img.cols;
+    super::limits::check_dense(&images.display().to_string(), img.count, d)?;
     let lut: [f64; 256] = std::array::from_fn(|v| v as f64 / 255.0);
     let data: Vec<f64> = img.pixels.iter().map(|&v| lut[usize::from(v)]).collect();
     let x = Matrix::from_vec(img.count, d, data)

@@ -24,6 +24,13 @@ pub(crate) fn io_error(path: &Path, source: std::io::Error) -> Error {
 
 /// A buffered reader over the file's (decompressed) content.
 pub(crate) fn open(path: &Path) -> Result<Box<dyn BufRead>> {
+    if let Some(bytes) = super::bundled::bytes(path) {
+        return Ok(if bytes.starts_with(&GZIP_MAGIC) {
+            Box::new(BufReader::new(MultiGzDecoder::new(bytes)))
+        } else {
+            Box::new(bytes)
+        });
+    }
     let file = File::open(path).map_err(|e| io_error(path, e))?;
     let mut reader = BufReader::with_capacity(1 << 16, file);
     let head = reader.fill_buf().map_err(|e| io_error(path, e))?;
@@ -39,13 +46,30 @@ pub(crate) fn open(path: &Path) -> Result<Box<dyn BufRead>> {
 
 /// The whole (decompressed) content of a file.
 pub(crate) fn read_all(path: &Path) -> Result<Vec<u8>> {
-    let raw = std::fs::read(path).map_err(|e| io_error(path, e))?;
+    let raw = match super::bundled::bytes(path) {
+        Some(b) => b.to_vec(),
+        None => std::fs::read(path).map_err(|e| io_error(path, e))?,
+    };
     if raw.starts_with(&GZIP_MAGIC) {
         // Typical compression ratio of the IDX files is 3–8×; start there to avoid regrowth.
-        let mut out = Vec::with_capacity(raw.len().saturating_mul(6));
+        // The decompressed size is bounded before it is reached (a small gzip bomb must not
+        // fill the memory): every byte becomes at most one dense value.
+        let limit = super::limits::max_values();
+        let mut out = Vec::with_capacity(raw.len().saturating_mul(6).min(limit));
         MultiGzDecoder::new(&raw[..])
+            .take(limit as u64 + 1)
             .read_to_end(&mut out)
             .map_err(|e| io_error(path, e))?;
+        if out.len() > limit {
+            return Err(Error::data(
+                path.display().to_string(),
+                format!(
+                    "decompresses to more than {limit} bytes, the limit on one data set \
+                     (raise it with {})",
+                    super::limits::MAX_VALUES_ENV
+                ),
+            ));
+        }
         Ok(out)
     } else {
         Ok(raw)

@@ -47,6 +47,7 @@ pub fn load_libsvm(path: &Path, spec: &LibsvmSpec) -> Result<Dataset> {
     if d == 0 {
         return Err(Error::config("num_features", "must be at least 1"));
     }
+    super::limits::check_features("num_features", d)?;
     let mut reader = io::open(path)?;
     let mut x: Vec<f64> = Vec::new();
     let mut y: Vec<f64> = Vec::new();
@@ -88,6 +89,9 @@ pub fn load_libsvm(path: &Path, spec: &LibsvmSpec) -> Result<Dataset> {
                 )));
             }
         };
+        // Each row is d dense values: check the total before growing (a huge declared
+        // feature count on a short file must fail here, not in the allocator).
+        super::limits::check_dense(&path.display().to_string(), y.len() + 1, d)?;
         let start = x.len();
         x.resize(start + d, 0.0);
         let row = &mut x[start..];

@@ -4,11 +4,13 @@
 //! implement `Clone`: the simulator moves each silo's data into that silo, and nothing on the
 //! server side can obtain a copy (see [`crate::algo`] for the trust boundary).
 
+pub mod bundled;
 pub mod csv;
 pub mod idx;
 pub mod inspect;
 mod io;
 pub mod libsvm;
+pub mod limits;
 pub mod partition;
 pub mod pca;
 pub mod preprocess;

@@ -6,8 +6,10 @@
 //!
 //! 1. the directory given explicitly (the CLI's `--data-dir`);
 //! 2. the directory in the `DPFL_DATA` environment variable;
-//! 3. the repository's bundled `data/` directory, which ships the small sets (insurance,
-//!    obesity, a9a) with their licences in `data/LICENSES.md`.
+//! 3. the small sets (insurance, obesity, a9a) embedded in the binary from the repository's
+//!    `data/` directory (licences in `data/LICENSES.md`; [`super::bundled`]), so an installed
+//!    binary needs no source checkout. ([`DataDirs::from_parts`] can name a bundled directory
+//!    on disk instead, for tests.)
 //!
 //! The first directory holding the file wins; its SHA-256 must match the sum recorded here
 //! (copied from the shared `SHA256SUMS`), else loading fails naming the file and both sums.
@@ -325,6 +327,8 @@ impl DirSource {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DataDirs {
     dirs: Vec<(DirSource, PathBuf)>,
+    /// Fall back on the copies embedded in the binary.
+    embedded: bool,
 }
 
 impl DataDirs {
@@ -334,11 +338,10 @@ impl DataDirs {
         let env = std::env::var_os(DATA_ENV)
             .filter(|v| !v.is_empty())
             .map(PathBuf::from);
-        Self::from_parts(
-            explicit.map(Path::to_path_buf),
-            env,
-            Some(Self::bundled_dir()),
-        )
+        DataDirs {
+            embedded: true,
+            ..Self::from_parts(explicit.map(Path::to_path_buf), env, None)
+        }
     }
 
     /// An explicit list, for tests and embedding: any of the three may be absent.
@@ -355,11 +358,14 @@ impl DataDirs {
         .into_iter()
         .filter_map(|(s, d)| d.map(|d| (s, d)))
         .collect();
-        DataDirs { dirs }
+        DataDirs {
+            dirs,
+            embedded: false,
+        }
     }
 
     /// The repository's `data/` directory (found relative to this crate's sources, so it
-    /// exists in a source checkout).
+    /// exists only in a source checkout: tests use it; the binary uses the embedded copies).
     pub fn bundled_dir() -> PathBuf {
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../../data")
     }
@@ -377,13 +383,37 @@ impl DataDirs {
             .iter()
             .map(|(_, d)| d.join(&rel))
             .find(|p| p.is_file());
+        if found.is_none()
+            && self.embedded
+            && let Some(p) = super::bundled::path_of(file.rel_path)
+        {
+            let bytes = super::bundled::bytes(&p).unwrap_or_default();
+            let actual: String = Sha256::digest(bytes)
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect();
+            if actual != file.sha256 {
+                return Err(Error::data(
+                    p.display().to_string(),
+                    format!(
+                        "SHA-256 mismatch of the embedded copy: expected {}, found {actual}",
+                        file.sha256
+                    ),
+                ));
+            }
+            return Ok(p);
+        }
         let Some(path) = found else {
-            let searched = if self.dirs.is_empty() {
+            let searched = if self.dirs.is_empty() && !self.embedded {
                 "no directories".to_string()
             } else {
                 self.dirs
                     .iter()
                     .map(|(s, d)| format!("{} ({})", d.display(), s.label()))
+                    .chain(
+                        self.embedded
+                            .then(|| "the data embedded in dpfl".to_string()),
+                    )
                     .collect::<Vec<_>>()
                     .join(", ")
             };

@@ -39,6 +39,12 @@ pub fn generate(
             "synthetic data needs silos, train rows and features > 0",
         ));
     }
+    super::limits::check_features("data.source.features", features)?;
+    let rows = train
+        .checked_add(test)
+        .and_then(|r| r.checked_mul(silos))
+        .unwrap_or(usize::MAX);
+    super::limits::check_dense("data.source (synthetic)", rows, features)?;
     let classes = match task {
         SyntheticTask::Multiclass { classes } if classes < 2 => {
             return Err(crate::Error::config(

@@ -106,6 +106,15 @@ impl DataSpec {
             };
         }
         let (whole, standardize) = self.load_whole(data_dir)?;
+        if whole.is_empty() {
+            let what = match &self.source {
+                Source::Csv { path, .. } | Source::Libsvm { path, .. } => {
+                    path.display().to_string()
+                }
+                _ => "data.source".into(),
+            };
+            return Err(crate::Error::data(what, "holds no data rows"));
+        }
         let partition = self.partition.as_ref().ok_or_else(|| {
             crate::Error::config("data.partition", "name how rows are split into silos")
         })?;

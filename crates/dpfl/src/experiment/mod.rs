@@ -42,6 +42,9 @@ use crate::sim::{Participation, Simulator};
 
 pub mod datasource;
 pub use datasource::DataSpec;
+mod output;
+pub use output::{check_finite, write_outputs};
+pub mod paths;
 
 /// A whole experiment, as read from TOML.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -71,6 +74,10 @@ pub struct ExperimentSpec {
     #[serde(default)]
     pub clip: Option<f64>,
     pub algorithms: Vec<AlgorithmEntry>,
+    /// A non-finite training loss or test metric is an error (exit code 1) unless this is
+    /// set: for sweeps where a diverging setting is an expected result.
+    #[serde(default)]
+    pub expect_divergence: bool,
 }
 
 fn one() -> usize {
@@ -223,7 +230,7 @@ impl ExperimentSpec {
             path: path.into(),
             source,
         })?;
-        Self::from_toml(&text, &path.display().to_string())
+        Self::from_toml_at(&text, path)
     }
 
     /// Checks every field that can be checked without the data.
@@ -563,9 +570,10 @@ pub fn prepare_trial(
     let classes = first.train.target().num_classes();
     let model = spec.model.build(features, classes)?;
     for (i, s) in silos.iter().enumerate() {
+        // The model does not fit the data: a config error like any other wrong model kind.
         model
             .check_data(&s.train)
-            .map_err(|e| crate::Error::data(format!("silo {i}"), e.to_string()))?;
+            .map_err(|e| crate::Error::config("model.kind", format!("silo {i}: {e}")))?;
         if s.train.is_empty() {
             return Err(crate::Error::data(
                 format!("silo {i}"),
@@ -1001,25 +1009,3 @@ pub fn run_caveats(spec: &ExperimentSpec, private: bool) -> Vec<String> {
     c
 }
 
-/// Writes `rounds.csv` and `summary.json` into `dir` (created if needed).
-pub fn write_outputs(out: &RunOutput, dir: &std::path::Path) -> crate::Result<()> {
-    let io = |path: &std::path::Path| {
-        let p = path.to_path_buf();
-        move |source| crate::Error::Io { path: p, source }
-    };
-    std::fs::create_dir_all(dir).map_err(io(dir))?;
-    let mut csv = String::from("trial,round,algorithm,train_loss,test_metric\n");
-    for r in &out.rounds {
-        csv.push_str(&format!(
-            "{},{},\"{}\",{},{}\n",
-            r.trial, r.round, r.algorithm, r.train_loss, r.test_metric
-        ));
-    }
-    let p = dir.join("rounds.csv");
-    std::fs::write(&p, csv).map_err(io(&p))?;
-    let p = dir.join("summary.json");
-    let json = serde_json::to_string_pretty(&out.summary)
-        .map_err(|e| crate::Error::data("summary.json", e.to_string()))?;
-    std::fs::write(&p, json + "\n").map_err(io(&p))?;
-    Ok(())
-}

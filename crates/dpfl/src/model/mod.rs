@@ -361,6 +361,11 @@ impl ModelSpec {
         features: usize,
         classes: Option<usize>,
     ) -> crate::Result<std::sync::Arc<dyn Model>> {
+        let per_feature = match self {
+            ModelSpec::Softmax => classes.unwrap_or(1),
+            _ => 1,
+        };
+        crate::data::limits::check_params("model", features.checked_mul(per_feature))?;
         Ok(match self {
             ModelSpec::Logistic { logit_clip } => {
                 if classes.is_some_and(|c| c != 2) {

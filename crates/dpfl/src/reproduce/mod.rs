@@ -35,8 +35,12 @@
 //! coordinates (trial, panel, ε, algorithm, grid point, repetition), so results are
 //! bit-for-bit the same for a seed whatever the number of threads.
 
+pub mod checkpoint;
 pub mod newton;
+mod output;
 pub mod plot;
+
+pub use output::write_outputs;
 
 use std::path::Path;
 
@@ -221,6 +225,11 @@ pub struct ReproSpec {
     pub algorithms: Vec<GridAlgorithm>,
     #[serde(default)]
     pub quick: QuickSpec,
+    /// A summary value that is not finite (every grid point of an algorithm diverged) is an
+    /// error (exit code 1) unless this is set. Single diverging grid points are expected and
+    /// rank last in the selection.
+    #[serde(default)]
+    pub expect_divergence: bool,
 }
 
 impl ReproSpec {
@@ -382,6 +391,8 @@ impl ReproSpec {
             projection: self.base.projection,
             clip,
             algorithms: Vec::new(),
+            // A grid point that diverges ranks last in the selection (module docs).
+            expect_divergence: true,
         }
     }
 }
@@ -686,11 +697,21 @@ pub fn run(
     data_dir: Option<&Path>,
     progress: &(dyn Fn(usize, usize) + Sync),
 ) -> crate::Result<ReproOutput> {
+    run_checkpointed(spec, data_dir, progress, None)
+}
+
+/// [`run`], recording finished runs in (and skipping those already in) `checkpoint`.
+pub fn run_checkpointed(
+    spec: &ReproSpec,
+    data_dir: Option<&Path>,
+    progress: &(dyn Fn(usize, usize) + Sync),
+    checkpoint: Option<&checkpoint::Checkpoint>,
+) -> crate::Result<ReproOutput> {
     spec.validate()?;
     let start = std::time::Instant::now();
     let data = prepare(spec, data_dir)?;
     let all = jobs(spec);
-    let results = run_grid(spec, &data, &all, progress)?;
+    let results = checkpoint::run_grid(spec, &data, &all, progress, checkpoint)?;
     let mut rows = Vec::new();
     for (p, panel) in spec.panels.iter().enumerate() {
         let n_silos = data[p][0].data.silos.len();
@@ -809,39 +830,6 @@ fn select(
         Some(&((step, _), _, m, c)) => (m / c as f64, f64::from_bits(step)),
         None => (f64::NAN, f64::NAN),
     }
-}
-
-/// Writes `summary.csv`, and per figure `fig<F>.svg` and `fig<F>.png`, into `dir`.
-pub fn write_outputs(
-    spec: &ReproSpec,
-    out: &ReproOutput,
-    dir: &Path,
-) -> crate::Result<Vec<std::path::PathBuf>> {
-    let io = |path: &Path| {
-        let p = path.to_path_buf();
-        move |source| crate::Error::Io { path: p, source }
-    };
-    std::fs::create_dir_all(dir).map_err(io(dir))?;
-    let mut csv = String::from("figure,algorithm,M,epsilon,metric,mean,ci_low,ci_high,trials\n");
-    for r in &out.rows {
-        csv.push_str(&format!(
-            "{},{},{},{},{},{},{},{},{}\n",
-            r.figure,
-            r.algorithm,
-            r.m,
-            r.epsilon.map_or(String::new(), |e| e.to_string()),
-            r.metric,
-            r.mean,
-            r.ci_low,
-            r.ci_high,
-            r.trials
-        ));
-    }
-    let p = dir.join("summary.csv");
-    std::fs::write(&p, csv).map_err(io(&p))?;
-    let mut written = vec![p];
-    written.extend(plot::plot_figures(spec, &out.rows, dir)?);
-    Ok(written)
 }
 
 #[cfg(test)]

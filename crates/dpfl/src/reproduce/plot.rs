@@ -76,18 +76,30 @@ pub fn plot_figures(
             }
         }
         let size = (PANEL_WIDTH * panels.len() as u32, FIGURE_HEIGHT);
+        // Each figure is drawn into a temporary file and renamed into place (never a
+        // truncated plot after a crash or a full disk).
         let svg = dir.join(format!("fig{f}.svg"));
+        let mut text = String::new();
         {
-            let root = SVGBackend::new(&svg, size).into_drawing_area();
+            let root = SVGBackend::with_string(&mut text, size).into_drawing_area();
             draw(&root, spec, f, &panels)?;
             root.present().map_err(plot_err)?;
         }
+        crate::output::atomic_write(&svg, text.as_bytes())?;
         let png = dir.join(format!("fig{f}.png"));
-        {
-            let root = BitMapBackend::new(&png, size).into_drawing_area();
-            draw(&root, spec, f, &panels)?;
-            root.present().map_err(plot_err)?;
-        }
+        crate::output::replace_with(&png, |tmp| {
+            // The bitmap backend picks the encoder from the extension: keep `.png` last.
+            let tmp_png = tmp.with_extension("png");
+            {
+                let root = BitMapBackend::new(&tmp_png, size).into_drawing_area();
+                draw(&root, spec, f, &panels)?;
+                root.present().map_err(plot_err)?;
+            }
+            std::fs::rename(&tmp_png, tmp).map_err(|source| crate::Error::Io {
+                path: png.clone(),
+                source,
+            })
+        })?;
         written.push(svg);
         written.push(png);
     }

@@ -1,0 +1,127 @@
+//! Progress of long commands. On a terminal: an indicatif bar (with a spinner that moves while
+//! data load or a PCA is fitted). Off a terminal (a logged or piped run): one plain line on
+//! standard error every `DPFL_PROGRESS_SECS` seconds (default 10), so a long run is never
+//! silent; nothing for runs shorter than that.
+
+use std::io::IsTerminal;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+/// The interval of progress lines off a terminal.
+fn interval() -> Duration {
+    std::env::var("DPFL_PROGRESS_SECS")
+        .ok()
+        .and_then(|s| s.parse::<f64>().ok())
+        .filter(|s| s.is_finite() && *s > 0.0)
+        .map_or(Duration::from_secs(10), Duration::from_secs_f64)
+}
+
+pub struct Progress {
+    bar: ProgressBar,
+    stop: Arc<AtomicBool>,
+    ticker: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Progress {
+    /// A progress display of `total` steps counted in `unit`, drawn with `template` on a
+    /// terminal; nothing at all when `quiet`.
+    pub fn new(total: u64, quiet: bool, template: &str, unit: &'static str) -> Self {
+        let stop = Arc::new(AtomicBool::new(false));
+        if quiet {
+            return Progress {
+                bar: ProgressBar::hidden(),
+                stop,
+                ticker: None,
+            };
+        }
+        if std::io::stderr().is_terminal() {
+            let bar = ProgressBar::new(total);
+            bar.set_style(
+                ProgressStyle::with_template(template)
+                    .unwrap_or_else(|_| ProgressStyle::default_bar())
+                    .progress_chars("=> "),
+            );
+            bar.enable_steady_tick(Duration::from_millis(200));
+            return Progress {
+                bar,
+                stop,
+                ticker: None,
+            };
+        }
+        // Off a terminal the bar only keeps the state; a thread prints it at a steady pace.
+        let bar = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::hidden());
+        let (b, s) = (bar.clone(), stop.clone());
+        let every = interval();
+        let ticker = std::thread::spawn(move || {
+            let step = Duration::from_millis(50).min(every);
+            let mut waited = Duration::ZERO;
+            while !s.load(Ordering::Relaxed) {
+                std::thread::sleep(step);
+                waited += step;
+                if waited >= every {
+                    waited = Duration::ZERO;
+                    let msg = b.message();
+                    let secs = b.elapsed().as_secs_f64();
+                    match b.length().unwrap_or(0) {
+                        // A computation without steps (a calibration search): time only.
+                        0 => eprintln!("progress: {msg} ({secs:.0} s)"),
+                        len => {
+                            let msg = if msg.is_empty() {
+                                String::new()
+                            } else {
+                                format!("{msg}: ")
+                            };
+                            eprintln!("progress: {msg}{}/{len} {unit} ({secs:.0} s)", b.position());
+                        }
+                    }
+                }
+            }
+        });
+        Progress {
+            bar,
+            stop,
+            ticker: Some(ticker),
+        }
+    }
+
+    pub fn set_message(&self, msg: impl Into<String>) {
+        self.bar.set_message(msg.into());
+    }
+
+    pub fn set_position(&self, pos: u64) {
+        self.bar.set_position(pos);
+    }
+
+    /// Clears the bar or stops the progress lines.
+    pub fn finish(mut self) {
+        self.stop_now();
+    }
+
+    fn stop_now(&mut self) {
+        self.bar.finish_and_clear();
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.ticker.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for Progress {
+    fn drop(&mut self) {
+        self.stop_now();
+    }
+}
+
+/// What the progress display says while a data set is loaded and prepared.
+pub fn loading_message(data: &dpfl::experiment::DataSpec) -> &'static str {
+    use dpfl::experiment::datasource::Source;
+    match data.source {
+        Source::Mnist { pca: Some(_) } | Source::FashionMnist { pca: Some(_) } => {
+            "loading data, fitting PCA"
+        }
+        _ => "loading data",
+    }
+}
