@@ -13,11 +13,28 @@ Cases (noise multiplier 0.5-10, rate 1e-3-1, steps 1-1e5, delta 1e-3-1e-9):
                  value_discretization_interval 1e-4, both the pessimistic (upper) and the
                  optimistic (lower) estimate: the truth lies between them, so their gap is
                  dp-accounting's discretisation error.
+  * pld-gaussian: a Gaussian composed T times without sampling (issue 11: z = 0.8,
+                 T = 3000 once printed 5e-324), both estimates as above, and the exact ε
+                 (one Gaussian of μ = √T/z, mpmath at 50 digits): at z = 0.8, T = 3000 both
+                 of dp-accounting's estimates lie above the truth.
+  * pld-discrete-laplace / pld-discrete-gaussian: DiscreteLaplacePrivacyLoss /
+                 DiscreteGaussianPrivacyLoss at sensitivity 1, connect-the-dots (pessimistic)
+                 and privacy buckets (optimistic) at interval 1e-4.
+  * exact-discrete-laplace: no dp-accounting; the exact ε of T discrete Laplace releases
+                 at sensitivity 1 (the loss is ±a, so T of them sum to a(2K − T) with
+                 K ~ Binomial(T, 1/(1 + e^{−a}))), by bisection on δ(ε) in log space; this
+                 covers parameters far below dp-accounting's grid (issue 11: a = 1e-6,
+                 T = 1e6).
 The Rust test (crates/dpfl-privacy/tests/golden.rs) reads only the JSON.
 """
 import json
+import math
 import sys
 import time
+
+import mpmath
+import numpy as np
+from scipy import special, stats
 
 import dp_accounting
 from dp_accounting import dp_event
@@ -79,6 +96,90 @@ PLD_POISSON = [
     (5.0, 0.2, 1000, 1e-6),
 ]
 
+PLD_GAUSSIAN = [
+    # (noise multiplier, steps, delta)
+    (0.8, 3000, 1e-5),
+    (2.0, 10, 1e-5),
+    (1.0, 1000, 1e-6),
+    (0.3, 100, 1e-5),
+]
+
+PLD_POISSON_LONG = [
+    # z down to 0.3 and T up to 1e5 (property tests; issue 11 item 1).
+    (0.3, 1e-4, 100000, 1e-5),
+    (0.5, 0.01, 100000, 1e-5),
+    (0.3, 0.001, 10000, 1e-6),
+]
+
+PLD_DISCRETE_LAPLACE = [
+    # (parameter a = 1/noise multiplier, steps, delta)
+    (1.0, 1, 1e-5),
+    (0.5, 100, 1e-5),
+    (0.1, 1000, 1e-6),
+]
+
+PLD_DISCRETE_GAUSSIAN = [
+    # (sigma, steps, delta)
+    (1.0, 1, 1e-5),
+    (2.0, 100, 1e-5),
+    (5.0, 1000, 1e-6),
+    (0.5, 10, 1e-3),
+]
+
+EXACT_DISCRETE_LAPLACE = [
+    # (parameter, steps, delta)
+    (1e-6, 1000000, 1e-5),
+    (0.01, 10000, 1e-6),
+    (1.0, 20, 1e-5),
+]
+
+
+def exact_dlap_eps(a, t, delta):
+    """Smallest eps with delta(eps) <= delta for t releases of loss +-a (prob p, 1 - p)."""
+    p = 1.0 / (1.0 + math.exp(-a))
+    k = np.arange(t + 1)
+    logpmf = stats.binom.logpmf(k, t, p)
+    loss = a * (2.0 * k - t)
+
+    def d(eps):
+        m = loss > eps
+        if not m.any():
+            return 0.0
+        # sum p (1 - e^{eps - l}) in log space per term.
+        terms = logpmf[m] + np.log(-np.expm1(eps - loss[m]))
+        return float(np.exp(special.logsumexp(terms)))
+
+    lo, hi = 0.0, a * t
+    if d(0.0) <= delta:
+        return 0.0
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        if d(mid) <= delta:
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+def exact_gaussian_eps(z, steps, delta):
+    """The truth for T Gaussians: one Gaussian of mu = sqrt(T)/z (Dong, Roth & Su 2019),
+    delta(eps) = Phi(mu/2 - eps/mu) - e^eps Phi(-mu/2 - eps/mu) solved at 50 digits."""
+    mpmath.mp.dps = 50
+    mu = mpmath.sqrt(steps) / mpmath.mpf(z)
+
+    def d(e):
+        return (mpmath.ncdf(mu / 2 - e / mu) - mpmath.exp(e) * mpmath.ncdf(-mu / 2 - e / mu)
+                - mpmath.mpf(delta))
+
+    lo, hi = mpmath.mpf(0), mu * mu + 20 * mu + 10
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        if d(mid) <= 0:
+            hi = mid
+        else:
+            lo = mid
+    return float(hi)
+
 
 def rdp_eps(event, delta, rel):
     acc = rdplib.RdpAccountant(neighboring_relation=rel)
@@ -101,6 +202,17 @@ def pld_eps(z, q, steps, delta, pessimistic):
     return pld.get_epsilon_for_delta(delta)
 
 
+def discrete_eps(kind, x, steps, delta, pessimistic):
+    make = (pldlib.from_discrete_laplace_mechanism if kind == "laplace"
+            else pldlib.from_discrete_gaussian_mechanism)
+    # Connect-the-dots is pessimistic only; the optimistic estimate uses privacy buckets.
+    pld = make(x, sensitivity=1, pessimistic_estimate=pessimistic,
+               value_discretization_interval=1e-4, use_connect_dots=pessimistic)
+    if steps > 1:
+        pld = pld.self_compose(steps)
+    return pld.get_epsilon_for_delta(delta)
+
+
 def main():
     cases = []
     for z, q, t, d in RDP_POISSON:
@@ -113,13 +225,37 @@ def main():
             dp_event.SampledWithoutReplacementDpEvent(n, m, dp_event.GaussianDpEvent(z)), t)
         cases.append(dict(kind="rdp-wor", noise_multiplier=z, size=m, population=n, steps=t,
                           delta=d, epsilon=rdp_eps(ev, d, NR.REPLACE_ONE)))
-    for z, q, t, d in PLD_POISSON:
+    for z, q, t, d in PLD_POISSON + PLD_POISSON_LONG:
         t0 = time.time()
         hi = pld_eps(z, q, t, d, True)
         lo = pld_eps(z, q, t, d, False)
         print(f"pld z={z} q={q} T={t}: {lo} .. {hi} ({time.time() - t0:.1f}s)", file=sys.stderr)
         cases.append(dict(kind="pld-poisson", noise_multiplier=z, rate=q, steps=t, delta=d,
                           epsilon=hi, epsilon_optimistic=lo))
+    for z, t, d in PLD_GAUSSIAN:
+        t0 = time.time()
+        hi = pld_eps(z, 1.0, t, d, True)
+        lo = pld_eps(z, 1.0, t, d, False)
+        print(f"pld gaussian z={z} T={t}: {lo} .. {hi} ({time.time() - t0:.1f}s)",
+              file=sys.stderr)
+        cases.append(dict(kind="pld-gaussian", noise_multiplier=z, steps=t, delta=d,
+                          epsilon=hi, epsilon_optimistic=lo,
+                          epsilon_exact=exact_gaussian_eps(z, t, d)))
+    for kind, table in (("laplace", PLD_DISCRETE_LAPLACE),
+                        ("gaussian", PLD_DISCRETE_GAUSSIAN)):
+        for x, t, d in table:
+            hi = discrete_eps(kind, x, t, d, True)
+            lo = discrete_eps(kind, x, t, d, False)
+            print(f"pld discrete {kind} {x} T={t}: {lo} .. {hi}", file=sys.stderr)
+            # The event's noise multiplier: 1/a for the discrete Laplace, sigma otherwise.
+            z = 1.0 / x if kind == "laplace" else x
+            cases.append(dict(kind=f"pld-discrete-{kind}", noise_multiplier=z, steps=t,
+                              delta=d, epsilon=hi, epsilon_optimistic=lo))
+    for a, t, d in EXACT_DISCRETE_LAPLACE:
+        e = exact_dlap_eps(a, t, d)
+        print(f"exact discrete laplace a={a} T={t}: {e}", file=sys.stderr)
+        cases.append(dict(kind="exact-discrete-laplace", noise_multiplier=1.0 / a, steps=t,
+                          delta=d, epsilon=e))
     json.dump(dict(generator="scripts/golden_dp_accounting.py",
                    dp_accounting_version="0.6.0", cases=cases), sys.stdout, indent=1)
     print()

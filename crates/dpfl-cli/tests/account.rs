@@ -80,6 +80,56 @@ fn account_pld_and_advanced() {
     assert!(v["epsilon"].as_f64().unwrap() > pld, "{v}");
 }
 
+/// Issue 11 item 1: past losses of ln(f64::MAX) the PLD accountant used to print 5e-324.
+#[test]
+fn account_pld_beyond_float_range_is_not_zero() {
+    let v = json(&dpfl(&[
+        "account",
+        "--noise-multiplier",
+        "0.8",
+        "--sampling",
+        "none",
+        "--steps",
+        "3000",
+        "--delta",
+        "1e-5",
+        "--accountant",
+        "pld",
+    ]));
+    // The truth (one Gaussian of μ = √3000/0.8, solved at 50 digits) is 2634.7770827180;
+    // dp-accounting 0.6.0's PLD gives 2635.748 (golden file).
+    let e = v["epsilon"].as_f64().unwrap();
+    assert!((2_634.777_082_718..2_634.78).contains(&e), "{v}");
+}
+
+/// Issue 11 item 1: `calibrate --accountant pld` returned z = 0.137 where RDP needs 221.6.
+#[test]
+fn calibrate_pld_agrees_with_rdp() {
+    let run = |acc: &str| {
+        json(&dpfl(&[
+            "calibrate",
+            "--epsilon",
+            "1",
+            "--delta",
+            "1e-5",
+            "--steps",
+            "3000",
+            "--accountant",
+            acc,
+        ]))
+    };
+    let pld = run("pld");
+    let rdp = run("rdp");
+    let (zp, zr) = (
+        pld["noise_multiplier"].as_f64().unwrap(),
+        rdp["noise_multiplier"].as_f64().unwrap(),
+    );
+    assert!((zr - 221.6).abs() < 0.1, "{rdp}");
+    // One Gaussian of z/√3000: the analytic Gaussian needs z/√3000 = 3.7305 at (1, 1e-5).
+    assert!(zp > 0.9 * zr && zp <= zr, "pld {zp} vs rdp {zr}");
+    assert!(pld["epsilon_achieved"].as_f64().unwrap() <= 1.0, "{pld}");
+}
+
 #[test]
 fn account_with_replacement_needs_a_dataset_size() {
     let base = [

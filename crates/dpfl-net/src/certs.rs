@@ -46,7 +46,7 @@ pub fn init_ca(dir: &Path, force: bool) -> Result<()> {
     let key = KeyPair::generate().map_err(cert_err)?;
     let cert = params.self_signed(&key).map_err(cert_err)?;
     write_new(&dir.join("ca.pem"), &cert.pem(), force)?;
-    write_new(&dir.join("ca.key"), &key.serialize_pem(), force)?;
+    crate::keys::write_private(&dir.join("ca.key"), key.serialize_pem().as_bytes(), force)?;
     Ok(())
 }
 
@@ -72,10 +72,13 @@ pub fn check_name(name: &str) -> Result<()> {
 /// to `localhost` and `127.0.0.1`.
 pub fn issue(ca_dir: &Path, dir: &Path, name: &str, sans: &[String], force: bool) -> Result<()> {
     check_name(name)?;
-    let read = |p: &Path| std::fs::read_to_string(p).map_err(NetError::io(p));
-    let ca_pem = read(&ca_dir.join("ca.pem"))?;
-    let ca_key = KeyPair::from_pem(&read(&ca_dir.join("ca.key"))?)
-        .map_err(|e| NetError::file(ca_dir.join("ca.key"), e))?;
+    let ca_pem_path = ca_dir.join("ca.pem");
+    let ca_key_path = ca_dir.join("ca.key");
+    let ca_pem = std::fs::read_to_string(&ca_pem_path).map_err(NetError::io(&ca_pem_path))?;
+    let ca_key_pem = String::from_utf8(crate::keys::read_private(&ca_key_path)?)
+        .map_err(|e| NetError::file(&ca_key_path, e))?;
+    let ca_key = KeyPair::from_pem(&ca_key_pem).map_err(|e| NetError::file(&ca_key_path, e))?;
+    check_key_matches(&ca_pem_path, &ca_pem, &ca_key_path, &ca_key)?;
     let issuer = Issuer::from_ca_cert_pem(&ca_pem, ca_key)
         .map_err(|e| NetError::file(ca_dir.join("ca.pem"), e))?;
     let mut names = vec![
@@ -101,11 +104,32 @@ pub fn issue(ca_dir: &Path, dir: &Path, name: &str, sans: &[String], force: bool
     let cert = params.signed_by(&key, &issuer).map_err(cert_err)?;
     std::fs::create_dir_all(dir).map_err(NetError::io(dir))?;
     write_new(&dir.join(format!("{name}.pem")), &cert.pem(), force)?;
-    write_new(
+    crate::keys::write_private(
         &dir.join(format!("{name}.key")),
-        &key.serialize_pem(),
+        key.serialize_pem().as_bytes(),
         force,
     )?;
+    Ok(())
+}
+
+/// Refuses a CA key that is not the key of the CA certificate: certificates signed with it
+/// would chain to no one's CA (a `ca.pem` and `ca.key` from two different `certs init`).
+fn check_key_matches(pem_path: &Path, pem: &str, key_path: &Path, key: &KeyPair) -> Result<()> {
+    use rcgen::PublicKeyData;
+    let der = rustls_pemfile::certs(&mut pem.as_bytes())
+        .next()
+        .ok_or_else(|| NetError::file(pem_path, "holds no PEM certificate"))?
+        .map_err(|e| NetError::file(pem_path, e))?;
+    let (_, cert) = x509_parser::parse_x509_certificate(der.as_ref())
+        .map_err(|e| NetError::file(pem_path, e))?;
+    if cert.public_key().subject_public_key.data.as_ref() != key.der_bytes() {
+        return Err(NetError::Refused(format!(
+            "{} is not the private key of the CA certificate {}: they come from different \
+             CAs; use the ca.key written together with this ca.pem",
+            key_path.display(),
+            pem_path.display()
+        )));
+    }
     Ok(())
 }
 
@@ -156,5 +180,19 @@ mod tests {
             .expect("one cert")
             .expect("parse");
         assert_eq!(common_name(der.as_ref()).expect("cn"), "silo-3");
+    }
+
+    #[test]
+    fn issuing_with_the_key_of_another_ca_is_refused() {
+        let a = tempfile::tempdir().expect("tmp");
+        let b = tempfile::tempdir().expect("tmp");
+        init_ca(a.path(), false).expect("ca a");
+        init_ca(b.path(), false).expect("ca b");
+        std::fs::copy(b.path().join("ca.key"), a.path().join("ca.key")).expect("mix");
+        let msg = issue(a.path(), a.path(), "server", &[], false)
+            .expect_err("mismatched pair")
+            .to_string();
+        assert!(msg.contains("ca.key") && msg.contains("different"), "{msg}");
+        assert!(!a.path().join("server.pem").exists());
     }
 }

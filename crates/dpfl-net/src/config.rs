@@ -92,6 +92,10 @@ pub struct ServerSection {
     /// How long round 0 waits for all silos to register before starting with fewer.
     #[serde(default = "start_timeout")]
     pub start_timeout_ms: u64,
+    /// Round 0 starts only once this many silos have registered; fewer by the start timeout
+    /// is an error. Default: every silo of `public.records`.
+    #[serde(default)]
+    pub min_silos: Option<usize>,
     /// A selected silo silent for this long is not waited for.
     #[serde(default = "heartbeat_timeout")]
     pub heartbeat_timeout_ms: u64,
@@ -224,11 +228,45 @@ impl Federation {
                 "must be at least 1",
             ));
         }
+        if p.features == 0 {
+            return Err(NetError::config("public.features", "must be at least 1"));
+        }
+        if let Some(c) = p.classes.filter(|&c| c < 2) {
+            return Err(NetError::config(
+                "public.classes",
+                format!("must be at least 2, got {c}"),
+            ));
+        }
+        if let Some(m) = self.config.server.min_silos
+            && (m == 0 || m > p.records.len())
+        {
+            return Err(NetError::config(
+                "server.min_silos",
+                format!(
+                    "must be between 1 and the {} silos of public.records, got {m}",
+                    p.records.len()
+                ),
+            ));
+        }
         if !(p.lipschitz.is_finite() && p.lipschitz > 0.0) {
             return Err(NetError::config(
                 "public.lipschitz",
                 format!("must be finite and > 0, got {}", p.lipschitz),
             ));
+        }
+        if let Some(sh) = &self.config.shuffler {
+            let server = &self.config.server;
+            let same_file = sh.address_file.is_some() && sh.address_file == server.address_file;
+            if same_file || (sh.address == server.address && !sh.address.ends_with(":0")) {
+                return Err(NetError::config(
+                    "shuffler.address",
+                    format!(
+                        "{} is also the server's address{}: the shuffler would talk to itself",
+                        sh.address,
+                        if same_file { " file" } else { "" }
+                    ),
+                ));
+            }
         }
         if self.config.server.round_deadline_ms == 0 {
             return Err(NetError::config("server.round_deadline_ms", "must be > 0"));
@@ -307,4 +345,196 @@ fn address(f: &Federation, configured: &str, file: Option<&Path>) -> Result<Opti
         }
         None => Ok(Some(configured.to_string())),
     }
+}
+
+/// A silo's own privacy budget (`dpfl silo --budget FILE`), kept by the silo's operator and
+/// never read from the federation file: under ISRL-DP the silo is the only party its people
+/// trust, so neither its (ε_i, δ_i) nor whether it enforces them may come from the
+/// coordinator (issue 11, item 5). A plan (the federation's algorithm, calibration and
+/// rounds) that would spend more is refused before the silo reads its data
+/// ([`check_plan`]), and with `enforce` each round is charged to a ledger with this budget.
+///
+/// ```toml
+/// epsilon = 1.0
+/// delta = 1e-5
+/// neighbouring = "replace-one"   # or "add-remove"
+/// enforce = true                 # the default
+/// ```
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LocalBudget {
+    /// ε_i; required when `enforce`.
+    #[serde(default)]
+    pub epsilon: Option<f64>,
+    /// δ_i; required when `enforce`.
+    #[serde(default)]
+    pub delta: Option<f64>,
+    #[serde(default = "replace_one")]
+    pub neighbouring: dpfl_privacy::Neighbouring,
+    #[serde(default = "yes")]
+    pub enforce: bool,
+}
+
+fn replace_one() -> dpfl_privacy::Neighbouring {
+    dpfl_privacy::Neighbouring::ReplaceOne
+}
+fn yes() -> bool {
+    true
+}
+
+impl LocalBudget {
+    /// Reads and checks a budget file (epsilon and delta valid when `enforce`).
+    pub fn load(path: &Path) -> Result<Self> {
+        let text = std::fs::read_to_string(path).map_err(NetError::io(path))?;
+        let b: LocalBudget = toml::from_str(&text)
+            .map_err(|e| NetError::config(path.display().to_string(), e.message().to_string()))?;
+        b.budget()
+            .map_err(|e| NetError::config(path.display().to_string(), e.to_string()))?;
+        Ok(b)
+    }
+
+    /// The budget to enforce, or `None` when enforcement is off.
+    pub fn budget(&self) -> Result<Option<dpfl_privacy::ledger::Budget>> {
+        if !self.enforce {
+            return Ok(None);
+        }
+        let (Some(eps), Some(delta)) = (self.epsilon, self.delta) else {
+            return Err(NetError::config(
+                "epsilon/delta",
+                "both are required when enforce = true (the default)",
+            ));
+        };
+        dpfl_privacy::ledger::Budget::new(eps, delta, self.neighbouring)
+            .map(Some)
+            .map_err(|e| NetError::config("epsilon/delta", e.to_string()))
+    }
+
+    /// The file `dpfl federate` writes for a silo it runs itself: the experiment's budget,
+    /// enforced when the experiment says `[privacy] enforce_budget`.
+    pub fn to_toml(&self) -> String {
+        let mut out = String::from(
+            "# This silo's own budget (dpfl silo --budget FILE); the federation file cannot raise it.\n",
+        );
+        if let Some(e) = self.epsilon {
+            out.push_str(&format!("epsilon = {e:?}\n"));
+        }
+        if let Some(d) = self.delta {
+            out.push_str(&format!("delta = {d:?}\n"));
+        }
+        let n = match self.neighbouring {
+            dpfl_privacy::Neighbouring::AddRemove => "add-remove",
+            dpfl_privacy::Neighbouring::ReplaceOne => "replace-one",
+        };
+        out.push_str(&format!(
+            "neighbouring = \"{n}\"\nenforce = {}\n",
+            self.enforce
+        ));
+        out
+    }
+}
+
+/// What a plan spends, as silo `id` would charge it: the events of its R rounds composed by
+/// the RDP accountant (the ledger's) at the local δ_i under the local neighbouring relation.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PlanSpend {
+    pub rounds: usize,
+    pub epsilon: f64,
+}
+
+/// Refuses a federation whose plan would take silo `id` past its local budget, from public
+/// facts only (the halves are built from the federation's public context; no data is read).
+/// Every round counts as answered: the plan is judged by the most it could spend. `None`
+/// when the silo does not enforce a budget.
+pub fn check_plan(fed: &Federation, id: u32, local: &LocalBudget) -> Result<Option<PlanSpend>> {
+    let Some(budget) = local.budget()? else {
+        return Ok(None);
+    };
+    if !fed.algorithm.is_private() {
+        return Err(NetError::Refused(format!(
+            "silo {id}: the federation's algorithm `{}` adds no noise, and this silo enforces \
+             its budget (ε = {}, δ = {}); set enforce = false in its budget file to take part",
+            fed.algorithm.default_label(),
+            budget.epsilon(),
+            budget.delta()
+        )));
+    }
+    let ctx = fed.context()?;
+    let half = fed
+        .algorithm
+        .build(&ctx)?
+        .silos
+        .into_iter()
+        .nth(id as usize)
+        .ok_or_else(|| NetError::config("--id", format!("no half for silo {id}")))?;
+    let events: Vec<dpfl_privacy::PrivacyEvent> = (0..fed.rounds())
+        .filter_map(|r| u32::try_from(r).ok().and_then(|r| half.round_event(r)))
+        .collect();
+    let rounds = events.len();
+    let epsilon = if events.is_empty() {
+        0.0
+    } else {
+        dpfl_privacy::accountant::AccountantKind::Rdp.epsilon(
+            budget.neighbouring(),
+            &dpfl_privacy::PrivacyEvent::Composed(events),
+            dpfl_privacy::Delta::new(budget.delta())?,
+        )?
+    };
+    // NaN (a numerical failure) is refused too: never read as "within budget".
+    if !(epsilon <= budget.epsilon()) {
+        return Err(NetError::Refused(format!(
+            "silo {id}: the federation's plan ({rounds} rounds of `{}`) spends ε = {epsilon:.4} \
+             at δ = {} by the RDP accountant, more than this silo's own budget ε = {}; \
+             refusing before reading any data",
+            fed.algorithm.default_label(),
+            budget.delta(),
+            budget.epsilon()
+        )));
+    }
+    Ok(Some(PlanSpend { rounds, epsilon }))
+}
+
+/// Checks the public facts of the federation file against silo `id`'s own data before any
+/// round: its record count n_i, the feature count, and the target (the number of classes,
+/// or regression). A mismatch is refused with both values named (a class count smaller than
+/// the data's once made every silo panic mid-round while the server reported success).
+pub fn check_data(fed: &Federation, id: u32, data: &dpfl::data::SiloData) -> Result<()> {
+    let p = &fed.config.public;
+    let n = fed.silos();
+    let want = *p.records.get(id as usize).ok_or_else(|| {
+        NetError::config(
+            "--id",
+            format!("silo {id} is not in this federation of {n}"),
+        )
+    })?;
+    let mismatch = |field: &str, theirs: String, ours: String| {
+        NetError::config(
+            format!("public.{field}"),
+            format!("the federation file says {theirs}, silo {id}'s data has {ours}"),
+        )
+    };
+    if data.train.len() != want {
+        return Err(mismatch(
+            &format!("records[{id}]"),
+            want.to_string(),
+            format!("{} training records", data.train.len()),
+        ));
+    }
+    for d in [&data.train, &data.test] {
+        if d.num_features() != p.features {
+            return Err(mismatch(
+                "features",
+                p.features.to_string(),
+                format!("{} features", d.num_features()),
+            ));
+        }
+    }
+    let ours = data.train.target().num_classes();
+    if ours != p.classes {
+        let say = |c: Option<usize>| match c {
+            Some(c) => format!("{c} classes"),
+            None => "a real-valued target (no classes)".to_string(),
+        };
+        return Err(mismatch("classes", say(p.classes), say(ours)));
+    }
+    Ok(())
 }

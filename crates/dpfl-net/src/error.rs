@@ -15,6 +15,16 @@ pub enum NetError {
     },
     #[error("{path}: {reason}")]
     File { path: PathBuf, reason: String },
+    /// Another process holds a state directory's lock.
+    #[error("{path}: {reason}")]
+    Locked { path: PathBuf, reason: String },
+    /// Damaged state, a bad key file or a federation that does not match this process's data:
+    /// the process must not go on.
+    #[error("{0}")]
+    Refused(String),
+    /// No connection within the connect timeout.
+    #[error("{0}")]
+    Timeout(String),
     #[error("TLS: {0}")]
     Tls(String),
     #[error("certificate: {0}")]

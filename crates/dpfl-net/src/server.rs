@@ -138,11 +138,15 @@ pub struct ServerOutcome {
 pub struct Server {
     fed: Federation,
     listener: tokio::net::TcpListener,
+    /// The state directory's lock, taken before the address file is written (a second server
+    /// must not redirect the silos to itself).
+    lock: crate::lock::DirLock,
 }
 
 impl Server {
     /// Binds the listening socket and writes the address file.
     pub async fn bind(fed: Federation) -> Result<Self> {
+        let lock = crate::lock::lock_dir(&fed.server_state_dir(), "server")?;
         let addr = fed.config.server.address.clone();
         let listener = tokio::net::TcpListener::bind(&addr)
             .await
@@ -154,7 +158,11 @@ impl Server {
             crate::store::write_atomic(&fed.path(f), local.to_string().as_bytes())?;
         }
         tracing::info!(%local, "server listening");
-        Ok(Server { fed, listener })
+        Ok(Server {
+            fed,
+            listener,
+            lock,
+        })
     }
 
     pub fn local_addr(&self) -> Result<std::net::SocketAddr> {
@@ -182,7 +190,7 @@ impl Server {
             );
         }
         let state_dir = fed.server_state_dir();
-        std::fs::create_dir_all(&state_dir).map_err(NetError::io(&state_dir))?;
+        let _lock = self.lock;
         let (hpke_sk, hpke_pk) = hpke_keys(&state_dir)?;
 
         let ckpt_path = state_dir.join("checkpoint");
@@ -254,7 +262,17 @@ impl Server {
         let participation = fed.spec.participation.clone();
         let deadline = Duration::from_millis(cfg.round_deadline_ms);
         // Wait for the silos to register (or the start timeout).
-        wait_for_silos(&shared, Duration::from_millis(cfg.start_timeout_ms)).await;
+        let min_silos = cfg.min_silos.unwrap_or(shared.silos);
+        if let Err(e) = wait_for_silos(
+            &shared,
+            min_silos,
+            Duration::from_millis(cfg.start_timeout_ms),
+        )
+        .await
+        {
+            let _ = stop_tx.send(());
+            return Err(e);
+        }
         // The recorded models are computed by the server from the privatised messages alone,
         // as every broadcast is (with `output = "last"` each is the next round's broadcast,
         // which every selected silo receives): by post-processing, recording them discloses
@@ -368,33 +386,47 @@ pub fn read_model(path: &std::path::Path) -> Result<Vec<f64>> {
 
 fn hpke_keys(dir: &std::path::Path) -> Result<(Vec<u8>, Vec<u8>)> {
     let path = dir.join("hpke.key");
-    if let Some(b) = crate::store::read_opt(&path)? {
+    if path.exists() {
+        let b = crate::keys::read_private(&path)?;
         if b.len() != 64 {
             return Err(NetError::file(&path, "expected 64 bytes (private, public)"));
         }
         return Ok((b[..32].to_vec(), b[32..].to_vec()));
     }
     let (sk, pk) = crate::seal::generate_keypair();
-    crate::store::write_atomic(&path, &[sk.as_slice(), pk.as_slice()].concat())?;
+    crate::keys::write_private(&path, &[sk.as_slice(), pk.as_slice()].concat(), false)?;
     Ok((sk, pk))
 }
 
-async fn wait_for_silos(shared: &Shared, timeout: Duration) {
+/// Waits for every silo to open a session, or until the start timeout; then starts if at
+/// least `min` have, and refuses otherwise (a federation of fewer silos than configured is
+/// a misconfiguration, not a training run).
+async fn wait_for_silos(shared: &Shared, min: usize, timeout: Duration) -> Result<()> {
     let end = Instant::now() + timeout;
     let mut rx = shared.changed.subscribe();
     loop {
         let n = shared.inner.lock().await.sessions.len();
         if n >= shared.silos {
-            return;
+            return Ok(());
         }
         let now = Instant::now();
         if now >= end {
+            if n < min {
+                return Err(NetError::Refused(format!(
+                    "only {n} of {} silos connected within server.start_timeout_ms = {} ms, \
+                     fewer than server.min_silos = {min}: not starting round 0 (see the silos' \
+                     logs: a silo that refuses the plan or its data exits at once)",
+                    shared.silos,
+                    timeout.as_millis()
+                )));
+            }
             tracing::warn!(
                 registered = n,
                 silos = shared.silos,
+                min_silos = min,
                 "starting without every silo"
             );
-            return;
+            return Ok(());
         }
         let _ = tokio::time::timeout(end - now, rx.changed()).await;
     }

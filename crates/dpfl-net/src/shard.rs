@@ -1,21 +1,27 @@
 //! A silo's data shard on disk: how `dpfl silo --data PATH` gets its data.
 //!
 //! The format keeps every f64 bit for bit (the network run must equal the simulator's): the
-//! line `DPFLSHARD1`, one line of JSON describing the shape, then little-endian f64s: train
-//! features (row-major), train targets, test features, test targets. `dpfl federate
+//! line `DPFLSHARD2`, one line of JSON describing the shape, then little-endian f64s: train
+//! features (row-major), train targets, test features, test targets, and last the SHA-256 of
+//! everything before it. A shard whose checksum fails is refused, naming the file: flipped
+//! bits in a finite f64 would otherwise train silently on altered data. `dpfl federate
 //! --prepare-only` writes one shard per silo from an experiment's data pipeline (the same
 //! split as `dpfl train`); a real silo writes its own from its records.
 
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
 
 use dpfl::data::{Dataset, SiloData, Target};
 use dpfl::linalg::Matrix;
 
 use crate::error::{NetError, Result};
 
-const MAGIC: &[u8] = b"DPFLSHARD1\n";
+const MAGIC: &[u8] = b"DPFLSHARD2\n";
+/// The format before checksums; refused with a hint.
+const MAGIC_V1: &[u8] = b"DPFLSHARD1\n";
+const SUM: usize = 32;
 
 #[derive(Debug, Serialize, Deserialize)]
 struct Shape {
@@ -46,11 +52,35 @@ pub fn write(path: &Path, data: &SiloData) -> Result<()> {
             out.extend_from_slice(&v.to_le_bytes());
         }
     }
+    let sum = Sha256::digest(&out);
+    out.extend_from_slice(&sum);
     crate::store::write_atomic(path, &out)
 }
 
 pub fn read(path: &Path) -> Result<SiloData> {
     let bytes = std::fs::read(path).map_err(NetError::io(path))?;
+    if bytes.starts_with(MAGIC_V1) {
+        return Err(NetError::file(
+            path,
+            "a shard of the old format without a checksum: write it again (dpfl federate \
+             --prepare-only)",
+        ));
+    }
+    if !bytes.starts_with(MAGIC) {
+        return Err(NetError::file(path, "not a dpfl shard (bad magic)"));
+    }
+    let split = bytes
+        .len()
+        .checked_sub(SUM)
+        .filter(|&n| n >= MAGIC.len())
+        .ok_or_else(|| NetError::file(path, "truncated shard (no checksum)"))?;
+    let (bytes, sum) = bytes.split_at(split);
+    if Sha256::digest(bytes).as_slice() != sum {
+        return Err(NetError::file(
+            path,
+            "checksum mismatch: the shard is damaged or was altered",
+        ));
+    }
     let rest = bytes
         .strip_prefix(MAGIC)
         .ok_or_else(|| NetError::file(path, "not a dpfl shard (bad magic)"))?;
@@ -95,4 +125,52 @@ pub fn read(path: &Path) -> Result<SiloData> {
     let train = take(shape.train_rows)?;
     let test = take(shape.test_rows)?;
     Ok(SiloData { train, test })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shard() -> SiloData {
+        let d = |rows: usize| {
+            let x = Matrix::from_vec(rows, 2, (0..rows * 2).map(|i| i as f64 * 0.5).collect())
+                .expect("shape");
+            let y = (0..rows).map(|i| (i % 2) as f64).collect();
+            let target = Target::Classes {
+                names: vec!["a".into(), "b".into()],
+            };
+            Dataset::new(x, y, target, vec!["f0".into(), "f1".into()]).expect("dataset")
+        };
+        SiloData {
+            train: d(4),
+            test: d(2),
+        }
+    }
+
+    #[test]
+    fn a_shard_round_trips_and_any_flipped_bit_is_refused() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let p = dir.path().join("silo-0.shard");
+        write(&p, &shard()).expect("write");
+        let back = read(&p).expect("read");
+        assert_eq!(back.train, shard().train);
+        assert_eq!(back.test, shard().test);
+        let good = std::fs::read(&p).expect("bytes");
+        // A flipped low mantissa bit keeps the value finite: only the checksum can tell.
+        for at in [good.len() - SUM - 3, MAGIC.len() + 2, good.len() - 1] {
+            let mut bad = good.clone();
+            bad[at] ^= 1;
+            std::fs::write(&p, &bad).expect("corrupt");
+            let msg = read(&p).expect_err("corrupt shard").to_string();
+            assert!(msg.contains("silo-0.shard"), "{msg}");
+            assert!(msg.contains("checksum mismatch"), "{msg}");
+        }
+        std::fs::write(&p, &good[..20]).expect("truncate");
+        assert!(read(&p).is_err());
+        let mut v1 = MAGIC_V1.to_vec();
+        v1.extend_from_slice(&good[MAGIC.len()..]);
+        std::fs::write(&p, &v1).expect("v1");
+        let msg = read(&p).expect_err("v1").to_string();
+        assert!(msg.contains("old format"), "{msg}");
+    }
 }

@@ -41,6 +41,10 @@ struct Shared {
 pub struct ShufflerProcess {
     fed: Federation,
     listener: tokio::net::TcpListener,
+    /// With an address file, a lock beside it: a second shuffler must not overwrite it. (A
+    /// fixed address without one excludes a second shuffler by the bind itself.)
+    _lock: Option<crate::lock::DirLock>,
+    connect_timeout: Duration,
 }
 
 impl ShufflerProcess {
@@ -48,6 +52,18 @@ impl ShufflerProcess {
         let section = fed.config.shuffler.clone().ok_or_else(|| {
             NetError::config("shuffler", "the federation has no [shuffler] section")
         })?;
+        let lock = match &section.address_file {
+            Some(f) => {
+                let mut p = fed.path(f).into_os_string();
+                p.push(".lock");
+                let p = std::path::PathBuf::from(p);
+                if let Some(dir) = p.parent() {
+                    std::fs::create_dir_all(dir).map_err(NetError::io(dir))?;
+                }
+                Some(crate::lock::lock_file(&p, "shuffler")?)
+            }
+            None => None,
+        };
         let listener = tokio::net::TcpListener::bind(&section.address)
             .await
             .map_err(|e| {
@@ -60,12 +76,26 @@ impl ShufflerProcess {
             crate::store::write_atomic(&fed.path(f), local.to_string().as_bytes())?;
         }
         tracing::info!(%local, "shuffler listening");
-        Ok(ShufflerProcess { fed, listener })
+        Ok(ShufflerProcess {
+            fed,
+            listener,
+            _lock: lock,
+            connect_timeout: crate::retry::DEFAULT_CONNECT_TIMEOUT,
+        })
+    }
+
+    /// How long [`ShufflerProcess::run`] tries to reach the server before failing.
+    pub fn set_connect_timeout(&mut self, timeout: Duration) {
+        self.connect_timeout = timeout;
     }
 
     /// Runs until the server says training is over. Returns the number of batches forwarded.
     pub async fn run(self) -> Result<usize> {
         let fed = self.fed;
+        let local = self
+            .listener
+            .local_addr()
+            .map_err(|e| NetError::Transport(e.to_string()))?;
         let dim = fed.context()?.federation.dim;
         let (changed, _) = watch::channel(0u64);
         let shared = Arc::new(Shared {
@@ -93,24 +123,36 @@ impl ShufflerProcess {
         let mut rng = DpRng::from_os()?;
         let mut batches = 0;
         let mut last: (u64, i64) = (0, -1);
-        let mut backoff = Duration::from_millis(100);
+        let server_name = fed.config.server.server_name.clone();
+        let mut retry = crate::retry::Retry::new("shuffler", "the server", self.connect_timeout);
         'connect: loop {
             let Some(addr) = fed.server_address()? else {
-                tokio::time::sleep(backoff).await;
+                retry
+                    .failed(&fed.config.server.address, "no address file yet")
+                    .await?;
                 continue;
             };
+            if addr == local.to_string() {
+                return Err(NetError::config(
+                    "server.address",
+                    format!("{addr} is this shuffler's own address: it would talk to itself"),
+                ));
+            }
             let ep = crate::tls::client_endpoint(
                 &addr,
                 &fed.tls_dir(),
                 "shuffler",
                 &fed.config.server.server_name,
             )?;
-            let Ok(channel) = ep.connect().await else {
-                tokio::time::sleep(backoff).await;
-                backoff = (backoff * 2).min(Duration::from_secs(2));
-                continue;
+            let channel = match ep.connect().await {
+                Ok(c) => c,
+                Err(e) => {
+                    retry
+                        .failed(&addr, &crate::retry::reason(&e, &server_name))
+                        .await?;
+                    continue;
+                }
             };
-            backoff = Duration::from_millis(100);
             let mut client =
                 FederationClient::new(channel).max_encoding_message_size(2 * codec::CHUNK_BYTES);
             loop {
@@ -122,13 +164,17 @@ impl ShufflerProcess {
                     })
                     .await
                 {
-                    Ok(t) => t.into_inner(),
+                    Ok(t) => {
+                        retry.connected();
+                        t.into_inner()
+                    }
                     Err(e) if e.code() == tonic::Code::PermissionDenied => {
                         return Err(NetError::Denied(e.message().to_string()));
                     }
                     Err(e) => {
-                        tracing::info!("server unreachable ({e}); reconnecting");
-                        tokio::time::sleep(backoff).await;
+                        retry
+                            .failed(&addr, &crate::retry::reason(&e, &server_name))
+                            .await?;
                         continue 'connect;
                     }
                 };

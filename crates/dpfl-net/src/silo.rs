@@ -62,37 +62,40 @@ pub struct Silo {
     state_path: PathBuf,
     last: Option<(u32, Vec<u8>)>,
     dim: usize,
+    /// Held while this silo lives: no second process on its state directory.
+    _lock: crate::lock::DirLock,
+    /// How long `run` tries to reach the server (or the shuffler) before giving up.
+    connect_timeout: Duration,
 }
 
 impl Silo {
     /// Builds silo `id`'s half exactly as the simulator does and restores its stored state.
+    /// The budget and its enforcement are the experiment's (`[privacy] enforce_budget`): for
+    /// in-process tests. A silo process takes them from its own configuration
+    /// ([`Silo::with_budget`]).
     pub fn new(fed: Federation, id: u32, data: SiloData) -> Result<Self> {
-        let n = fed.silos();
-        let want = *fed.config.public.records.get(id as usize).ok_or_else(|| {
-            NetError::config(
-                "--id",
-                format!("silo {id} is not in this federation of {n}"),
-            )
-        })?;
-        if data.train.len() != want {
-            return Err(NetError::config(
-                "--data",
-                format!(
-                    "silo {id} holds {} training records but public.records[{id}] = {want}",
-                    data.train.len()
-                ),
-            ));
-        }
-        if data.train.num_features() != fed.config.public.features {
-            return Err(NetError::config(
-                "--data",
-                format!(
-                    "{} features but public.features = {}",
-                    data.train.num_features(),
-                    fed.config.public.features
-                ),
-            ));
-        }
+        Self::open(fed, id, data, None)
+    }
+
+    /// [`Silo::new`] with the silo's own budget: with `local.enforce` every round is charged
+    /// to a ledger with (ε_i, δ_i, neighbouring) from `local`, whatever the federation file
+    /// says. Call [`crate::config::check_plan`] before reading the data.
+    pub fn with_budget(
+        fed: Federation,
+        id: u32,
+        data: SiloData,
+        local: &crate::config::LocalBudget,
+    ) -> Result<Self> {
+        Self::open(fed, id, data, Some(local))
+    }
+
+    fn open(
+        fed: Federation,
+        id: u32,
+        data: SiloData,
+        local: Option<&crate::config::LocalBudget>,
+    ) -> Result<Self> {
+        crate::config::check_data(&fed, id, &data)?;
         let ctx = fed.context()?;
         let dim = ctx.federation.dim;
         let built = fed.algorithm.build(&ctx)?;
@@ -101,32 +104,50 @@ impl Silo {
             .into_iter()
             .nth(id as usize)
             .ok_or_else(|| NetError::config("--id", format!("no half for silo {id}")))?;
-        let enforce = fed.spec.privacy.as_ref().is_some_and(|p| p.enforce_budget)
-            && fed.algorithm.is_private();
-        let budget = match ctx.silos.get(id as usize).and_then(|s| s.budget) {
-            Some((eps, delta)) if enforce => {
-                let dir = fed.silo_state_dir(id);
-                std::fs::create_dir_all(&dir).map_err(NetError::io(&dir))?;
-                let path = dir.join("budget-ledger.json");
-                let b = dpfl_privacy::ledger::Budget::new(
-                    eps,
-                    delta,
-                    dpfl_privacy::Neighbouring::ReplaceOne,
-                )
-                .map_err(|e| NetError::config("privacy", e.to_string()))?;
-                Some(
-                    dpfl_privacy::ledger::Ledger::open(
-                        &path,
-                        b,
-                        dpfl_privacy::accountant::AccountantKind::Rdp,
+        let private = fed.algorithm.is_private();
+        let budget = match local {
+            Some(l) => l.budget()?,
+            None => match ctx.silos.get(id as usize).and_then(|s| s.budget) {
+                Some((eps, delta))
+                    if fed.spec.privacy.as_ref().is_some_and(|p| p.enforce_budget) =>
+                {
+                    Some(
+                        dpfl_privacy::ledger::Budget::new(
+                            eps,
+                            delta,
+                            dpfl_privacy::Neighbouring::ReplaceOne,
+                        )
+                        .map_err(|e| NetError::config("privacy", e.to_string()))?,
                     )
-                    .map_err(|e| NetError::file(&path, e))?,
-                )
-            }
-            _ => None,
-        };
+                }
+                _ => None,
+            },
+        }
+        .filter(|_| private);
+        let dir = fed.silo_state_dir(id);
+        // The state directory's lock is taken (in `with_half`) before any ledger is read.
         let mut silo = Self::with_half(fed, id, data, half, dim)?;
-        silo.budget = budget;
+        if let Some(b) = budget {
+            let path = dir.join("budget-ledger.json");
+            let ledger = dpfl_privacy::ledger::Ledger::open(
+                &path,
+                b,
+                dpfl_privacy::accountant::AccountantKind::Rdp,
+            )
+            .map_err(|e| NetError::file(&path, e))?;
+            // Charged before the round ledger: a round the round ledger holds and this one
+            // lacks means this file was deleted or replaced.
+            let held: std::collections::BTreeSet<u64> = ledger.releases().map(|(r, _)| r).collect();
+            if let Some(r) = silo.ledger.rounds().into_iter().find(|r| !held.contains(r)) {
+                return Err(NetError::Refused(format!(
+                    "{}: lacks round {r}, which the round ledger records as charged: the budget \
+                     ledger was deleted or replaced, or enforcement was turned on after rounds \
+                     were answered; restore the state directory",
+                    path.display()
+                )));
+            }
+            silo.budget = Some(ledger);
+        }
         Ok(silo)
     }
 
@@ -139,7 +160,7 @@ impl Silo {
         dim: usize,
     ) -> Result<Self> {
         let dir = fed.silo_state_dir(id);
-        std::fs::create_dir_all(&dir).map_err(NetError::io(&dir))?;
+        let lock = crate::lock::lock_dir(&dir, &format!("silo {id}"))?;
         let ledger = RoundLedger::open(&dir.join(crate::ledger::ROUND_LEDGER), fed.rounds())?;
         let state_path = dir.join("state");
         let (state, stored) = crate::store::Cell::open(&state_path)?;
@@ -155,6 +176,9 @@ impl Silo {
             }
             None => (round::silo_rng(fed.config.seed, id)?, None),
         };
+        check_state_agrees(&ledger, &state_path, last.as_ref().map(|(r, _)| *r), |r| {
+            half.round_event(r).is_some()
+        })?;
         Ok(Silo {
             fed,
             id,
@@ -167,6 +191,8 @@ impl Silo {
             state_path,
             last,
             dim,
+            _lock: lock,
+            connect_timeout: crate::retry::DEFAULT_CONNECT_TIMEOUT,
         })
     }
 
@@ -263,6 +289,12 @@ impl Silo {
         Ok(Some((bytes, false)))
     }
 
+    /// How long [`Silo::run`] tries to reach the server before failing (default
+    /// [`crate::retry::DEFAULT_CONNECT_TIMEOUT`]); also the time a lost server has to return.
+    pub fn set_connect_timeout(&mut self, timeout: Duration) {
+        self.connect_timeout = timeout;
+    }
+
     /// The ledger's charged rounds.
     pub fn charged_rounds(&self) -> Vec<u64> {
         self.ledger.rounds()
@@ -273,10 +305,22 @@ impl Silo {
         let mut report = SiloReport::default();
         let tls_dir = self.fed.tls_dir();
         let name = format!("silo-{}", self.id);
-        let mut backoff = Duration::from_millis(100);
+        let server_name = self.fed.config.server.server_name.clone();
+        let mut retry = crate::retry::Retry::new(
+            format!("silo {}", self.id),
+            "the server",
+            self.connect_timeout,
+        );
         'connect: loop {
             let Some(addr) = self.fed.server_address()? else {
-                tokio::time::sleep(backoff).await;
+                let file = self.fed.config.server.address_file.as_deref();
+                let file = file.map(|f| self.fed.path(f).display().to_string());
+                retry
+                    .failed(
+                        &self.fed.config.server.address,
+                        &format!("no address file {} yet", file.unwrap_or_default()),
+                    )
+                    .await?;
                 continue;
             };
             let endpoint = crate::tls::client_endpoint(
@@ -288,9 +332,9 @@ impl Silo {
             let channel = match endpoint.connect().await {
                 Ok(c) => c,
                 Err(e) => {
-                    tracing::debug!(silo = self.id, "connect to {addr}: {e}");
-                    tokio::time::sleep(backoff).await;
-                    backoff = (backoff * 2).min(Duration::from_secs(2));
+                    retry
+                        .failed(&addr, &crate::retry::reason(&e, &server_name))
+                        .await?;
                     continue;
                 }
             };
@@ -303,12 +347,13 @@ impl Silo {
                     return Err(NetError::Denied(e.message().to_string()));
                 }
                 Err(e) => {
-                    tracing::debug!(silo = self.id, "register: {e}");
-                    tokio::time::sleep(backoff).await;
+                    retry
+                        .failed(&addr, &crate::retry::reason(&e, &server_name))
+                        .await?;
                     continue;
                 }
             };
-            backoff = Duration::from_millis(100);
+            retry.connected();
             if reg.dim as usize != self.dim {
                 return Err(NetError::config(
                     "public",
@@ -408,12 +453,44 @@ impl Silo {
                 }
                 Err(e @ (NetError::Rpc(_) | NetError::Transport(_))) => {
                     tracing::info!(silo = self.id, "connection lost ({e}); reconnecting");
+                    // The timeout counts from the loss: a restarted server has that long.
+                    retry.connected();
                 }
                 Err(e) => return Err(e),
             }
-            tokio::time::sleep(backoff).await;
+            tokio::time::sleep(Duration::from_millis(100)).await;
         }
         Ok(report)
+    }
+}
+
+/// The round ledger and the stored state are written one after the other (charge, then
+/// state); they can only disagree by the one round in between. A ledger with charges and no
+/// state, or a state whose (private) round the ledger lacks, means one of them was deleted or
+/// replaced: going on would answer charged rounds with fresh noise, so the silo stops.
+fn check_state_agrees(
+    ledger: &RoundLedger,
+    state_path: &std::path::Path,
+    last: Option<u32>,
+    private_round: impl Fn(u32) -> bool,
+) -> Result<()> {
+    let charged = ledger.rounds();
+    match last {
+        None if !charged.is_empty() => Err(NetError::Refused(format!(
+            "{}: missing, but the round ledger records {} charged rounds (last {}): the silo \
+             would answer them again with fresh noise; restore its state directory",
+            state_path.display(),
+            charged.len(),
+            charged.last().copied().unwrap_or_default()
+        ))),
+        Some(r) if private_round(r) && !charged.contains(&u64::from(r)) => {
+            Err(NetError::Refused(format!(
+                "{}: answered round {r}, which the round ledger beside it does not record: \
+                 the ledger was replaced or reset; restore the state directory",
+                state_path.display()
+            )))
+        }
+        _ => Ok(()),
     }
 }
 
@@ -502,18 +579,29 @@ async fn connect_shuffler(fed: &Federation, name: &str) -> Result<ShufflerClient
         .as_ref()
         .map(|s| s.server_name.clone())
         .unwrap_or_default();
-    for _ in 0..100 {
-        if let Some(addr) = fed.shuffler_address()? {
-            let ep = crate::tls::client_endpoint(&addr, &fed.tls_dir(), name, &server_name)?;
-            if let Ok(c) = ep.connect().await {
+    // The shuffler is up by the time a round reaches a silo: a short, bounded wait.
+    let mut retry = crate::retry::Retry::new(name, "the shuffler", Duration::from_secs(10));
+    loop {
+        let Some(addr) = fed.shuffler_address()? else {
+            retry
+                .failed("(address file)", "no address file yet")
+                .await?;
+            continue;
+        };
+        let ep = crate::tls::client_endpoint(&addr, &fed.tls_dir(), name, &server_name)?;
+        match ep.connect().await {
+            Ok(c) => {
                 return Ok(ShufflerClient::new(c)
                     .max_decoding_message_size(2 * codec::CHUNK_BYTES)
                     .max_encoding_message_size(2 * codec::CHUNK_BYTES));
             }
+            Err(e) => {
+                retry
+                    .failed(&addr, &crate::retry::reason(&e, &server_name))
+                    .await?
+            }
         }
-        tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    Err(NetError::Transport("cannot reach the shuffler".into()))
 }
 
 /// Sends, retrying while the receiver is not ready for the round yet.

@@ -63,13 +63,21 @@ fn slot_path(path: &Path, i: usize) -> PathBuf {
     PathBuf::from(s)
 }
 
-/// The (sequence, contents) of a slot, or `None` if it is empty, torn or not a cell.
-fn read_slot(file: &mut File, path: &Path) -> Result<Option<(u64, Vec<u8>)>> {
-    let mut bytes = Vec::new();
-    file.seek(SeekFrom::Start(0)).map_err(NetError::io(path))?;
-    file.read_to_end(&mut bytes).map_err(NetError::io(path))?;
+/// What a slot file holds.
+enum Slot {
+    /// Absent or zero-length: never written.
+    Empty,
+    /// Bytes that are not a complete write (torn, truncated, flipped bits, not a cell).
+    Damaged(String),
+    Valid(u64, Vec<u8>),
+}
+
+fn parse_slot(bytes: Vec<u8>) -> Slot {
+    if bytes.is_empty() {
+        return Slot::Empty;
+    }
     if bytes.len() < HEADER || &bytes[..4] != MAGIC {
-        return Ok(None);
+        return Slot::Damaged(format!("{} bytes without a cell header", bytes.len()));
     }
     let u64_at = |o: usize| {
         let mut b = [0u8; 8];
@@ -78,10 +86,64 @@ fn read_slot(file: &mut File, path: &Path) -> Result<Option<(u64, Vec<u8>)>> {
     };
     let (seq, len) = (u64_at(4), u64_at(12));
     let body = &bytes[HEADER..];
-    if body.len() as u64 != len || Sha256::digest(body).as_slice() != &bytes[20..HEADER] {
-        return Ok(None);
+    if body.len() as u64 != len {
+        return Slot::Damaged(format!(
+            "header announces {len} bytes, {} follow",
+            body.len()
+        ));
     }
-    Ok(Some((seq, body.to_vec())))
+    if Sha256::digest(body).as_slice() != &bytes[20..HEADER] {
+        return Slot::Damaged("SHA-256 mismatch".into());
+    }
+    Slot::Valid(seq, body.to_vec())
+}
+
+fn read_slot(file: &mut File, path: &Path) -> Result<Slot> {
+    let mut bytes = Vec::new();
+    file.seek(SeekFrom::Start(0)).map_err(NetError::io(path))?;
+    file.read_to_end(&mut bytes).map_err(NetError::io(path))?;
+    Ok(parse_slot(bytes))
+}
+
+/// The latest valid value of two slots. One damaged slot beside a valid one is the torn
+/// last write of a crash (the value before it is the last completed write) and is recovered
+/// from; no valid slot but a damaged one is damaged state, and an error: starting from empty
+/// would forget what was released (a silo would draw a second, fresh noise for rounds it
+/// already answered).
+fn latest(path: &Path, slots: [(PathBuf, Slot); 2]) -> Result<(u64, Option<Vec<u8>>)> {
+    let mut best: Option<(u64, Vec<u8>)> = None;
+    let mut damaged = Vec::new();
+    for (p, slot) in slots {
+        match slot {
+            Slot::Empty => {}
+            Slot::Damaged(why) => damaged.push(format!("{}: {why}", p.display())),
+            Slot::Valid(seq, body) => {
+                if best.as_ref().is_none_or(|(s, _)| seq > *s) {
+                    best = Some((seq, body));
+                }
+            }
+        }
+    }
+    match best {
+        Some((seq, body)) => {
+            for d in damaged {
+                tracing::warn!(
+                    "torn write ({d}); recovered the previous value from the other slot"
+                );
+            }
+            Ok((seq, Some(body)))
+        }
+        None if !damaged.is_empty() => Err(NetError::file(
+            path,
+            format!(
+                "damaged state ({}) and no valid copy: refusing to start from empty; restore \
+                 the state directory from a backup (see docs/deployment.md, \"Operating a \
+                 silo\")",
+                damaged.join("; ")
+            ),
+        )),
+        None => Ok((0, None)),
+    }
 }
 
 impl Cell {
@@ -102,35 +164,28 @@ impl Cell {
             Ok((p, f))
         };
         let mut slots = [open(0)?, open(1)?];
-        let mut best: Option<(u64, Vec<u8>)> = None;
+        let mut read = Vec::with_capacity(2);
         for (p, f) in &mut slots {
-            if let Some((seq, body)) = read_slot(f, p)?
-                && best.as_ref().is_none_or(|(s, _)| seq > *s)
-            {
-                best = Some((seq, body));
-            }
+            read.push((p.clone(), read_slot(f, p)?));
         }
-        let seq = best.as_ref().map_or(0, |(s, _)| *s);
-        Ok((Cell { slots, seq }, best.map(|(_, b)| b)))
+        let [a, b]: [(PathBuf, Slot); 2] = read
+            .try_into()
+            .map_err(|_| NetError::file(path, "two slots expected"))?;
+        let (seq, value) = latest(path, [a, b])?;
+        Ok((Cell { slots, seq }, value))
     }
 
     /// The latest value at `path`, without opening the cell for writing (tests, tools).
     pub fn read(path: &Path) -> Result<Option<Vec<u8>>> {
-        let mut best: Option<(u64, Vec<u8>)> = None;
-        for i in 0..2 {
+        let slot = |i: usize| -> Result<(PathBuf, Slot)> {
             let p = slot_path(path, i);
-            let mut f = match File::open(&p) {
-                Ok(f) => f,
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-                Err(e) => return Err(NetError::Io { path: p, source: e }),
-            };
-            if let Some((seq, body)) = read_slot(&mut f, &p)?
-                && best.as_ref().is_none_or(|(s, _)| seq > *s)
-            {
-                best = Some((seq, body));
+            match std::fs::read(&p) {
+                Ok(b) => Ok((p, parse_slot(b))),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok((p, Slot::Empty)),
+                Err(e) => Err(NetError::Io { path: p, source: e }),
             }
-        }
-        Ok(best.map(|(_, b)| b))
+        };
+        Ok(latest(path, [slot(0)?, slot(1)?])?.1)
     }
 
     /// Replaces the value durably: when this returns, a crash leaves `bytes`.
@@ -206,5 +261,36 @@ mod tests {
             Cell::read(&path).expect("read").as_deref(),
             Some(&b"five"[..])
         );
+    }
+
+    #[test]
+    fn a_cell_with_no_valid_slot_but_a_damaged_one_is_an_error_naming_the_file() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("state");
+        let (mut c, _) = Cell::open(&path).expect("open");
+        c.write(b"answered round 0").expect("write");
+        drop(c);
+        // The only written slot (sequence 1 = slot 1) loses a bit: nothing valid is left.
+        let p1 = slot_path(&path, 1);
+        let mut bytes = std::fs::read(&p1).expect("slot");
+        bytes[HEADER] ^= 0x40;
+        std::fs::write(&p1, &bytes).expect("flip");
+        for e in [
+            Cell::read(&path).expect_err("read"),
+            Cell::open(&path).expect_err("open"),
+        ] {
+            let msg = e.to_string();
+            assert!(msg.contains("state.1"), "{msg}");
+            assert!(msg.contains("SHA-256 mismatch"), "{msg}");
+            assert!(msg.contains("refusing to start from empty"), "{msg}");
+        }
+        // Garbage in both slots: the same.
+        std::fs::write(slot_path(&path, 0), b"junk").expect("junk");
+        let msg = Cell::open(&path).expect_err("open").to_string();
+        assert!(msg.contains("without a cell header"), "{msg}");
+        // Zero-length slots are a cell never written.
+        std::fs::write(slot_path(&path, 0), b"").expect("empty");
+        std::fs::write(slot_path(&path, 1), b"").expect("empty");
+        assert_eq!(Cell::open(&path).expect("open").1, None);
     }
 }

@@ -36,7 +36,7 @@ fn certs(path: &Path) -> Result<Vec<CertificateDer<'static>>> {
 }
 
 fn key(path: &Path) -> Result<PrivateKeyDer<'static>> {
-    let pem = read(path)?;
+    let pem = crate::keys::read_private(path)?;
     rustls_pemfile::private_key(&mut pem.as_slice())
         .map_err(|e| NetError::file(path, e))?
         .ok_or_else(|| NetError::file(path, "holds no PEM private key"))
@@ -83,7 +83,10 @@ pub fn client_endpoint(addr: &str, dir: &Path, name: &str, server_name: &str) ->
     let (cert, key_path) = identity_paths(dir, name);
     let tls = ClientTlsConfig::new()
         .ca_certificate(Certificate::from_pem(read(&dir.join("ca.pem"))?))
-        .identity(Identity::from_pem(read(&cert)?, read(&key_path)?))
+        .identity(Identity::from_pem(
+            read(&cert)?,
+            crate::keys::read_private(&key_path)?,
+        ))
         .domain_name(server_name);
     client_endpoint_with(addr, tls)
 }

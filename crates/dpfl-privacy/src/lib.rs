@@ -7,7 +7,8 @@
 //! * [`sampler`]: record and silo samplers (with / without replacement, disjoint batches,
 //!   participation subsets, permutations);
 //! * [`mechanism`]: noise mechanisms; each validates its parameters once and reports the
-//!   [`event::PrivacyEvent`] it spends;
+//!   [`event::PrivacyEvent`] it spends; [`discrete`]: exact integer samplers (discrete
+//!   Laplace and Gaussian, Canonne–Kamath–Steinke 2020) the discrete mechanisms draw from;
 //! * [`calibration`]: the closed-form noise rules of the papers, each citing its theorem;
 //! * [`event`], [`accountant`], [`ledger`]: composable privacy events, accountants that turn
 //!   them into (ε, δ), and the per-silo ledger that refuses releases past a budget.
@@ -16,6 +17,7 @@
 
 pub mod accountant;
 pub mod calibration;
+pub mod discrete;
 pub mod error;
 pub mod event;
 pub mod ledger;
@@ -26,6 +28,6 @@ pub mod sampler;
 
 pub use error::PrivacyError;
 pub use event::{Neighbouring, PrivacyEvent};
-pub use mechanism::{GaussianMechanism, VectorMechanism};
+pub use mechanism::{GaussianMechanism, GaussianNoise, VectorMechanism};
 pub use params::{Delta, Epsilon};
 pub use rng::DpRng;

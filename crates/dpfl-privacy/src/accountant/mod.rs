@@ -21,6 +21,7 @@
 pub mod composition;
 pub mod pld;
 pub mod rdp;
+mod sampled_discrete;
 pub(crate) mod special;
 pub mod zcdp;
 

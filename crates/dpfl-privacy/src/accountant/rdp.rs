@@ -22,6 +22,7 @@
 //! / Canonne, Kamath & Steinke 2020 eq. (20):
 //! ε = r(α) + log((α−1)/α) − (log δ + log α)/(α−1), minimised over the orders.
 
+use super::sampled_discrete::sampled_discrete_gaussian_rdp;
 use super::special::{log_add, log_comb, log_erfc, log_sub_sign, not_nan, round_up};
 use super::{Leaf, effective_gaussian, leaves, unsupported};
 use crate::error::{PrivacyError, Result};
@@ -148,6 +149,21 @@ impl RdpAccountant {
                 sampling,
                 event: inner,
             } => {
+                if let PrivacyEvent::DiscreteGaussian { noise_multiplier } = inner.as_ref() {
+                    return o
+                        .iter()
+                        .map(|&a| {
+                            sampled_discrete_gaussian_rdp(sampling, self.neighbouring, *noise_multiplier, a)
+                                .unwrap_or_else(|| {
+                                    Err(unsupported(
+                                        NAME,
+                                        event,
+                                        "this sampling and neighbouring relation have no sampled discrete Gaussian bound",
+                                    ))
+                                })
+                        })
+                        .collect();
+                }
                 let Some(z) = effective_gaussian(inner)? else {
                     return Err(unsupported(
                         NAME,
