@@ -1,11 +1,18 @@
-//! Byte encodings of broadcasts and messages, and chunked framing over gRPC streams.
+//! Byte encodings of broadcasts, messages and multi-message replies, and chunked framing over
+//! gRPC streams.
+//!
+//! A message is `DPM1`, its round, then its payload: a 9-byte head (kind, dimension, count)
+//! and the content. Kinds: 0 dense (count = dimension, f64s), 1 sparse (count = entries,
+//! u32 indices then f64s), 2 packed (count = bits per integer, ⌈len·bits/8⌉ bytes), 3 labelled
+//! (count = label, then one non-labelled payload). Every [`Payload`] variant is matched without
+//! a wildcard arm, so a new kind does not compile until it has an encoding.
 //!
 //! Vectors are sent as raw little-endian f64s rather than `repeated double`, so a body can be
 //! cut into fixed-size chunks at any byte, sealed with HPKE as one plaintext, and stored on a
 //! silo's disk as exactly the bytes it sent. Decoding checks every length against the bytes
 //! present and the expected dimension; no input can make it panic or over-allocate.
 
-use dpfl::algo::{Broadcast, Payload, SiloMessage};
+use dpfl::algo::{Broadcast, PackedInts, Payload, Reply, SiloMessage};
 
 use crate::error::{NetError, Result};
 use crate::proto::{Frame, Header, frame::Part};
@@ -15,10 +22,11 @@ pub const CHUNK_BYTES: usize = 1 << 20;
 
 const BROADCAST_MAGIC: &[u8; 4] = b"DPB1";
 const MESSAGE_MAGIC: &[u8; 4] = b"DPM1";
+const REPLY_MAGIC: &[u8; 4] = b"DPR1";
 
-/// Largest encoded message of dimension `dim` (a sparse message with every index).
+/// Largest encoded message of dimension `dim` (a labelled sparse message with every index).
 pub fn max_message_bytes(dim: usize) -> u64 {
-    17 + 12 * dim as u64
+    26 + 12 * dim as u64
 }
 
 /// Largest sealed message of dimension `dim` (encapsulated key and AEAD tag added).
@@ -72,36 +80,123 @@ pub fn decode_broadcast(bytes: &[u8], dim: usize) -> Result<Broadcast> {
 }
 
 pub fn encode_message(m: &SiloMessage) -> Vec<u8> {
-    let mut out = Vec::with_capacity(17 + m.payload.bits() as usize / 8);
+    let mut out = Vec::with_capacity(8 + payload_bytes(&m.payload) as usize);
     out.extend_from_slice(MESSAGE_MAGIC);
     out.extend_from_slice(&m.round.to_le_bytes());
-    match &m.payload {
+    push_payload(&mut out, &m.payload);
+    out
+}
+
+/// Exact encoded length of a payload: a 9-byte head (kind, dimension, count) and its content
+/// in ⌈[`Payload::bits`]/8⌉ bytes (the sparse dimension's 32 bits sit in the head).
+pub fn payload_bytes(p: &Payload) -> u64 {
+    match p {
+        Payload::Dense(_) | Payload::Packed(_) => 9 + p.bits().div_ceil(8),
+        Payload::Sparse { .. } => 9 + (p.bits() - 32) / 8,
+        // The label's 32 bits are the inner head's count field of the outer head.
+        Payload::Labelled { payload, .. } => 9 + payload_bytes(payload),
+    }
+}
+
+/// Payload kinds on the wire. Every [`Payload`] variant has one, matched exhaustively both
+/// ways: a new kind does not compile until it has an encoding.
+const DENSE: u8 = 0;
+const SPARSE: u8 = 1;
+const PACKED: u8 = 2;
+const LABELLED: u8 = 3;
+
+fn push_head(out: &mut Vec<u8>, kind: u8, dim: u32, count: u32) {
+    out.push(kind);
+    out.extend_from_slice(&dim.to_le_bytes());
+    out.extend_from_slice(&count.to_le_bytes());
+}
+
+fn push_payload(out: &mut Vec<u8>, p: &Payload) {
+    match p {
+        Payload::Dense(v) => {
+            push_head(out, DENSE, v.len() as u32, v.len() as u32);
+            push_f64s(out, v);
+        }
         Payload::Sparse {
             dim,
             indices,
             values,
         } => {
-            out.push(1);
-            out.extend_from_slice(&dim.to_le_bytes());
-            out.extend_from_slice(&(indices.len() as u32).to_le_bytes());
+            push_head(out, SPARSE, *dim, indices.len() as u32);
             for i in indices {
                 out.extend_from_slice(&i.to_le_bytes());
             }
-            push_f64s(&mut out, values);
+            push_f64s(out, values);
         }
-        Payload::Dense(v) => push_dense(&mut out, v),
-        // Any future payload kind, as its dense vector (a non-finite value is sent as it is
-        // and rejected by the server).
-        p => {
-            let mut v = vec![0.0; p.dim()];
-            let _ = p.add_to(1.0, &mut v);
-            push_dense(&mut out, &v);
+        Payload::Packed(q) => {
+            push_head(out, PACKED, q.len() as u32, u32::from(q.bits()));
+            out.extend_from_slice(q.as_bytes());
+        }
+        Payload::Labelled { label, payload } => {
+            push_head(out, LABELLED, payload.dim() as u32, *label);
+            push_payload(out, payload);
         }
     }
-    out
 }
 
-/// Decodes a message body, checking its round, its dimension and that every value is finite.
+fn read_payload(r: &mut Reader<'_>, dim: usize, labelled_ok: bool) -> Result<Payload> {
+    let kind = r.u8()?;
+    let d = r.u32()? as usize;
+    if d != dim {
+        return Err(NetError::Rejected(format!(
+            "message of dimension {d}, expected {dim}"
+        )));
+    }
+    let count = r.u32()?;
+    let nnz = count as usize;
+    let payload = match kind {
+        DENSE => {
+            if nnz != dim {
+                return Err(NetError::Rejected(format!(
+                    "dense message with {nnz} values for dimension {dim}"
+                )));
+            }
+            Payload::Dense(r.f64s(nnz)?)
+        }
+        SPARSE => {
+            if nnz > dim {
+                return Err(NetError::Rejected(format!(
+                    "sparse message with {nnz} entries for dimension {dim}"
+                )));
+            }
+            let indices = (0..nnz).map(|_| r.u32()).collect::<Result<Vec<_>>>()?;
+            Payload::Sparse {
+                dim: dim as u32,
+                indices,
+                values: r.f64s(nnz)?,
+            }
+        }
+        PACKED => {
+            let bits = u8::try_from(count)
+                .map_err(|_| NetError::Rejected(format!("packed width of {count} bits")))?;
+            let n = u32::try_from(dim)
+                .map_err(|_| NetError::Rejected(format!("packed length {dim}")))?;
+            if !(1..=64).contains(&bits) {
+                return Err(NetError::Rejected(format!("packed width of {bits} bits")));
+            }
+            let bytes = r.take(PackedInts::byte_len(bits, n) as usize)?.to_vec();
+            Payload::Packed(
+                PackedInts::from_bytes(bits, n, bytes)
+                    .map_err(|e| NetError::Rejected(e.to_string()))?,
+            )
+        }
+        LABELLED if labelled_ok => Payload::Labelled {
+            label: count,
+            payload: Box::new(read_payload(r, dim, false)?),
+        },
+        LABELLED => return Err(NetError::Rejected("nested labelled message".into())),
+        k => return Err(NetError::Rejected(format!("unknown payload kind {k}"))),
+    };
+    Ok(payload)
+}
+
+/// Decodes a message body, checking its round, its dimension and that every value is finite
+/// ([`Payload::validate`], once).
 pub fn decode_message(bytes: &[u8], round: u32, dim: usize) -> Result<SiloMessage> {
     let mut r = Reader::new(bytes, "message");
     r.magic(MESSAGE_MAGIC)?;
@@ -111,62 +206,58 @@ pub fn decode_message(bytes: &[u8], round: u32, dim: usize) -> Result<SiloMessag
             "message body for round {got_round} sent for round {round}"
         )));
     }
-    let kind = r.u8()?;
-    let d = r.u32()? as usize;
-    if d != dim {
-        return Err(NetError::Rejected(format!(
-            "message of dimension {d}, expected {dim}"
-        )));
-    }
-    let nnz = r.u32()? as usize;
-    let payload = match kind {
-        0 => {
-            if nnz != dim {
-                return Err(NetError::Rejected(format!(
-                    "dense message with {nnz} values for dimension {dim}"
-                )));
-            }
-            Payload::Dense(r.f64s(nnz)?)
-        }
-        1 => {
-            if nnz > dim {
-                return Err(NetError::Rejected(format!(
-                    "sparse message with {nnz} entries for dimension {dim}"
-                )));
-            }
-            let indices = (0..nnz).map(|_| r.u32()).collect::<Result<Vec<_>>>()?;
-            if let Some(i) = indices.iter().find(|&&i| i as usize >= dim) {
-                return Err(NetError::Rejected(format!(
-                    "sparse index {i} out of range 0..{dim}"
-                )));
-            }
-            Payload::Sparse {
-                dim: dim as u32,
-                indices,
-                values: r.f64s(nnz)?,
-            }
-        }
-        k => return Err(NetError::Rejected(format!("unknown payload kind {k}"))),
-    };
+    let payload = read_payload(&mut r, dim, true)?;
     r.end()?;
-    let finite = match &payload {
-        Payload::Dense(v) => v.iter().all(|x| x.is_finite()),
-        Payload::Sparse { values, .. } => values.iter().all(|x| x.is_finite()),
-        _ => true,
-    };
-    if !finite {
-        return Err(NetError::Rejected(
-            "message holds a non-finite value".into(),
-        ));
-    }
+    payload
+        .validate(dim)
+        .map_err(|e| NetError::Rejected(e.to_string()))?;
     Ok(SiloMessage { round, payload })
 }
 
-fn push_dense(out: &mut Vec<u8>, v: &[f64]) {
-    out.push(0);
-    out.extend_from_slice(&(v.len() as u32).to_le_bytes());
-    out.extend_from_slice(&(v.len() as u32).to_le_bytes());
-    push_f64s(out, v);
+/// A whole reply: `DPR1`, round, message count, then each message's payload.
+pub fn encode_reply(reply: &Reply) -> Vec<u8> {
+    let n: u64 = reply
+        .messages
+        .iter()
+        .map(|m| payload_bytes(&m.payload))
+        .sum();
+    let mut out = Vec::with_capacity(12 + n as usize);
+    out.extend_from_slice(REPLY_MAGIC);
+    out.extend_from_slice(&reply.round.to_le_bytes());
+    out.extend_from_slice(&(reply.messages.len() as u32).to_le_bytes());
+    for m in &reply.messages {
+        push_payload(&mut out, &m.payload);
+    }
+    out
+}
+
+/// Decodes a reply of at most `max_messages` messages, each validated once.
+pub fn decode_reply(bytes: &[u8], round: u32, dim: usize, max_messages: usize) -> Result<Reply> {
+    let mut r = Reader::new(bytes, "reply");
+    r.magic(REPLY_MAGIC)?;
+    let got_round = r.u32()?;
+    if got_round != round {
+        return Err(NetError::Rejected(format!(
+            "reply for round {got_round} sent for round {round}"
+        )));
+    }
+    let n = r.u32()? as usize;
+    if n == 0 || n > max_messages {
+        return Err(NetError::Rejected(format!(
+            "reply of {n} messages (1..={max_messages} allowed)"
+        )));
+    }
+    let mut messages = Vec::with_capacity(n);
+    for _ in 0..n {
+        let payload = read_payload(&mut r, dim, true)?;
+        messages.push(SiloMessage { round, payload });
+    }
+    r.end()?;
+    let reply = Reply { round, messages };
+    reply
+        .validate(dim)
+        .map_err(|e| NetError::Rejected(e.to_string()))?;
+    Ok(reply)
 }
 
 fn push_f64s(out: &mut Vec<u8>, v: &[f64]) {
@@ -407,5 +498,94 @@ mod tests {
         }
         assert_eq!(bytes.len() as u64, 17 + 24);
         assert!(bytes.len() as u64 <= max_message_bytes(3));
+    }
+
+    /// Every payload kind round-trips, and its encoding is exactly 17 bytes of head (magic,
+    /// round, kind, dimension, count) plus its content's bits (9 more bytes per label).
+    #[test]
+    fn every_payload_kind_round_trips_with_exact_bit_counts() {
+        let packed = |bits, v: &[u64]| Payload::Packed(PackedInts::pack(bits, v).unwrap());
+        let cases: Vec<(Payload, usize, u64)> = vec![
+            (Payload::Dense(vec![1.5, -2.0, 0.0]), 3, 17 + 24),
+            (
+                Payload::Sparse {
+                    dim: 5,
+                    indices: vec![0, 4],
+                    values: vec![1.0, -1.0],
+                },
+                5,
+                17 + 2 * 12,
+            ),
+            // 7 one-bit integers: 1 byte; 5 three-bit: 15 bits → 2 bytes; 64-bit: 8 bytes each.
+            (packed(1, &[1, 0, 1, 1, 0, 0, 1]), 7, 17 + 1),
+            (packed(3, &[0, 1, 5, 7, 2]), 5, 17 + 2),
+            (packed(64, &[u64::MAX, 0]), 2, 17 + 16),
+            (
+                Payload::Labelled {
+                    label: 41,
+                    payload: Box::new(packed(2, &[3, 0, 1])),
+                },
+                3,
+                17 + 9 + 1,
+            ),
+        ];
+        for (payload, dim, bytes) in cases {
+            let m = SiloMessage { round: 4, payload };
+            let enc = encode_message(&m);
+            assert_eq!(enc.len() as u64, bytes, "{m:?}");
+            assert_eq!(8 + payload_bytes(&m.payload), bytes, "{m:?}");
+            assert!(bytes <= max_message_bytes(dim));
+            assert_eq!(decode_message(&enc, 4, dim).expect("decode"), m);
+            for k in 0..enc.len() {
+                assert!(decode_message(&enc[..k], 4, dim).is_err(), "prefix {k}");
+            }
+        }
+        // Packed bits are counted exactly: 3 × 5 = 15.
+        assert_eq!(packed(3, &[0, 1, 5, 7, 2]).bits(), 15);
+    }
+
+    #[test]
+    fn replies_hold_several_messages_and_bad_ones_are_refused() {
+        let msg = |label, v| SiloMessage {
+            round: 9,
+            payload: Payload::Labelled {
+                label,
+                payload: Box::new(Payload::Packed(PackedInts::pack(4, &[v]).unwrap())),
+            },
+        };
+        let reply = Reply {
+            round: 9,
+            messages: vec![msg(0, 3), msg(1, 15), msg(2, 0)],
+        };
+        let enc = encode_reply(&reply);
+        // 12 bytes of reply head, then per message 9 (label head) + 9 (packed head) + 1.
+        assert_eq!(enc.len(), 12 + 3 * 19);
+        assert_eq!(decode_reply(&enc, 9, 1, 3).unwrap(), reply);
+        assert!(decode_reply(&enc, 9, 1, 2).is_err(), "too many messages");
+        assert!(decode_reply(&enc, 8, 1, 3).is_err(), "wrong round");
+        // Padding bits set in a packed integer: refused.
+        let mut bad = encode_message(&SiloMessage {
+            round: 1,
+            payload: Payload::Packed(PackedInts::pack(3, &[1]).unwrap()),
+        });
+        *bad.last_mut().unwrap() |= 0x80;
+        let e = decode_message(&bad, 1, 1).unwrap_err().to_string();
+        assert!(e.contains("padding"), "{e}");
+        // A labelled message inside a labelled message: refused.
+        let nested = SiloMessage {
+            round: 1,
+            payload: Payload::Labelled {
+                label: 0,
+                payload: Box::new(msg(1, 1).payload),
+            },
+        };
+        assert!(decode_message(&encode_message(&nested), 1, 1).is_err());
+        // Widths outside 1..=64 are refused on decode.
+        let mut wide = encode_message(&SiloMessage {
+            round: 1,
+            payload: Payload::Packed(PackedInts::pack(8, &[1]).unwrap()),
+        });
+        wide[13] = 65;
+        assert!(decode_message(&wide, 1, 1).is_err());
     }
 }

@@ -9,7 +9,7 @@
 //! Why it equals the simulator: both runners build the halves with
 //! [`dpfl::algo::AlgorithmSpec::build`] from the same public [`dpfl::algo::BuildContext`]
 //! ([`config::Federation::context`]), draw participation from
-//! [`dpfl::sim::participation_rng`] and silo noise from [`dpfl::sim::silo_rng`], and aggregate
+//! [`dpfl::round::participation_rng`] and silo noise from [`dpfl::round::silo_rng`], and aggregate
 //! in silo order (non-shuffle mode), so a seeded federation's final model is bit-for-bit the
 //! simulator's.
 //!

@@ -3,7 +3,7 @@
 //!
 //! After aggregating a round the server appends the model [`dpfl::algo::ServerHalf::output`]
 //! returns — exactly what `dpfl::experiment::train_one` evaluates at that point — for every
-//! round that [`dpfl::experiment::is_eval_round`] selects with period k (every k-th round and
+//! round that [`dpfl::round::is_eval_round`] selects with period k (every k-th round and
 //! always the last).
 //!
 //! # Format (`models.bin` in the server state directory)
@@ -74,7 +74,7 @@ impl ModelRecorder {
     /// After round `done` (1-based) has been aggregated: appends `model()` durably if `done`
     /// is an evaluated round. Call before writing that round's checkpoint.
     pub fn after_round(&mut self, done: usize, model: impl FnOnce() -> Vec<f64>) -> Result<()> {
-        if !dpfl::experiment::is_eval_round(done, self.every, self.rounds) {
+        if !dpfl::round::is_eval_round(done, self.every, self.rounds) {
             return Ok(());
         }
         let round = u32::try_from(done)

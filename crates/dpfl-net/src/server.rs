@@ -28,7 +28,7 @@ use tokio_stream::Stream;
 use tonic::{Request, Response, Status, Streaming};
 
 use dpfl::algo::{HalfState, Round, ServerHalf, SiloMessage};
-use dpfl::sim::Participation;
+use dpfl::round::Participation;
 use dpfl_privacy::DpRng;
 use dpfl_privacy::rng::RngState;
 
@@ -210,7 +210,7 @@ impl Server {
             }
             None => (
                 0,
-                dpfl::sim::participation_rng(fed.config.seed)?,
+                dpfl::round::participation_rng(fed.config.seed)?,
                 Vec::new(),
                 1,
             ),

@@ -15,9 +15,11 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use tonic::transport::Channel;
 
-use dpfl::algo::{HalfState, SiloHalf};
+use dpfl::algo::{HalfState, Round, SiloHalf};
 use dpfl::data::SiloData;
+use dpfl::round::{self, ChargeError, Refusal, SiloAnswer};
 use dpfl_privacy::DpRng;
+use dpfl_privacy::PrivacyEvent;
 use dpfl_privacy::rng::RngState;
 
 use crate::codec;
@@ -172,7 +174,7 @@ impl Silo {
                     Some((p.round, body.to_vec())),
                 )
             }
-            None => (dpfl::sim::silo_rng(fed.config.seed, id)?, None),
+            None => (round::silo_rng(fed.config.seed, id)?, None),
         };
         check_state_agrees(&ledger, &state_path, last.as_ref().map(|(r, _)| *r), |r| {
             half.round_event(r).is_some()
@@ -231,33 +233,46 @@ impl Silo {
                 b.round
             )));
         }
-        if let Some(event) = self.half.round_event(round) {
-            if let Some(budget) = &mut self.budget {
-                // Charged before the release cap: a spend recorded for a round that is then
-                // not sent only over-counts, never under-counts.
-                match budget.charge(u64::from(round), &event) {
-                    Ok(_) => {}
-                    Err(e @ dpfl_privacy::PrivacyError::BudgetExceeded { .. }) => {
-                        tracing::warn!(
-                            silo = self.id,
-                            round,
-                            "budget ledger refuses the round: {e}"
-                        );
-                        return Ok(None);
-                    }
-                    Err(e) => return Err(NetError::Budget(e.to_string())),
-                }
-            }
-            match self.ledger.charge(u64::from(round), &event) {
-                Ok(_) => {}
-                Err(NetError::Budget(m)) => {
-                    tracing::warn!(silo = self.id, round, "ledger refuses the round: {m}");
-                    return Ok(None);
-                }
-                Err(e) => return Err(e),
-            }
+        // The round core's silo step: the budget ledger (if enforced), then the release cap,
+        // then the half; the first refusal leaves this silo out of the round.
+        let mut ledgers: Vec<&mut dyn round::Ledger> = Vec::with_capacity(2);
+        if let Some(budget) = &mut self.budget {
+            ledgers.push(budget);
         }
-        let msg = self.half.respond(&b, &self.data.train, &mut self.rng)?;
+        ledgers.push(&mut self.ledger);
+        let mut spent = Vec::new();
+        let answer = round::silo_step(
+            self.half.as_mut(),
+            &mut round::Chain(ledgers),
+            &mut spent,
+            &b,
+            &self.data.train,
+            &mut self.rng,
+            self.dim,
+        );
+        let reply = match answer {
+            Ok(SiloAnswer::Reply(r)) => r,
+            Ok(SiloAnswer::Refused(r)) => {
+                tracing::warn!(silo = self.id, round, "ledger refuses the round: {r}");
+                return Ok(None);
+            }
+            // A failed (not refusing) ledger: its own error if it is ours, else as before.
+            Err(dpfl::Error::Ledger(e)) => {
+                return Err(match e.downcast::<NetError>() {
+                    Ok(n) => *n,
+                    Err(e) => NetError::Budget(e.to_string()),
+                });
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let mut messages = reply.messages;
+        let (Some(msg), None) = (messages.pop(), messages.pop()) else {
+            return Err(NetError::Rejected(
+                "a multi-message reply: the network runtime carries one message per silo and \
+                 round so far"
+                    .into(),
+            ));
+        };
         let mut bytes = codec::encode_message(&msg);
         if let Some(pk) = seal_to {
             bytes = crate::seal::seal(pk, round, &bytes)?;
@@ -609,4 +624,24 @@ where
         }
     }
     Err(NetError::Transport("receiver unavailable".into()))
+}
+
+/// The release cap as the round core's ledger: a charge past R releases is a refusal, an I/O
+/// failure is a failure.
+impl round::Ledger for RoundLedger {
+    fn charge(
+        &mut self,
+        round: Round,
+        event: &PrivacyEvent,
+    ) -> std::result::Result<(), ChargeError> {
+        match SiloLedger::charge(self, u64::from(round), event) {
+            Ok(_) => Ok(()),
+            Err(NetError::Budget(reason)) => Err(ChargeError::Refused(Refusal {
+                round,
+                reason,
+                privacy: None,
+            })),
+            Err(e) => Err(ChargeError::Failed(Box::new(e))),
+        }
+    }
 }

@@ -33,6 +33,9 @@ pub enum Error {
     /// A protocol violation between halves (wrong round, wrong size, unexpected payload).
     #[error("protocol: {0}")]
     Protocol(String),
+    /// A silo's ledger failed (not a refusal: e.g. it could not write its durable record).
+    #[error("ledger: {0}")]
+    Ledger(Box<dyn std::error::Error + Send + Sync>),
 }
 
 impl Error {

@@ -6,7 +6,9 @@
 //! * [`model`]: losses with per-example gradients, clipping and projection;
 //! * [`algo`]: every algorithm as a [`algo::SiloHalf`] and a [`algo::ServerHalf`] exchanging
 //!   typed messages; one module per paper;
-//! * [`sim`]: the in-process simulator that drives the halves;
+//! * [`round`]: the round core both runners drive (participation, RNG streams, the silo step
+//!   with its one refusal rule, collection, the shuffle stage);
+//! * [`sim`]: the in-process simulator, a transport under the round core;
 //! * [`experiment`]: TOML experiment specs, runs and their outputs.
 //!
 //! See `ARCHITECTURE.md` at the repository root for the invariants.
@@ -19,6 +21,7 @@ pub mod linalg;
 pub mod model;
 pub mod output;
 pub mod reproduce;
+pub mod round;
 pub mod sim;
 
 pub use error::{Error, Result};

@@ -1,192 +1,26 @@
-//! The in-process simulator: N silos and one server in one process.
+//! The in-process simulator: N silos and one server in one process, a transport under the
+//! round core ([`crate::round`]).
 //!
 //! Each round r: the server half makes a broadcast; the "network" picks the participating
 //! set S_r (a uniformly random subset of M_r silos, [`Participation`]); the silos in S_r
-//! answer in parallel (rayon), each with its own [`DpRng`] stream; their messages, in silo
-//! order, go to the server half. Because every silo draws only from its own stream and the
-//! messages are combined in a fixed order, a seeded run is bit-for-bit the same whatever the
-//! number of threads.
+//! run the round core's silo step in parallel (rayon), each with its own [`DpRng`] stream;
+//! their replies, in silo order, optionally pass a shuffle stage, and go to the server half.
+//! Because every silo draws only from its own stream and the messages are combined in a fixed
+//! order, a seeded run is bit-for-bit the same whatever the number of threads.
 //!
 //! The simulator borrows the silos' data; it can evaluate a model on the pooled data for
 //! reporting (an observer's privilege that a real deployment does not have).
 
 use rayon::prelude::*;
-use serde::{Deserialize, Serialize};
 
 use dpfl_privacy::ledger::Ledger;
-use dpfl_privacy::rng::Purpose;
-use dpfl_privacy::sampler;
 use dpfl_privacy::{DpRng, PrivacyEvent};
 
-use crate::algo::{BuiltAlgorithm, Round, ServerHalf, SiloHalf, SiloMessage};
+use crate::algo::{BuiltAlgorithm, Round, ServerHalf, SiloHalf};
 use crate::data::SiloData;
 use crate::model::{Model, mean_loss, metric_value};
-
-/// Which silos are available in a round (Lowy & Razaviyayn Assumption 1.4: S_r is uniform
-/// among subsets of size M_r; the M_r are independent).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
-#[serde(tag = "kind", rename_all = "kebab-case", deny_unknown_fields)]
-pub enum Participation {
-    /// M_r = N.
-    #[default]
-    All,
-    /// M_r = m, a uniform subset each round.
-    Fixed { m: usize },
-    /// Each silo present independently with probability q (M_r ~ Binomial(N, q); a round may
-    /// have no silo, in which case the model does not move).
-    Bernoulli { q: f64 },
-    /// M_r uniform on {lo..=hi}, then a uniform subset of that size.
-    Uniform { lo: usize, hi: usize },
-    /// M_r drawn from the pmf `probs` (probs[m−1] = P(M_r = m), m = 1..=probs.len() ≤ N;
-    /// non-negative, summing to 1 within 1e-9), then a uniform subset of that size.
-    Distribution { probs: Vec<f64> },
-}
-
-impl Participation {
-    /// Checks the parameters against N.
-    pub fn validate(&self, n: usize) -> crate::Result<()> {
-        let bad = |r: String| Err(crate::Error::config("participation", r));
-        match *self {
-            Participation::All => Ok(()),
-            Participation::Fixed { m } if m == 0 || m > n => {
-                bad(format!("m = {m} must lie in [1, N = {n}]"))
-            }
-            Participation::Bernoulli { q } if !(q > 0.0 && q <= 1.0) => {
-                bad(format!("q = {q} must lie in (0, 1]"))
-            }
-            Participation::Uniform { lo, hi } if lo == 0 || lo > hi || hi > n => bad(format!(
-                "need 1 <= lo <= hi <= N = {n}, got lo = {lo}, hi = {hi}"
-            )),
-            Participation::Distribution { ref probs } => {
-                if probs.is_empty() || probs.len() > n {
-                    return bad(format!(
-                        "probs must give P(M_r = m) for m = 1..=k with 1 <= k <= N = {n}, got {} entries",
-                        probs.len()
-                    ));
-                }
-                if let Some(i) = probs.iter().position(|p| !(p.is_finite() && *p >= 0.0)) {
-                    return bad(format!("probs[{i}] = {} must be finite and >= 0", probs[i]));
-                }
-                let total: f64 = probs.iter().sum();
-                if (total - 1.0).abs() > 1e-9 {
-                    return bad(format!("probs must sum to 1 (within 1e-9), got {total}"));
-                }
-                Ok(())
-            }
-            _ => Ok(()),
-        }
-    }
-
-    /// P(M_r = m) for m = 1..=n (index m − 1); Bernoulli availability is conditioned on a
-    /// non-empty round, as in [`Self::effective_m`]. Call after [`Self::validate`].
-    pub fn pmf(&self, n: usize) -> Vec<f64> {
-        let mut p = vec![0.0; n];
-        if n == 0 {
-            return p;
-        }
-        match *self {
-            Participation::All => p[n - 1] = 1.0,
-            Participation::Fixed { m } => p[m.clamp(1, n) - 1] = 1.0,
-            Participation::Uniform { lo, hi } => {
-                let (lo, hi) = (lo.clamp(1, n), hi.clamp(1, n));
-                let w = 1.0 / (hi - lo + 1) as f64;
-                p[lo - 1..hi].iter_mut().for_each(|x| *x = w);
-            }
-            Participation::Bernoulli { q } if q >= 1.0 => p[n - 1] = 1.0,
-            Participation::Bernoulli { q } => {
-                // Binomial(n, q) in log space (no underflow for large n), given M ≥ 1.
-                let nonempty = -((n as f64) * (-q).ln_1p()).exp_m1();
-                let (lq, l1q) = (q.ln(), (-q).ln_1p());
-                let mut ln_choose = 0.0;
-                for k in 1..=n {
-                    ln_choose += ((n - k + 1) as f64).ln() - (k as f64).ln();
-                    p[k - 1] = (ln_choose + k as f64 * lq + (n - k) as f64 * l1q).exp() / nonempty;
-                }
-            }
-            Participation::Distribution { ref probs } => {
-                p.iter_mut().zip(probs).for_each(|(x, v)| *x = *v);
-            }
-        }
-        p
-    }
-
-    /// The paper's M' of App. H (Assumption 2): 1/M' = √(E[1/M_r²]).
-    pub fn effective_m_prime(&self, n: usize) -> f64 {
-        let e2: f64 = self
-            .pmf(n)
-            .iter()
-            .enumerate()
-            .map(|(i, p)| p / ((i + 1) as f64).powi(2))
-            .sum();
-        1.0 / e2.sqrt()
-    }
-
-    /// Draws S_r into `out` (sorted).
-    pub fn draw(&self, n: usize, rng: &mut DpRng, out: &mut Vec<usize>) -> crate::Result<()> {
-        match *self {
-            Participation::All => {
-                out.clear();
-                out.extend(0..n);
-            }
-            Participation::Fixed { m } => sampler::choose_subset(rng, n, m, out)?,
-            Participation::Bernoulli { q } => sampler::bernoulli_subset(rng, n, q, out)?,
-            Participation::Uniform { lo, hi } => {
-                let m = sampler::uniform_int(rng, lo, hi)?;
-                sampler::choose_subset(rng, n, m, out)?;
-            }
-            Participation::Distribution { ref probs } => {
-                // Inverse CDF of one uniform draw; zero-probability sizes are never chosen,
-                // and a draw beyond a total a little below 1 falls on the last possible size.
-                let u = sampler::uniforms(rng, 1).first().copied().unwrap_or(0.0);
-                let mut acc = 0.0;
-                let mut m = probs.iter().rposition(|p| *p > 0.0).map_or(1, |i| i + 1);
-                for (i, p) in probs.iter().enumerate() {
-                    acc += p;
-                    if *p > 0.0 && u < acc {
-                        m = i + 1;
-                        break;
-                    }
-                }
-                sampler::choose_subset(rng, n, m, out)?;
-            }
-        }
-        Ok(())
-    }
-
-    /// The paper's M, defined by 1/M = E[1/M_r] (Assumption 1.4); for Bernoulli
-    /// participation the expectation is taken over non-empty rounds.
-    pub fn effective_m(&self, n: usize) -> f64 {
-        match *self {
-            Participation::All => n as f64,
-            Participation::Fixed { m } => m as f64,
-            Participation::Uniform { lo, hi } => {
-                let k = (hi - lo + 1) as f64;
-                k / (lo..=hi).map(|m| 1.0 / m as f64).sum::<f64>()
-            }
-            // E[1/M | M ≥ 1] for M ~ Binomial(n, q), and E[1/M] for a given pmf.
-            Participation::Bernoulli { .. } | Participation::Distribution { .. } => {
-                let inv: f64 = self
-                    .pmf(n)
-                    .iter()
-                    .enumerate()
-                    .map(|(i, p)| p / (i + 1) as f64)
-                    .sum();
-                1.0 / inv
-            }
-        }
-    }
-}
-
-/// Silo `i`'s generator: stream (Silo, i) of `seed`, or OS-seeded. Every runner (this
-/// simulator, the network silo) takes it from here, so both draw the same noise.
-pub fn silo_rng(seed: Option<u64>, silo: u32) -> crate::Result<DpRng> {
-    Ok(DpRng::new(seed, Purpose::Silo, silo)?)
-}
-
-/// The generator of the participation draws S_r: stream (Participation, 0) of `seed`.
-pub fn participation_rng(seed: Option<u64>) -> crate::Result<DpRng> {
-    Ok(DpRng::new(seed, Purpose::Participation, 0)?)
-}
+use crate::round::{Collected, NoLedger, Refusal, SiloAnswer};
+pub use crate::round::{Participation, participation_rng, silo_rng};
 
 /// One silo inside the simulator: its data, its half and its own generator.
 struct Silo<'a> {
@@ -194,9 +28,9 @@ struct Silo<'a> {
     half: Box<dyn SiloHalf>,
     rng: DpRng,
     spent: Vec<PrivacyEvent>,
-    /// When set, the silo charges each round's event here first and refuses to answer past
-    /// its budget (ISRL-DP: the silo, not the server, enforces (ε_i, δ_i)).
-    ledger: Option<Ledger>,
+    /// Charged with each round's event before the silo answers; refuses past the silo's
+    /// budget (ISRL-DP: the silo, not the server, enforces (ε_i, δ_i)).
+    ledger: Box<dyn crate::round::Ledger>,
 }
 
 /// What happened in one round, for observers.
@@ -206,6 +40,8 @@ pub struct RoundReport {
     pub participants: usize,
     /// Total encoded size of the round's messages, bits.
     pub message_bits: u64,
+    /// Silos that refused the round (their ledger's budget), in silo order.
+    pub refused: Vec<u32>,
 }
 
 /// Runs one algorithm over silos.
@@ -216,6 +52,11 @@ pub struct Simulator<'a> {
     network_rng: DpRng,
     round: Round,
     selected: Vec<usize>,
+    dim: usize,
+    /// The optional shuffle stage's generator.
+    shuffler: Option<DpRng>,
+    /// The last round's refusals, with why.
+    refusals: Vec<(u32, Refusal)>,
 }
 
 impl<'a> Simulator<'a> {
@@ -248,12 +89,16 @@ impl<'a> Simulator<'a> {
                     half,
                     rng: silo_rng(seed, i as u32)?,
                     spent: Vec::new(),
-                    ledger: None,
+                    ledger: Box::new(NoLedger),
                 })
             })
             .collect::<crate::Result<Vec<_>>>()?;
+        let dim = algorithm.server.dim();
         Ok(Simulator {
             silos,
+            dim,
+            shuffler: None,
+            refusals: Vec::new(),
             server: algorithm.server,
             participation,
             network_rng: participation_rng(seed)?,
@@ -262,7 +107,17 @@ impl<'a> Simulator<'a> {
         })
     }
 
-    /// Runs one round.
+    /// Adds the shuffle stage: from now on each round's messages (all replies' messages
+    /// together) are permuted uniformly at random, from stream (Shuffle, 0) of `seed`, before
+    /// the server half sees them.
+    pub fn with_shuffle(mut self, seed: Option<u64>) -> crate::Result<Self> {
+        self.shuffler = Some(crate::round::shuffle_rng(seed)?);
+        Ok(self)
+    }
+
+    /// Runs one round: draw → broadcast → silo steps → (shuffle) → aggregate. A silo whose
+    /// ledger refuses is left out of the round (the round core's one refusal rule) and is
+    /// listed in the report and in [`Self::take_refusals`].
     pub fn step(&mut self) -> crate::Result<RoundReport> {
         let r = self.round;
         let b = self.server.broadcast(r);
@@ -270,30 +125,45 @@ impl<'a> Simulator<'a> {
             .draw(self.silos.len(), &mut self.network_rng, &mut self.selected)?;
         let mut mask = vec![false; self.silos.len()];
         self.selected.iter().for_each(|&i| mask[i] = true);
-        let answers: Vec<crate::Result<SiloMessage>> = self
+        let dim = self.dim;
+        let answers: Vec<(u32, crate::Result<SiloAnswer>)> = self
             .silos
             .par_iter_mut()
+            .enumerate()
             .zip(mask.par_iter())
             .filter(|(_, m)| **m)
-            .map(|(s, _)| {
-                if let Some(e) = s.half.round_event(r) {
-                    if let Some(l) = &mut s.ledger {
-                        l.charge(r as u64, &e)?;
-                    }
-                    s.spent.push(e);
-                }
-                s.half.respond(&b, &s.data.train, &mut s.rng)
+            .map(|((i, s), _)| {
+                let answer = crate::round::silo_step(
+                    s.half.as_mut(),
+                    s.ledger.as_mut(),
+                    &mut s.spent,
+                    &b,
+                    &s.data.train,
+                    &mut s.rng,
+                    dim,
+                );
+                (i as u32, answer)
             })
             .collect();
-        let messages = answers.into_iter().collect::<crate::Result<Vec<_>>>()?;
-        let bits = messages.iter().map(|m| m.payload.bits()).sum();
-        self.server.aggregate(r, &messages)?;
+        let mut collected = Collected::default();
+        for (i, a) in answers {
+            collected.push(i, a?);
+        }
+        collected.aggregate(self.server.as_mut(), r, self.shuffler.as_mut())?;
         self.round += 1;
+        let refused = collected.refused.iter().map(|(i, _)| *i).collect();
+        self.refusals = collected.refused;
         Ok(RoundReport {
             round: r,
-            participants: messages.len(),
-            message_bits: bits,
+            participants: collected.replies,
+            message_bits: collected.bits,
+            refused,
         })
+    }
+
+    /// The last round's refusals (silo, why), taken out.
+    pub fn take_refusals(&mut self) -> Vec<(u32, Refusal)> {
+        std::mem::take(&mut self.refusals)
     }
 
     /// The server's current output model.
@@ -317,8 +187,8 @@ impl<'a> Simulator<'a> {
     }
 
     /// Gives silo i the ledger `ledgers[i]` (`None`: no enforcement). From then on a silo
-    /// whose next round would cross its budget fails the round with
-    /// `PrivacyError::BudgetExceeded` before its half computes or sends anything.
+    /// whose next round would cross its budget refuses the round before its half computes or
+    /// sends anything.
     pub fn attach_ledgers(&mut self, ledgers: Vec<Option<Ledger>>) -> crate::Result<()> {
         if ledgers.len() != self.silos.len() {
             return Err(crate::Error::config(
@@ -327,7 +197,10 @@ impl<'a> Simulator<'a> {
             ));
         }
         for (s, l) in self.silos.iter_mut().zip(ledgers) {
-            s.ledger = l;
+            s.ledger = match l {
+                Some(l) => Box::new(l),
+                None => Box::new(NoLedger),
+            };
         }
         Ok(())
     }
@@ -392,63 +265,4 @@ fn pooled<'d>(
         }
     }
     if b == 0 { f64::NAN } else { a / b as f64 }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn distribution_participation_is_validated_and_has_the_right_m() {
-        let p = Participation::Distribution {
-            probs: vec![0.5, 0.0, 0.5],
-        };
-        p.validate(3).unwrap();
-        assert!(p.validate(2).is_err(), "more sizes than silos");
-        for bad in [vec![0.5, 0.4], vec![1.5, -0.5], vec![], vec![f64::NAN, 1.0]] {
-            assert!(
-                Participation::Distribution { probs: bad }
-                    .validate(3)
-                    .is_err()
-            );
-        }
-        // Within 1e-9 of 1 is accepted.
-        Participation::Distribution {
-            probs: vec![0.3, 0.7 + 5e-10],
-        }
-        .validate(2)
-        .unwrap();
-        // E[1/M] = 0.5/1 + 0.5/3 = 2/3 → M = 1.5; E[1/M²] = 0.5 + 0.5/9 = 5/9 → M' = 3/√5.
-        assert!((p.effective_m(3) - 1.5).abs() < 1e-15);
-        assert!((p.effective_m_prime(3) - 3.0 / 5f64.sqrt()).abs() < 1e-15);
-        // Draws follow the pmf and never pick a zero-probability size.
-        let mut rng = DpRng::from_seed(3, Purpose::Participation, 0);
-        let mut out = Vec::new();
-        let mut ones = 0;
-        for _ in 0..20_000 {
-            p.draw(3, &mut rng, &mut out).unwrap();
-            assert!(out.len() == 1 || out.len() == 3, "{out:?}");
-            ones += usize::from(out.len() == 1);
-        }
-        // 10 000 ± 5·70.7.
-        assert!((ones as i64 - 10_000).abs() < 354, "{ones}");
-    }
-
-    #[test]
-    fn effective_m_of_the_other_rules() {
-        // Bernoulli, n = 2, q = 1/2, given M ≥ 1: P(1) = 2/3, P(2) = 1/3:
-        // E[1/M] = 2/3 + 1/6 = 5/6 → M = 1.2.
-        let b = Participation::Bernoulli { q: 0.5 };
-        assert!((b.effective_m(2) - 1.2).abs() < 1e-12);
-        // Large N no longer underflows: M ≈ Nq for N = 2000, q = 1/2.
-        let m = b.effective_m(2000);
-        assert!(m > 995.0 && m < 1000.0, "{m}");
-        assert_eq!(Participation::Bernoulli { q: 1.0 }.effective_m(7), 7.0);
-        // Uniform on {2, 3, 4}: M = 3/(1/2 + 1/3 + 1/4) = 36/13, and its pmf agrees.
-        let u = Participation::Uniform { lo: 2, hi: 4 };
-        assert!((u.effective_m(5) - 36.0 / 13.0).abs() < 1e-12);
-        assert_eq!(u.pmf(5), vec![0.0, 1.0 / 3.0, 1.0 / 3.0, 1.0 / 3.0, 0.0]);
-        assert_eq!(Participation::Fixed { m: 4 }.effective_m_prime(5), 4.0);
-        assert!((b.pmf(40).iter().sum::<f64>() - 1.0).abs() < 1e-12);
-    }
 }

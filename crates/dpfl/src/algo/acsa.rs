@@ -490,35 +490,6 @@ impl AcceleratedSpec {
             }
         }
     }
-
-    /// The theorem's number of rounds (Thm E.1: ⌊n/K⌋; Thm F.1's R), if finite.
-    pub fn recommended_rounds(&self, ctx: &BuildContext) -> crate::Result<Option<usize>> {
-        let noise = self.noise()?;
-        let prep = prepare(
-            ctx,
-            self.setting(),
-            noise,
-            self.smoothing,
-            &self.constants,
-            self.weights.as_deref(),
-        )?;
-        let inputs = TheoryInputs::from_context(
-            ctx,
-            self.setting(),
-            noise,
-            &self.constants,
-            &prep.weights,
-            prep.smoothing,
-            Overrides {
-                batch_size: self.batch_size,
-                step_size: self.step_size,
-                regularization: self.regularization,
-                ..Overrides::default()
-            },
-        )?;
-        let p = super::theory::theory_params(&inputs)?;
-        Ok(p.rounds_rule.map(|_| p.rounds))
-    }
 }
 
 pub(crate) fn build(ctx: &BuildContext, spec: &AcceleratedSpec) -> crate::Result<BuiltAlgorithm> {

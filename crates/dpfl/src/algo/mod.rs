@@ -30,6 +30,7 @@
 pub mod acsa;
 pub mod local_sgd;
 pub mod mbsgd;
+pub mod message;
 pub mod multistage;
 pub mod theory;
 pub mod unbalanced;
@@ -39,94 +40,7 @@ use serde::{Deserialize, Serialize};
 use crate::data::Dataset;
 use dpfl_privacy::{DpRng, PrivacyEvent};
 
-/// Round number, counted from 0.
-pub type Round = u32;
-
-/// What the server sends to every participating silo at the start of a round.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Broadcast {
-    pub round: Round,
-    /// The point at which silos evaluate gradients (w_r, or w_r^md for AC-SA).
-    pub point: Vec<f64>,
-    /// Further vectors some algorithms need (e.g. a control variate), in an order the
-    /// algorithm defines.
-    pub aux: Vec<Vec<f64>>,
-}
-
-/// The body of a silo's message.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[non_exhaustive]
-pub enum Payload {
-    /// A dense vector.
-    Dense(Vec<f64>),
-    /// A sparse vector of length `dim` (compressed messages).
-    Sparse {
-        dim: u32,
-        indices: Vec<u32>,
-        values: Vec<f64>,
-    },
-}
-
-impl Payload {
-    /// Length of the vector the payload represents.
-    pub fn dim(&self) -> usize {
-        match self {
-            Payload::Dense(v) => v.len(),
-            Payload::Sparse { dim, .. } => *dim as usize,
-        }
-    }
-    /// Exact encoded size of the payload in bits (64 per f64, 32 per index).
-    pub fn bits(&self) -> u64 {
-        match self {
-            Payload::Dense(v) => 64 * v.len() as u64,
-            Payload::Sparse {
-                indices, values, ..
-            } => 32 + 32 * indices.len() as u64 + 64 * values.len() as u64,
-        }
-    }
-    /// Adds `scale` times the represented vector into `out`; checks the dimension.
-    pub fn add_to(&self, scale: f64, out: &mut [f64]) -> crate::Result<()> {
-        if self.dim() != out.len() {
-            return Err(crate::Error::Protocol(format!(
-                "message of dimension {} where {} was expected",
-                self.dim(),
-                out.len()
-            )));
-        }
-        match self {
-            Payload::Dense(v) => crate::linalg::axpy(scale, v, out),
-            Payload::Sparse {
-                indices, values, ..
-            } => {
-                if indices.len() != values.len() {
-                    return Err(crate::Error::Protocol(
-                        "sparse message with unequal index and value counts".into(),
-                    ));
-                }
-                for (&i, &v) in indices.iter().zip(values) {
-                    let slot = out.get_mut(i as usize).ok_or_else(|| {
-                        crate::Error::Protocol(format!("sparse index {i} out of range"))
-                    })?;
-                    *slot += scale * v;
-                }
-            }
-        }
-        if out.iter().any(|v| !v.is_finite()) {
-            return Err(crate::Error::Protocol(
-                "message holds a non-finite value".into(),
-            ));
-        }
-        Ok(())
-    }
-}
-
-/// What a silo sends back. Carries no silo identity: in shuffle mode the server cannot
-/// tell messages apart, and aggregation must not depend on their order.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct SiloMessage {
-    pub round: Round,
-    pub payload: Payload,
-}
+pub use message::{Broadcast, PackedInts, Payload, Reply, Round, SiloMessage};
 
 /// Serializable state of a half, for checkpoints (server) and restarts (silo).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -149,6 +63,16 @@ pub trait SiloHalf: Send {
         data: &Dataset,
         rng: &mut DpRng,
     ) -> crate::Result<SiloMessage>;
+    /// This silo's whole reply to the round: one message unless the algorithm sends several
+    /// (multi-message protocols override this; the runners call it, never `respond`).
+    fn respond_reply(
+        &mut self,
+        broadcast: &Broadcast,
+        data: &Dataset,
+        rng: &mut DpRng,
+    ) -> crate::Result<Reply> {
+        Ok(Reply::single(self.respond(broadcast, data, rng)?))
+    }
     /// Per-coordinate standard deviation of the privacy noise this silo adds (0 if none).
     fn noise_std(&self) -> f64;
     /// State to persist across a restart (e.g. a one-pass permutation's position).

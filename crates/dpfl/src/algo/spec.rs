@@ -105,11 +105,6 @@ impl AlgorithmSpec {
             AlgorithmSpec::NoisyMbSgd(a) => a.calibration.is_some(),
         }
     }
-    /// The step size, or NaN where it is left to the theory rules (see
-    /// [`Self::explicit_step_size`]).
-    pub fn step_size(&self) -> f64 {
-        self.explicit_step_size().unwrap_or(f64::NAN)
-    }
     /// The configured step size; `None` where `params = "theory"` computes it.
     pub fn explicit_step_size(&self) -> Option<f64> {
         match self {
@@ -118,15 +113,6 @@ impl AlgorithmSpec {
             }
             AlgorithmSpec::AcceleratedMbSgd(a) => a.step_size,
             AlgorithmSpec::NoisyMbSgd(a) => a.step_size,
-        }
-    }
-    /// The number of rounds the algorithm's theorem prescribes (`None` if it has no finite
-    /// rule); the run itself always uses the configured rounds.
-    pub fn recommended_rounds(&self, ctx: &BuildContext) -> crate::Result<Option<usize>> {
-        match self {
-            AlgorithmSpec::AcceleratedMbSgd(a) => a.recommended_rounds(ctx),
-            AlgorithmSpec::NoisyMbSgd(a) => a.recommended_rounds(ctx),
-            _ => Ok(None),
         }
     }
     /// The same algorithm with another step size (for grid searches).

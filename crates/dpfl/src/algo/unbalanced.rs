@@ -427,36 +427,6 @@ pub struct NoisyMbSgdSpec {
     pub constants: Constants,
 }
 
-impl NoisyMbSgdSpec {
-    /// Thm D.1's R (convex or strongly convex), if finite.
-    pub fn recommended_rounds(&self, ctx: &BuildContext) -> crate::Result<Option<usize>> {
-        let noise = self.calibration.map(noise_rule).transpose()?;
-        let prep = prepare(
-            ctx,
-            Setting::MbSgd,
-            noise,
-            self.smoothing,
-            &self.constants,
-            self.weights.as_deref(),
-        )?;
-        let inputs = TheoryInputs::from_context(
-            ctx,
-            Setting::MbSgd,
-            noise,
-            &self.constants,
-            &prep.weights,
-            prep.smoothing,
-            Overrides {
-                batch_size: self.batch_size,
-                step_size: self.step_size,
-                ..Overrides::default()
-            },
-        )?;
-        let p = super::theory::theory_params(&inputs)?;
-        Ok(p.rounds_rule.map(|_| p.rounds))
-    }
-}
-
 pub(crate) fn build(ctx: &BuildContext, spec: &NoisyMbSgdSpec) -> crate::Result<BuiltAlgorithm> {
     let noise = spec.calibration.map(noise_rule).transpose()?;
     let prep = prepare(

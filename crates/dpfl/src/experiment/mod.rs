@@ -780,6 +780,15 @@ pub fn train_one(
     let mut curve = Vec::new();
     for r in 0..spec.rounds {
         sim.step()?;
+        // The round core leaves a refusing silo out of its round; a simulated experiment,
+        // though, plans every round within every silo's budget, so a refusal means the plan
+        // does not fit the budget: report it rather than finish a different experiment.
+        if let Some((silo, refusal)) = sim.take_refusals().into_iter().next() {
+            return Err(match refusal.privacy {
+                Some(e) => e.into(),
+                None => crate::Error::Protocol(format!("silo {silo}: {refusal}")),
+            });
+        }
         if is_eval_round(r + 1, eval_every, spec.rounds) {
             let w = sim.output();
             curve.push((r + 1, sim.train_loss(model, &w), sim.test_metric(model, &w)));
@@ -869,12 +878,7 @@ pub fn eval_every(spec: &ExperimentSpec) -> usize {
         .max(1)
 }
 
-/// Whether the model after `done` of `rounds` rounds is evaluated: every `eval_every`-th
-/// round and always the last. Every runner (the simulator, the network server recording
-/// models for `dpfl federate`) asks this one function, so they evaluate the same rounds.
-pub fn is_eval_round(done: usize, eval_every: usize, rounds: usize) -> bool {
-    done.is_multiple_of(eval_every.max(1)) || done == rounds
-}
+pub use crate::round::is_eval_round;
 
 /// Turns runs into `rounds.csv` rows and per-algorithm summaries averaged over trials. Both
 /// [`run`] and the network runner (`dpfl federate`) feed their runs through it, so their
