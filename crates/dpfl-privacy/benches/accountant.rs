@@ -62,6 +62,55 @@ fn benches(c: &mut Criterion) {
     g.bench_function("with-replacement/demo-100-rounds", |b| {
         b.iter(|| replace.epsilon(black_box(&demo), d_demo).unwrap())
     });
+    // Issue 11 paths: Gaussian compositions (closed form), lattice-aligned discrete PLDs,
+    // a long composition at small z, and a PLD calibration bracketed from RDP.
+    let gauss = PrivacyEvent::Gaussian {
+        noise_multiplier: 0.8,
+    }
+    .repeated(3000);
+    g.bench_function("gaussian-z0.8-3000-steps", |b| {
+        b.iter(|| pld.epsilon(black_box(&gauss), d).unwrap())
+    });
+    let gauss_pmf = PrivacyEvent::Composed(vec![
+        gauss.clone(),
+        PrivacyEvent::Laplace {
+            noise_multiplier: 10.0,
+        },
+    ]);
+    g.bench_function("gaussian-3000-steps-plus-laplace-pmf-path", |b| {
+        b.iter(|| pld.epsilon(black_box(&gauss_pmf), d).unwrap())
+    });
+    let dlap = PrivacyEvent::DiscreteLaplace {
+        noise_multiplier: 1e6,
+    }
+    .repeated(1_000_000);
+    g.bench_function("discrete-laplace-1e6-steps", |b| {
+        b.iter(|| pld.epsilon(black_box(&dlap), d).unwrap())
+    });
+    let dgauss = PrivacyEvent::DiscreteGaussian {
+        noise_multiplier: 2.0,
+    }
+    .repeated(100);
+    g.bench_function("discrete-gaussian-z2-100-steps", |b| {
+        b.iter(|| pld.epsilon(black_box(&dgauss), d).unwrap())
+    });
+    let long = step(0.3, 1e-4).repeated(100_000);
+    g.bench_function("poisson-z0.3-q1e-4-100k-steps", |b| {
+        b.iter(|| pld.epsilon(black_box(&long), d).unwrap())
+    });
+    let target = dpfl_privacy::Epsilon::new(1.0).unwrap();
+    g.bench_function("calibrate-poisson-q0.01-10k-steps", |b| {
+        b.iter(|| {
+            dpfl_privacy::calibration::calibrate_noise_multiplier(
+                |z| step(z, 0.01).repeated(10_000),
+                dpfl_privacy::accountant::AccountantKind::Pld,
+                Neighbouring::AddRemove,
+                target,
+                d,
+            )
+            .unwrap()
+        })
+    });
     g.finish();
 }
 

@@ -83,7 +83,7 @@ fn pld_epsilon_is_monotone_in_steps_over_long_compositions() {
     let acc = PldAccountant::new(Neighbouring::AddRemove);
     let d = Delta::new(1e-5).unwrap();
     let steps = [1u64, 10, 100, 1_000, 10_000, 100_000];
-    let mut check = |name: &str, make: &dyn Fn(u64) -> PrivacyEvent| {
+    let check = |name: &str, make: &dyn Fn(u64) -> PrivacyEvent| {
         let mut prev = 0.0f64;
         for &t in &steps {
             let e = acc

@@ -480,7 +480,7 @@ impl Pmf {
         }
         // Round-off clamped to zero adds mass (≈1e-7 per step for a sampled Gaussian), which
         // only raises δ(ε); a total far above 1 means something else went wrong.
-        if !(total <= 2.0) {
+        if total.is_nan() || total > 2.0 {
             return Err(fail(format!("total mass {total}")));
         }
         Ok(())
