@@ -39,6 +39,7 @@ struct Fed {
 
 impl Fed {
     fn prepare(root: &Path) -> Fed {
+        std::fs::create_dir_all(root).unwrap();
         let exp = root.join("exp.toml");
         std::fs::write(&exp, EXPERIMENT).unwrap();
         let out = root.join("run");
@@ -527,7 +528,7 @@ fn a_server_without_enough_silos_exits_non_zero_instead_of_finishing() {
 fn public_facts_that_do_not_match_the_data_are_refused_before_round_zero() {
     let tmp = tempfile::tempdir().unwrap();
     let fed = Fed::prepare(tmp.path());
-    fed.closed_port();
+    let port = fed.closed_port();
     let good = std::fs::read_to_string(fed.cfg()).unwrap();
     assert!(good.contains("classes = 2\n"), "{good}");
     let quick = Duration::from_secs(30);
@@ -552,11 +553,10 @@ fn public_facts_that_do_not_match_the_data_are_refused_before_round_zero() {
     // A shuffler whose address is the server's would talk to itself.
     std::fs::write(
         fed.cfg(),
-        good.replace("[tls]", "[shuffler]\naddress = \"127.0.0.1:7\"\n\n[tls]")
-            .replace(
-                "address = \"127.0.0.1:0\"\naddress_file = \"alg-0/server.addr\"",
-                "address = \"127.0.0.1:7\"",
-            ),
+        good.replace(
+            "[tls]",
+            &format!("[shuffler]\naddress = \"127.0.0.1:{port}\"\n\n[tls]"),
+        ),
     )
     .unwrap();
     let o = dpfl(
