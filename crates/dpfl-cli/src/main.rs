@@ -160,6 +160,28 @@ pub fn read_config(path: &std::path::Path) -> anyhow::Result<String> {
     std::fs::read_to_string(path).map_err(|e| usage(format!("{}: {e}", path.display())))
 }
 
+/// `e` naming `file` (once: a parse error already starts with it).
+pub fn in_file(file: &std::path::Path, e: impl std::fmt::Display) -> String {
+    let (f, e) = (file.display().to_string(), e.to_string());
+    if e.starts_with(&f) {
+        e
+    } else {
+        format!("{f}: {e}")
+    }
+}
+
+/// Config errors found while running (a field checked against the data) name the file the
+/// field is in; other errors pass unchanged.
+pub fn name_file(file: Option<&std::path::Path>, e: dpfl::Error) -> anyhow::Error {
+    match (file, &e) {
+        (Some(f), dpfl::Error::Config { .. }) => {
+            let text = in_file(f, &e);
+            anyhow::Error::new(e).context(text)
+        }
+        _ => e.into(),
+    }
+}
+
 /// A usage error (exit code 2): a config or spec file that cannot be read or parsed, an
 /// output directory that cannot be used.
 pub fn usage(e: impl std::fmt::Display) -> anyhow::Error {

@@ -43,8 +43,8 @@ pub fn reproduce(args: &ReproduceArgs) -> anyhow::Result<()> {
     let mut spec = match &args.spec {
         Some(p) => {
             let text = crate::read_config(p)?;
-            let mut spec =
-                ReproSpec::from_toml(&text, &p.display().to_string()).map_err(crate::usage)?;
+            let mut spec = ReproSpec::from_toml(&text, &p.display().to_string())
+                .map_err(|e| crate::usage(crate::in_file(p, e)))?;
             spec.base
                 .data
                 .resolve_paths(dpfl::experiment::paths::base_of(p));
@@ -113,7 +113,8 @@ pub fn reproduce(args: &ReproduceArgs) -> anyhow::Result<()> {
         args.data_dir.as_deref(),
         &progress,
         Some(&checkpoint),
-    )?;
+    )
+    .map_err(|e| crate::name_file(args.spec.as_deref(), e))?;
     bar.finish();
     let files = reproduce::write_outputs(&spec, &out, &out_dir)?;
     // The outputs hold everything the checkpoint did.

@@ -50,7 +50,8 @@ pub(crate) fn load_spec(config: Option<&PathBuf>) -> anyhow::Result<ExperimentSp
     Ok(match config {
         Some(p) => {
             let text = crate::read_config(p)?;
-            ExperimentSpec::from_toml_at(&text, p).map_err(crate::usage)?
+            ExperimentSpec::from_toml_at(&text, p)
+                .map_err(|e| crate::usage(crate::in_file(p, e)))?
         }
         None => {
             ExperimentSpec::from_toml(DEFAULT_EXPERIMENT, "<bundled experiments/default.toml>")?
@@ -80,7 +81,8 @@ pub fn train(args: &TrainArgs) -> anyhow::Result<()> {
         bar.set_message(labels[a].clone());
         bar.set_position((t as u64 * labels.len() as u64 + a as u64) * rounds + r as u64);
     };
-    let out = experiment::run(&spec, args.data_dir.as_deref(), &progress)?;
+    let out = experiment::run(&spec, args.data_dir.as_deref(), &progress)
+        .map_err(|e| crate::name_file(args.config.as_deref(), e))?;
     bar.finish();
     print_report(&spec, &out);
     if let Some(dir) = &args.out {
@@ -225,7 +227,10 @@ pub fn data(cmd: &DataCommand) -> anyhow::Result<()> {
                 dpfl_privacy::rng::Purpose::Data,
                 0,
             )?;
-            let silos = spec.data.load(data_dir.as_deref(), &mut rng)?;
+            let silos = spec
+                .data
+                .load(data_dir.as_deref(), &mut rng)
+                .map_err(|e| crate::name_file(Some(path), e))?;
             println!("{}", dpfl::data::describe_silos(&silos));
             Ok(())
         }
