@@ -132,9 +132,7 @@ pub(crate) fn print_report(spec: &ExperimentSpec, out: &RunOutput) {
             s.max_accounted_epsilon(pld)
                 .map_or("-".into(), |e| num(e, 3))
         };
-        let lower = s
-            .max_lower_epsilon()
-            .map_or("-".into(), |e| num(e, 3));
+        let lower = s.max_lower_epsilon().map_or("-".into(), |e| num(e, 3));
         println!(
             "{:<24} {:>8} {:>10} {:>9} {:>9} {:>9} {:>9} {:>6} {:>11} {:>11}",
             s.algorithm,
@@ -157,15 +155,13 @@ pub(crate) fn print_report(spec: &ExperimentSpec, out: &RunOutput) {
     for s in &private {
         let target = s.epsilon.map_or("NaN".into(), short);
         let delta = s.delta.unwrap_or(f64::NAN);
-        let lower = s
-            .max_lower_epsilon()
-            .map_or(String::new(), |l| {
-                format!(
-                    " (and the true epsilon is at least {}: a lower bound from a concrete \
+        let lower = s.max_lower_epsilon().map_or(String::new(), |l| {
+            format!(
+                " (and the true epsilon is at least {}: a lower bound from a concrete \
                      neighbouring pair)",
-                    num(l, 3)
-                )
-            });
+                num(l, 3)
+            )
+        });
         // State what the accountants certify (the tighter of the two sound ones), never just
         // the formula's target.
         match s.max_certified_epsilon() {

@@ -1012,4 +1012,3 @@ pub fn run_caveats(spec: &ExperimentSpec, private: bool) -> Vec<String> {
     }
     c
 }
-
