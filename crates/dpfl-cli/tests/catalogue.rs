@@ -340,7 +340,6 @@ fn cases() -> Vec<Case> {
         account("fixed-size without dataset size", &["--sampling", "with-replacement", "--rate", "0.1"], 2, &["--dataset-size"]),
         account("dataset size zero", &["--sampling", "without-replacement", "--rate", "0.1", "--dataset-size", "0"], 2, &["--dataset-size"]),
         account("batch not whole", &["--sampling", "without-replacement", "--rate", "0.013", "--dataset-size", "100"], 2, &["--rate"]),
-        account("pld with replacement", &["--sampling", "with-replacement", "--rate", "0.1", "--dataset-size", "100", "--accountant", "pld"], 2, &["--accountant"]),
         account("unknown mechanism", &["--mechanism", "cauchy"], 2, &["--mechanism", "cauchy"]),
         account("unknown accountant", &["--accountant", "magic"], 2, &["--accountant", "magic"]),
         calibrate("calibrate epsilon zero", &["--epsilon", "0", "--delta", "1e-5"], 2, &["--epsilon"]),

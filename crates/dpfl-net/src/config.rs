@@ -475,20 +475,27 @@ pub fn check_plan(fed: &Federation, id: u32, local: &LocalBudget) -> Result<Opti
         .filter_map(|r| u32::try_from(r).ok().and_then(|r| half.round_event(r)))
         .collect();
     let rounds = events.len();
+    // The plan is judged by the same rule the silo's ledger charges with (RDP, and the
+    // sampled PLD where RDP alone would refuse), so a plan the ledger would carry through is
+    // not refused here, and one it would stop is.
     let epsilon = if events.is_empty() {
         0.0
     } else {
-        dpfl_privacy::accountant::AccountantKind::Rdp.epsilon(
-            budget.neighbouring(),
-            &dpfl_privacy::PrivacyEvent::Composed(events),
-            dpfl_privacy::Delta::new(budget.delta())?,
-        )?
+        let mut ledger = dpfl_privacy::ledger::Ledger::in_memory(
+            budget,
+            dpfl_privacy::accountant::AccountantKind::Rdp,
+        );
+        match ledger.charge(0, &dpfl_privacy::PrivacyEvent::Composed(events)) {
+            Ok(_) => ledger.spent_epsilon()?,
+            Err(dpfl_privacy::PrivacyError::BudgetExceeded { requested, .. }) => requested,
+            Err(e) => return Err(e.into()),
+        }
     };
     // NaN (a numerical failure) is refused too: never read as "within budget".
     if !(epsilon <= budget.epsilon()) {
         return Err(NetError::Refused(format!(
             "silo {id}: the federation's plan ({rounds} rounds of `{}`) spends ε = {epsilon:.4} \
-             at δ = {} by the RDP accountant, more than this silo's own budget ε = {}; \
+             at δ = {} by the silo ledger's accountant, more than this silo's own budget ε = {}; \
              refusing before reading any data",
             fed.algorithm.default_label(),
             budget.delta(),
