@@ -284,7 +284,10 @@ fn federate_writes_the_rounds_and_summary_of_dpfl_train_for_every_trial() {
     let (mut g, mut w) = (summary_json(&out), summary_json(&sim));
     // The count of non-finite gradients stays in each silo process (it would tell the server
     // something about the data), so federate reports it as unknown (null); dpfl train counts 0.
-    for (s, want) in [(&mut g, serde_json::Value::Null), (&mut w, serde_json::json!(0))] {
+    for (s, want) in [
+        (&mut g, serde_json::Value::Null),
+        (&mut w, serde_json::json!(0)),
+    ] {
         for alg in s.as_array_mut().unwrap() {
             assert_eq!(alg["nonfinite_gradients"], want);
             alg["nonfinite_gradients"] = serde_json::Value::Null;

@@ -492,7 +492,8 @@ pub fn check_plan(fed: &Federation, id: u32, local: &LocalBudget) -> Result<Opti
         }
     };
     // NaN (a numerical failure) is refused too: never read as "within budget".
-    if !(epsilon <= budget.epsilon()) {
+    let within = epsilon <= budget.epsilon();
+    if !within {
         return Err(NetError::Refused(format!(
             "silo {id}: the federation's plan ({rounds} rounds of `{}`) spends ε = {epsilon:.4} \
              at δ = {} by the silo ledger's accountant, more than this silo's own budget ε = {}; \

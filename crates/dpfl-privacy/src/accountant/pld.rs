@@ -119,12 +119,14 @@ impl Pmf {
     /// a total below 1 drops losses, which is only right for lower bounds).
     pub fn from_masses(h: f64, lower: i64, probs: Vec<f64>, infinity: f64) -> Result<Pmf> {
         let total: f64 = probs.iter().sum::<f64>() + infinity;
-        if !(h.is_finite() && h > 0.0)
-            || probs.iter().any(|p| !(p.is_finite() && *p >= 0.0))
-            || !(0.0..=1.0).contains(&infinity)
-            || !(total <= 1.0 + 1e-9)
-            || probs.is_empty()
-        {
+        // Each check is written so that a NaN fails it.
+        let valid = h.is_finite()
+            && h > 0.0
+            && !probs.is_empty()
+            && probs.iter().all(|p| p.is_finite() && *p >= 0.0)
+            && (0.0..=1.0).contains(&infinity)
+            && total <= 1.0 + 1e-9;
+        if !valid {
             return Err(PrivacyError::Numerical {
                 context: "PLD from masses",
                 reason: format!("invalid PMF (h = {h}, total mass {total})"),

@@ -338,10 +338,10 @@ mod tests {
         let l = OccurrenceLaw::binomial(5, 0.1);
         for &e in &[0.1, 0.7, 2.0] {
             let lhs = upper_profile(&l, 0.8, -e);
-            let rhs = 1.0 - (-e as f64).exp() + (-e as f64).exp() * upper_profile(&l, 0.8, e);
+            let rhs = 1.0 - (-e).exp() + (-e).exp() * upper_profile(&l, 0.8, e);
             assert!((lhs - rhs).abs() < 1e-14);
             // Never below the trivial curve 1 − e^ε.
-            assert!(lhs >= 1.0 - (-e as f64).exp());
+            assert!(lhs >= 1.0 - (-e).exp());
         }
     }
 
