@@ -157,7 +157,7 @@ impl Theorem2 {
     pub fn paper_delta(&self, d: u64) -> LogProb {
         let k_two_d =
             LogProb::from_ln((self.rounds as f64).ln() - d as f64 * std::f64::consts::LN_2);
-        LogProb::from_prob(self.delta).add(k_two_d)
+        LogProb::from_prob(self.delta).plus(k_two_d)
     }
 
     /// Eq. 23: Theorem 1 must apply at ε₀, i.e. ε₀ < e^{−1}Δ₁/Δ∞.
@@ -189,7 +189,7 @@ impl Theorem2 {
         let fail = 4.0 * (rho - 1.0) / n_i as f64;
         Ok((
             self.composed_bound(),
-            self.paper_delta(d).add(LogProb::from_prob(fail)),
+            self.paper_delta(d).plus(LogProb::from_prob(fail)),
         ))
     }
 }

@@ -64,7 +64,7 @@ impl LogProb {
         (v * (1.0 + 1e-15)).next_up().clamp(f64::from_bits(1), 1.0)
     }
     /// p + q.
-    pub fn add(self, other: LogProb) -> LogProb {
+    pub fn plus(self, other: LogProb) -> LogProb {
         let (hi, lo) = if self.0 >= other.0 {
             (self.0, other.0)
         } else {
@@ -87,9 +87,9 @@ mod tests {
         assert_eq!(a.value(), 0.0);
         assert!(a.upper_f64() > 0.0);
         assert!((a.log2() + 328_810.0).abs() < 1e-6);
-        let s = LogProb::from_prob(1e-9).add(a);
+        let s = LogProb::from_prob(1e-9).plus(a);
         assert_eq!(s.ln(), 1e-9f64.ln());
-        let h = LogProb::from_prob(0.25).add(LogProb::from_prob(0.5));
+        let h = LogProb::from_prob(0.25).plus(LogProb::from_prob(0.5));
         assert!((h.value() - 0.75).abs() < 1e-15);
         assert!(LogProb::from_prob(0.3).upper_f64() >= 0.3);
         assert_eq!(LogProb::from_ln(f64::NAN), LogProb::ONE);

@@ -196,7 +196,7 @@ pub fn worst_case_delta(
     let ln_keep = full as f64 * (-p(kinf)).ln_1p() + (-p(rest)).ln_1p();
     // δ = 1 − e^{ln_keep} = −expm1(ln_keep).
     let delta = -ln_keep.exp_m1();
-    if !(ln_keep <= 0.0) {
+    if ln_keep.is_nan() || ln_keep > 0.0 {
         return Err(PrivacyError::Numerical {
             context: "TDL overlap bound",
             reason: format!("log survival {ln_keep}"),
@@ -220,7 +220,7 @@ pub fn calibrate_for_delta(
     delta_inf: f64,
     d: u64,
 ) -> Result<Theorem1> {
-    if !(ln_delta < 0.0) || ln_delta.is_infinite() {
+    if ln_delta.is_nan() || ln_delta >= 0.0 || ln_delta.is_infinite() {
         return Err(PrivacyError::invalid(
             "ln_delta",
             ln_delta,
