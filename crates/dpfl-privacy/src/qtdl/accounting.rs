@@ -230,6 +230,36 @@ pub fn dpfl_epsilon(
     )
 }
 
+/// Both accounts of a K-round run, side by side (never charge the paper's).
+#[derive(Debug, Clone, PartialEq)]
+pub struct KRoundReport {
+    /// The paper's final ε ([`Theorem2::paper_epsilon`]) and δ = K·2^{−d} + δ.
+    pub paper_epsilon: f64,
+    pub paper_delta: LogProb,
+    /// dpfl's ε at `dpfl_delta` over K rounds of [`release_event`], or why there is none.
+    pub dpfl_epsilon: Result<f64>,
+    pub dpfl_delta: f64,
+}
+
+/// The paper's Theorem 2 account and dpfl's for a client whose every round is a QTDL message
+/// with `per_round` (calibrated at ε₀ by the caller: Theorem 1 or the corrected m).
+pub fn k_round_report(
+    t2: &Theorem2,
+    per_round: &Theorem1,
+    d: u64,
+    kind: AccountantKind,
+    neighbouring: Neighbouring,
+    delta: f64,
+) -> KRoundReport {
+    KRoundReport {
+        paper_epsilon: t2.paper_epsilon(),
+        paper_delta: t2.paper_delta(d),
+        dpfl_epsilon: release_event(per_round, d)
+            .and_then(|ev| dpfl_epsilon(&ev, t2.rounds, kind, neighbouring, delta)),
+        dpfl_delta: delta,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::theorem1::{calibrate, calibrate_for_delta};
@@ -329,5 +359,30 @@ mod tests {
             )
             .is_err()
         );
+    }
+
+    #[test]
+    fn experiment_ii_has_no_guarantee_and_no_affordable_fix() {
+        // FMNIST, worst case Δ∞ = 2s, Δ₁ = 2ds (s = 2^12), total (0.1, 1e−9), K = 400,
+        // r = 25 of n = 50: the paper reports (0.1, 1e−9 + 400·2^−d); Theorem 1 gives
+        // m = 2s + 1 = 8193 (digest §2.8), whose correct δ is 1, so dpfl refuses.
+        let (s, d) = (4096.0, 328_810u64);
+        let t2 = Theorem2::from_target(0.1, 1e-9, 400, 25, 50).unwrap();
+        let (d1, dinf) = (2.0 * d as f64 * s, 2.0 * s);
+        let th = calibrate(t2.epsilon_0(), d1, dinf).unwrap();
+        assert_eq!(th.m(), 8193);
+        let r = k_round_report(
+            &t2,
+            &th,
+            d,
+            AccountantKind::Optimal,
+            Neighbouring::AddRemove,
+            1e-9,
+        );
+        assert!((r.paper_epsilon - 0.1).abs() < 1e-12);
+        assert!((r.paper_delta.value() - 1e-9).abs() < 1e-23);
+        assert!(r.dpfl_epsilon.is_err());
+        // The corrected m would need α·m ≳ 20 with α = ε₀/Δ₁ ≈ 2.9e−13: m > 2^40, refused.
+        assert!(calibrate_for_delta(t2.epsilon_0(), (1e-12f64).ln(), d1, dinf, d).is_err());
     }
 }

@@ -146,6 +146,23 @@ impl TruncatedDiscreteLaplace {
         (mass / self.normaliser()).min(1.0)
     }
 
+    /// ln P[Y ≥ j] for 1 ≤ j ≤ m, without underflow: −αj + ln(1 − e^{−α(m−j+1)})
+    /// − ln(1 − e^{−α}) − ln Z; `None` outside 1..=m.
+    pub fn ln_tail(&self, j: i64) -> Option<f64> {
+        let m = self.m as i64;
+        if j < 1 || j > m {
+            return None;
+        }
+        let count = (m - j + 1) as f64;
+        let a = self.alpha;
+        let ln_mass = if a == 0.0 {
+            count.ln()
+        } else {
+            -a * j as f64 + (-(-a * count).exp_m1()).ln() - (-(-a).exp_m1()).ln()
+        };
+        Some(ln_mass - self.normaliser().ln())
+    }
+
     /// Lemma 1 (eq. 9) with s = 1: with x = e^{−α},
     /// V = 2x{1 + x − x^m(m(1−x)+1)² − x^{m+1}} / ((1−x)²{(1−x) + 2x(1−x^m)}).
     /// Cancels as αm → 0; see [`Self::variance`]. m(m+1)/3 (uniform) at α = 0.
@@ -215,10 +232,56 @@ impl TruncatedDiscreteLaplace {
         }
     }
 
-    /// Bernoulli(e^{−α|y|}) exactly: γ = |y|·num/2^k.
+    /// Bernoulli(e^{−α|y|}) exactly, γ = |y|·num/2^k: CKS20 Algorithm 1 (return whether the
+    /// first k' with A_{k'} = 0, A_{k'} ~ Bernoulli(γ/k'), is odd), with the first trial — the
+    /// only one usually reached, γ being small — a lazy comparison of a uniform k-bit integer
+    /// with γ·2^k (one 64-bit draw instead of a u128 range draw). γ ≥ 1 takes the general path.
     fn accept(&self, rng: &mut DpRng, y: u64) -> bool {
-        bernoulli_exp(rng, u128::from(y) * self.num, 1u128 << self.den_bits)
+        let n = u128::from(y) * self.num;
+        let k = self.den_bits;
+        if n >> k != 0 {
+            return bernoulli_exp(rng, n, 1u128 << k);
+        }
+        if !uniform_below(rng, n, k) {
+            return true; // A₁ = 0: K = 1, odd
+        }
+        let d = 1u128 << k;
+        let mut j: u128 = 2;
+        loop {
+            // A_j ~ Bernoulli(n/(d·j)); d·j overflows only after ~2^7 successes of probability
+            // ≤ γ/j each (k ≤ 120), an event below 2^−700.
+            let Some(dj) = d.checked_mul(j) else {
+                return j % 2 == 1;
+            };
+            if rng.inner().random_range(0..dj) >= n {
+                return j % 2 == 1;
+            }
+            j += 1;
+        }
     }
+}
+
+/// Whether U < n for U uniform on [0, 2^k), n < 2^k, k ≤ 120: the top 64 bits decide unless
+/// they tie with n's (probability 2^−64), then the remaining k − 64 bits do. Exact.
+fn uniform_below(rng: &mut DpRng, n: u128, k: u32) -> bool {
+    if k == 0 {
+        return false; // U = 0 and n < 1
+    }
+    let hi: u64 = rng.inner().random();
+    below(hi, || rng.inner().random(), n, k)
+}
+
+/// U < n for U's top word `hi` and, drawn only on a tie, its next word.
+fn below(hi: u64, next: impl FnOnce() -> u64, n: u128, k: u32) -> bool {
+    if k <= 64 {
+        return u128::from(hi >> (64 - k)) < n;
+    }
+    let low_bits = k - 64;
+    let n_hi = (n >> low_bits) as u64;
+    if hi != n_hi {
+        return hi < n_hi;
+    }
+    u128::from(next() >> (64 - low_bits)) < (n & ((1u128 << low_bits) - 1))
 }
 
 /// Z_{m,α} (eq. 3).
@@ -354,6 +417,13 @@ mod tests {
         // P[Y ≥ 2] = (e^−.3 + e^−.45)/Z = 1.378446/5.478308 = 0.251619.
         assert!((t.tail(2) - 0.251_619).abs() < 1e-6);
         assert!((t.tail(-1) - (1.0 - t.tail(2))).abs() < 1e-15);
+        assert!((t.ln_tail(2).unwrap() - t.tail(2).ln()).abs() < 1e-14);
+        assert_eq!(t.ln_tail(0), None);
+        // Far tails keep their logarithm where the probability underflows f64.
+        let far = TruncatedDiscreteLaplace::new(4000, 1.0).unwrap();
+        assert_eq!(far.tail(3000), 0.0);
+        let want = -3000.0 - (-(-1.0f64).exp_m1()).ln() - far.normaliser().ln();
+        assert!((far.ln_tail(3000).unwrap() - want).abs() < 1e-9);
         assert_eq!(t.tail(4), 0.0);
         assert_eq!(t.tail(-3), 1.0);
         // α = 0: uniform on 2m+1 points.
@@ -420,6 +490,34 @@ mod tests {
         let uni = (m as f64) * (m as f64 + 1.0) / 3.0;
         assert!((t.variance() - uni).abs() / uni < 1e-8);
         assert!(t.variance() < uni);
+    }
+
+    #[test]
+    fn lazy_uniform_comparison_has_the_right_probability() {
+        // P[U < n] = n/2^k: 5/8, 3·2^68/2^70 = 3/4, 1/2. The tie path (probability 2^−64)
+        // is checked on fixed words: k = 66, n = 2^2·h + 2: U = 4h + (next >> 62) < n iff the
+        // low two bits are 0 or 1.
+        let h = 0x1234_5678_9abc_def0u64;
+        let n = (u128::from(h) << 2) + 2;
+        for (low, want) in [(0u64, true), (1, true), (2, false), (3, false)] {
+            assert_eq!(below(h, || low << 62, n, 66), want, "low {low}");
+        }
+        assert!(below(h - 1, || unreachable!(), n, 66));
+        assert!(!below(h + 1, || unreachable!(), n, 66));
+        let mut rng = DpRng::from_seed(4, Purpose::Silo, 0);
+        for (n, k, p) in [
+            (5u128, 3u32, 0.625),
+            (3u128 << 68, 70, 0.75),
+            (1 << 63, 64, 0.5),
+        ] {
+            let hits = (0..100_000)
+                .filter(|_| uniform_below(&mut rng, n, k))
+                .count();
+            // sd ≤ 0.0016; 5 sd.
+            assert!((hits as f64 / 1e5 - p).abs() < 8e-3, "n {n} k {k}: {hits}");
+        }
+        assert!(!uniform_below(&mut rng, 0, 0));
+        assert!(!uniform_below(&mut rng, 0, 90));
     }
 
     #[test]

@@ -193,6 +193,21 @@ pub fn worst_case_delta(
     let p = |k: u64| tdl.tail(tdl.m() as i64 - k as i64 + 1);
     let full = (k1 / kinf).min(d);
     let rest = if full < d { k1 - full * kinf } else { 0 };
+    // Tiny tails (calibrations to δ ≪ 1e−300): in log space, with −ln(1 − p) ≤ p(1 + 2p) and
+    // δ = 1 − e^{−S} ≤ S, so ln δ ≤ ln(n·p(k) + p(r)) + 4e−13 (p < e^{−30} here).
+    let ln_p = |k: u64| {
+        if k == 0 {
+            f64::NEG_INFINITY
+        } else {
+            tdl.ln_tail(tdl.m() as i64 - k as i64 + 1)
+                .unwrap_or(f64::NEG_INFINITY)
+        }
+    };
+    let (ln_full, ln_rest) = ((full as f64).ln() + ln_p(kinf), ln_p(rest));
+    if ln_full.max(ln_rest) < -30.0 {
+        let s = LogProb::from_ln(ln_full).plus(LogProb::from_ln(ln_rest));
+        return Ok(LogProb::from_ln(s.ln() + 4e-13));
+    }
     let ln_keep = full as f64 * (-p(kinf)).ln_1p() + (-p(rest)).ln_1p();
     // δ = 1 − e^{ln_keep} = −expm1(ln_keep).
     let delta = -ln_keep.exp_m1();
@@ -347,5 +362,11 @@ mod tests {
         // overlap: αm ≈ 22.3, m = 1 993 383 (Theorem 1: 413), t = 22 (Theorem 1: 14).
         assert_eq!(th.m(), 1_993_383);
         assert_eq!(th.bits(4096).unwrap(), 22);
+        // A target of 2^−d (the paper's claim) is reachable too, in log space: αm ≈ d ln 2.
+        let tiny = -(328_810.0f64) * std::f64::consts::LN_2;
+        let th = calibrate_for_delta(10.0, tiny, d1, dinf, 328_810).unwrap();
+        let got = th.delta(328_810).unwrap().ln();
+        assert!(got <= tiny && got > tiny - 1e-3, "{got}");
+        assert!(th.alpha() * th.m() as f64 > 328_810.0 * std::f64::consts::LN_2);
     }
 }
