@@ -4,7 +4,8 @@
 //! Kumar & McMahan, NeurIPS 2018) for a per-round (ε, δ).
 //!
 //! cpSGD Theorem 1 (as transcribed in the digest, §3.3; the cpSGD paper itself is not in
-//! `shared/papers` — verify against it before relying on the constants): with p = ½ and the
+//! `shared/papers`; an independent public transcription of arXiv:1805.10559 eqs. 7, 12, 16, 17
+//! found in code search has the same terms, constants and condition): with p = ½ and the
 //! grid scale s_c = 1 (the Δ's are in integer grid units), if Np(1−p) ≥ max(23 ln(10d/δ),
 //! 2Δ∞), the mechanism x + Bin(N, p) − Np is (ε(N), δ)-DP with
 //! ε(N) = Δ₂√(2 ln(1.25/δ))/√(Np(1−p)) + (Δ₂ c_p √(ln(10/δ)) + Δ₁ b_p)/(Np(1−p)(1 − δ/10))
