@@ -18,7 +18,7 @@
 //! (s = 1, Δ∞ = 2, Δ₁ = 4, ε = 0.7, m = 3) the exhaustive δ is 0.431 against the claimed
 //! 0.144; FMNIST s = 2^12 at ε = 10 (μ = 0.1) needs m = 1 993 383 (t = 22) instead of 413
 //! (t = 14) for a true δ of 1e−9; the worst-case sensitivities of experiments (ii)/(iii) need
-//! m > 2^40 (no affordable calibration exists).
+//! m > 2^40 in experiment (ii) (tested; (iii) is of the same order): no affordable calibration.
 //!
 //! Neighbouring relation (digest §6.2 item 11): nothing here depends on it; Δ₁ and Δ∞ must be
 //! sensitivities under the relation the silo's ledger accounts with.
