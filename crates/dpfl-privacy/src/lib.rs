@@ -10,6 +10,8 @@
 //!   [`event::PrivacyEvent`] it spends; [`discrete`]: exact integer samplers (discrete
 //!   Laplace and Gaussian, Canonne–Kamath–Steinke 2020) the discrete mechanisms draw from;
 //! * [`calibration`]: the closed-form noise rules of the papers, each citing its theorem;
+//! * [`qtdl`]: DP-NormFedAvg's quantizer, truncated discrete Laplace noise (exact sampler),
+//!   Theorem 1 calculator, Binomial baseline calculator and accounting;
 //! * [`event`], [`accountant`], [`ledger`]: composable privacy events, accountants that turn
 //!   them into (ε, δ), and the per-silo ledger that refuses releases past a budget.
 //!
@@ -23,6 +25,7 @@ pub mod event;
 pub mod ledger;
 pub mod mechanism;
 pub mod params;
+pub mod qtdl;
 pub mod rng;
 pub mod sampler;
 
