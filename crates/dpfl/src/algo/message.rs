@@ -24,6 +24,20 @@ pub struct Broadcast {
     pub aux: Vec<Vec<f64>>,
 }
 
+impl Broadcast {
+    /// Checks that the broadcast point has the model's dimension `d` (a silo half's first
+    /// check on what the server sent).
+    pub fn check_dim(&self, d: usize) -> crate::Result<()> {
+        if self.point.len() != d {
+            return Err(crate::Error::Protocol(format!(
+                "broadcast point has dimension {}, the model has {d}",
+                self.point.len()
+            )));
+        }
+        Ok(())
+    }
+}
+
 /// Unsigned integers of `bits` bits each (1 ≤ bits ≤ 64), packed least-significant bit first
 /// into ⌈len·bits/8⌉ bytes: exactly len·bits bits of information, the padding bits of the
 /// last byte zero. Built only through [`PackedInts::pack`] or [`PackedInts::from_bytes`], both
