@@ -27,6 +27,7 @@ pub mod mechanism;
 pub mod params;
 pub mod rng;
 pub mod sampler;
+pub mod shuffle;
 
 pub use error::PrivacyError;
 pub use event::{Neighbouring, PrivacyEvent};
