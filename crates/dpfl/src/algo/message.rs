@@ -187,6 +187,9 @@ pub enum Payload {
     /// One labelled message of a multi-message reply (e.g. the coordinate a PVEC bit is for);
     /// the label travels with the message through a shuffler. Not nested.
     Labelled { label: u32, payload: Box<Payload> },
+    /// A compressed vector in a compressor's own encoding (seeded random-k, quantisation
+    /// levels, powers of two): see `crate::compress`.
+    Compressed(crate::compress::Compressed),
 }
 
 impl Payload {
@@ -197,6 +200,7 @@ impl Payload {
             Payload::Sparse { dim, .. } => *dim as usize,
             Payload::Packed(p) => p.len(),
             Payload::Labelled { payload, .. } => payload.dim(),
+            Payload::Compressed(c) => c.dim(),
         }
     }
 
@@ -210,6 +214,7 @@ impl Payload {
             } => 32 + 32 * indices.len() as u64 + 64 * values.len() as u64,
             Payload::Packed(p) => u64::from(p.bits()) * p.len() as u64,
             Payload::Labelled { payload, .. } => 32 + payload.bits(),
+            Payload::Compressed(c) => c.bits(),
         }
     }
 
@@ -236,6 +241,12 @@ impl Payload {
                 if let Some(i) = indices.iter().find(|&&i| i as usize >= dim) {
                     return Err(protocol(format!("sparse index {i} out of range 0..{dim}")));
                 }
+                if let Some(w) = indices.windows(2).find(|w| w[0] >= w[1]) {
+                    return Err(protocol(format!(
+                        "sparse indices not strictly increasing: {} then {}",
+                        w[0], w[1]
+                    )));
+                }
                 finite(values)
             }
             // Every packed value fits its width by construction.
@@ -244,6 +255,7 @@ impl Payload {
                 Payload::Labelled { .. } => Err(protocol("nested labelled message".into())),
                 ref inner => inner.validate(dim),
             },
+            Payload::Compressed(c) => c.validate(dim),
         }
     }
 
@@ -279,6 +291,7 @@ impl Payload {
                 }
             }
             Payload::Labelled { payload, .. } => payload.add_to(scale, out)?,
+            Payload::Compressed(c) => c.add_to(scale, out)?,
         }
         if out.iter().any(|v| !v.is_finite()) {
             return Err(protocol("message holds a non-finite value".into()));
@@ -381,6 +394,12 @@ mod tests {
             values: vec![1.0],
         };
         assert!(s.validate(4).is_err(), "index out of range");
+        let repeated = Payload::Sparse {
+            dim: 4,
+            indices: vec![1, 1],
+            values: vec![1.0, 1.0],
+        };
+        assert!(repeated.validate(4).is_err(), "repeated index");
         let l = Payload::Labelled {
             label: 3,
             payload: Box::new(Payload::Packed(PackedInts::pack(1, &[1]).unwrap())),
