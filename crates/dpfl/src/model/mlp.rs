@@ -36,9 +36,9 @@ use faer::linalg::matmul::matmul;
 use faer::{Accum, MatMut, MatRef, Par};
 
 use super::logistic::{check_features, sigmoid};
-use super::softmax::softmax_in_place;
 use super::{Metric, Model};
 use crate::data::Dataset;
+use crate::linalg::softmax_in_place;
 use crate::linalg::{axpy, clip_factor, dot};
 use dpfl_privacy::DpRng;
 use dpfl_privacy::rng::Purpose;
