@@ -9,10 +9,11 @@
 //!    τ = 2⁻⁶⁴: either inequality bounds the mass outside the window by τ.
 //! 2. **Weights.** Unnormalised pmf values by the ratio recurrence
 //!    f(k+1)/f(k) = (n−k)/(k+1) · p/(1−p), outward from the mode (f(mode) = 1), in `f64`;
-//!    then scaled to integers `W_k` whose sum is about 2⁶².
+//!    then scaled to integers `W_k` whose sum is exactly 2⁶² (the rounding residual goes on
+//!    the mode).
 //! 3. **Draw.** Walker's alias method in exact integer arithmetic (Vose's construction on
 //!    `W_k·N` against the column capacity `C = ΣW`): a column uniform on [0, N) and a
-//!    threshold uniform on [0, C), both unbiased bounded draws from the ChaCha20 stream. So a
+//!    threshold uniform on [0, C) (62 raw bits), both unbiased draws from the ChaCha20 stream. So a
 //!    draw has probability **exactly** `W_k / ΣW`; no floating point runs per draw.
 //!
 //! # What "exact" means here (decision recorded for issue 15)
@@ -50,7 +51,7 @@ pub struct Binomial {
     n: u64,
     p: f64,
     lo: u64,
-    /// Column capacity C = ΣW_k.
+    /// Column capacity C = ΣW_k = 2⁶².
     capacity: u64,
     /// Per column: keep the column's own value when the threshold draw is below this.
     threshold: Vec<u64>,
@@ -110,7 +111,18 @@ impl Binomial {
             });
         }
         let scale = (1u64 << 62) as f64 / sum;
-        let weights: Vec<u64> = w.iter().map(|&x| (x * scale).round() as u64).collect();
+        let mut weights: Vec<u64> = w.iter().map(|&x| (x * scale).round() as u64).collect();
+        // Put the rounding residual (at most N/2 units) on the mode so that ΣW = 2⁶² exactly:
+        // the threshold draw is then 62 raw bits, with no rejection.
+        let total: i128 = weights.iter().map(|&x| i128::from(x)).sum();
+        let fixed = i128::from(weights[m]) + (1i128 << 62) - total;
+        if fixed <= 0 {
+            return Err(PrivacyError::Numerical {
+                context: "Binomial table",
+                reason: format!("rounding residual exceeds the mode's weight for n = {n}, p = {p}"),
+            });
+        }
+        weights[m] = fixed as u64;
         let (capacity, threshold, alias) = alias_table(&weights)?;
         let u = f64::EPSILON / 2.0;
         let tv =
@@ -131,8 +143,8 @@ impl Binomial {
             n,
             p,
             lo: k,
-            capacity: 1,
-            threshold: vec![1],
+            capacity: 1 << 62,
+            threshold: vec![1 << 62],
             alias: vec![0],
             tv: 0.0,
         }
@@ -142,7 +154,8 @@ impl Binomial {
     pub fn sample(&self, rng: &mut DpRng) -> u64 {
         let r = rng.inner();
         let col = r.random_range(0..self.threshold.len());
-        let u = r.random_range(0..self.capacity);
+        // C = 2⁶² (see `new`): 62 raw bits are uniform on [0, C).
+        let u = r.random::<u64>() >> 2;
         let k = if u < self.threshold[col] {
             col as u64
         } else {
@@ -192,7 +205,7 @@ impl Binomial {
 fn alias_table(weights: &[u64]) -> Result<(u64, Vec<u64>, Vec<u32>)> {
     let n = weights.len();
     let capacity: u128 = weights.iter().map(|&w| u128::from(w)).sum();
-    if capacity == 0 || capacity > u128::from(u64::MAX) {
+    if capacity != 1 << 62 {
         return Err(PrivacyError::Numerical {
             context: "Binomial alias table",
             reason: format!("integer weight sum {capacity}"),
