@@ -421,23 +421,27 @@ pub fn compact_round(
         std::thread::available_parallelism().map_or(1, |n| n.get())
     };
     let chunk = inputs.len().div_ceil(threads).max(1);
-    let parts: Vec<Result<(ShareSum, ShareSum)>> = std::thread::scope(|scope| {
-        let handles: Vec<_> = inputs
-            .chunks(chunk)
-            .zip(user_rngs.chunks_mut(chunk))
-            .map(|(xs, rngs)| scope.spawn(move || users_in(xs, rngs)))
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| {
-                h.join().unwrap_or_else(|_| {
-                    Err(ShuffleError::Inconsistent(
-                        "a randomizer thread panicked".into(),
-                    ))
+    let parts: Vec<Result<(ShareSum, ShareSum)>> = if threads == 1 {
+        vec![users_in(inputs, user_rngs)]
+    } else {
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = inputs
+                .chunks(chunk)
+                .zip(user_rngs.chunks_mut(chunk))
+                .map(|(xs, rngs)| scope.spawn(move || users_in(xs, rngs)))
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| {
+                    h.join().unwrap_or_else(|_| {
+                        Err(ShuffleError::Inconsistent(
+                            "a randomizer thread panicked".into(),
+                        ))
+                    })
                 })
-            })
-            .collect()
-    });
+                .collect()
+        })
+    };
     let (mut shuffler, mut server) = (ShareSum::new(d), ShareSum::new(d));
     for part in parts {
         let (a, b) = part?;
