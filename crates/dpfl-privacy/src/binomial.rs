@@ -53,9 +53,9 @@ pub struct Binomial {
     lo: u64,
     /// Column capacity C = ΣW_k = 2⁶².
     capacity: u64,
-    /// Per column: keep the column's own value when the threshold draw is below this.
-    threshold: Vec<u64>,
-    alias: Vec<u32>,
+    /// Per column (threshold, alias), interleaved so a draw touches one cache line: keep
+    /// the column's own value when the threshold draw is below `threshold`.
+    table: Vec<(u64, u32)>,
     tv: f64,
 }
 
@@ -132,8 +132,7 @@ impl Binomial {
             p,
             lo,
             capacity,
-            threshold,
-            alias,
+            table: threshold.into_iter().zip(alias).collect(),
             tv,
         })
     }
@@ -144,8 +143,7 @@ impl Binomial {
             p,
             lo: k,
             capacity: 1 << 62,
-            threshold: vec![1 << 62],
-            alias: vec![0],
+            table: vec![(1 << 62, 0)],
             tv: 0.0,
         }
     }
@@ -153,13 +151,14 @@ impl Binomial {
     /// One draw.
     pub fn sample(&self, rng: &mut DpRng) -> u64 {
         let r = rng.inner();
-        let col = r.random_range(0..self.threshold.len());
+        let col = r.random_range(0..self.table.len());
         // C = 2⁶² (see `new`): 62 raw bits are uniform on [0, C).
         let u = r.random::<u64>() >> 2;
-        let k = if u < self.threshold[col] {
+        let (threshold, alias) = self.table[col];
+        let k = if u < threshold {
             col as u64
         } else {
-            u64::from(self.alias[col])
+            u64::from(alias)
         };
         self.lo + k
     }
@@ -172,7 +171,7 @@ impl Binomial {
     }
     /// The tabulated support `[lo, hi]`; outside it the true pmf has mass ≤ 2⁻⁶⁴.
     pub fn window(&self) -> (u64, u64) {
-        (self.lo, self.lo + self.threshold.len() as u64 - 1)
+        (self.lo, self.lo + self.table.len() as u64 - 1)
     }
     /// An upper bound on the total-variation distance between a draw and Bin(n, p) (module
     /// docs); 0 for the degenerate cases n = 0, p ∈ {0, 1}.
@@ -185,13 +184,13 @@ impl Binomial {
         if k < lo || k > hi {
             return 0.0;
         }
-        let n = self.threshold.len() as f64;
+        let n = self.table.len() as f64;
         let c = self.capacity as f64;
         let i = (k - lo) as usize;
-        let mut mass = self.threshold[i] as f64;
-        for (j, &a) in self.alias.iter().enumerate() {
+        let mut mass = self.table[i].0 as f64;
+        for (j, &(t, a)) in self.table.iter().enumerate() {
             if a as usize == i && j != i {
-                mass += (self.capacity - self.threshold[j]) as f64;
+                mass += (self.capacity - t) as f64;
             }
         }
         mass / (n * c)
