@@ -30,6 +30,16 @@ fn net(e: NetError) -> anyhow::Error {
     }
 }
 
+/// Errors loading a config file named on the command line (a federation file, the
+/// experiment it names, a silo's budget file): one that cannot be read is a usage error (2), as
+/// under `dpfl train`; the rest map as [`net`] maps them.
+fn config_file(e: NetError) -> anyhow::Error {
+    match e {
+        NetError::Io { .. } | NetError::Dpfl(dpfl::Error::Io { .. }) => crate::usage(e),
+        e => net(e),
+    }
+}
+
 fn init_logs() {
     let filter = tracing_subscriber::EnvFilter::try_from_env("DPFL_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
@@ -159,7 +169,7 @@ pub struct FederateArgs {
 
 pub fn server(args: &ServerArgs) -> anyhow::Result<()> {
     init_logs();
-    let fed = Federation::load(&args.config).map_err(net)?;
+    let fed = Federation::load(&args.config).map_err(config_file)?;
     let out = runtime()?.block_on(async {
         let s = dpfl_net::server::Server::bind(fed).await?;
         s.run().await
@@ -187,8 +197,8 @@ pub fn server(args: &ServerArgs) -> anyhow::Result<()> {
 pub fn silo(args: &SiloArgs) -> anyhow::Result<()> {
     init_logs();
     let connect_timeout = timeout(args.connect_timeout)?;
-    let fed = Federation::load(&args.config).map_err(net)?;
-    let local = dpfl_net::config::LocalBudget::load(&args.budget).map_err(net)?;
+    let fed = Federation::load(&args.config).map_err(config_file)?;
+    let local = dpfl_net::config::LocalBudget::load(&args.budget).map_err(config_file)?;
     // The plan is judged against the silo's own budget before its data are read.
     match dpfl_net::config::check_plan(&fed, args.id, &local).map_err(net)? {
         Some(p) => eprintln!(
@@ -223,7 +233,7 @@ pub fn silo(args: &SiloArgs) -> anyhow::Result<()> {
 pub fn shuffler(args: &ShufflerArgs) -> anyhow::Result<()> {
     init_logs();
     let connect_timeout = timeout(args.connect_timeout)?;
-    let fed = Federation::load(&args.config).map_err(net)?;
+    let fed = Federation::load(&args.config).map_err(config_file)?;
     let batches = runtime()?
         .block_on(async {
             let mut s = dpfl_net::shuffler::ShufflerProcess::bind(fed).await?;
@@ -611,7 +621,9 @@ pub fn federate(args: &FederateArgs) -> anyhow::Result<()> {
     if args.seed.is_some() {
         spec.seed = args.seed;
     }
-    std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
+    // Like train and reproduce: an unusable --out is refused before any certificate, shard
+    // or process is made.
+    dpfl::output::prepare_out_dir(&out).map_err(crate::usage)?;
     let text = std::fs::read_to_string(&args.config)
         .with_context(|| format!("reading {}", args.config.display()))?;
     let exp_copy = out.join("experiment.toml");

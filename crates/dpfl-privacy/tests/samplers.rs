@@ -14,6 +14,7 @@
 
 use dpfl_privacy::discrete::{DiscreteGaussian, DiscreteLaplace};
 use dpfl_privacy::mechanism::{GaussianMechanism, GaussianNoise, VectorMechanism};
+use dpfl_privacy::qtdl::{StochasticQuantizer, TruncatedDiscreteLaplace};
 use dpfl_privacy::rng::{DpRng, Purpose};
 use dpfl_privacy::sampler;
 
@@ -188,6 +189,14 @@ fn statistics_helpers_match_hand_values() {
 
 #[test]
 fn continuous_gaussian_mechanism_noise_passes_ks() {
+    // TDL(30, 0.5) tested as if α were 0.45.
+    let t = TruncatedDiscreteLaplace::new(30, 0.5).unwrap();
+    let wrong = TruncatedDiscreteLaplace::new(30, 0.45).unwrap();
+    let mut r = rng(63);
+    let counts = int_counts((0..60_000).map(|_| t.sample(&mut r)), -30, 30);
+    let probs: Vec<f64> = (-30..=30).map(|y| wrong.pmf(y)).collect();
+    assert!(chi2_pvalue(&counts, &probs) < ALPHA);
+
     let m = GaussianMechanism::new(1.7, 1.0).unwrap();
     let mut v = vec![0.0; 50_000];
     m.privatize(&mut v, &mut rng(11));
@@ -283,6 +292,57 @@ fn binomial_and_bernoulli_pass_chi2() {
         .filter(|_| sampler::bernoulli(&mut r, 0.3))
         .count() as u64;
     assert_chi2("bernoulli(0.3)", &[hits, 60_000 - hits], &[0.3, 0.7]);
+}
+
+/// TDL(m, α) draws on their whole support against the exact pmf (DP-NormFedAvg eq. 3): the
+/// paper's FMNIST settings (α·m ≈ 1e−4 and 5e−3, uniform-proposal path), a moderate αm = 1,
+/// and a steep α = 0.5 (discrete-Laplace-proposal path).
+#[test]
+fn truncated_discrete_laplace_passes_chi2() {
+    for (seed, m, alpha, n) in [
+        (71u64, 9u64, 1.512e-5, 40_000usize),
+        (72, 413, 1.12e-5, 60_000),
+        (73, 100, 0.01, 60_000),
+        (74, 30, 0.5, 60_000),
+    ] {
+        let t = TruncatedDiscreteLaplace::new(m, alpha).unwrap();
+        let mut r = rng(seed);
+        let hi = m as i64;
+        let counts = int_counts((0..n).map(|_| t.sample(&mut r)), -hi, hi);
+        let probs: Vec<f64> = (-hi..=hi).map(|y| t.pmf(y)).collect();
+        assert_chi2(&format!("TDL({m}, {alpha})"), &counts, &probs);
+    }
+}
+
+/// Q_s's two outcomes per coordinate: P[b + 1] = s·u − b (DP-NormFedAvg Algorithm 1).
+#[test]
+fn stochastic_quantizer_passes_chi2() {
+    let q = StochasticQuantizer::new(4).unwrap();
+    let us = [0.3, -0.77, 0.9, -1.0 / 3.0, 0.01];
+    let mut r = rng(75);
+    let n = 30_000;
+    let input: Vec<f64> = us.iter().copied().cycle().take(us.len() * n).collect();
+    let mut out = Vec::new();
+    q.quantize(&input, &mut r, &mut out).unwrap();
+    for (i, &u) in us.iter().enumerate() {
+        let x = u * 4.0;
+        let b = x.floor() as i64;
+        let up = out
+            .iter()
+            .skip(i)
+            .step_by(us.len())
+            .filter(|&&v| v == b + 1)
+            .count() as u64;
+        let down = out
+            .iter()
+            .skip(i)
+            .step_by(us.len())
+            .filter(|&&v| v == b)
+            .count() as u64;
+        assert_eq!(up + down, n as u64, "u = {u}: values outside {{b, b+1}}");
+        let p_up = x - b as f64;
+        assert_chi2(&format!("Q_4({u})"), &[down, up], &[1.0 - p_up, p_up]);
+    }
 }
 
 // ---------------------------------------------------------------- record and silo samplers
@@ -425,6 +485,14 @@ fn a_wrong_distribution_is_rejected() {
         640,
     );
     assert!(chi2_pvalue(&counts, &wrong) < ALPHA);
+
+    // TDL(30, 0.5) tested as if α were 0.45.
+    let t = TruncatedDiscreteLaplace::new(30, 0.5).unwrap();
+    let wrong = TruncatedDiscreteLaplace::new(30, 0.45).unwrap();
+    let mut r = rng(63);
+    let counts = int_counts((0..60_000).map(|_| t.sample(&mut r)), -30, 30);
+    let probs: Vec<f64> = (-30..=30).map(|y| wrong.pmf(y)).collect();
+    assert!(chi2_pvalue(&counts, &probs) < ALPHA);
 
     let m = GaussianMechanism::new(1.7, 1.0).unwrap();
     let mut v = vec![0.0; 50_000];
