@@ -9,10 +9,11 @@
 //!    τ = 2⁻⁶⁴: either inequality bounds the mass outside the window by τ.
 //! 2. **Weights.** Unnormalised pmf values by the ratio recurrence
 //!    f(k+1)/f(k) = (n−k)/(k+1) · p/(1−p), outward from the mode (f(mode) = 1), in `f64`;
-//!    then scaled to integers `W_k` whose sum is about 2⁶².
+//!    then scaled to integers `W_k` whose sum is exactly 2⁶² (the rounding residual goes on
+//!    the mode).
 //! 3. **Draw.** Walker's alias method in exact integer arithmetic (Vose's construction on
 //!    `W_k·N` against the column capacity `C = ΣW`): a column uniform on [0, N) and a
-//!    threshold uniform on [0, C), both unbiased bounded draws from the ChaCha20 stream. So a
+//!    threshold uniform on [0, C) (62 raw bits), both unbiased draws from the ChaCha20 stream. So a
 //!    draw has probability **exactly** `W_k / ΣW`; no floating point runs per draw.
 //!
 //! # What "exact" means here (decision recorded for issue 15)
@@ -50,11 +51,11 @@ pub struct Binomial {
     n: u64,
     p: f64,
     lo: u64,
-    /// Column capacity C = ΣW_k.
+    /// Column capacity C = ΣW_k = 2⁶².
     capacity: u64,
-    /// Per column: keep the column's own value when the threshold draw is below this.
-    threshold: Vec<u64>,
-    alias: Vec<u32>,
+    /// Per column (threshold, alias), interleaved so a draw touches one cache line: keep
+    /// the column's own value when the threshold draw is below `threshold`.
+    table: Vec<(u64, u32)>,
     tv: f64,
 }
 
@@ -110,7 +111,18 @@ impl Binomial {
             });
         }
         let scale = (1u64 << 62) as f64 / sum;
-        let weights: Vec<u64> = w.iter().map(|&x| (x * scale).round() as u64).collect();
+        let mut weights: Vec<u64> = w.iter().map(|&x| (x * scale).round() as u64).collect();
+        // Put the rounding residual (at most N/2 units) on the mode so that ΣW = 2⁶² exactly:
+        // the threshold draw is then 62 raw bits, with no rejection.
+        let total: i128 = weights.iter().map(|&x| i128::from(x)).sum();
+        let fixed = i128::from(weights[m]) + (1i128 << 62) - total;
+        if fixed <= 0 {
+            return Err(PrivacyError::Numerical {
+                context: "Binomial table",
+                reason: format!("rounding residual exceeds the mode's weight for n = {n}, p = {p}"),
+            });
+        }
+        weights[m] = fixed as u64;
         let (capacity, threshold, alias) = alias_table(&weights)?;
         let u = f64::EPSILON / 2.0;
         let tv =
@@ -120,8 +132,7 @@ impl Binomial {
             p,
             lo,
             capacity,
-            threshold,
-            alias,
+            table: threshold.into_iter().zip(alias).collect(),
             tv,
         })
     }
@@ -131,9 +142,8 @@ impl Binomial {
             n,
             p,
             lo: k,
-            capacity: 1,
-            threshold: vec![1],
-            alias: vec![0],
+            capacity: 1 << 62,
+            table: vec![(1 << 62, 0)],
             tv: 0.0,
         }
     }
@@ -141,12 +151,14 @@ impl Binomial {
     /// One draw.
     pub fn sample(&self, rng: &mut DpRng) -> u64 {
         let r = rng.inner();
-        let col = r.random_range(0..self.threshold.len());
-        let u = r.random_range(0..self.capacity);
-        let k = if u < self.threshold[col] {
+        let col = r.random_range(0..self.table.len());
+        // C = 2⁶² (see `new`): 62 raw bits are uniform on [0, C).
+        let u = r.random::<u64>() >> 2;
+        let (threshold, alias) = self.table[col];
+        let k = if u < threshold {
             col as u64
         } else {
-            u64::from(self.alias[col])
+            u64::from(alias)
         };
         self.lo + k
     }
@@ -159,7 +171,7 @@ impl Binomial {
     }
     /// The tabulated support `[lo, hi]`; outside it the true pmf has mass ≤ 2⁻⁶⁴.
     pub fn window(&self) -> (u64, u64) {
-        (self.lo, self.lo + self.threshold.len() as u64 - 1)
+        (self.lo, self.lo + self.table.len() as u64 - 1)
     }
     /// An upper bound on the total-variation distance between a draw and Bin(n, p) (module
     /// docs); 0 for the degenerate cases n = 0, p ∈ {0, 1}.
@@ -172,13 +184,13 @@ impl Binomial {
         if k < lo || k > hi {
             return 0.0;
         }
-        let n = self.threshold.len() as f64;
+        let n = self.table.len() as f64;
         let c = self.capacity as f64;
         let i = (k - lo) as usize;
-        let mut mass = self.threshold[i] as f64;
-        for (j, &a) in self.alias.iter().enumerate() {
+        let mut mass = self.table[i].0 as f64;
+        for (j, &(t, a)) in self.table.iter().enumerate() {
             if a as usize == i && j != i {
-                mass += (self.capacity - self.threshold[j]) as f64;
+                mass += (self.capacity - t) as f64;
             }
         }
         mass / (n * c)
@@ -192,7 +204,7 @@ impl Binomial {
 fn alias_table(weights: &[u64]) -> Result<(u64, Vec<u64>, Vec<u32>)> {
     let n = weights.len();
     let capacity: u128 = weights.iter().map(|&w| u128::from(w)).sum();
-    if capacity == 0 || capacity > u128::from(u64::MAX) {
+    if capacity != 1 << 62 {
         return Err(PrivacyError::Numerical {
             context: "Binomial alias table",
             reason: format!("integer weight sum {capacity}"),

@@ -468,3 +468,28 @@ fn binomial_mechanism_hockey_stick_is_below_lemma_a1_delta() {
         assert!(d_small > delta_a1, "{d_small}");
     }
 }
+
+#[test]
+fn a_round_split_over_threads_equals_the_explicit_transport() {
+    // n·d = 65 536 reaches the threaded path of `compact_round`; the explicit transport is
+    // sequential, so equal outputs show the split does not change the result.
+    let (n, d) = (64usize, 1024usize);
+    let pv = Pvec::new(PvecParams::with_p1d(n as u64, d, 1.0, Scale::Unit, 5, 30, 0.2).unwrap())
+        .unwrap();
+    let inputs: Vec<Vec<f64>> = (0..n)
+        .map(|i| {
+            (0..d)
+                .map(|j| (((i * 31 + j * 17) % 13) as f64 - 6.0) / 400.0)
+                .collect()
+        })
+        .collect();
+    let a = compact_round(&pv, &inputs, &mut user_rngs(5, n)).unwrap();
+    let b = explicit_round(
+        &pv,
+        &inputs,
+        &mut user_rngs(5, n),
+        &mut DpRng::from_seed(5, Purpose::Shuffle, 0),
+    )
+    .unwrap();
+    assert_eq!(a, b);
+}

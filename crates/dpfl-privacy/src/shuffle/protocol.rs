@@ -339,6 +339,22 @@ impl ShareSum {
     pub fn users(&self) -> u64 {
         self.users
     }
+    /// Adds another partial sum of the same side (sums mod 2⁶⁴ commute, so splitting the
+    /// users across threads gives the same result).
+    pub fn merge(&mut self, other: &ShareSum) -> Result<()> {
+        if other.sum.len() != self.sum.len() {
+            return Err(ShuffleError::WrongLength {
+                what: "partial share sum",
+                expected: self.sum.len(),
+                got: other.sum.len(),
+            });
+        }
+        for (s, &x) in self.sum.iter_mut().zip(&other.sum) {
+            *s = s.wrapping_add(x);
+        }
+        self.users += other.users;
+        Ok(())
+    }
     pub fn sum(&self) -> &[u64] {
         &self.sum
     }
@@ -372,7 +388,8 @@ pub fn reveal(shuffler: &ShareSum, server: &ShareSum) -> Result<(Vec<u64>, u64)>
 
 /// One PVEC round in the compact transport, in process: each user randomizes and shares its
 /// counts with its own generator; the shuffler's and the server's sums are combined and
-/// analyzed. `user_rngs[i]` is user i's generator.
+/// analyzed. `user_rngs[i]` is user i's generator. Users are split over the available
+/// cores; each draws only from its own generator, so the result does not depend on it.
 pub fn compact_round(
     pvec: &Pvec,
     inputs: &[Vec<f64>],
@@ -387,12 +404,49 @@ pub fn compact_round(
     }
     let d = pvec.params.d;
     let max = pvec.params.p1d.bits_per_user();
+    let users_in = |xs: &[Vec<f64>], rngs: &mut [DpRng]| -> Result<(ShareSum, ShareSum)> {
+        let (mut shuffler, mut server) = (ShareSum::new(d), ShareSum::new(d));
+        for (x, rng) in xs.iter().zip(rngs.iter_mut()) {
+            let counts = pvec.counts(x, rng)?;
+            let shares = share_counts(&counts, max, rng)?;
+            shuffler.add(&shares.to_shuffler)?;
+            server.add(&shares.to_server)?;
+        }
+        Ok((shuffler, server))
+    };
+    // Threads only pay off on large rounds (spawning costs ~tens of µs).
+    let threads = if inputs.len().saturating_mul(d) < 1 << 16 {
+        1
+    } else {
+        std::thread::available_parallelism().map_or(1, |n| n.get())
+    };
+    let chunk = inputs.len().div_ceil(threads).max(1);
+    let parts: Vec<Result<(ShareSum, ShareSum)>> = if threads == 1 {
+        vec![users_in(inputs, user_rngs)]
+    } else {
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = inputs
+                .chunks(chunk)
+                .zip(user_rngs.chunks_mut(chunk))
+                .map(|(xs, rngs)| scope.spawn(move || users_in(xs, rngs)))
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| {
+                    h.join().unwrap_or_else(|_| {
+                        Err(ShuffleError::Inconsistent(
+                            "a randomizer thread panicked".into(),
+                        ))
+                    })
+                })
+                .collect()
+        })
+    };
     let (mut shuffler, mut server) = (ShareSum::new(d), ShareSum::new(d));
-    for (x, rng) in inputs.iter().zip(user_rngs.iter_mut()) {
-        let counts = pvec.counts(x, rng)?;
-        let shares = share_counts(&counts, max, rng)?;
-        shuffler.add(&shares.to_shuffler)?;
-        server.add(&shares.to_server)?;
+    for part in parts {
+        let (a, b) = part?;
+        shuffler.merge(&a)?;
+        server.merge(&b)?;
     }
     let (ones, users) = reveal(&shuffler, &server)?;
     pvec.analyze_counts(&ones, users)
