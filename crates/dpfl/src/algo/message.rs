@@ -189,7 +189,7 @@ pub enum Payload {
     Labelled { label: u32, payload: Box<Payload> },
     /// A compressed vector in a compressor's own encoding (seeded random-k, quantisation
     /// levels, powers of two): see `crate::compress`.
-    Compressed(crate::compress::Compressed),
+    Compressed(super::compressed::Compressed),
 }
 
 impl Payload {

@@ -49,6 +49,7 @@
 //! }
 //! ```
 
+pub mod compressed;
 pub mod context;
 pub mod gradient;
 pub mod half;

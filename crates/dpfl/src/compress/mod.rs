@@ -38,11 +38,10 @@
 //! Bernoulli draws compare a 53-bit uniform with the probability, so "unbiased" holds up to
 //! 2^−53 per coordinate in probability.
 
-mod coded;
 mod quantize;
 mod randk;
 
-pub use coded::Compressed;
+pub use crate::algo::compressed::Compressed;
 pub use quantize::{Natural, Qsgd};
 pub use randk::{IndexEncoding, RandomK, indices_from_seed};
 

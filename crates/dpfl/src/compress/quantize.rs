@@ -2,8 +2,8 @@
 //! natural compression (Horváth et al. 2019, §3). Both round each coordinate at random to one
 //! of the two grid points around it, with the probability that makes the mean exact.
 
-use super::coded::{MAX_LEVELS, POWER_BITS, level_width};
 use super::{Compressed, Compressor, check_input};
+use crate::algo::compressed::{MAX_LEVELS, POWER_BITS, level_width};
 use crate::algo::message::{PackedInts, Payload};
 use dpfl_privacy::DpRng;
 use dpfl_privacy::sampler::bernoulli;

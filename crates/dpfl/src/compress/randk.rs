@@ -53,16 +53,7 @@ impl RandomK {
     }
 }
 
-/// The k sorted distinct indices below `dim` named by `seed`: Floyd's k-subset
-/// ([`WithoutReplacement`]) on the ChaCha20 stream `(seed, Purpose::Compression, 0)`. Part of
-/// the wire format of [`Compressed::SeededSparse`].
-pub fn indices_from_seed(seed: u64, dim: usize, k: usize) -> crate::Result<Vec<u32>> {
-    let mut rng = DpRng::from_seed(seed, Purpose::Compression, 0);
-    let mut idx = Vec::with_capacity(k);
-    WithoutReplacement::new(dim, k)?.draw(&mut rng, &mut idx);
-    // dim < 2^32 is checked by every caller (constructor or validated message).
-    Ok(idx.into_iter().map(|i| i as u32).collect())
-}
+pub use crate::algo::compressed::indices_from_seed;
 
 impl Compressor for RandomK {
     fn name(&self) -> &'static str {

@@ -5,7 +5,10 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::algo::message::PackedInts;
+use super::message::PackedInts;
+use dpfl_privacy::DpRng;
+use dpfl_privacy::rng::Purpose;
+use dpfl_privacy::sampler::WithoutReplacement;
 
 fn protocol(m: String) -> crate::Error {
     crate::Error::Protocol(m)
@@ -24,7 +27,7 @@ pub(crate) fn level_width(s: u32) -> u8 {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum Compressed {
-    /// Random-k whose k indices are [`super::indices_from_seed`]`(seed, dim, k)` with
+    /// Random-k whose k indices are [`indices_from_seed`]`(seed, dim, k)` with
     /// k = `values.len()`; `values` are the scaled coordinates in increasing index order.
     SeededSparse {
         dim: u32,
@@ -128,7 +131,7 @@ impl Compressed {
     pub fn add_to(&self, scale: f64, out: &mut [f64]) -> crate::Result<()> {
         match self {
             Compressed::SeededSparse { dim, seed, values } => {
-                let idx = super::indices_from_seed(*seed, *dim as usize, values.len())?;
+                let idx = indices_from_seed(*seed, *dim as usize, values.len())?;
                 for (&i, &v) in idx.iter().zip(values) {
                     out[i as usize] += scale * v;
                 }
@@ -245,6 +248,17 @@ impl Compressed {
         c.validate(dim)?;
         Ok(c)
     }
+}
+
+/// The k sorted distinct indices below `dim` named by `seed`: Floyd's k-subset
+/// ([`WithoutReplacement`]) on the ChaCha20 stream `(seed, Purpose::Compression, 0)`. Part of
+/// the wire format of [`Compressed::SeededSparse`], so it lives with the payload on the floor.
+pub fn indices_from_seed(seed: u64, dim: usize, k: usize) -> crate::Result<Vec<u32>> {
+    let mut rng = DpRng::from_seed(seed, Purpose::Compression, 0);
+    let mut idx = Vec::with_capacity(k);
+    WithoutReplacement::new(dim, k)?.draw(&mut rng, &mut idx);
+    // dim < 2^32 is checked by every caller (constructor or validated message).
+    Ok(idx.into_iter().map(|i| i as u32).collect())
 }
 
 #[cfg(test)]
