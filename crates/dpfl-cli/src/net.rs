@@ -9,6 +9,9 @@ use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
 
 use dpfl::experiment::{self, ExperimentSpec, SingleRun};
+use dpfl_net::config::{
+    NetConfig, PublicFacts, ServerSection, ShufflerSection, SiloSection, TlsSection,
+};
 use dpfl_net::{Federation, NetError};
 
 /// Config errors of the network runtime map to exit code 2 like the simulator's.
@@ -318,30 +321,42 @@ fn prepare_trial(
     let mut feds = Vec::new();
     for (a, entry) in spec.algorithms.iter().enumerate() {
         let seed = experiment::algorithm_seed(trial_seed, a);
-        let shuffler = if args.shuffle {
-            format!(
-                "\n[shuffler]\naddress = \"127.0.0.1:0\"\naddress_file = \"alg-{a}/shuffler.addr\"\n"
-            )
-        } else {
-            String::new()
+        let mut server = ServerSection::new(
+            "127.0.0.1:0".into(),
+            PathBuf::from(format!("alg-{a}/server")),
+        );
+        server.address_file = Some(PathBuf::from(format!("alg-{a}/server.addr")));
+        server.round_deadline_ms = args.deadline_ms;
+        server.record_models_every = Some(experiment::eval_every(spec));
+        let net_config = NetConfig {
+            experiment: PathBuf::from("../experiment.toml"),
+            algorithm: a,
+            seed,
+            public: PublicFacts {
+                records: records.clone(),
+                features: first.num_features(),
+                classes: first.target().num_classes(),
+                lipschitz: l,
+            },
+            server,
+            shuffler: args.shuffle.then(|| {
+                ShufflerSection::new(
+                    "127.0.0.1:0".into(),
+                    Some(PathBuf::from(format!("alg-{a}/shuffler.addr"))),
+                )
+            }),
+            tls: TlsSection {
+                dir: PathBuf::from("../certs"),
+            },
+            silo: SiloSection {
+                state_dir: format!("alg-{a}/silo-{{id}}"),
+                ..SiloSection::default()
+            },
         };
         let config = format!(
-            "# Written by dpfl federate for trial {t}, algorithm {a} ({label}).\n\
-             experiment = \"../experiment.toml\"\nalgorithm = {a}\n{seed}\n\
-             [public]\nrecords = {records:?}\nfeatures = {features}\n{classes}lipschitz = {l:?}\n\n\
-             [server]\naddress = \"127.0.0.1:0\"\naddress_file = \"alg-{a}/server.addr\"\n\
-             state_dir = \"alg-{a}/server\"\nround_deadline_ms = {deadline}\n\
-             record_models_every = {every}\n{shuffler}\n\
-             [tls]\ndir = \"../certs\"\n\n[silo]\nstate_dir = \"alg-{a}/silo-{{id}}\"\n",
-            label = entry.label(),
-            seed = seed.map_or(String::new(), |s| format!("seed = {s}")),
-            features = first.num_features(),
-            classes = first
-                .target()
-                .num_classes()
-                .map_or(String::new(), |c| format!("classes = {c}\n")),
-            deadline = args.deadline_ms,
-            every = experiment::eval_every(spec),
+            "# Written by dpfl federate for trial {t}, algorithm {a} ({}).\n{}",
+            entry.label(),
+            toml::to_string(&net_config).context("writing the federation file")?
         );
         let path = dir.join(format!("federation-{a}.toml"));
         std::fs::write(&path, config).with_context(|| format!("writing {}", path.display()))?;

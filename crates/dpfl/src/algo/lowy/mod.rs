@@ -9,7 +9,8 @@
 //! - `local_sgd.rs` — Local SGD / FedAvg and its ISRL-DP baseline.
 //! - `calibration.rs` — per-silo K_i and σ_i under theory | experiment | accountant (and
 //!   Thm E.1's one-pass rule); the one default-K rule.
-//! - `theory.rs` — the theorems' parameter rules as one pure function; `params.rs` applies
+//! - `theory.rs` — the theorems' parameter rules as one pure function (`inputs.rs`: what
+//!   they read and return); `params.rs` applies
 //!   them to a built federation; `multistage.rs` — AC-SA's step schedules.
 //!
 //! Silo halves come from the floor (`crate::algo::gradient::GradientSilo` with a
@@ -28,6 +29,7 @@
 
 pub mod acsa;
 pub mod calibration;
+pub mod inputs;
 pub mod local_sgd;
 pub mod mbsgd;
 pub mod multistage;
