@@ -14,6 +14,7 @@
 //! See `ARCHITECTURE.md` at the repository root for the invariants.
 
 pub mod algo;
+pub mod audit;
 pub mod data;
 pub mod error;
 pub mod experiment;
