@@ -58,7 +58,9 @@ pub enum PrivacyEvent {
     /// The discrete Laplace (two-sided geometric) mechanism with scale t/Δ₁: pure
     /// (1/noise_multiplier)-DP (Ghosh, Roughgarden & Sundararajan 2012).
     DiscreteLaplace { noise_multiplier: f64 },
-    /// The truncated discrete Laplace mechanism, known by the (ε, δ) it was calibrated to.
+    /// The truncated discrete Laplace mechanism, known by its (ε, δ); δ > 0 always (an upper
+    /// bound of the *correct* δ, `qtdl::theorem1::worst_case_delta`, never DP-NormFedAvg's
+    /// Theorem 1 claim 2^{−d}).
     TruncatedDiscreteLaplace { epsilon: f64, delta: f64 },
     /// A mechanism known only by an (ε, δ) guarantee.
     EpsilonDelta { epsilon: f64, delta: f64 },

@@ -304,6 +304,16 @@ fn collect(event: &PrivacyEvent, mult: u64, out: &mut Vec<Leaf>) -> Result<()> {
         PrivacyEvent::TruncatedDiscreteLaplace { epsilon, delta }
         | PrivacyEvent::EpsilonDelta { epsilon, delta } => {
             check_eps_delta(*epsilon, *delta)?;
+            // A truncated noise is never pure DP: δ = 0 here is an underflowed δ (2^−d), and
+            // RDP/zCDP would read it as pure ε-DP. qtdl::LogProb::upper_f64 never gives 0.
+            if matches!(event, PrivacyEvent::TruncatedDiscreteLaplace { .. }) && *delta == 0.0 {
+                return Err(PrivacyError::invalid(
+                    "delta",
+                    *delta,
+                    "a truncated discrete Laplace release has delta > 0; pass an upper bound \
+                     (at least the smallest positive f64), never an underflowed 0",
+                ));
+            }
             push(
                 out,
                 Leaf {

@@ -34,8 +34,8 @@ use serde::{Deserialize, Serialize};
 use dpfl_privacy::DpRng;
 use dpfl_privacy::rng::Purpose;
 
-use crate::algo::spec::{BuildContext, SiloCalibration};
 use crate::algo::{AlgorithmSpec, FederationInfo, SiloInfo};
+use crate::algo::{BuildContext, SiloCalibration};
 use crate::data::SiloData;
 use crate::model::{GradientOracle, Model, ModelSpec, Projection};
 use crate::sim::{Participation, Simulator};

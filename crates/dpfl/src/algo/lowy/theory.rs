@@ -49,9 +49,9 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::calibration::NoiseRule;
 use super::multistage::{self, AcsaSchedule};
-use super::spec::OutputRule;
-use super::unbalanced::NoiseRule;
+use crate::algo::server::OutputRule;
 
 /// Whether missing parameters come from the theorems or must be given.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -268,7 +268,7 @@ impl Ctx<'_> {
             Some(NoiseRule::Theory) => {
                 Some(self.eps * self.n / (4.0 * (2.0 * rounds * self.ln_two_over_delta).sqrt()))
             }
-            Some(NoiseRule::Experiment) => {
+            Some(NoiseRule::Experiment | NoiseRule::Accountant) => {
                 Some((self.n * self.eps.sqrt() / (2.0 * rounds.sqrt())).floor())
             }
             Some(NoiseRule::OnePass) | None => None,
@@ -495,7 +495,19 @@ pub fn theory_params(inp: &TheoryInputs) -> crate::Result<TheoryParams> {
         (None, Some(rule), Some((e, dl))) => {
             let e = dpfl_privacy::Epsilon::new(e)?;
             let dl = dpfl_privacy::Delta::new(dl)?;
-            super::unbalanced::silo_sigma(rule, lip, rounds, inp.records, batch_size, e, dl)?
+            // The closed forms are the papers' (sampling with replacement); the accountant
+            // rule is certified for that sampling here.
+            super::calibration::silo_sigma(
+                rule,
+                lip,
+                rounds,
+                inp.records,
+                batch_size,
+                e,
+                dl,
+                dpfl_privacy::sampler::RecordSampling::WithReplacement,
+            )?
+            .0
         }
         _ => 0.0,
     };
