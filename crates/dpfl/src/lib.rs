@@ -16,6 +16,7 @@
 //! See `ARCHITECTURE.md` at the repository root for the invariants.
 
 pub mod algo;
+pub mod audit;
 pub mod compress;
 pub mod data;
 pub mod error;
