@@ -127,10 +127,10 @@ def calibrate(
     ``steps``, ``dataset_size``. The second form returns exactly the CLI's numbers (``raw``).
     """
     if make_event is not None:
-        z, achieved, ev = _core.calibrate_event(
+        z, achieved = _core.calibrate_event(
             lambda z: make_event(z).to_json(), float(epsilon), float(delta), accountant, neighbouring
         )
-        return Calibration(z, float(epsilon), achieved, float(delta), accountant, from_dict(json.loads(ev)))
+        return Calibration(z, float(epsilon), achieved, float(delta), accountant, make_event(z))
     raw = json.loads(
         _core.calibrate_release(
             float(epsilon), float(delta), mechanism, sampling, rate, int(steps), neighbouring,

@@ -331,7 +331,55 @@ pub fn calibrate_release(
 }
 
 fn parse_event(text: &str) -> PyResult<PrivacyEvent> {
-    serde_json::from_str(text).map_err(|e| config("event", format!("not a dpfl event: {e}")))
+    let v: serde_json::Value = serde_json::from_str(text)
+        .map_err(|e| config("event", format!("not a dpfl event: {e}")))?;
+    from_value(v).map_err(|e| config("event", format!("not a dpfl event: {e}")))
+}
+
+/// serde cannot (de)serialise the internally tagged `Composed(Vec<_>)`, so composed events
+/// (`{"kind": "composed", "events": [...]}`) and the events around them are built by hand.
+fn from_value(v: serde_json::Value) -> Result<PrivacyEvent, String> {
+    let kind = v
+        .get("kind")
+        .and_then(|k| k.as_str())
+        .unwrap_or("")
+        .to_string();
+    let inner = |v: &serde_json::Value, key: &str| -> Result<PrivacyEvent, String> {
+        from_value(
+            v.get(key)
+                .cloned()
+                .ok_or(format!("`{kind}` needs `{key}`"))?,
+        )
+    };
+    match kind.as_str() {
+        "composed" => {
+            let events = v
+                .get("events")
+                .and_then(|e| e.as_array())
+                .ok_or("`composed` needs a list `events`")?;
+            Ok(PrivacyEvent::Composed(
+                events
+                    .iter()
+                    .cloned()
+                    .map(from_value)
+                    .collect::<Result<_, _>>()?,
+            ))
+        }
+        "sampled" => {
+            let sampling: Sampling =
+                serde_json::from_value(v.get("sampling").cloned().unwrap_or_default())
+                    .map_err(|e| e.to_string())?;
+            Ok(inner(&v, "event")?.sampled(sampling))
+        }
+        "self-composed" => {
+            let count = v
+                .get("count")
+                .and_then(|c| c.as_u64())
+                .ok_or("`self-composed` needs an integer `count`")?;
+            Ok(inner(&v, "event")?.repeated(count))
+        }
+        _ => serde_json::from_value(v).map_err(|e| e.to_string()),
+    }
 }
 
 /// The default relation of the CLI: replace-one if any part samples a fixed-size batch,
@@ -385,7 +433,6 @@ pub fn account_event(
         "delta": delta.get(),
         "accountant": acc.name(),
         "neighbouring": nb,
-        "event": event,
     })
     .to_string())
 }
@@ -400,7 +447,7 @@ pub fn calibrate_event(
     delta: f64,
     accountant: &str,
     neighbouring: Option<&str>,
-) -> PyResult<(f64, f64, String)> {
+) -> PyResult<(f64, f64)> {
     let acc = self::accountant("accountant", accountant)?;
     let eps = Epsilon::new(epsilon).map_err(|e| privacy("epsilon", e))?;
     let delta = self::delta("delta", delta)?;
@@ -447,7 +494,7 @@ pub fn calibrate_event(
             eps.get()
         )));
     }
-    Ok((z, achieved, event.describe()))
+    Ok((z, achieved))
 }
 
 /// Balle & Wang (2018)'s analytic Gaussian mechanism: the exact z of one Gaussian release.

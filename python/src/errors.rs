@@ -6,7 +6,12 @@ use pyo3::PyErr;
 use pyo3::create_exception;
 use pyo3::exceptions::PyException;
 
-create_exception!(_core, DpflError, PyException, "Base class of every dpfl error.");
+create_exception!(
+    _core,
+    DpflError,
+    PyException,
+    "Base class of every dpfl error."
+);
 create_exception!(
     _core,
     ConfigError,

@@ -207,7 +207,12 @@ impl StochasticQuantizer {
 /// DP-NormFedAvg's Theorem 1: (ε, Δ₁, Δ∞) → (m, α), and the correct δ for dimension `d`
 /// (`worst_case_delta`; the paper's 2^−d is wrong for d ≥ 2). Returns (m, α, ln δ).
 #[pyfunction]
-pub fn qtdl_theorem1(epsilon: f64, delta_1: f64, delta_inf: f64, d: u64) -> PyResult<(u64, f64, f64)> {
+pub fn qtdl_theorem1(
+    epsilon: f64,
+    delta_1: f64,
+    delta_inf: f64,
+    d: u64,
+) -> PyResult<(u64, f64, f64)> {
     let t = theorem1::calibrate(epsilon, delta_1, delta_inf).map_err(|e| privacy("epsilon", e))?;
     let delta = t.delta(d).map_err(|e| privacy("d", e))?;
     Ok((t.m(), t.alpha(), delta.ln()))

@@ -192,5 +192,5 @@ def test_events_round_trip_through_json():
     assert ev.from_dict(json.loads(e.to_json())) == e
     # Basic composition of a pure and an (ε, δ) event adds both up.
     r = dpfl.account(ev.ComposedDpEvent([ev.EpsilonDeltaDpEvent(0.5, 1e-7), ev.EpsilonDeltaDpEvent(0.25, 1e-7)]),
-                     2e-7, accountant="basic")
-    assert math.isclose(r.epsilon, 0.75, rel_tol=1e-12)
+                     3e-7, accountant="basic")
+    assert 0.75 <= r.epsilon <= 0.75 + 1e-9  # rounded up, never down
