@@ -8,6 +8,8 @@
 //! A payload is validated once, by [`Payload::validate`], when the round core receives it from
 //! a silo half or a codec decodes it.
 
+pub mod compressed;
+
 use serde::{Deserialize, Serialize};
 
 /// Round number, counted from 0.
@@ -189,7 +191,7 @@ pub enum Payload {
     Labelled { label: u32, payload: Box<Payload> },
     /// A compressed vector in a compressor's own encoding (seeded random-k, quantisation
     /// levels, powers of two): see `crate::compress`.
-    Compressed(super::compressed::Compressed),
+    Compressed(compressed::Compressed),
 }
 
 impl Payload {

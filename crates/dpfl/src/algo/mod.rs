@@ -49,7 +49,6 @@
 //! }
 //! ```
 
-pub mod compressed;
 pub mod context;
 pub mod gradient;
 pub mod half;

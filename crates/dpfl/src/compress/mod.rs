@@ -41,7 +41,7 @@
 mod quantize;
 mod randk;
 
-pub use crate::algo::compressed::Compressed;
+pub use crate::algo::message::compressed::Compressed;
 pub use quantize::{Natural, Qsgd};
 pub use randk::{IndexEncoding, RandomK, indices_from_seed};
 

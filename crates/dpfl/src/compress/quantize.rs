@@ -3,7 +3,7 @@
 //! of the two grid points around it, with the probability that makes the mean exact.
 
 use super::{Compressed, Compressor, check_input};
-use crate::algo::compressed::{MAX_LEVELS, POWER_BITS, level_width};
+use crate::algo::message::compressed::{MAX_LEVELS, POWER_BITS, level_width};
 use crate::algo::message::{PackedInts, Payload};
 use dpfl_privacy::DpRng;
 use dpfl_privacy::sampler::bernoulli;

@@ -53,7 +53,7 @@ impl RandomK {
     }
 }
 
-pub use crate::algo::compressed::indices_from_seed;
+pub use crate::algo::message::compressed::indices_from_seed;
 
 impl Compressor for RandomK {
     fn name(&self) -> &'static str {

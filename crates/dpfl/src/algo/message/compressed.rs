@@ -5,7 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::message::PackedInts;
+use super::PackedInts;
 use dpfl_privacy::DpRng;
 use dpfl_privacy::rng::Purpose;
 use dpfl_privacy::sampler::WithoutReplacement;
