@@ -97,7 +97,7 @@ impl TryFrom<DeltaRaw> for DeltaSpec {
                 "1/n^2" => Ok(DeltaSpec::Rule(DeltaRule::OneOverNSquared)),
                 "1/n" => Ok(DeltaSpec::Rule(DeltaRule::OneOverN)),
                 _ => Err(format!(
-                    "expected a number, \"1/n^2\" or \"1/n\", got {s:?}"
+                    "privacy.delta: expected a number, \"1/n^2\" or \"1/n\", got {s:?}"
                 )),
             },
         }
