@@ -397,12 +397,7 @@ fn a_second_process_on_a_state_directory_refuses_to_start() {
     );
     assert!(o.took < Duration::from_secs(10));
     // The same for the server.
-    fed.edit(|t| {
-        t.replace(
-            "round_deadline_ms",
-            "start_timeout_ms = 60000\nround_deadline_ms",
-        )
-    });
+    fed.edit(|t| t.replace("start_timeout_ms = 120000", "start_timeout_ms = 60000"));
     let cfg = fed.cfg();
     let mut s = spawn(
         &["server", "--config", cfg.to_str().unwrap()],
@@ -453,12 +448,7 @@ fn an_absent_server_a_foreign_ca_and_a_wrong_name_end_in_a_timeout_naming_the_re
     assert!(o.took < Duration::from_secs(10), "{:?}", o.took);
 
     // A live server; silo 0 trusts another CA (its own ca.pem and certificate from it).
-    fed.edit(|t| {
-        t.replace(
-            "round_deadline_ms",
-            "start_timeout_ms = 60000\nround_deadline_ms",
-        )
-    });
+    fed.edit(|t| t.replace("start_timeout_ms = 120000", "start_timeout_ms = 60000"));
     let cfg = fed.cfg();
     let mut server = spawn(
         &["server", "--config", cfg.to_str().unwrap()],
@@ -488,7 +478,10 @@ fn an_absent_server_a_foreign_ca_and_a_wrong_name_end_in_a_timeout_naming_the_re
     let wrong_cfg = fed.dir.join("federation-name.toml");
     std::fs::write(
         &wrong_cfg,
-        text.replace("[server]", "[server]\nserver_name = \"wrong.example\""),
+        text.replace(
+            "server_name = \"localhost\"",
+            "server_name = \"wrong.example\"",
+        ),
     )
     .unwrap();
     let mut args = fed.silo_args(1, &["--connect-timeout", "3"]);
@@ -505,12 +498,7 @@ fn an_absent_server_a_foreign_ca_and_a_wrong_name_end_in_a_timeout_naming_the_re
 fn a_server_without_enough_silos_exits_non_zero_instead_of_finishing() {
     let tmp = tempfile::tempdir().unwrap();
     let fed = Fed::prepare(tmp.path());
-    fed.edit(|t| {
-        t.replace(
-            "round_deadline_ms",
-            "start_timeout_ms = 1000\nround_deadline_ms",
-        )
-    });
+    fed.edit(|t| t.replace("start_timeout_ms = 120000", "start_timeout_ms = 1000"));
     let o = dpfl(
         &["server", "--config", fed.cfg().to_str().unwrap()],
         Duration::from_secs(30),
