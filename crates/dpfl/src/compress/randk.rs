@@ -7,8 +7,6 @@ use serde::{Deserialize, Serialize};
 use super::{Compressed, Compressor, check_input};
 use crate::algo::message::Payload;
 use dpfl_privacy::DpRng;
-use dpfl_privacy::rng::Purpose;
-use dpfl_privacy::sampler::WithoutReplacement;
 
 /// How the k kept coordinates are named in the message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -100,6 +98,7 @@ impl Compressor for RandomK {
 mod tests {
     use super::super::test_util::{monte_carlo, vector};
     use super::*;
+    use dpfl_privacy::rng::Purpose;
 
     #[test]
     fn random_k_is_unbiased_with_omega_d_over_k_minus_one() {
