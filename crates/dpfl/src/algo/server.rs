@@ -69,6 +69,19 @@ impl IterateOutput {
         self.count = state.scalar("iterate_count")?;
         Ok(())
     }
+    /// The state of a server half that is an iterate `w` plus this output rule (MB-SGD's and
+    /// Local SGD's servers): one layout, written and read in one place.
+    pub fn state_with(&self, w: &[f64]) -> HalfState {
+        let mut s = HalfState::default();
+        s.vectors.insert("w".into(), w.to_vec());
+        self.save(&mut s);
+        s
+    }
+    /// Restores what [`IterateOutput::state_with`] wrote into `w` and this output rule.
+    pub fn restore_with(&mut self, w: &mut Vec<f64>, state: &HalfState) -> crate::Result<()> {
+        *w = state.vector("w", w.len())?;
+        self.load(state)
+    }
 }
 
 /// The running weighted average of iterates with weights γ_r = (1 − ρ)^{−(r+1)}, r = 0, 1, …,

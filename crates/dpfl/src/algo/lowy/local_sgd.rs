@@ -101,14 +101,10 @@ impl ServerHalf for ModelAverageServer {
         self.w.len()
     }
     fn state(&self) -> HalfState {
-        let mut s = HalfState::default();
-        s.vectors.insert("w".into(), self.w.clone());
-        self.out.save(&mut s);
-        s
+        self.out.state_with(&self.w)
     }
     fn restore(&mut self, state: HalfState) -> crate::Result<()> {
-        self.w = state.vector("w", self.w.len())?;
-        self.out.load(&state)
+        self.out.restore_with(&mut self.w, &state)
     }
 }
 
