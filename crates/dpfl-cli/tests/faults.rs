@@ -212,16 +212,7 @@ fn read_logs(dir: &Path) -> String {
 
 /// The rounds charged in a silo's round ledger (a cell: `ledger.0` / `ledger.1`).
 fn charged(state: &Path) -> Vec<u64> {
-    let bytes = dpfl_net::store::Cell::read(&state.join("ledger"))
-        .unwrap()
-        .unwrap();
-    let v: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
-    v["charged"]
-        .as_object()
-        .unwrap()
-        .keys()
-        .map(|k| k.parse().unwrap())
-        .collect()
+    dpfl_net::ledger::charged_rounds(&state.join("ledger")).unwrap()
 }
 
 /// Both slot files of a cell, flipped in their last byte.

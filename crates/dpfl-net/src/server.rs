@@ -28,7 +28,7 @@ use tokio_stream::Stream;
 use tonic::{Request, Response, Status, Streaming};
 
 use dpfl::algo::{HalfState, Round, ServerHalf, SiloMessage};
-use dpfl::round::Participation;
+use dpfl::round::{Collected, Participation, Refusal, SiloAnswer};
 use dpfl_privacy::DpRng;
 use dpfl_privacy::rng::RngState;
 
@@ -73,11 +73,13 @@ struct Open {
     selected: Vec<u32>,
     broadcast: Arc<Vec<u8>>,
     deadline: Instant,
-    plain: BTreeMap<u32, SiloMessage>,
-    sealed: Vec<SiloMessage>,
+    /// Each silo's answer (a reply or its ledger's refusal), keyed, and so later collected, in
+    /// silo order. In shuffle mode only refusals arrive here (replies come through the
+    /// shuffler, without identities).
+    answers: BTreeMap<u32, SiloAnswer>,
+    /// Shuffle mode: the messages of the shuffler's batch, in its (permuted) order.
+    shuffled: Vec<SiloMessage>,
     seen: HashSet<[u8; 32]>,
-    /// Silos whose ledger refused this round: not waited for.
-    refused: HashSet<u32>,
     batch_received: bool,
     rejected: usize,
 }
@@ -452,17 +454,16 @@ async fn run_round(
             selected: selected.clone(),
             broadcast: Arc::new(broadcast),
             deadline: opened + deadline,
-            plain: BTreeMap::new(),
-            sealed: Vec::new(),
+            answers: BTreeMap::new(),
+            shuffled: Vec::new(),
             seen: HashSet::new(),
-            refused: HashSet::new(),
             batch_received: false,
             rejected: 0,
         });
     }
     shared.notify_opened();
     let mut rx = shared.changed.subscribe();
-    let (messages, rejected) = loop {
+    let (mut collected, rejected) = loop {
         {
             let mut inner = shared.inner.lock().await;
             let now = Instant::now();
@@ -485,12 +486,13 @@ async fn run_round(
             // In shuffle mode the server cannot tell who answered: it waits for the shuffler's
             // batch (which the shuffler forwards once every selected silo has submitted or
             // refused, or near the deadline with what it has).
+            let refused = |id: &u32| matches!(open.answers.get(id), Some(SiloAnswer::Refused(_)));
             let complete = if shared.shuffle {
-                open.batch_received || open.selected.iter().all(|id| open.refused.contains(id))
+                open.batch_received || open.selected.iter().all(refused)
             } else {
                 open.selected
                     .iter()
-                    .all(|id| open.plain.contains_key(id) || open.refused.contains(id) || gone(id))
+                    .all(|id| open.answers.contains_key(id) || gone(id))
             };
             if complete || now >= open.deadline {
                 if !complete {
@@ -499,26 +501,28 @@ async fn run_round(
                         "deadline passed; closing with the messages at hand"
                     );
                 }
-                let msgs: Vec<SiloMessage> = if shared.shuffle {
-                    std::mem::take(&mut open.sealed)
-                } else {
-                    // Silo order, as in the simulator.
-                    std::mem::take(&mut open.plain).into_values().collect()
-                };
+                // The round core's collection: answers in silo order (as in the simulator),
+                // then, in shuffle mode, the shuffler's already permuted batch.
+                let mut collected = Collected::default();
+                for (id, answer) in std::mem::take(&mut open.answers) {
+                    collected.push(id, answer);
+                }
+                collected.push_shuffled(std::mem::take(&mut open.shuffled));
                 let rejected = open.rejected;
                 *slot = None;
-                break (msgs, rejected);
+                break (collected, rejected);
             }
         }
         let _ = tokio::time::timeout(Duration::from_millis(200), rx.changed()).await;
     };
     shared.notify();
-    half.aggregate(r, &messages)?;
+    // The shuffle stage, if any, ran in the shuffler process: none here.
+    collected.aggregate(half, r, None)?;
     Ok(RoundLog {
         round: r,
         epoch: shared.epoch,
         selected: selected.len(),
-        participants: messages.len(),
+        participants: collected.messages.len(),
         rejected,
         seconds: opened.elapsed().as_secs_f64(),
     })
@@ -554,8 +558,7 @@ async fn send_rounds(s: Arc<Shared>, id: u32, tx: Outbound) {
                     Some(o)
                         if sent != Some(o.round)
                             && o.selected.contains(&id)
-                            && !o.plain.contains_key(&id)
-                            && !o.refused.contains(&id) =>
+                            && !o.answers.contains_key(&id) =>
                     {
                         sent = Some(o.round);
                         let h = Header {
@@ -608,20 +611,28 @@ async fn receive(s: &Shared, id: u32, h: Header, body: &[u8]) {
     match status {
         Ok(RoundStatus::Refused) => {
             tracing::info!(silo = id, round = h.round, "silo refuses the round");
-            open.refused.insert(id);
+            let refusal = Refusal {
+                round: h.round,
+                reason: "the silo's ledger refused the round (reported on its session)".into(),
+                privacy: None,
+            };
+            open.answers
+                .entry(id)
+                .or_insert(SiloAnswer::Refused(refusal));
         }
         Ok(RoundStatus::Message) if s.shuffle => {
             let e = NetError::Rejected("in shuffle mode messages go through the shuffler".into());
             return bad(open, e);
         }
         Ok(RoundStatus::Message) => {
-            if open.plain.contains_key(&id) {
+            if open.answers.contains_key(&id) {
                 tracing::info!(silo = id, round = h.round, "duplicate message ignored");
                 return;
             }
-            match codec::decode_message(body, h.round, s.dim) {
-                Ok(m) => {
-                    open.plain.insert(id, m);
+            // One body per reply, of one or several messages, each validated once.
+            match codec::decode_answer(body, h.round, s.dim) {
+                Ok(reply) => {
+                    open.answers.insert(id, SiloAnswer::Reply(reply));
                 }
                 Err(e) => return bad(open, e),
             }
@@ -740,7 +751,7 @@ impl FederationRpc for Service {
         let (tx, rx) = tokio::sync::mpsc::channel(8);
         let sender = tokio::spawn(send_rounds(s.clone(), id, tx.clone()));
         tokio::spawn(async move {
-            let limit = codec::max_message_bytes(s.dim);
+            let limit = codec::max_reply_bytes(s.dim);
             let end = loop {
                 match codec::next_body(&mut inbound, limit).await {
                     Ok(Some((h, body))) => receive(&s, id, h, &body).await,
@@ -827,9 +838,14 @@ impl FederationRpc for Service {
         let s = &self.shared;
         require_shuffler(&req)?;
         let mut stream = req.into_inner();
-        let bodies = codec::read_bodies(&mut stream, codec::max_sealed_bytes(s.dim), s.silos)
-            .await
-            .map_err(|e| rejected("shuffled batch", e))?;
+        let bodies = codec::read_bodies(
+            &mut stream,
+            codec::max_sealed_bytes(s.dim),
+            s.silos.saturating_mul(codec::max_reply_messages(s.dim)),
+            (s.silos as u64).saturating_mul(codec::max_sealed_reply_bytes(s.dim)),
+        )
+        .await
+        .map_err(|e| rejected("shuffled batch", e))?;
         // Every batch names its round and epoch (an empty one in a lone header with count 0),
         // so a late batch can never be taken for a later round's.
         let Some((round, epoch)) = bodies.first().map(|(h, _)| (h.round, h.epoch)) else {
@@ -864,7 +880,7 @@ impl FederationRpc for Service {
                 .and_then(|plain| codec::decode_message(&plain, open.round, s.dim));
             match msg {
                 Ok(m) => {
-                    open.sealed.push(m);
+                    open.shuffled.push(m);
                     accepted += 1;
                 }
                 Err(e) => {
