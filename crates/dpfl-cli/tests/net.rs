@@ -360,12 +360,10 @@ fn start_processes(cfg: &str, shards: &[PathBuf], logs: &Path) -> (Child, Vec<Ch
 }
 
 fn checkpoint_round(out: &Path) -> u64 {
-    dpfl_net::store::Cell::read(&out.join("alg-0/server/checkpoint"))
+    dpfl_net::checkpoint::Checkpoint::next_round_at(&out.join("alg-0/server/checkpoint"))
         .ok()
         .flatten()
-        .and_then(|t| serde_json::from_slice::<serde_json::Value>(&t).ok())
-        .and_then(|v| v["next_round"].as_u64())
-        .unwrap_or(0)
+        .map_or(0, u64::from)
 }
 
 fn wait_until(what: &str, limit: Duration, mut f: impl FnMut() -> bool) {

@@ -22,15 +22,13 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use serde::{Deserialize, Serialize};
 use tokio::sync::{Mutex, watch};
 use tokio_stream::Stream;
 use tonic::{Request, Response, Status, Streaming};
 
-use dpfl::algo::{HalfState, Round, ServerHalf, SiloMessage};
+use dpfl::algo::{Round, ServerHalf, SiloMessage};
 use dpfl::round::{Collected, Participation, Refusal, SiloAnswer};
 use dpfl_privacy::DpRng;
-use dpfl_privacy::rng::RngState;
 
 use crate::codec;
 use crate::config::Federation;
@@ -46,27 +44,7 @@ const LONG_POLL: Duration = Duration::from_secs(15);
 /// How long a new session may take to say HELLO.
 const HELLO_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// One line of the round log (`rounds.jsonl`).
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct RoundLog {
-    pub round: Round,
-    pub epoch: u64,
-    /// |S_r|.
-    pub selected: usize,
-    /// M_r: messages aggregated.
-    pub participants: usize,
-    pub rejected: usize,
-    pub seconds: f64,
-}
-
-#[derive(Debug, Serialize, Deserialize)]
-struct Checkpoint {
-    next_round: Round,
-    epoch: u64,
-    half: HalfState,
-    participation: RngState,
-    log: Vec<RoundLog>,
-}
+pub use crate::checkpoint::{Checkpoint, RoundLog};
 
 struct Open {
     round: Round,
@@ -199,8 +177,7 @@ impl Server {
         let (mut ckpt_cell, stored) = crate::store::Cell::open(&ckpt_path)?;
         let (mut next_round, mut participation_rng, mut log, epoch) = match stored {
             Some(bytes) => {
-                let c: Checkpoint =
-                    serde_json::from_slice(&bytes).map_err(|e| NetError::file(&ckpt_path, e))?;
+                let c = Checkpoint::decode(&ckpt_path, &bytes)?;
                 half.restore(c.half)?;
                 tracing::info!(round = c.next_round, "resuming from checkpoint");
                 (
@@ -327,8 +304,8 @@ impl Server {
                 participation: participation_rng.snapshot(),
                 log: log.clone(),
             };
-            let json = serde_json::to_vec(&ckpt).map_err(|e| NetError::file(&ckpt_path, e))?;
-            ckpt_cell.write(&json)?;
+            let [tag, body] = ckpt.encode(&ckpt_path)?;
+            ckpt_cell.write_parts(&[&tag, &body])?;
             this_process += 1;
             tokio::time::sleep_until(pace.into()).await;
         }

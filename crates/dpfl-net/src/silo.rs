@@ -13,15 +13,13 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
 use tonic::transport::Channel;
 
-use dpfl::algo::{HalfState, SiloHalf};
+use dpfl::algo::SiloHalf;
 use dpfl::data::SiloData;
 use dpfl::round::{self, SiloAnswer};
 use dpfl_privacy::DpRng;
 use dpfl_privacy::ledger::{Budget, Ledger};
-use dpfl_privacy::rng::RngState;
 
 use crate::codec;
 use crate::config::Federation;
@@ -30,13 +28,9 @@ use crate::proto::federation_client::FederationClient;
 use crate::proto::shuffler_client::ShufflerClient;
 use crate::proto::{Frame, Header, RegisterRequest, Status as RoundStatus};
 
-#[derive(Debug, Serialize, Deserialize)]
-struct Persisted {
-    /// The last round answered; its message is stored after this JSON.
-    round: u32,
-    half: HalfState,
-    rng: RngState,
-}
+mod state;
+
+use state::Persisted;
 
 /// What a silo did, for tests and logs.
 #[derive(Debug, Default, Clone)]
@@ -159,7 +153,7 @@ impl Silo {
         let (state, stored) = crate::store::Cell::open(&state_path)?;
         let (rng, last) = match stored {
             Some(bytes) => {
-                let (p, body) = split_state(&bytes).map_err(|e| NetError::file(&state_path, e))?;
+                let (p, body) = state::read(&bytes).map_err(|e| NetError::file(&state_path, e))?;
                 half.restore(p.half)?;
                 tracing::info!(silo = id, round = p.round, "restored silo state");
                 (DpRng::from_snapshot(&p.rng)?, Some((p.round, body)))
@@ -259,18 +253,7 @@ impl Silo {
             half: self.half.state(),
             rng: self.rng.snapshot(),
         };
-        let json = serde_json::to_vec(&p).map_err(|e| NetError::file(&self.state_path, e))?;
-        let json_len = (json.len() as u64).to_le_bytes();
-        let mut parts: Vec<&[u8]> = vec![&json_len, &json];
-        let lens: Vec<[u8; 8]> = bodies
-            .iter()
-            .map(|b| (b.len() as u64).to_le_bytes())
-            .collect();
-        for (len, b) in lens.iter().zip(&bodies) {
-            parts.push(len);
-            parts.push(b);
-        }
-        self.state.write_parts(&parts)?;
+        state::write(&mut self.state, &self.state_path, &p, &bodies)?;
         self.last = Some((round, bodies.clone()));
         Ok(Some((bodies, false)))
     }
@@ -494,35 +477,6 @@ fn check_state_agrees(
         }
         _ => Ok(()),
     }
-}
-
-/// The stored state: u64 length and the [`Persisted`] header, then each body sent as a u64
-/// length and its bytes.
-fn split_state(bytes: &[u8]) -> std::result::Result<(Persisted, Vec<Vec<u8>>), String> {
-    let mut rest = bytes;
-    let take = |rest: &mut &[u8]| -> std::result::Result<Vec<u8>, String> {
-        let len = rest
-            .get(..8)
-            .map(|b| u64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]))
-            .ok_or("truncated state file")?;
-        let end = 8usize
-            .checked_add(usize::try_from(len).map_err(|e| e.to_string())?)
-            .filter(|&e| e <= rest.len())
-            .ok_or("truncated state file")?;
-        let part = rest[8..end].to_vec();
-        *rest = &rest[end..];
-        Ok(part)
-    };
-    let head = take(&mut rest)?;
-    let p: Persisted = serde_json::from_slice(&head).map_err(|e| e.to_string())?;
-    let mut bodies = Vec::new();
-    while !rest.is_empty() {
-        bodies.push(take(&mut rest)?);
-    }
-    if bodies.is_empty() {
-        return Err("stored state without the bodies sent".into());
-    }
-    Ok((p, bodies))
 }
 
 fn header_frame(h: Header) -> Frame {
