@@ -237,8 +237,7 @@ fn simulated() -> Vec<Vec<(u32, u64)>> {
         let report = sim.step().unwrap();
         assert_eq!(report.refused, vec![REFUSING]);
     }
-    let seen = seen.lock().unwrap().clone();
-    seen
+    seen.lock().unwrap().clone()
 }
 
 /// Every message of the answering silos, in silo order.
