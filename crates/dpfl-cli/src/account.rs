@@ -15,6 +15,7 @@ use dpfl_privacy::{Delta, Epsilon, Neighbouring, PrivacyError, PrivacyEvent};
 pub enum Mechanism {
     Gaussian,
     Laplace,
+    /// A scalar integer query at unit sensitivity (noise multiplier = σ on ℤ).
     DiscreteGaussian,
     DiscreteLaplace,
 }
@@ -190,9 +191,7 @@ impl ReleaseArgs {
             Mechanism::Laplace => PrivacyEvent::Laplace {
                 noise_multiplier: z,
             },
-            Mechanism::DiscreteGaussian => PrivacyEvent::DiscreteGaussian {
-                noise_multiplier: z,
-            },
+            Mechanism::DiscreteGaussian => PrivacyEvent::discrete_gaussian_scalar(z),
             Mechanism::DiscreteLaplace => PrivacyEvent::DiscreteLaplace {
                 noise_multiplier: z,
             },

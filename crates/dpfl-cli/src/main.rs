@@ -5,6 +5,7 @@
 //! Errors are one line on standard error, each cause printed once.
 
 mod account;
+mod audit;
 mod fmt;
 mod net;
 mod progress;
@@ -53,6 +54,9 @@ enum Command {
     },
     /// Run an experiment as a federation of local processes and write summary.json.
     Federate(net::FederateArgs),
+    /// Audit one algorithm of an experiment empirically from one training run (canaries in
+    /// silo 0, Steinke-Nasr-Jagielski 2023); prints the epsilon lower bound as JSON.
+    Audit(audit::AuditArgs),
     /// Regenerate a paper figure: summary.csv and SVG/PNG plots (lowy-mnist, lowy-insurance, lowy-obesity).
     Reproduce(reproduce::ReproduceArgs),
 }
@@ -117,6 +121,7 @@ fn main() -> ExitCode {
         Command::Certs { command } => net::certs(&command),
         Command::Federate(args) => net::federate(&args),
         Command::Reproduce(args) => reproduce::reproduce(&args),
+        Command::Audit(args) => audit::audit(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

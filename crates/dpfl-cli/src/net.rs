@@ -9,6 +9,9 @@ use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
 
 use dpfl::experiment::{self, ExperimentSpec, SingleRun};
+use dpfl_net::config::{
+    NetConfig, PublicFacts, ServerSection, ShufflerSection, SiloSection, TlsSection,
+};
 use dpfl_net::{Federation, NetError};
 
 /// Config errors of the network runtime map to exit code 2 like the simulator's.
@@ -27,6 +30,16 @@ fn net(e: NetError) -> anyhow::Error {
         anyhow::Error::new(ConfigError(e.to_string()))
     } else {
         anyhow::Error::new(e)
+    }
+}
+
+/// Errors loading a config file named on the command line (a federation file, the
+/// experiment it names, a silo's budget file): one that cannot be read is a usage error (2), as
+/// under `dpfl train`; the rest map as [`net`] maps them.
+fn config_file(e: NetError) -> anyhow::Error {
+    match e {
+        NetError::Io { .. } | NetError::Dpfl(dpfl::Error::Io { .. }) => crate::usage(e),
+        e => net(e),
     }
 }
 
@@ -159,7 +172,7 @@ pub struct FederateArgs {
 
 pub fn server(args: &ServerArgs) -> anyhow::Result<()> {
     init_logs();
-    let fed = Federation::load(&args.config).map_err(net)?;
+    let fed = Federation::load(&args.config).map_err(config_file)?;
     let out = runtime()?.block_on(async {
         let s = dpfl_net::server::Server::bind(fed).await?;
         s.run().await
@@ -187,8 +200,8 @@ pub fn server(args: &ServerArgs) -> anyhow::Result<()> {
 pub fn silo(args: &SiloArgs) -> anyhow::Result<()> {
     init_logs();
     let connect_timeout = timeout(args.connect_timeout)?;
-    let fed = Federation::load(&args.config).map_err(net)?;
-    let local = dpfl_net::config::LocalBudget::load(&args.budget).map_err(net)?;
+    let fed = Federation::load(&args.config).map_err(config_file)?;
+    let local = dpfl_net::config::LocalBudget::load(&args.budget).map_err(config_file)?;
     // The plan is judged against the silo's own budget before its data are read.
     match dpfl_net::config::check_plan(&fed, args.id, &local).map_err(net)? {
         Some(p) => eprintln!(
@@ -223,7 +236,7 @@ pub fn silo(args: &SiloArgs) -> anyhow::Result<()> {
 pub fn shuffler(args: &ShufflerArgs) -> anyhow::Result<()> {
     init_logs();
     let connect_timeout = timeout(args.connect_timeout)?;
-    let fed = Federation::load(&args.config).map_err(net)?;
+    let fed = Federation::load(&args.config).map_err(config_file)?;
     let batches = runtime()?
         .block_on(async {
             let mut s = dpfl_net::shuffler::ShufflerProcess::bind(fed).await?;
@@ -308,30 +321,42 @@ fn prepare_trial(
     let mut feds = Vec::new();
     for (a, entry) in spec.algorithms.iter().enumerate() {
         let seed = experiment::algorithm_seed(trial_seed, a);
-        let shuffler = if args.shuffle {
-            format!(
-                "\n[shuffler]\naddress = \"127.0.0.1:0\"\naddress_file = \"alg-{a}/shuffler.addr\"\n"
-            )
-        } else {
-            String::new()
+        let mut server = ServerSection::new(
+            "127.0.0.1:0".into(),
+            PathBuf::from(format!("alg-{a}/server")),
+        );
+        server.address_file = Some(PathBuf::from(format!("alg-{a}/server.addr")));
+        server.round_deadline_ms = args.deadline_ms;
+        server.record_models_every = Some(experiment::eval_every(spec));
+        let net_config = NetConfig {
+            experiment: PathBuf::from("../experiment.toml"),
+            algorithm: a,
+            seed,
+            public: PublicFacts {
+                records: records.clone(),
+                features: first.num_features(),
+                classes: first.target().num_classes(),
+                lipschitz: l,
+            },
+            server,
+            shuffler: args.shuffle.then(|| {
+                ShufflerSection::new(
+                    "127.0.0.1:0".into(),
+                    Some(PathBuf::from(format!("alg-{a}/shuffler.addr"))),
+                )
+            }),
+            tls: TlsSection {
+                dir: PathBuf::from("../certs"),
+            },
+            silo: SiloSection {
+                state_dir: format!("alg-{a}/silo-{{id}}"),
+                ..SiloSection::default()
+            },
         };
         let config = format!(
-            "# Written by dpfl federate for trial {t}, algorithm {a} ({label}).\n\
-             experiment = \"../experiment.toml\"\nalgorithm = {a}\n{seed}\n\
-             [public]\nrecords = {records:?}\nfeatures = {features}\n{classes}lipschitz = {l:?}\n\n\
-             [server]\naddress = \"127.0.0.1:0\"\naddress_file = \"alg-{a}/server.addr\"\n\
-             state_dir = \"alg-{a}/server\"\nround_deadline_ms = {deadline}\n\
-             record_models_every = {every}\n{shuffler}\n\
-             [tls]\ndir = \"../certs\"\n\n[silo]\nstate_dir = \"alg-{a}/silo-{{id}}\"\n",
-            label = entry.label(),
-            seed = seed.map_or(String::new(), |s| format!("seed = {s}")),
-            features = first.num_features(),
-            classes = first
-                .target()
-                .num_classes()
-                .map_or(String::new(), |c| format!("classes = {c}\n")),
-            deadline = args.deadline_ms,
-            every = experiment::eval_every(spec),
+            "# Written by dpfl federate for trial {t}, algorithm {a} ({}).\n{}",
+            entry.label(),
+            toml::to_string(&net_config).context("writing the federation file")?
         );
         let path = dir.join(format!("federation-{a}.toml"));
         std::fs::write(&path, config).with_context(|| format!("writing {}", path.display()))?;
@@ -611,7 +636,9 @@ pub fn federate(args: &FederateArgs) -> anyhow::Result<()> {
     if args.seed.is_some() {
         spec.seed = args.seed;
     }
-    std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
+    // Like train and reproduce: an unusable --out is refused before any certificate, shard
+    // or process is made.
+    dpfl::output::prepare_out_dir(&out).map_err(crate::usage)?;
     let text = std::fs::read_to_string(&args.config)
         .with_context(|| format!("reading {}", args.config.display()))?;
     let exp_copy = out.join("experiment.toml");

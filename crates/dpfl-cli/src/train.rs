@@ -100,13 +100,10 @@ pub fn train(args: &TrainArgs) -> anyhow::Result<()> {
 }
 
 pub(crate) fn print_report(spec: &ExperimentSpec, out: &RunOutput) {
-    let metric = out.summary.first().map_or("test metric", |s| {
-        if s.metric == "test_error" {
-            "test error"
-        } else {
-            "test RMSE"
-        }
-    });
+    let metric = out
+        .summary
+        .first()
+        .map_or("test metric", |s| s.metric.label());
     println!(
         "{} ({} rounds, {} trial(s))",
         spec.name, spec.rounds, spec.trials

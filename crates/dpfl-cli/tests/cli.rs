@@ -231,3 +231,67 @@ fn train_needs_a_public_bound_and_marks_a_data_derived_one() {
     // The seeded run's guarantee is qualified too.
     assert!(stdout.contains("seeded run"), "{stdout}");
 }
+
+/// `dpfl audit`: one JSON object with the bound and its parameters; bad options are usage
+/// errors naming the culprit.
+#[test]
+fn audit_prints_the_lower_bound_and_refuses_bad_options() {
+    let dir = tmpdir("audit");
+    let exp = write(
+        &dir,
+        "a.toml",
+        r#"
+name = "audit"
+rounds = 10
+seed = 3
+participation = { kind = "all" }
+[data]
+source = { kind = "synthetic", task = "binary", silos = 2, train = 50, test = 10, features = 3 }
+[model]
+kind = "logistic"
+[privacy]
+epsilon = 1.0
+delta = "1/n^2"
+lipschitz = 1.0
+[[algorithms]]
+kind = "mb-sgd"
+calibration = "accountant"
+step_size = 0.3
+batch_size = 10
+[[algorithms]]
+kind = "mb-sgd"
+step_size = 0.3
+batch_size = 10
+"#,
+    );
+    let exp = exp.to_str().unwrap();
+    let out = dpfl(&["audit", exp, "--canaries", "40", "--k", "10"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["canaries"], 40);
+    assert_eq!(v["guesses"], 20);
+    assert_eq!(v["claimed_epsilon"], 1.0);
+    assert_eq!(v["confidence"], 0.95);
+    let lower = v["epsilon_lower_bound"].as_f64().unwrap();
+    assert!((0.0..=1.0).contains(&lower), "{v}");
+    assert!(v["correct"].as_u64().unwrap() <= 20);
+    assert_error(
+        &dpfl(&["audit", exp, "--canaries", "40", "--k", "30"]),
+        2,
+        &["a.toml", "2k"],
+    );
+    assert_error(
+        &dpfl(&["audit", exp, "--algorithm", "1"]),
+        2,
+        &["not private"],
+    );
+    assert_error(
+        &dpfl(&["audit", "/nonexistent/x.toml"]),
+        2,
+        &["/nonexistent/x.toml"],
+    );
+}

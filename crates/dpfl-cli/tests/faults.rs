@@ -39,9 +39,12 @@ struct Fed {
 
 impl Fed {
     fn prepare(root: &Path) -> Fed {
+        Fed::prepare_with(root, EXPERIMENT)
+    }
+    fn prepare_with(root: &Path, experiment: &str) -> Fed {
         std::fs::create_dir_all(root).unwrap();
         let exp = root.join("exp.toml");
-        std::fs::write(&exp, EXPERIMENT).unwrap();
+        std::fs::write(&exp, experiment).unwrap();
         let out = root.join("run");
         let o = dpfl(
             &[
@@ -383,12 +386,7 @@ fn a_second_process_on_a_state_directory_refuses_to_start() {
     );
     assert!(o.took < Duration::from_secs(10));
     // The same for the server.
-    fed.edit(|t| {
-        t.replace(
-            "round_deadline_ms",
-            "start_timeout_ms = 60000\nround_deadline_ms",
-        )
-    });
+    fed.edit(|t| t.replace("start_timeout_ms = 120000", "start_timeout_ms = 60000"));
     let cfg = fed.cfg();
     let mut s = spawn(
         &["server", "--config", cfg.to_str().unwrap()],
@@ -439,12 +437,7 @@ fn an_absent_server_a_foreign_ca_and_a_wrong_name_end_in_a_timeout_naming_the_re
     assert!(o.took < Duration::from_secs(10), "{:?}", o.took);
 
     // A live server; silo 0 trusts another CA (its own ca.pem and certificate from it).
-    fed.edit(|t| {
-        t.replace(
-            "round_deadline_ms",
-            "start_timeout_ms = 60000\nround_deadline_ms",
-        )
-    });
+    fed.edit(|t| t.replace("start_timeout_ms = 120000", "start_timeout_ms = 60000"));
     let cfg = fed.cfg();
     let mut server = spawn(
         &["server", "--config", cfg.to_str().unwrap()],
@@ -474,7 +467,10 @@ fn an_absent_server_a_foreign_ca_and_a_wrong_name_end_in_a_timeout_naming_the_re
     let wrong_cfg = fed.dir.join("federation-name.toml");
     std::fs::write(
         &wrong_cfg,
-        text.replace("[server]", "[server]\nserver_name = \"wrong.example\""),
+        text.replace(
+            "server_name = \"localhost\"",
+            "server_name = \"wrong.example\"",
+        ),
     )
     .unwrap();
     let mut args = fed.silo_args(1, &["--connect-timeout", "3"]);
@@ -491,12 +487,7 @@ fn an_absent_server_a_foreign_ca_and_a_wrong_name_end_in_a_timeout_naming_the_re
 fn a_server_without_enough_silos_exits_non_zero_instead_of_finishing() {
     let tmp = tempfile::tempdir().unwrap();
     let fed = Fed::prepare(tmp.path());
-    fed.edit(|t| {
-        t.replace(
-            "round_deadline_ms",
-            "start_timeout_ms = 1000\nround_deadline_ms",
-        )
-    });
+    fed.edit(|t| t.replace("start_timeout_ms = 120000", "start_timeout_ms = 1000"));
     let o = dpfl(
         &["server", "--config", fed.cfg().to_str().unwrap()],
         Duration::from_secs(30),
@@ -672,4 +663,231 @@ fn private_keys_are_owner_only_and_the_ca_key_must_match_its_certificate() {
     let o = dpfl(&["server", "--config", fed.cfg().to_str().unwrap()], quick);
     assert_eq!(o.code, Some(1), "{}", o.stderr);
     assert!(o.stderr.contains("hpke.key"), "{}", o.stderr);
+}
+
+/// The stored state of a silo: (last round answered, the bodies stored for it).
+fn stored(state: &Path) -> Option<(u64, Vec<Vec<u8>>)> {
+    dpfl_net::silo::stored_answer(state)
+        .unwrap()
+        .map(|(r, bodies)| (u64::from(r), bodies))
+}
+
+#[test]
+fn a_silo_killed_mid_round_again_and_again_loses_nothing_and_releases_nothing_twice() {
+    let tmp = tempfile::tempdir().unwrap();
+    let fed = Fed::prepare_with(tmp.path(), &EXPERIMENT.replace("rounds = 3", "rounds = 40"));
+    // Enforced: the silo's one ledger charges the budget and the release cap together.
+    for i in 0..3 {
+        std::fs::write(
+            fed.budget(i),
+            "epsilon = 50.0\ndelta = 1e-3\nneighbouring = \"replace-one\"\n",
+        )
+        .unwrap();
+    }
+    fed.edit(|t| t.replace("round_deadline_ms = 30000", "round_deadline_ms = 5000"));
+    let cfg = fed.cfg();
+    let logs = tmp.path();
+    let mut server = spawn(
+        &["server", "--config", cfg.to_str().unwrap()],
+        &logs.join("server.log"),
+    );
+    let mut others: Vec<Child> = (1..3)
+        .map(|i| {
+            let a = fed.silo_args(i, &[]);
+            spawn(&strs(&a), &logs.join(format!("silo-{i}.log")))
+        })
+        .collect();
+    let s0 = fed.silo_state(0);
+    let args0 = fed.silo_args(0, &[]);
+    // SIGKILL at times spread over a round's work (charge, compute, durable write, send).
+    let delays_ms = [350u64, 120, 480, 60, 260, 180, 90, 400, 30, 220, 140, 310];
+    let mut seen: std::collections::BTreeMap<u64, Vec<Vec<u8>>> = Default::default();
+    let mut last_round = None;
+    let (mut kills, mut checked_resends) = (0, 0);
+    for (k, d) in delays_ms.iter().enumerate() {
+        let mut silo0 = spawn(&strs(&args0), &logs.join(format!("silo-0-run{k}.log")));
+        std::thread::sleep(Duration::from_millis(*d));
+        if let Some(s) = silo0.try_wait().unwrap() {
+            // Only a finished federation ends a silo on its own.
+            assert!(s.success(), "{}", read_logs(logs));
+            break;
+        }
+        silo0.kill().unwrap(); // SIGKILL: no destructor, no flush
+        silo0.wait().unwrap();
+        kills += 1;
+        // What the killed process left: every round's stored message is the one stored the
+        // first time (never re-noised), and rounds only move forward.
+        if let Some((r, bytes)) = stored(&s0) {
+            assert!(last_round <= Some(r), "stored round went back to {r}");
+            last_round = Some(r);
+            let first = seen.entry(r).or_insert_with(|| bytes.clone());
+            assert_eq!(first, &bytes, "round {r} stored with different bytes");
+            // Restarted in this process and asked for that round again: exactly the stored
+            // bytes, and nothing charged.
+            let before = charged(&s0);
+            let f = dpfl_net::Federation::load(&cfg).unwrap();
+            let data = dpfl_net::shard::read(&fed.shard(0)).unwrap();
+            let local = dpfl_net::config::LocalBudget::load(&fed.budget(0)).unwrap();
+            let mut silo = dpfl_net::silo::Silo::with_budget(f, 0, data, &local).unwrap();
+            let again = silo.answer(&[], r as u32, None).unwrap();
+            assert_eq!(again, Some((bytes, true)), "round {r} resent as stored");
+            assert_eq!(silo.charged_rounds(), before);
+            checked_resends += 1;
+        }
+        if server.try_wait().unwrap().is_some() {
+            break;
+        }
+    }
+    // The last run of silo 0 goes to the end of training.
+    let mut silo0 = spawn(&strs(&args0), &logs.join("silo-0-last.log"));
+    for c in others.iter_mut().chain([&mut silo0, &mut server]) {
+        let s = wait_exit(c, Duration::from_secs(180));
+        assert!(s.success(), "{}", read_logs(logs));
+    }
+    let log = read_logs(logs);
+    assert!(!log.contains("panicked"), "{log}");
+    assert!(kills >= 3, "killed {kills} times only: {log}");
+    // Nothing lost: every restart restored what the last one stored, the server finished all
+    // 40 rounds (its log says so) and the other silos answered every round.
+    assert_eq!(charged(&fed.silo_state(1)), (0..40).collect::<Vec<u64>>());
+    // Nothing released twice: each round charged once in the silo's one ledger.
+    let rounds = charged(&s0);
+    assert!(rounds.windows(2).all(|w| w[0] < w[1]), "{rounds:?}");
+    let (r, _) = stored(&s0).unwrap();
+    assert_eq!(
+        rounds.last(),
+        Some(&r),
+        "the last charged round is the stored one"
+    );
+    eprintln!(
+        "killed silo 0 {kills} times; {} stored rounds checked; silo 0 answered {} of 40 rounds",
+        checked_resends,
+        rounds.len()
+    );
+}
+
+#[test]
+fn exit_codes_follow_the_readme_table_in_every_subcommand() {
+    let tmp = tempfile::tempdir().unwrap();
+    let fed = Fed::prepare(tmp.path());
+    fed.closed_port();
+    let quick = Duration::from_secs(60);
+    let missing = tmp.path().join("none.toml");
+    let missing = missing.to_str().unwrap();
+    let exp = tmp.path().join("exp.toml");
+    let exp = exp.to_str().unwrap();
+    let expect = |what: &str, args: &[&str], code: i32, named: &str| {
+        let o = dpfl(args, quick);
+        assert_eq!(o.code, Some(code), "{what}: {}", o.stderr);
+        assert!(
+            o.stderr.contains(named),
+            "{what}: names {named}: {}",
+            o.stderr
+        );
+        assert_eq!(
+            o.stderr.matches("error:").count(),
+            1,
+            "{what}: {}",
+            o.stderr
+        );
+    };
+    // 2: a config file named on the command line that cannot be read, in every subcommand.
+    expect("train", &["train", "--config", missing], 2, missing);
+    expect(
+        "federate",
+        &["federate", "--local", "--config", missing],
+        2,
+        missing,
+    );
+    expect("server", &["server", "--config", missing], 2, missing);
+    expect("shuffler", &["shuffler", "--config", missing], 2, missing);
+    let mut silo = fed.silo_args(0, &[]);
+    silo[2] = missing.to_string();
+    expect("silo, federation file", &strs(&silo), 2, missing);
+    let mut silo = fed.silo_args(0, &[]);
+    silo[8] = missing.to_string();
+    expect("silo, budget file", &strs(&silo), 2, missing);
+
+    // 1: a malformed data file, whichever process reads it.
+    let csv = tmp.path().join("bad.csv");
+    std::fs::write(&csv, "a,b,y\n1,2,0\n3,x,1\n1,2,0\n3,4,1\n").unwrap();
+    let csv_exp = tmp.path().join("csv.toml");
+    std::fs::write(
+        &csv_exp,
+        EXPERIMENT.replace(
+            "source = { kind = \"synthetic\", task = \"binary\", silos = 3, train = 60, test = 20, features = 4, shift = 0.3 }",
+            "source = { kind = \"csv\", path = \"bad.csv\", spec = { target = { kind = \"class\", column = \"y\" } } }\npartition = { kind = \"iid\", silos = 2 }",
+        ),
+    )
+    .unwrap();
+    let csv_exp = csv_exp.to_str().unwrap();
+    expect(
+        "train, bad CSV",
+        &["train", "--quiet", "--config", csv_exp],
+        1,
+        "bad.csv:3",
+    );
+    let out = tmp.path().join("fed-out");
+    expect(
+        "federate, bad CSV",
+        &[
+            "federate",
+            "--local",
+            "--config",
+            csv_exp,
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        1,
+        "bad.csv:3",
+    );
+    let bad_shard = tmp.path().join("bad.shard");
+    std::fs::write(&bad_shard, b"DPFLSHARD2\n{\"train_rows\":").unwrap();
+    let mut silo = fed.silo_args(0, &["--connect-timeout", "1"]);
+    silo[6] = bad_shard.to_str().unwrap().to_string();
+    expect("silo, bad shard", &strs(&silo), 1, "bad.shard");
+
+    // 1: a damaged reproduction checkpoint, named with its line.
+    let ckpt = tmp.path().join("repro");
+    std::fs::create_dir_all(&ckpt).unwrap();
+    std::fs::write(ckpt.join("checkpoint.jsonl"), "garbage\n").unwrap();
+    expect(
+        "reproduce --resume, damaged checkpoint",
+        &[
+            "reproduce",
+            "lowy-obesity",
+            "--quick",
+            "--resume",
+            "--out",
+            ckpt.to_str().unwrap(),
+        ],
+        1,
+        "checkpoint.jsonl:1",
+    );
+
+    // 2: an unusable --out (a file), refused before any work in train, reproduce and
+    // federate: federate makes no certificate, shard or process.
+    std::fs::write(exp, EXPERIMENT).unwrap();
+    let file = tmp.path().join("a-file");
+    std::fs::write(&file, "x").unwrap();
+    let file = file.to_str().unwrap();
+    expect(
+        "train --out file",
+        &["train", "--quiet", "--config", exp, "--out", file],
+        2,
+        file,
+    );
+    expect(
+        "reproduce --out file",
+        &["reproduce", "lowy-obesity", "--quick", "--out", file],
+        2,
+        file,
+    );
+    let o = dpfl(
+        &["federate", "--local", "--config", exp, "--out", file],
+        quick,
+    );
+    assert_eq!(o.code, Some(2), "{}", o.stderr);
+    assert!(o.stderr.contains(file), "{}", o.stderr);
+    assert!(o.took < Duration::from_secs(10), "{:?}", o.took);
 }

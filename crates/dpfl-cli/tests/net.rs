@@ -319,10 +319,17 @@ fn prepare(dir: &Path, exp: &Path, extra_server: &str) -> (PathBuf, Vec<PathBuf>
     ]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let cfg = out.join("trial-0/federation-0.toml");
-    let text = std::fs::read_to_string(&cfg).unwrap().replace(
-        "round_deadline_ms = 30000",
-        &format!("round_deadline_ms = 30000\n{extra_server}"),
-    );
+    // The federation file names every server key, so an extra line replaces its key's line.
+    let mut text = std::fs::read_to_string(&cfg).unwrap();
+    for line in extra_server.lines() {
+        let key = line.split('=').next().unwrap().trim();
+        let old = text
+            .lines()
+            .find(|l| l.split('=').next().unwrap().trim() == key)
+            .unwrap_or_else(|| panic!("no {key} in the federation file"))
+            .to_string();
+        text = text.replace(&old, line);
+    }
     std::fs::write(&cfg, text).unwrap();
     let shards = (0..3)
         .map(|i| out.join(format!("trial-0/data/silo-{i}.shard")))
@@ -539,7 +546,7 @@ fn a_federation_set_up_as_across_machines_equals_the_simulator() {
     let fed = prepared
         .replace("\"../experiment.toml\"", "\"experiment.toml\"")
         .replace(
-            "address = \"127.0.0.1:0\"\naddress_file = \"alg-0/server.addr\"",
+            "address = \"127.0.0.1:0\"\naddress_file = \"alg-0/server.addr\"\nserver_name = \"localhost\"",
             &format!("address = \"{ip}:{port}\"\nserver_name = \"{ip}\""),
         )
         .replace("\"alg-0/server\"", "\"state\"")

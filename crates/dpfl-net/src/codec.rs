@@ -4,8 +4,9 @@
 //! A message is `DPM1`, its round, then its payload: a 9-byte head (kind, dimension, count)
 //! and the content. Kinds: 0 dense (count = dimension, f64s), 1 sparse (count = entries,
 //! u32 indices then f64s), 2 packed (count = bits per integer, ⌈len·bits/8⌉ bytes), 3 labelled
-//! (count = label, then one non-labelled payload). Every [`Payload`] variant is matched without
-//! a wildcard arm, so a new kind does not compile until it has an encoding.
+//! (count = label, then one non-labelled payload), 4–6 the compressed kinds of
+//! `dpfl::compress::Compressed` (count and content defined there). Every [`Payload`] variant
+//! is matched without a wildcard arm, so a new kind does not compile until it has an encoding.
 //!
 //! Vectors are sent as raw little-endian f64s rather than `repeated double`, so a body can be
 //! cut into fixed-size chunks at any byte, sealed with HPKE as one plaintext, and stored on a
@@ -13,6 +14,7 @@
 //! present and the expected dimension; no input can make it panic or over-allocate.
 
 use dpfl::algo::{Broadcast, PackedInts, Payload, Reply, SiloMessage};
+use dpfl::compress::Compressed;
 
 use crate::error::{NetError, Result};
 use crate::proto::{Frame, Header, frame::Part};
@@ -134,7 +136,7 @@ pub fn encode_message(m: &SiloMessage) -> Vec<u8> {
 /// in ⌈[`Payload::bits`]/8⌉ bytes (the sparse dimension's 32 bits sit in the head).
 pub fn payload_bytes(p: &Payload) -> u64 {
     match p {
-        Payload::Dense(_) | Payload::Packed(_) => 9 + p.bits().div_ceil(8),
+        Payload::Dense(_) | Payload::Packed(_) | Payload::Compressed(_) => 9 + p.bits().div_ceil(8),
         Payload::Sparse { .. } => 9 + (p.bits() - 32) / 8,
         // The label's 32 bits are the inner head's count field of the outer head.
         Payload::Labelled { payload, .. } => 9 + payload_bytes(payload),
@@ -147,6 +149,8 @@ const DENSE: u8 = 0;
 const SPARSE: u8 = 1;
 const PACKED: u8 = 2;
 const LABELLED: u8 = 3;
+/// Kinds COMPRESSED..COMPRESSED + `Compressed::KINDS`.
+const COMPRESSED: u8 = 4;
 
 fn push_head(out: &mut Vec<u8>, kind: u8, dim: u32, count: u32) {
     out.push(kind);
@@ -178,6 +182,10 @@ fn push_payload(out: &mut Vec<u8>, p: &Payload) {
         Payload::Labelled { label, payload } => {
             push_head(out, LABELLED, payload.dim() as u32, *label);
             push_payload(out, payload);
+        }
+        Payload::Compressed(c) => {
+            push_head(out, COMPRESSED + c.kind(), c.dim() as u32, c.wire_count());
+            c.push_content(out);
         }
     }
 }
@@ -233,6 +241,14 @@ fn read_payload(r: &mut Reader<'_>, dim: usize, labelled_ok: bool) -> Result<Pay
             payload: Box::new(read_payload(r, dim, false)?),
         },
         LABELLED => return Err(NetError::Rejected("nested labelled message".into())),
+        k if (COMPRESSED..COMPRESSED + Compressed::KINDS).contains(&k) => {
+            let rejected = |e: dpfl::Error| NetError::Rejected(e.to_string());
+            let n = Compressed::content_len(k - COMPRESSED, dim, count).map_err(rejected)?;
+            let content = r.take(n)?;
+            Payload::Compressed(
+                Compressed::from_content(k - COMPRESSED, dim, count, content).map_err(rejected)?,
+            )
+        }
         k => return Err(NetError::Rejected(format!("unknown payload kind {k}"))),
     };
     Ok(payload)
@@ -577,6 +593,32 @@ mod tests {
                 },
                 3,
                 17 + 9 + 1,
+            ),
+            // Seeded random-k: seed + 2 values; QSGD s = 2: scale + 5·3 bits; natural: 4·12.
+            (
+                Payload::Compressed(Compressed::SeededSparse {
+                    dim: 9,
+                    seed: 77,
+                    values: vec![1.0, 2.0],
+                }),
+                9,
+                17 + 24,
+            ),
+            (
+                Payload::Compressed(Compressed::Levels {
+                    s: 2,
+                    scale: 0.5,
+                    codes: PackedInts::pack(3, &[0, 4, 2, 3, 1]).unwrap(),
+                }),
+                5,
+                17 + 8 + 2,
+            ),
+            (
+                Payload::Compressed(Compressed::PowersOfTwo(
+                    PackedInts::pack(12, &[0x3ff, 0xc00, 0, 1]).unwrap(),
+                )),
+                4,
+                17 + 6,
             ),
         ];
         for (payload, dim, bytes) in cases {

@@ -141,6 +141,36 @@ pub struct SiloSection {
     pub heartbeat_ms: u64,
 }
 
+impl ServerSection {
+    /// A server listening on `address`, with every optional field at its default.
+    pub fn new(address: String, state_dir: PathBuf) -> Self {
+        ServerSection {
+            address,
+            address_file: None,
+            server_name: localhost(),
+            state_dir,
+            round_deadline_ms: deadline(),
+            start_timeout_ms: start_timeout(),
+            min_silos: None,
+            heartbeat_timeout_ms: heartbeat_timeout(),
+            stop_after_rounds: None,
+            min_round_ms: 0,
+            record_models_every: None,
+        }
+    }
+}
+
+impl ShufflerSection {
+    /// A shuffler listening on `address`, verified under the default name.
+    pub fn new(address: String, address_file: Option<PathBuf>) -> Self {
+        ShufflerSection {
+            address,
+            address_file,
+            server_name: shuffler_name(),
+        }
+    }
+}
+
 impl Default for SiloSection {
     fn default() -> Self {
         SiloSection {

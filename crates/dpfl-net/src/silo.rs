@@ -296,3 +296,17 @@ fn check_state_agrees(
         _ => Ok(()),
     }
 }
+
+/// What the silo whose state directory is `dir` last stored: the round and the bodies it sent
+/// for it, read without opening the silo (for operators and tests). `None` before the first
+/// answer; a damaged or older-version state is an error naming the file.
+pub fn stored_answer(dir: &std::path::Path) -> Result<Option<(u32, Vec<Vec<u8>>)>> {
+    let path = dir.join("state");
+    match crate::store::Cell::read(&path)? {
+        None => Ok(None),
+        Some(bytes) => {
+            let (p, bodies) = state::read(&bytes).map_err(|e| NetError::file(&path, e))?;
+            Ok(Some((p.round, bodies)))
+        }
+    }
+}

@@ -87,10 +87,7 @@ fn benches(c: &mut Criterion) {
     g.bench_function("discrete-laplace-1e6-steps", |b| {
         b.iter(|| pld.epsilon(black_box(&dlap), d).unwrap())
     });
-    let dgauss = PrivacyEvent::DiscreteGaussian {
-        noise_multiplier: 2.0,
-    }
-    .repeated(100);
+    let dgauss = PrivacyEvent::discrete_gaussian_scalar(2.0).repeated(100);
     g.bench_function("discrete-gaussian-z2-100-steps", |b| {
         b.iter(|| pld.epsilon(black_box(&dgauss), d).unwrap())
     });

@@ -1,12 +1,14 @@
 //! Noise sampler throughput (issue 11 item 7): the exact discrete Gaussian (Canonne, Kamath &
 //! Steinke 2020, Algorithm 3) at several σ in grid units, against the continuous Gaussian
-//! mechanism (rand_distr's ziggurat), both on ChaCha20.
+//! mechanism (rand_distr's ziggurat), both on ChaCha20; the exact truncated discrete Laplace
+//! of DP-NormFedAvg (issue 14).
 //!
 //! Run: `cargo bench -p dpfl-privacy --bench samplers`.
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use dpfl_privacy::discrete::DiscreteGaussian;
 use dpfl_privacy::mechanism::{GaussianMechanism, GaussianNoise, VectorMechanism};
+use dpfl_privacy::qtdl::TruncatedDiscreteLaplace;
 use dpfl_privacy::rng::{DpRng, Purpose};
 use std::hint::black_box;
 
@@ -46,6 +48,19 @@ fn benches(c: &mut Criterion) {
     g.bench_function("mechanism/discrete-gaussian-grid-1e-6", |b| {
         b.iter(|| disc.privatize(black_box(&mut v), &mut rng))
     });
+    // Truncated discrete Laplace (DP-NormFedAvg), exact: the paper's FMNIST s = 2^12 and CIFAR
+    // s = 2^20 Theorem-1 parameters, and the corrected FMNIST calibration (δ = 1e−9).
+    for (m, alpha) in [(413u64, 1.12e-5), (105_205, 6.24e-8), (1_993_383, 1.12e-5)] {
+        let tdl = TruncatedDiscreteLaplace::new(m, alpha).unwrap();
+        let mut rng = DpRng::from_seed(3, Purpose::Silo, 0);
+        let mut out = vec![0i64; DRAWS];
+        g.bench_function(format!("tdl/m={m}/alpha={alpha:e}"), |b| {
+            b.iter(|| {
+                tdl.fill(&mut rng, &mut out);
+                black_box(out[0])
+            })
+        });
+    }
     g.finish();
 }
 

@@ -42,7 +42,7 @@ pub(crate) fn bernoulli_exp(rng: &mut DpRng, n: u128, d: u128) -> bool {
 /// Bernoulli(exp(−n/d)) for 0 ≤ n/d ≤ 1 (CKS20 Algorithm 1, the γ ∈ [0, 1] branch): draw
 /// A_k ~ Bernoulli(γ/k) for k = 1, 2, … until the first A_k = 0; return whether that k is odd.
 /// P[K > k] = γ^k/k!, so P[K odd] = Σ_k (−γ)^k/k! = exp(−γ).
-fn bernoulli_exp_unit(rng: &mut DpRng, n: u128, d: u128) -> bool {
+pub(crate) fn bernoulli_exp_unit(rng: &mut DpRng, n: u128, d: u128) -> bool {
     let mut k: u128 = 1;
     loop {
         // γ/k = n/(d·k); d·k overflows only after ~2^64 successes of probability ≤ 1/k.

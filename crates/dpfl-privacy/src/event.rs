@@ -43,13 +43,24 @@ pub enum PrivacyEvent {
     Gaussian { noise_multiplier: f64 },
     /// The Laplace mechanism with scale b/Δ₁.
     Laplace { noise_multiplier: f64 },
-    /// The discrete Gaussian on ℤ (Canonne, Kamath & Steinke 2020) with σ/Δ₂, for an integer
-    /// valued query.
-    DiscreteGaussian { noise_multiplier: f64 },
+    /// The discrete Gaussian N_ℤ(0, σ²) added to each of `dimension` coordinates of an integer
+    /// valued query (Canonne, Kamath & Steinke 2020), with `noise_multiplier` = σ/Δ₂ and
+    /// `l2_sensitivity` = Δ₂, both in lattice steps (after any rounding to the lattice).
+    /// RDP and zCDP need only σ/Δ₂ (CKS20 Thm 14: ρ = Δ₂²/(2σ²) for every dimension); an exact
+    /// PLD needs the integer shift and the dimension (CKS20 Thm 7 for d = 1; for d > 1 the
+    /// tight curve depends on the direction of the shift, CKS20 Thm 15, whose ℓ1 bound follows
+    /// from these fields: ‖v‖₁ ≤ min(√d·Δ₂, Δ₂²) for v ∈ ℤ^d).
+    DiscreteGaussian {
+        noise_multiplier: f64,
+        l2_sensitivity: f64,
+        dimension: u64,
+    },
     /// The discrete Laplace (two-sided geometric) mechanism with scale t/Δ₁: pure
     /// (1/noise_multiplier)-DP (Ghosh, Roughgarden & Sundararajan 2012).
     DiscreteLaplace { noise_multiplier: f64 },
-    /// The truncated discrete Laplace mechanism, known by the (ε, δ) it was calibrated to.
+    /// The truncated discrete Laplace mechanism, known by its (ε, δ); δ > 0 always (an upper
+    /// bound of the *correct* δ, `qtdl::theorem1::worst_case_delta`, never DP-NormFedAvg's
+    /// Theorem 1 claim 2^{−d}).
     TruncatedDiscreteLaplace { epsilon: f64, delta: f64 },
     /// A mechanism known only by an (ε, δ) guarantee.
     EpsilonDelta { epsilon: f64, delta: f64 },
@@ -78,6 +89,14 @@ impl PrivacyEvent {
         PrivacyEvent::SelfComposed {
             event: Box::new(self),
             count,
+        }
+    }
+    /// A scalar discrete Gaussian at unit sensitivity (`dp_accounting`'s default reading).
+    pub fn discrete_gaussian_scalar(noise_multiplier: f64) -> Self {
+        PrivacyEvent::DiscreteGaussian {
+            noise_multiplier,
+            l2_sensitivity: 1.0,
+            dimension: 1,
         }
     }
     /// A short human-readable description, for error messages.

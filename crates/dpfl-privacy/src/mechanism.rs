@@ -175,12 +175,15 @@ impl VectorMechanism for GaussianMechanism {
         }
     }
     fn privacy_event(&self) -> PrivacyEvent {
-        match self.discrete {
+        match &self.discrete {
             None => PrivacyEvent::Gaussian {
                 noise_multiplier: self.noise_multiplier(),
             },
-            Some(_) => PrivacyEvent::DiscreteGaussian {
+            // Lattice units: shift ≤ (Δ + γ√d)/γ steps, σ/γ noise; the ratio is unchanged.
+            Some(d) => PrivacyEvent::DiscreteGaussian {
                 noise_multiplier: self.noise_multiplier(),
+                l2_sensitivity: d.rounded_sensitivity / d.granularity,
+                dimension: d.dim as u64,
             },
         }
     }
@@ -227,8 +230,11 @@ mod tests {
         assert_eq!(m.noise_multiplier(), 4.0);
         assert_eq!(
             m.privacy_event(),
+            // Δ̃/γ = 0.50390625·1024 = 516 lattice steps over 16 coordinates.
             PrivacyEvent::DiscreteGaussian {
-                noise_multiplier: 4.0
+                noise_multiplier: 4.0,
+                l2_sensitivity: 516.0,
+                dimension: 16,
             }
         );
         let mut rng = DpRng::from_seed(3, Purpose::Silo, 0);

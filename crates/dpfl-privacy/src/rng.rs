@@ -46,6 +46,9 @@ pub enum Purpose {
     Data = 4,
     /// Server-side randomness of an algorithm (never privacy noise: the server is untrusted).
     Server = 5,
+    /// A compressed message's public index set, regenerated from the seed the message carries
+    /// (`dpfl::compress`): data-independent, sent in the clear.
+    Compression = 6,
 }
 
 impl DpRng {

@@ -173,9 +173,7 @@ fn pld_discrete_mechanisms_match_dp_accounting_and_the_exact_value() {
                     noise_multiplier: z,
                 }
             }
-            Some("pld-discrete-gaussian") => PrivacyEvent::DiscreteGaussian {
-                noise_multiplier: z,
-            },
+            Some("pld-discrete-gaussian") => PrivacyEvent::discrete_gaussian_scalar(z),
             _ => continue,
         }
         .repeated(u(&c, "steps"));

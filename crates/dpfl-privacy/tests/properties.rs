@@ -112,10 +112,7 @@ fn pld_epsilon_is_monotone_in_steps_over_long_compositions() {
         .repeated(t)
     });
     check("discrete gaussian z=2", &|t| {
-        PrivacyEvent::DiscreteGaussian {
-            noise_multiplier: 2.0,
-        }
-        .repeated(t)
+        PrivacyEvent::discrete_gaussian_scalar(2.0).repeated(t)
     });
 }
 
@@ -150,4 +147,70 @@ fn pld_calibration_reports_progress_and_meets_the_target() {
         (z / 3000f64.sqrt() - analytic_gaussian_noise_multiplier(eps, d).unwrap()).abs() < 1e-4
     );
     assert!(seen.len() >= 10 && seen.iter().any(|&(zz, e)| zz == z && e <= 1.0));
+}
+
+/// Every accountant reads the discrete Gaussian's sensitivity: the PLD at the integer shift
+/// (CKS20 Thm 7) for a scalar query, a refusal for a vector one (CKS20 Thm 15: the
+/// axis-aligned pair is not the worst case), and ρ = Δ₂²/(2σ²) for RDP and zCDP (Thm 14).
+#[test]
+fn discrete_gaussian_accounting_reads_the_sensitivity() {
+    use dpfl_privacy::accountant::pld::PldAccountant;
+    let scalar = PrivacyEvent::DiscreteGaussian {
+        noise_multiplier: 0.5,
+        l2_sensitivity: 2.0,
+        dimension: 1,
+    };
+    // z = 0.5, Δ = 2: σ = 1 on ℤ, outputs N_ℤ(0, 1) and N_ℤ(2, 1). The loss at x is
+    // ((x − 2)² − x²)/2 = 2 − 2x, above ε = 2 exactly for x ≤ −1, so
+    // δ(2) = P[X ≤ −1] − e²·P[X ≤ −3], X ~ N_ℤ(0, 1). With w_k = e^{−k²/2}
+    // (0.6065307, 0.1353353, 0.0111090, 0.0003355, 0.0000037, …), Z = 1 + 2Σw = 2.5066283,
+    // P[X ≤ −1] = Σw/Z = 0.3005289, P[X ≤ −3] = Σ_{k≥3}w/Z = 0.0045672,
+    // δ = 0.3005289 − 7.3890561·0.0045672 = 0.2667818.
+    // Read at Δ = 1 with σ = 0.5 (before the event carried Δ₂): 0.1048, under-reported.
+    let pld = PldAccountant::new(Neighbouring::AddRemove);
+    let d = pld.delta(&scalar, 2.0).unwrap();
+    assert!(
+        (d - 0.266_781_8).abs() < 1e-6,
+        "δ(2) = {d}, hand-computed 0.2667818"
+    );
+    // A vector one: refused by the PLD, accounted by RDP as the Gaussian at z.
+    let vector = PrivacyEvent::DiscreteGaussian {
+        noise_multiplier: 0.5,
+        l2_sensitivity: 2.0,
+        dimension: 16,
+    };
+    let e = pld
+        .epsilon(&vector, Delta::new(1e-5).unwrap())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("vector discrete Gaussian"), "{e}");
+    let rdp = RdpAccountant::new(Neighbouring::AddRemove);
+    let gauss = PrivacyEvent::Gaussian {
+        noise_multiplier: 0.5,
+    };
+    let d = Delta::new(1e-5).unwrap();
+    assert_eq!(
+        rdp.epsilon(&vector, d).unwrap(),
+        rdp.epsilon(&gauss, d).unwrap()
+    );
+    // A malformed sensitivity or dimension is an error in every accountant.
+    for bad in [
+        PrivacyEvent::DiscreteGaussian {
+            noise_multiplier: 0.5,
+            l2_sensitivity: f64::NAN,
+            dimension: 1,
+        },
+        PrivacyEvent::DiscreteGaussian {
+            noise_multiplier: 0.5,
+            l2_sensitivity: 1.0,
+            dimension: 0,
+        },
+    ] {
+        for kind in AccountantKind::ALL {
+            assert!(
+                kind.epsilon(Neighbouring::AddRemove, &bad, d).is_err(),
+                "{kind}: {bad}"
+            );
+        }
+    }
 }

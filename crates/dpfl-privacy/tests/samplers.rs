@@ -14,6 +14,7 @@
 
 use dpfl_privacy::discrete::{DiscreteGaussian, DiscreteLaplace};
 use dpfl_privacy::mechanism::{GaussianMechanism, GaussianNoise, VectorMechanism};
+use dpfl_privacy::qtdl::{StochasticQuantizer, TruncatedDiscreteLaplace};
 use dpfl_privacy::rng::{DpRng, Purpose};
 use dpfl_privacy::sampler;
 
@@ -188,6 +189,14 @@ fn statistics_helpers_match_hand_values() {
 
 #[test]
 fn continuous_gaussian_mechanism_noise_passes_ks() {
+    // TDL(30, 0.5) tested as if α were 0.45.
+    let t = TruncatedDiscreteLaplace::new(30, 0.5).unwrap();
+    let wrong = TruncatedDiscreteLaplace::new(30, 0.45).unwrap();
+    let mut r = rng(63);
+    let counts = int_counts((0..60_000).map(|_| t.sample(&mut r)), -30, 30);
+    let probs: Vec<f64> = (-30..=30).map(|y| wrong.pmf(y)).collect();
+    assert!(chi2_pvalue(&counts, &probs) < ALPHA);
+
     let m = GaussianMechanism::new(1.7, 1.0).unwrap();
     let mut v = vec![0.0; 50_000];
     m.privatize(&mut v, &mut rng(11));
@@ -283,6 +292,57 @@ fn binomial_and_bernoulli_pass_chi2() {
         .filter(|_| sampler::bernoulli(&mut r, 0.3))
         .count() as u64;
     assert_chi2("bernoulli(0.3)", &[hits, 60_000 - hits], &[0.3, 0.7]);
+}
+
+/// TDL(m, α) draws on their whole support against the exact pmf (DP-NormFedAvg eq. 3): the
+/// paper's FMNIST settings (α·m ≈ 1e−4 and 5e−3, uniform-proposal path), a moderate αm = 1,
+/// and a steep α = 0.5 (discrete-Laplace-proposal path).
+#[test]
+fn truncated_discrete_laplace_passes_chi2() {
+    for (seed, m, alpha, n) in [
+        (71u64, 9u64, 1.512e-5, 40_000usize),
+        (72, 413, 1.12e-5, 60_000),
+        (73, 100, 0.01, 60_000),
+        (74, 30, 0.5, 60_000),
+    ] {
+        let t = TruncatedDiscreteLaplace::new(m, alpha).unwrap();
+        let mut r = rng(seed);
+        let hi = m as i64;
+        let counts = int_counts((0..n).map(|_| t.sample(&mut r)), -hi, hi);
+        let probs: Vec<f64> = (-hi..=hi).map(|y| t.pmf(y)).collect();
+        assert_chi2(&format!("TDL({m}, {alpha})"), &counts, &probs);
+    }
+}
+
+/// Q_s's two outcomes per coordinate: P[b + 1] = s·u − b (DP-NormFedAvg Algorithm 1).
+#[test]
+fn stochastic_quantizer_passes_chi2() {
+    let q = StochasticQuantizer::new(4).unwrap();
+    let us = [0.3, -0.77, 0.9, -1.0 / 3.0, 0.01];
+    let mut r = rng(75);
+    let n = 30_000;
+    let input: Vec<f64> = us.iter().copied().cycle().take(us.len() * n).collect();
+    let mut out = Vec::new();
+    q.quantize(&input, &mut r, &mut out).unwrap();
+    for (i, &u) in us.iter().enumerate() {
+        let x = u * 4.0;
+        let b = x.floor() as i64;
+        let up = out
+            .iter()
+            .skip(i)
+            .step_by(us.len())
+            .filter(|&&v| v == b + 1)
+            .count() as u64;
+        let down = out
+            .iter()
+            .skip(i)
+            .step_by(us.len())
+            .filter(|&&v| v == b)
+            .count() as u64;
+        assert_eq!(up + down, n as u64, "u = {u}: values outside {{b, b+1}}");
+        let p_up = x - b as f64;
+        assert_chi2(&format!("Q_4({u})"), &[down, up], &[1.0 - p_up, p_up]);
+    }
 }
 
 // ---------------------------------------------------------------- record and silo samplers
@@ -426,9 +486,89 @@ fn a_wrong_distribution_is_rejected() {
     );
     assert!(chi2_pvalue(&counts, &wrong) < ALPHA);
 
+    // TDL(30, 0.5) tested as if α were 0.45.
+    let t = TruncatedDiscreteLaplace::new(30, 0.5).unwrap();
+    let wrong = TruncatedDiscreteLaplace::new(30, 0.45).unwrap();
+    let mut r = rng(63);
+    let counts = int_counts((0..60_000).map(|_| t.sample(&mut r)), -30, 30);
+    let probs: Vec<f64> = (-30..=30).map(|y| wrong.pmf(y)).collect();
+    assert!(chi2_pvalue(&counts, &probs) < ALPHA);
+
     let m = GaussianMechanism::new(1.7, 1.0).unwrap();
     let mut v = vec![0.0; 50_000];
     m.privatize(&mut v, &mut rng(62));
     let d = ks_statistic(v, |x| normal_cdf(x, 1.9));
     assert!(d > ks_critical(ALPHA) / (50_000f64).sqrt(), "D = {d}");
+}
+
+// ---------------------------------------------------------------- table Binomial (issue 15)
+
+/// ln P(Bin(n, p) = k) by log-gamma: independent of the sampler's ratio recurrence. At
+/// n = 10⁸ lgamma's absolute error (~2e-7) gives a relative pmf error ~1e-6, far below what
+/// 10⁶ draws can see.
+fn ln_binom_pmf(n: u64, p: f64, k: u64) -> f64 {
+    let (n, k) = (n as f64, k as f64);
+    libm::lgamma(n + 1.0) - libm::lgamma(k + 1.0) - libm::lgamma(n - k + 1.0)
+        + k * p.ln()
+        + (n - k) * (1.0 - p).ln()
+}
+
+/// Draws of the table sampler binned in `bins` equal-width bins over mean ± 6σ (tails folded
+/// into the end bins), with the expected probability of each bin from `ln_binom_pmf` at
+/// `p_model` (so a wrong model can be tried).
+fn binned_binomial(
+    n: u64,
+    p: f64,
+    p_model: f64,
+    draws: usize,
+    seed: u64,
+    bins: u64,
+) -> (Vec<u64>, Vec<f64>) {
+    use dpfl_privacy::binomial::Binomial;
+    let b = Binomial::new(n, p).unwrap();
+    let mu = n as f64 * p;
+    let sd = (n as f64 * p * (1.0 - p)).sqrt();
+    let lo = (mu - 6.0 * sd).floor().max(0.0) as u64;
+    let hi = ((mu + 6.0 * sd).ceil() as u64).min(n);
+    let width = (hi - lo + 1).div_ceil(bins).max(1);
+    let nb = ((hi - lo) / width + 1) as usize;
+    let bin = |k: u64| ((k.clamp(lo, hi) - lo) / width) as usize;
+    let mut r = rng(seed);
+    let mut counts = vec![0u64; nb];
+    for _ in 0..draws {
+        counts[bin(b.sample(&mut r))] += 1;
+    }
+    // The model's mass over mean ± 12σ (beyond it < 1e-30), folded like the counts.
+    let mu_m = n as f64 * p_model;
+    let sd_m = (n as f64 * p_model * (1.0 - p_model)).sqrt();
+    let mlo = (mu_m - 12.0 * sd_m - 1.0).max(0.0) as u64;
+    let mhi = ((mu_m + 12.0 * sd_m + 1.0) as u64).min(n);
+    let mut probs = vec![0.0; nb];
+    for k in mlo.min(lo)..=mhi.max(hi) {
+        probs[bin(k)] += ln_binom_pmf(n, p_model, k).exp();
+    }
+    (counts, probs)
+}
+
+#[test]
+fn table_binomial_passes_chi2() {
+    // Large n (the P1D regime, s ≈ 10⁸), a skewed p, a Poisson-like small mean, and small n
+    // where the whole support is tabulated.
+    for (n, p, seed) in [
+        (100_000_000u64, 0.5, 71u64),
+        (100_000_000, 0.3, 72),
+        (100_000_000, 1e-7, 73),
+        (20, 0.3, 74),
+        (1_000, 0.499_999_9, 75),
+    ] {
+        let (counts, probs) = binned_binomial(n, p, p, 400_000, seed, 200);
+        assert_chi2(&format!("table binomial({n}, {p})"), &counts, &probs);
+    }
+}
+
+#[test]
+fn table_binomial_chi2_rejects_a_slightly_wrong_p() {
+    // Mean shift 10⁸·2e-5 = 2000 ≈ 0.4σ: must be rejected at α = 1e-6.
+    let (counts, probs) = binned_binomial(100_000_000, 0.5, 0.500_02, 400_000, 76, 200);
+    assert!(chi2_pvalue(&counts, &probs) < ALPHA);
 }

@@ -3,6 +3,8 @@
 //! Differentially private federated learning without a trusted server.
 //!
 //! * [`data`]: loaders (CSV, LIBSVM, IDX), preprocessing and partitioners into silos;
+//! * [`compress`]: unbiased compressors of silo messages (random-k, quantisers) with exact
+//!   bit counts;
 //! * [`model`]: losses with per-example gradients, clipping and projection;
 //! * [`algo`]: every algorithm as a [`algo::SiloHalf`] and a [`algo::ServerHalf`] exchanging
 //!   typed messages; one module per paper;
@@ -14,6 +16,8 @@
 //! See `ARCHITECTURE.md` at the repository root for the invariants.
 
 pub mod algo;
+pub mod audit;
+pub mod compress;
 pub mod data;
 pub mod error;
 pub mod experiment;

@@ -148,6 +148,19 @@ pub fn scale(alpha: f64, x: &mut [f64]) {
     x.iter_mut().for_each(|v| *v *= alpha);
 }
 
+/// Replaces z by softmax(z) and returns logsumexp(z).
+#[inline]
+pub(crate) fn softmax_in_place(z: &mut [f64]) -> f64 {
+    let m = z.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    let mut s = 0.0;
+    for v in z.iter_mut() {
+        *v = (*v - m).exp();
+        s += *v;
+    }
+    z.iter_mut().for_each(|v| *v /= s);
+    m + s.ln()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -24,10 +24,10 @@
 //!   (ε₀, δ₀): δ(ε) = 1 − (1 − δ₀)^k (1 − δ_RR(ε)) with
 //!   δ_RR(ε) = Σ_l C(k,l) [e^{(k−l)ε₀} − e^{ε+lε₀}]₊ / (1 + e^{ε₀})^k; homogeneous only.
 
+use super::gaussian::gaussian_epsilon;
 use super::special::{log_add, log_comb, round_up};
 use super::zcdp::rho_to_epsilon;
 use super::{Leaf, effective_gaussian, leaves, unsupported};
-use crate::calibration::gaussian_epsilon;
 use crate::error::{PrivacyError, Result};
 use crate::event::{Neighbouring, PrivacyEvent, Sampling};
 use crate::params::Delta;
@@ -82,7 +82,10 @@ impl CompositionAccountant {
                 let z = *noise_multiplier;
                 Cost::Noise(Box::new(move |d| gaussian_epsilon(z, Delta::new(d)?)))
             }
-            PrivacyEvent::DiscreteGaussian { noise_multiplier } => {
+            // CKS20 Thm 14: ρ = Δ₂²/(2σ²) in every dimension, then the zCDP conversion.
+            PrivacyEvent::DiscreteGaussian {
+                noise_multiplier, ..
+            } => {
                 let rho = 1.0 / (2.0 * noise_multiplier * noise_multiplier);
                 Cost::Noise(Box::new(move |d| Ok(rho_to_epsilon(rho, d))))
             }

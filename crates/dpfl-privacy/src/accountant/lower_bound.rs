@@ -291,7 +291,7 @@ mod tests {
         )
         .unwrap()
         .unwrap();
-        let exact = crate::calibration::gaussian_epsilon(2.0, d).unwrap();
+        let exact = crate::accountant::gaussian::gaussian_epsilon(2.0, d).unwrap();
         assert!(lb <= exact && lb >= exact - 2e-4, "{lb} vs {exact}");
     }
 

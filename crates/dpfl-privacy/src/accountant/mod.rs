@@ -14,11 +14,16 @@
 //! * [`composition`] — basic, advanced (Dwork & Roth Thm 3.20) and optimal (Kairouz, Oh &
 //!   Viswanath 2015) composition of (ε, δ) guarantees.
 //!
+//! Layering: `accountant/` imports nothing from [`crate::calibration`]; the exact Gaussian
+//! curve both need is [`gaussian`] here, re-exported by calibration. `tests/layers.rs`
+//! checks it.
+//!
 //! The neighbouring relation is a parameter of every accountant: an event's noise
 //! multiplier is relative to the sensitivity under that relation, and which sampling
 //! amplification theorems apply depends on it.
 
 pub mod composition;
+pub mod gaussian;
 pub mod lower_bound;
 pub mod pld;
 pub mod rdp;
@@ -254,9 +259,37 @@ fn collect(event: &PrivacyEvent, mult: u64, out: &mut Vec<Leaf>) -> Result<()> {
             }
             Ok(())
         }
+        PrivacyEvent::DiscreteGaussian {
+            noise_multiplier,
+            l2_sensitivity,
+            dimension,
+        } => {
+            check_multiplier(*noise_multiplier)?;
+            if !(l2_sensitivity.is_finite() && *l2_sensitivity > 0.0) {
+                return Err(PrivacyError::invalid(
+                    "l2_sensitivity",
+                    *l2_sensitivity,
+                    "must be finite and > 0",
+                ));
+            }
+            if *dimension == 0 {
+                return Err(PrivacyError::invalid(
+                    "dimension",
+                    0.0,
+                    "must be at least 1",
+                ));
+            }
+            push(
+                out,
+                Leaf {
+                    event: event.clone(),
+                    count: mult,
+                },
+            );
+            Ok(())
+        }
         PrivacyEvent::Gaussian { noise_multiplier }
         | PrivacyEvent::Laplace { noise_multiplier }
-        | PrivacyEvent::DiscreteGaussian { noise_multiplier }
         | PrivacyEvent::DiscreteLaplace { noise_multiplier } => {
             check_multiplier(*noise_multiplier)?;
             push(
@@ -271,6 +304,16 @@ fn collect(event: &PrivacyEvent, mult: u64, out: &mut Vec<Leaf>) -> Result<()> {
         PrivacyEvent::TruncatedDiscreteLaplace { epsilon, delta }
         | PrivacyEvent::EpsilonDelta { epsilon, delta } => {
             check_eps_delta(*epsilon, *delta)?;
+            // A truncated noise is never pure DP: δ = 0 here is an underflowed δ (2^−d), and
+            // RDP/zCDP would read it as pure ε-DP. qtdl::LogProb::upper_f64 never gives 0.
+            if matches!(event, PrivacyEvent::TruncatedDiscreteLaplace { .. }) && *delta == 0.0 {
+                return Err(PrivacyError::invalid(
+                    "delta",
+                    *delta,
+                    "a truncated discrete Laplace release has delta > 0; pass an upper bound \
+                     (at least the smallest positive f64), never an underflowed 0",
+                ));
+            }
             push(
                 out,
                 Leaf {

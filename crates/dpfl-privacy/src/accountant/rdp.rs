@@ -121,8 +121,12 @@ impl RdpAccountant {
     fn leaf_rdp(&self, event: &PrivacyEvent) -> Result<Vec<f64>> {
         let o = &self.orders;
         match event {
+            // The discrete Gaussian at σ/Δ₂ has the continuous Gaussian's RDP curve in every
+            // dimension (CKS20 Thm 14); its ℓ2 sensitivity is already in σ/Δ₂.
             PrivacyEvent::Gaussian { noise_multiplier }
-            | PrivacyEvent::DiscreteGaussian { noise_multiplier } => {
+            | PrivacyEvent::DiscreteGaussian {
+                noise_multiplier, ..
+            } => {
                 let z = *noise_multiplier;
                 Ok(o.iter().map(|a| a / (2.0 * z * z)).collect())
             }
@@ -149,7 +153,10 @@ impl RdpAccountant {
                 sampling,
                 event: inner,
             } => {
-                if let PrivacyEvent::DiscreteGaussian { noise_multiplier } = inner.as_ref() {
+                if let PrivacyEvent::DiscreteGaussian {
+                    noise_multiplier, ..
+                } = inner.as_ref()
+                {
                     return o
                         .iter()
                         .map(|&a| {

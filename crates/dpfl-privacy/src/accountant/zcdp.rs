@@ -38,9 +38,9 @@ impl ZcdpAccountant {
         for Leaf { event, count } in leaves(event)? {
             let r = match &event {
                 PrivacyEvent::Gaussian { noise_multiplier }
-                | PrivacyEvent::DiscreteGaussian { noise_multiplier } => {
-                    1.0 / (2.0 * noise_multiplier * noise_multiplier)
-                }
+                | PrivacyEvent::DiscreteGaussian {
+                    noise_multiplier, ..
+                } => 1.0 / (2.0 * noise_multiplier * noise_multiplier),
                 PrivacyEvent::Laplace { noise_multiplier }
                 | PrivacyEvent::DiscreteLaplace { noise_multiplier } => {
                     let e = 1.0 / noise_multiplier;

@@ -8,6 +8,8 @@
 //! A payload is validated once, by [`Payload::validate`], when the round core receives it from
 //! a silo half or a codec decodes it.
 
+pub mod compressed;
+
 use serde::{Deserialize, Serialize};
 
 /// Round number, counted from 0.
@@ -22,6 +24,20 @@ pub struct Broadcast {
     /// Further vectors some algorithms need (e.g. a control variate), in an order the
     /// algorithm defines.
     pub aux: Vec<Vec<f64>>,
+}
+
+impl Broadcast {
+    /// Checks that the broadcast point has the model's dimension `d` (a silo half's first
+    /// check on what the server sent).
+    pub fn check_dim(&self, d: usize) -> crate::Result<()> {
+        if self.point.len() != d {
+            return Err(crate::Error::Protocol(format!(
+                "broadcast point has dimension {}, the model has {d}",
+                self.point.len()
+            )));
+        }
+        Ok(())
+    }
 }
 
 /// Unsigned integers of `bits` bits each (1 ≤ bits ≤ 64), packed least-significant bit first
@@ -173,6 +189,9 @@ pub enum Payload {
     /// One labelled message of a multi-message reply (e.g. the coordinate a PVEC bit is for);
     /// the label travels with the message through a shuffler. Not nested.
     Labelled { label: u32, payload: Box<Payload> },
+    /// A compressed vector in a compressor's own encoding (seeded random-k, quantisation
+    /// levels, powers of two): see `crate::compress`.
+    Compressed(compressed::Compressed),
 }
 
 impl Payload {
@@ -183,6 +202,7 @@ impl Payload {
             Payload::Sparse { dim, .. } => *dim as usize,
             Payload::Packed(p) => p.len(),
             Payload::Labelled { payload, .. } => payload.dim(),
+            Payload::Compressed(c) => c.dim(),
         }
     }
 
@@ -196,6 +216,7 @@ impl Payload {
             } => 32 + 32 * indices.len() as u64 + 64 * values.len() as u64,
             Payload::Packed(p) => u64::from(p.bits()) * p.len() as u64,
             Payload::Labelled { payload, .. } => 32 + payload.bits(),
+            Payload::Compressed(c) => c.bits(),
         }
     }
 
@@ -222,6 +243,12 @@ impl Payload {
                 if let Some(i) = indices.iter().find(|&&i| i as usize >= dim) {
                     return Err(protocol(format!("sparse index {i} out of range 0..{dim}")));
                 }
+                if let Some(w) = indices.windows(2).find(|w| w[0] >= w[1]) {
+                    return Err(protocol(format!(
+                        "sparse indices not strictly increasing: {} then {}",
+                        w[0], w[1]
+                    )));
+                }
                 finite(values)
             }
             // Every packed value fits its width by construction.
@@ -230,6 +257,7 @@ impl Payload {
                 Payload::Labelled { .. } => Err(protocol("nested labelled message".into())),
                 ref inner => inner.validate(dim),
             },
+            Payload::Compressed(c) => c.validate(dim),
         }
     }
 
@@ -265,6 +293,7 @@ impl Payload {
                 }
             }
             Payload::Labelled { payload, .. } => payload.add_to(scale, out)?,
+            Payload::Compressed(c) => c.add_to(scale, out)?,
         }
         if out.iter().any(|v| !v.is_finite()) {
             return Err(protocol("message holds a non-finite value".into()));
@@ -367,6 +396,12 @@ mod tests {
             values: vec![1.0],
         };
         assert!(s.validate(4).is_err(), "index out of range");
+        let repeated = Payload::Sparse {
+            dim: 4,
+            indices: vec![1, 1],
+            values: vec![1.0, 1.0],
+        };
+        assert!(repeated.validate(4).is_err(), "repeated index");
         let l = Payload::Labelled {
             label: 3,
             payload: Box::new(Payload::Packed(PackedInts::pack(1, &[1]).unwrap())),

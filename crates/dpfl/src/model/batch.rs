@@ -135,7 +135,7 @@ pub(crate) fn softmax_gathered(
         );
         for (r, &i) in ws.order.iter().enumerate() {
             let z = &mut ws.z[r * c..(r + 1) * c];
-            super::softmax::softmax_in_place(z);
+            crate::linalg::softmax_in_place(z);
             z[data.y()[i] as usize] -= 1.0;
             let f = clip.map_or(1.0, |cl| {
                 clip_factor((ws.sq[r] * crate::linalg::dot(z, z)).sqrt(), cl)

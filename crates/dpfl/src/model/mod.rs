@@ -9,11 +9,15 @@ mod batch;
 mod hinge;
 mod linear;
 mod logistic;
+mod mlp;
+mod nc_logistic;
 mod softmax;
 
 pub use hinge::HingeLoss;
 pub use linear::LinearRegression;
 pub use logistic::LogisticRegression;
+pub use mlp::Mlp;
+pub use nc_logistic::NonconvexLogistic;
 pub use softmax::SoftmaxRegression;
 
 use serde::{Deserialize, Serialize};
@@ -64,6 +68,12 @@ pub trait Model: Send + Sync + std::fmt::Debug {
         None
     }
 
+    /// The model's starting point w⁰: zeros, or a seeded random draw for models that need to
+    /// break symmetry (the network).
+    fn initial_params(&self) -> Vec<f64> {
+        vec![0.0; self.num_params()]
+    }
+
     /// out += scale · Σ_{i∈idx} ∇f(w; x_i, y_i). Models may override with a faster kernel.
     fn add_batch_grad(
         &self,
@@ -106,14 +116,32 @@ pub trait Model: Send + Sync + std::fmt::Debug {
                 self.input_coefficient(z, xx, y).unwrap_or(0.0)
             });
         }
-        for &i in idx {
-            let (x, y) = data.row(i);
-            scratch.iter_mut().for_each(|v| *v = 0.0);
-            self.add_grad(w, x, y, 1.0, scratch);
-            let f = crate::linalg::clip_factor(norm2(scratch), clip);
-            if f > 0.0 {
-                axpy(scale * f, scratch, out);
-            }
+        clipped_batch_grad_per_example(self, w, data, idx, clip, scale, out, scratch);
+    }
+}
+
+/// The reference clipped batch gradient: out += scale · Σ_{i∈idx} clip_C(∇f(w; x_i, y_i)),
+/// each per-example gradient materialised in `scratch` (num_params entries), its norm taken
+/// and the clipped gradient added. Kernels that clip without materialising are tested against
+/// it.
+#[allow(clippy::too_many_arguments)]
+pub fn clipped_batch_grad_per_example<M: Model + ?Sized>(
+    model: &M,
+    w: &[f64],
+    data: &Dataset,
+    idx: &[usize],
+    clip: f64,
+    scale: f64,
+    out: &mut [f64],
+    scratch: &mut [f64],
+) {
+    for &i in idx {
+        let (x, y) = data.row(i);
+        scratch.iter_mut().for_each(|v| *v = 0.0);
+        model.add_grad(w, x, y, 1.0, scratch);
+        let f = crate::linalg::clip_factor(norm2(scratch), clip);
+        if f > 0.0 {
+            axpy(scale * f, scratch, out);
         }
     }
 }
@@ -352,6 +380,31 @@ pub enum ModelSpec {
         #[serde(default)]
         smoothing: Option<f64>,
     },
+    /// Binary logistic regression with λ·Σ w_j²/(1 + w_j²) in every per-example loss
+    /// (SoteriaFL's a9a model, λ = 0.2 there).
+    NonconvexLogistic { lambda: f64 },
+    /// A one-hidden-layer network: inputs → `hidden` sigmoid units → softmax over the classes,
+    /// cross-entropy (SoteriaFL's MNIST model: 784 → 64 → 10). `inputs`, if given, must equal
+    /// the data's feature count; parameters start at N(0, `init_std`²) drawn from `init_seed`.
+    Mlp {
+        #[serde(default)]
+        inputs: Option<usize>,
+        #[serde(default = "default_hidden")]
+        hidden: usize,
+        #[serde(default)]
+        init_seed: u64,
+        #[serde(default = "default_init_std")]
+        init_std: f64,
+    },
+}
+
+fn default_hidden() -> usize {
+    64
+}
+
+/// The official SoteriaFL code's randn(d)/5.
+fn default_init_std() -> f64 {
+    0.2
 }
 
 impl ModelSpec {
@@ -361,11 +414,14 @@ impl ModelSpec {
         features: usize,
         classes: Option<usize>,
     ) -> crate::Result<std::sync::Arc<dyn Model>> {
-        let per_feature = match self {
-            ModelSpec::Softmax => classes.unwrap_or(1),
-            _ => 1,
+        let params = match self {
+            ModelSpec::Softmax => features.checked_mul(classes.unwrap_or(1)),
+            ModelSpec::Mlp { hidden, .. } => {
+                Mlp::param_count(features, *hidden, classes.unwrap_or(2))
+            }
+            _ => Some(features),
         };
-        crate::data::limits::check_params("model", features.checked_mul(per_feature))?;
+        crate::data::limits::check_params("model", params)?;
         Ok(match self {
             ModelSpec::Logistic { logit_clip } => {
                 if classes.is_some_and(|c| c != 2) {
@@ -397,6 +453,37 @@ impl ModelSpec {
                     ));
                 }
                 std::sync::Arc::new(HingeLoss::new(features, *smoothing)?)
+            }
+            ModelSpec::NonconvexLogistic { lambda } => {
+                if classes.is_some_and(|c| c != 2) {
+                    return Err(crate::Error::config(
+                        "model.kind",
+                        format!(
+                            "logistic regression needs 2 classes, the data has {}",
+                            classes.unwrap_or(0)
+                        ),
+                    ));
+                }
+                std::sync::Arc::new(NonconvexLogistic::new(features, *lambda)?)
+            }
+            ModelSpec::Mlp {
+                inputs,
+                hidden,
+                init_seed,
+                init_std,
+            } => {
+                if let Some(n) = inputs
+                    && *n != features
+                {
+                    return Err(crate::Error::config(
+                        "model.inputs",
+                        format!("the network takes {n} inputs, the data has {features} features"),
+                    ));
+                }
+                let c = classes.ok_or_else(|| {
+                    crate::Error::config("model.kind", "the network needs a class target")
+                })?;
+                std::sync::Arc::new(Mlp::new(features, *hidden, c, *init_seed, *init_std)?)
             }
         })
     }

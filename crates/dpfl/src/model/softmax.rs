@@ -5,6 +5,7 @@
 use super::logistic::check_features;
 use super::{Metric, Model};
 use crate::data::Dataset;
+use crate::linalg::softmax_in_place;
 
 #[derive(Debug, Clone)]
 pub struct SoftmaxRegression {
@@ -94,19 +95,6 @@ fn with_scratch<R>(c: usize, f: impl FnOnce(&mut [f64]) -> R) -> R {
         let mut buf = vec![0.0; c];
         f(&mut buf)
     }
-}
-
-/// Replaces z by softmax(z) and returns logsumexp(z).
-#[inline]
-pub(crate) fn softmax_in_place(z: &mut [f64]) -> f64 {
-    let m = z.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-    let mut s = 0.0;
-    for v in z.iter_mut() {
-        *v = (*v - m).exp();
-        s += *v;
-    }
-    z.iter_mut().for_each(|v| *v /= s);
-    m + s.ln()
 }
 
 impl Model for SoftmaxRegression {

@@ -162,26 +162,11 @@ pub fn multistage(
 ///
 /// η = min{1/(2β), ln(max{2, μ² r₀ R²/c})/(μR)},   γ_r = (1 − μη)^{−(r+1)}.
 ///
-/// Returns η; the weights are [`super::spec::OutputRule::Exponential`] with decay μη.
+/// Returns η; the weights are [`crate::algo::server::OutputRule::Exponential`] with decay μη.
 pub fn stich_step(beta: f64, mu: f64, r0: f64, c: f64, rounds: usize) -> f64 {
     let r = rounds as f64;
     let arg = (mu * mu * r0 * r * r / c).max(2.0);
     (1.0 / (2.0 * beta)).min(arg.ln() / (mu * r))
-}
-
-/// The running weighted average of iterates with weights γ_r = (1 − ρ)^{−(r+1)}, r = 0, 1, …,
-/// kept as an average so that nothing overflows: after r+1 iterates the newest one has relative
-/// weight γ_r/Γ_r = (1 − q)/(1 − q^{r+1}) with q = 1 − ρ, computed with `ln_1p`/`exp_m1`.
-pub fn exponential_weight(decay: f64, count: f64) -> f64 {
-    if decay <= 0.0 {
-        return 1.0 / (count + 1.0);
-    }
-    if decay >= 1.0 {
-        return 1.0;
-    }
-    let ln_q = (-decay).ln_1p();
-    // 1 − q^{r+1} = −expm1((r+1) ln q).
-    decay / -((count + 1.0) * ln_q).exp_m1()
 }
 
 #[cfg(test)]
@@ -265,18 +250,5 @@ mod tests {
         assert!((eta - 20000f64.ln() / 100.0).abs() < 1e-15);
         // Small arguments are floored at 2: μ² r₀ R²/c = 0.01·1·1/100 → ln 2/(0.1·1).
         assert!((stich_step(100.0, 0.1, 1.0, 100.0, 1) - 0.005).abs() < 1e-15);
-    }
-
-    #[test]
-    fn exponential_weights_are_stable_and_match_the_definition() {
-        // ρ = 0.1, q = 0.9: γ_r ∝ q^{−(r+1)}. After 3 iterates the newest has weight
-        // q^{-3}/(q^{-1} + q^{-2} + q^{-3}) = 1/(q² + q + 1) = 1/2.71 = 0.369004.
-        assert!((exponential_weight(0.1, 2.0) - 1.0 / 2.71).abs() < 1e-12);
-        assert_eq!(exponential_weight(0.0, 3.0), 0.25);
-        // Huge counts do not overflow: the weight tends to 1 − q = ρ.
-        let w = exponential_weight(0.01, 1e7);
-        assert!((w - 0.01).abs() < 1e-12, "{w}");
-        // Tiny decays approach the uniform 1/(r+1).
-        assert!((exponential_weight(1e-14, 9.0) - 0.1).abs() < 1e-9);
     }
 }

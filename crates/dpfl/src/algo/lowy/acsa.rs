@@ -5,10 +5,12 @@
 //!   disjoint batches of K, so R ≤ ⌊n/K⌋ and no record is ever used twice; the noise is
 //!   σ² = 32 L² ln(1.25/δ)/(ε²K²) (Gaussian mechanism, Δ = 2L/K) and each silo's whole run is
 //!   (ε, δ)-DP by parallel composition (McSherry 2009);
-//! * **ERM** (Thm 4.1 / F.1): batches drawn with replacement every round, calibrated as Noisy
-//!   MB-SGD (Thm D.1, or App. I's experiment rule).
+//! * **ERM** (Thm 4.1 / F.1): a fresh batch every round, drawn with replacement (the paper's;
+//!   `sampling = "erm"` or `"with-replacement"`), without replacement or by Poisson sampling,
+//!   calibrated per silo as Noisy MB-SGD (Thm D.1, App. I's experiment rule, or the
+//!   accountant for the sampling used); the round's event names the sampling drawn.
 //!
-//! Silo half ([`GradientSilo`], lines 5–7): the noisy minibatch gradient at the broadcast point
+//! Silo half (the floor's [`GradientSilo`], lines 5–7): the noisy minibatch gradient at the broadcast point
 //! w_r^md. Server half ([`AcsaServer`], lines 3, 8–10):
 //!
 //! ```text
@@ -38,215 +40,18 @@
 
 use serde::{Deserialize, Serialize};
 
-use dpfl_privacy::event::Sampling;
-use dpfl_privacy::mechanism::{GaussianMechanism, VectorMechanism};
-use dpfl_privacy::sampler::{DisjointBatches, WithReplacement};
-use dpfl_privacy::{DpRng, PrivacyEvent};
+use dpfl_privacy::sampler::RecordSampling;
 
-use super::mbsgd::{average_messages, check_point, take_scalar, take_vec};
+use super::calibration::{BatchChoice, Calibration, NoiseRule, plan_silos, report};
 use super::multistage::AcsaSchedule;
-use super::spec::{BuildContext, BuiltAlgorithm, Calibration};
+use super::params::{prepare, theory};
 use super::theory::{Constants, Overrides, Params, Setting, Smoothing, TheoryInputs};
-use super::unbalanced::{BatchChoice, NoiseRule, plan_silos, prepare, report, theory};
-use super::{Broadcast, HalfState, Payload, Round, ServerHalf, SiloHalf, SiloMessage};
-use crate::data::Dataset;
-use crate::model::{GradientOracle, Projection};
-
-/// Where a silo's records come from each round.
-#[derive(Debug, Clone)]
-pub enum BatchSource {
-    /// K indices i.i.d. uniform, fresh every round (Algorithm 1 ERM branch, Algorithm 2/7).
-    WithReplacement(WithReplacement),
-    /// One pass over disjoint batches of K; the permutation is drawn from the silo's own
-    /// generator when the first round is answered.
-    OnePass {
-        n: usize,
-        k: usize,
-        batches: Option<DisjointBatches>,
-    },
-}
-
-impl BatchSource {
-    pub fn one_pass(n: usize, k: usize) -> Self {
-        BatchSource::OnePass {
-            n,
-            k,
-            batches: None,
-        }
-    }
-    fn records(&self) -> usize {
-        match self {
-            BatchSource::WithReplacement(s) => match s.sampling() {
-                Sampling::WithReplacement { population, .. } => population as usize,
-                _ => 0,
-            },
-            BatchSource::OnePass { n, .. } => *n,
-        }
-    }
-    fn sampling(&self) -> Sampling {
-        match self {
-            BatchSource::WithReplacement(s) => s.sampling(),
-            BatchSource::OnePass { n, k, .. } => Sampling::Disjoint {
-                population: *n as u64,
-                size: *k as u64,
-            },
-        }
-    }
-}
-
-/// A silo that answers with its (weighted, clipped, noised) minibatch gradient at the
-/// broadcast point: Algorithm 1 lines 5–7, Algorithm 7 lines 6–7.
-#[derive(Debug)]
-pub struct GradientSilo {
-    oracle: GradientOracle,
-    source: BatchSource,
-    mechanism: Option<GaussianMechanism>,
-    /// N p_i (App. H.1); the mechanism's sensitivity already includes it.
-    weight: f64,
-    idx: Vec<usize>,
-    grad: Vec<f64>,
-    scratch: Vec<f64>,
-}
-
-impl GradientSilo {
-    pub fn new(
-        oracle: GradientOracle,
-        source: BatchSource,
-        mechanism: Option<GaussianMechanism>,
-        weight: f64,
-    ) -> Self {
-        let d = oracle.model().num_params();
-        GradientSilo {
-            oracle,
-            source,
-            mechanism,
-            weight,
-            idx: Vec::new(),
-            grad: vec![0.0; d],
-            scratch: vec![0.0; d],
-        }
-    }
-
-    /// Batches a one-pass silo has left (`None` for sampling with replacement).
-    pub fn remaining_batches(&self) -> Option<usize> {
-        match &self.source {
-            BatchSource::WithReplacement(_) => None,
-            BatchSource::OnePass { n, k, batches } => Some(match batches {
-                Some(b) => b.remaining(),
-                None => n / k,
-            }),
-        }
-    }
-}
-
-impl SiloHalf for GradientSilo {
-    fn round_event(&self, _round: Round) -> Option<PrivacyEvent> {
-        self.mechanism
-            .as_ref()
-            .map(|m| m.privacy_event().sampled(self.source.sampling()))
-    }
-
-    fn respond(
-        &mut self,
-        b: &Broadcast,
-        data: &Dataset,
-        rng: &mut DpRng,
-    ) -> crate::Result<SiloMessage> {
-        check_point(&b.point, self.grad.len())?;
-        if data.len() != self.source.records() {
-            return Err(crate::Error::Protocol(format!(
-                "the silo half was built for {} records, its data has {}",
-                self.source.records(),
-                data.len()
-            )));
-        }
-        match &mut self.source {
-            BatchSource::WithReplacement(s) => s.draw(rng, &mut self.idx),
-            BatchSource::OnePass { n, k, batches } => {
-                let batches = match batches {
-                    Some(b) => b,
-                    None => batches.insert(DisjointBatches::new(*n, *k, rng)?),
-                };
-                let batch = batches.next_batch().ok_or_else(|| {
-                    crate::Error::Protocol(format!(
-                        "one-pass silo has used all ⌊n/K⌋ = {} batches; answering again would reuse records",
-                        *n / *k
-                    ))
-                })?;
-                self.idx.clear();
-                self.idx.extend_from_slice(batch);
-            }
-        }
-        self.oracle
-            .mean_grad(&b.point, data, &self.idx, &mut self.grad, &mut self.scratch);
-        if self.weight != 1.0 {
-            crate::linalg::scale(self.weight, &mut self.grad);
-        }
-        if let Some(m) = &self.mechanism {
-            m.privatize(&mut self.grad, rng);
-        }
-        Ok(SiloMessage {
-            round: b.round,
-            payload: Payload::Dense(self.grad.clone()),
-        })
-    }
-
-    fn noise_std(&self) -> f64 {
-        self.mechanism.as_ref().map_or(0.0, |m| m.noise_std())
-    }
-
-    fn state(&self) -> HalfState {
-        let mut s = HalfState::default();
-        if let BatchSource::OnePass {
-            batches: Some(b), ..
-        } = &self.source
-            && let Ok(serde_json::Value::Object(map)) = serde_json::to_value(b)
-        {
-            let perm = map
-                .get("perm")
-                .and_then(|v| v.as_array())
-                .map(|a| a.iter().filter_map(|x| x.as_u64()).collect::<Vec<_>>());
-            let next = map.get("next").and_then(|v| v.as_u64());
-            if let (Some(perm), Some(next)) = (perm, next) {
-                s.indices.insert("one_pass_perm".into(), perm);
-                s.scalars.insert("one_pass_next".into(), next as f64);
-            }
-        }
-        s
-    }
-
-    fn restore(&mut self, state: HalfState) -> crate::Result<()> {
-        let BatchSource::OnePass { n, k, batches } = &mut self.source else {
-            return Ok(());
-        };
-        let Some(perm) = state.indices.get("one_pass_perm") else {
-            return Ok(());
-        };
-        let next = take_scalar(&state, "one_pass_next")?;
-        let mut seen = vec![false; *n];
-        let is_perm = perm.len() == *n
-            && perm.iter().all(|&i| {
-                let i = i as usize;
-                i < *n && !std::mem::replace(&mut seen[i], true)
-            });
-        if !is_perm {
-            return Err(crate::Error::Protocol(format!(
-                "state `one_pass_perm` is not a permutation of 0..{n}"
-            )));
-        }
-        if !(next >= 0.0 && next.fract() == 0.0 && next as usize <= *n / *k) {
-            return Err(crate::Error::Protocol(format!(
-                "state `one_pass_next` = {next} is not a batch position in 0..={}",
-                *n / *k
-            )));
-        }
-        let value = serde_json::json!({ "perm": perm, "k": *k, "next": next as u64 });
-        let b: DisjointBatches = serde_json::from_value(value)
-            .map_err(|e| crate::Error::Protocol(format!("one-pass state: {e}")))?;
-        *batches = Some(b);
-        Ok(())
-    }
-}
+use crate::algo::context::{BuildContext, BuiltAlgorithm};
+use crate::algo::gradient::{BatchSource, GradientSilo};
+use crate::algo::half::{HalfState, ServerHalf, SiloHalf};
+use crate::algo::message::{Broadcast, Round, SiloMessage};
+use crate::algo::server::average_messages;
+use crate::model::Projection;
 
 /// Server half of AC-SA (Algorithm 1 lines 3, 8–10); see the module doc.
 #[derive(Debug, Clone)]
@@ -391,14 +196,14 @@ impl ServerHalf for AcsaServer {
 
     fn restore(&mut self, state: HalfState) -> crate::Result<()> {
         let d = self.w.len();
-        let t = take_scalar(&state, "acsa_iterations")?;
+        let t = state.scalar("acsa_iterations")?;
         if !(t >= 0.0 && t.fract() == 0.0) {
             return Err(crate::Error::Protocol(format!(
                 "state `acsa_iterations` = {t} is not a count"
             )));
         }
-        self.w = take_vec(&state, "w", d)?;
-        self.w_ag = take_vec(&state, "w_ag", d)?;
+        self.w = state.vector("w", d)?;
+        self.w_ag = state.vector("w_ag", d)?;
         self.t = t as u64;
         Ok(())
     }
@@ -411,7 +216,12 @@ pub enum AcsaSampling {
     /// Disjoint batches, one pass (Thm E.1: population loss, heterogeneous silos).
     OnePass,
     /// With replacement each round (Thm F.1: empirical risk).
+    #[serde(alias = "with-replacement")]
     Erm,
+    /// ERM with a uniform K-subset each round.
+    WithoutReplacement,
+    /// ERM with Poisson sampling at rate K/n each round.
+    Poisson,
 }
 
 /// Accelerated Noisy MB-SGD as named in a config file:
@@ -458,7 +268,17 @@ impl AcceleratedSpec {
     fn setting(&self) -> Setting {
         match self.sampling {
             AcsaSampling::OnePass => Setting::OnePass,
-            AcsaSampling::Erm => Setting::Erm,
+            _ => Setting::Erm,
+        }
+    }
+
+    /// The record sampler of the ERM variants (`None` for one pass over disjoint batches).
+    fn record_sampling(&self) -> Option<RecordSampling> {
+        match self.sampling {
+            AcsaSampling::OnePass => None,
+            AcsaSampling::Erm => Some(RecordSampling::WithReplacement),
+            AcsaSampling::WithoutReplacement => Some(RecordSampling::WithoutReplacement),
+            AcsaSampling::Poisson => Some(RecordSampling::Poisson),
         }
     }
 
@@ -472,14 +292,14 @@ impl AcceleratedSpec {
                     "the one-pass algorithm has only Thm E.1's calibration; use \"theory\"",
                 ));
             }
-            (AcsaSampling::Erm, Some(c)) => Some(super::unbalanced::noise_rule(c)?),
+            (_, Some(c)) => Some(NoiseRule::from(c)),
         })
     }
 
     pub fn label(&self) -> String {
         let base = match self.sampling {
             AcsaSampling::OnePass => "accelerated MB-SGD (one-pass)",
-            AcsaSampling::Erm => "accelerated MB-SGD",
+            _ => "accelerated MB-SGD",
         };
         match self.calibration {
             Some(_) => format!("ISRL-DP {base}"),
@@ -527,7 +347,14 @@ pub(crate) fn build(ctx: &BuildContext, spec: &AcceleratedSpec) -> crate::Result
         (None, Setting::OnePass, Params::Explicit) => BatchChoice::OnePass { rounds },
         (None, _, _) => BatchChoice::CommonRatio,
     };
-    let plans = plan_silos(ctx, noise, prep.lipschitz, &prep.weights, batch)?;
+    let plans = plan_silos(
+        ctx,
+        noise,
+        prep.lipschitz,
+        &prep.weights,
+        batch,
+        spec.record_sampling().unwrap_or_default(),
+    )?;
     if setting == Setting::OnePass {
         for p in &plans {
             if rounds > p.records / p.batch_size {
@@ -602,9 +429,9 @@ pub(crate) fn build(ctx: &BuildContext, spec: &AcceleratedSpec) -> crate::Result
     };
     let mut silos: Vec<Box<dyn SiloHalf>> = Vec::with_capacity(plans.len());
     for p in &plans {
-        let source = match setting {
-            Setting::OnePass => BatchSource::one_pass(p.records, p.batch_size),
-            _ => BatchSource::WithReplacement(WithReplacement::new(p.records, p.batch_size)?),
+        let source = match spec.record_sampling() {
+            None => BatchSource::one_pass(p.records, p.batch_size),
+            Some(kind) => BatchSource::sampled(kind, p.records, p.batch_size)?,
         };
         silos.push(Box::new(GradientSilo::new(
             prep.oracle.clone(),
@@ -631,9 +458,10 @@ pub(crate) fn build(ctx: &BuildContext, spec: &AcceleratedSpec) -> crate::Result
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::algo::mbsgd::MbSgdServer;
-    use crate::algo::multistage::multistage;
-    use crate::algo::spec::OutputRule;
+    use crate::algo::lowy::mbsgd::MbSgdServer;
+    use crate::algo::lowy::multistage::multistage;
+    use crate::algo::message::Payload;
+    use crate::algo::server::OutputRule;
 
     /// F(w) = ½ Σ_j h_j (w_j − 1)², h log-spaced in [β/κ, β], β = 1.
     struct Quadratic {
@@ -695,50 +523,6 @@ mod tests {
     fn gd() -> MbSgdServer {
         // Plain gradient descent at the same smoothness: η = 1/β.
         MbSgdServer::new(vec![0.0; 10], 1.0, Projection::None, OutputRule::Last)
-    }
-
-    #[test]
-    fn one_pass_silo_never_reuses_a_record_even_across_a_restart() {
-        // n = 11, K = 3: ⌊11/3⌋ = 3 batches; a fourth round must be refused. The silo is
-        // saved and restored into a fresh half after the first round (a restart).
-        use crate::data::{Dataset, Target};
-        let n = 11;
-        let x = crate::linalg::Matrix::from_vec(n, 1, vec![1.0; n]).unwrap();
-        let data = Dataset::new(
-            x,
-            (0..n).map(|i| i as f64).collect(),
-            Target::Real,
-            vec!["x".into()],
-        )
-        .unwrap();
-        let oracle = GradientOracle::new(
-            std::sync::Arc::new(crate::model::LinearRegression::new(1)),
-            None,
-        )
-        .unwrap();
-        let mut rng = DpRng::from_seed(7, dpfl_privacy::rng::Purpose::Silo, 0);
-        let mut silo = GradientSilo::new(oracle.clone(), BatchSource::one_pass(n, 3), None, 1.0);
-        let b = |round| Broadcast {
-            round,
-            point: vec![0.0],
-            aux: vec![],
-        };
-        let mut seen = Vec::new();
-        silo.respond(&b(0), &data, &mut rng).unwrap();
-        seen.extend_from_slice(&silo.idx);
-        let mut restarted = GradientSilo::new(oracle, BatchSource::one_pass(n, 3), None, 1.0);
-        restarted.restore(silo.state()).unwrap();
-        assert_eq!(restarted.remaining_batches(), Some(2));
-        for r in 1..3 {
-            restarted.respond(&b(r), &data, &mut rng).unwrap();
-            seen.extend_from_slice(&restarted.idx);
-        }
-        let mut sorted = seen.clone();
-        sorted.sort_unstable();
-        sorted.dedup();
-        assert_eq!(sorted.len(), 9, "a record was used twice: {seen:?}");
-        assert!(sorted.iter().all(|&i| i < n));
-        assert!(restarted.respond(&b(3), &data, &mut rng).is_err());
     }
 
     #[test]

@@ -8,14 +8,16 @@
 //! the silo releases only the final iterate, and we account for it (conservatively) as the
 //! adaptive composition of all R·K steps.
 
-use dpfl_privacy::calibration::{isrl_experiment_k, local_sgd_sigma};
+use dpfl_privacy::calibration::local_sgd_sigma;
 use dpfl_privacy::mechanism::{GaussianMechanism, VectorMechanism};
 use dpfl_privacy::sampler::WithReplacement;
 use dpfl_privacy::{DpRng, PrivacyEvent};
 
-use super::mbsgd::{IterateOutput, average_messages, check_point, take_vec};
-use super::spec::{BuildContext, BuiltAlgorithm, OutputRule, SiloCalibration};
-use super::{Broadcast, HalfState, Payload, Round, ServerHalf, SiloHalf, SiloMessage};
+use super::calibration::{NoiseRule, default_k};
+use crate::algo::context::{BuildContext, BuiltAlgorithm, SiloCalibration};
+use crate::algo::half::{HalfState, ServerHalf, SiloHalf};
+use crate::algo::message::{Broadcast, Payload, Round, SiloMessage};
+use crate::algo::server::{IterateOutput, OutputRule, average_messages};
 use crate::data::Dataset;
 use crate::model::{GradientOracle, Projection};
 
@@ -46,7 +48,7 @@ impl SiloHalf for LocalSgdSilo {
         data: &Dataset,
         rng: &mut DpRng,
     ) -> crate::Result<SiloMessage> {
-        check_point(&b.point, self.grad.len())?;
+        b.check_dim(self.grad.len())?;
         let mut w = b.point.clone();
         for _ in 0..self.steps {
             self.sampler.draw(rng, &mut self.idx);
@@ -99,14 +101,10 @@ impl ServerHalf for ModelAverageServer {
         self.w.len()
     }
     fn state(&self) -> HalfState {
-        let mut s = HalfState::default();
-        s.vectors.insert("w".into(), self.w.clone());
-        self.out.save(&mut s);
-        s
+        self.out.state_with(&self.w)
     }
     fn restore(&mut self, state: HalfState) -> crate::Result<()> {
-        self.w = take_vec(&state, "w", self.w.len())?;
-        self.out.load(&state)
+        self.out.restore_with(&mut self.w, &state)
     }
 }
 
@@ -127,7 +125,11 @@ pub(crate) fn build(
         };
         let (k, mechanism, formula) = if private {
             let (eps, delta) = ctx.budget(s)?;
-            let k = local_steps.unwrap_or_else(|| isrl_experiment_k(s.records, r, eps));
+            // App. I: K as for MB-SGD's experiment rule.
+            let k = match local_steps {
+                Some(k) => k,
+                None => default_k(NoiseRule::Experiment, s.records, r, eps, delta).unwrap_or(1),
+            };
             let sigma =
                 local_sgd_sigma(ctx.lipschitz, r, k, s.records, eps, delta).map_err(silo_err)?;
             // One record's gradient, replace-one: sensitivity 2L.

@@ -1,0 +1,73 @@
+//! Issue 15 speed targets: the table Binomial sampler at n = 10⁸ (target ≥ 10⁷ draws/s) and
+//! one PVEC round in the compact transport at d = 10⁴, n = 10³ users (target < 1 s:
+//! randomize, share, aggregate both sides, reveal and analyze).
+//!
+//! Run: `cargo bench -p dpfl-privacy --bench shuffle` (add `--profile test` to reuse the test
+//! build's artifacts).
+
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use dpfl_privacy::binomial::Binomial;
+use dpfl_privacy::rng::{DpRng, Purpose};
+use dpfl_privacy::shuffle::params::{PvecParams, Scale};
+use dpfl_privacy::shuffle::protocol::{Pvec, compact_round};
+use std::hint::black_box;
+
+const DRAWS: usize = 100_000;
+
+fn binomial(c: &mut Criterion) {
+    let mut g = c.benchmark_group("binomial");
+    g.throughput(Throughput::Elements(DRAWS as u64));
+    for (n, p) in [(100_000_000u64, 0.5), (100_000_000, 0.01), (1_000, 0.3)] {
+        let b = Binomial::new(n, p).unwrap();
+        let mut rng = DpRng::from_seed(1, Purpose::Silo, 0);
+        g.bench_function(format!("sample/n={n:e}/p={p}"), |bch| {
+            bch.iter(|| {
+                let mut s = 0u64;
+                for _ in 0..DRAWS {
+                    s = s.wrapping_add(b.sample(&mut rng));
+                }
+                black_box(s)
+            })
+        });
+    }
+    g.finish();
+    let mut g = c.benchmark_group("binomial-setup");
+    g.sample_size(10);
+    g.bench_function("new/n=1e8/p=0.5", |bch| {
+        bch.iter(|| black_box(Binomial::new(100_000_000, 0.5).unwrap()))
+    });
+    g.finish();
+}
+
+fn pvec(c: &mut Criterion) {
+    let (n, d) = (1_000usize, 10_000usize);
+    let params = PvecParams::calibrate(n as u64, d, 1.0, 1.0, 1e-6, Scale::Unit).unwrap();
+    eprintln!(
+        "PVEC d = {d}, n = {n}: g = {}, s = {}, p = {:.6}",
+        params.p1d.g, params.p1d.s, params.p1d.p
+    );
+    let pv = Pvec::new(params).unwrap();
+    let mut data = DpRng::from_seed(9, Purpose::Data, 0);
+    let inputs: Vec<Vec<f64>> = (0..n)
+        .map(|_| {
+            let v: Vec<f64> = (0..d)
+                .map(|_| data.next_seed() as f64 / u64::MAX as f64 - 0.5)
+                .collect();
+            let norm = v.iter().map(|x| x * x).sum::<f64>().sqrt();
+            v.into_iter().map(|x| x / norm).collect()
+        })
+        .collect();
+    let mut rngs: Vec<DpRng> = (0..n as u32)
+        .map(|i| DpRng::from_seed(3, Purpose::Silo, i))
+        .collect();
+    let mut g = c.benchmark_group("pvec-compact");
+    g.sample_size(10);
+    g.throughput(Throughput::Elements((n * d) as u64));
+    g.bench_function("round/d=1e4/n=1e3", |bch| {
+        bch.iter(|| black_box(compact_round(&pv, &inputs, &mut rngs).unwrap()))
+    });
+    g.finish();
+}
+
+criterion_group!(benches, binomial, pvec);
+criterion_main!(benches);

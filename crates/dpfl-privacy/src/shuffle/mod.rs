@@ -1,0 +1,57 @@
+//! Shuffle-model summation and amplification (issue 15, items 1 and 4).
+//!
+//! * [`params`]: the parameter calculators of Cheu, Joseph, Mao & Peng (ICLR 2022; digest
+//!   `shared/spec/shuffle-private-sco.md` §2.1–2.3, §5.1): P1D (Lemma 3.1) and PVEC
+//!   (Theorem 3.2), with their preconditions checked and their variance bounds reported;
+//! * [`protocol`]: the P1D/PVEC local randomizer and analyzer and the two transports with the
+//!   same output distribution: *explicit* (every labelled one-bit message is its own message,
+//!   shuffled by Fisher–Yates) and *compact* (per-label counts split into additive shares
+//!   modulo 2⁶⁴, one for the shuffler and one for the server, so only the sum is revealed);
+//! * [`amplification`]: privacy amplification by shuffling of ε₀-LDP reports (Feldman,
+//!   McMillan & Talwar, FOCS 2021), the tighter of the closed form and the numerical bound.
+//!
+//! The optimizers built on PVEC (PSGD, PAGD, PGD), the simulator's shuffle stage and the
+//! network transport are not here yet.
+
+pub mod amplification;
+pub mod params;
+pub mod protocol;
+
+use thiserror::Error;
+
+use crate::error::PrivacyError;
+
+/// Errors of the shuffle protocols. Each names the offending field.
+#[derive(Debug, Error, Clone, PartialEq)]
+pub enum ShuffleError {
+    /// A privacy or protocol parameter is outside the range its theorem covers.
+    #[error(transparent)]
+    Parameter(#[from] PrivacyError),
+    /// A quantity does not fit in u64 (g + s, the total message count, a count sum).
+    #[error("{what} overflows u64: {detail}")]
+    Overflow { what: &'static str, detail: String },
+    /// A message carries a coordinate label outside [0, d).
+    #[error("message label {label} outside [0, {d})")]
+    LabelOutOfRange { label: u64, d: usize },
+    /// A vector (input, count vector, share vector) has the wrong length.
+    #[error("{what} has length {got}, expected {expected}")]
+    WrongLength {
+        what: &'static str,
+        expected: usize,
+        got: usize,
+    },
+    /// A count exceeds what the messages it stands for could hold (g + s per user).
+    #[error("{what}: count {count} at label {label} exceeds the maximum {max}")]
+    CountTooLarge {
+        what: &'static str,
+        label: usize,
+        count: u64,
+        max: u64,
+    },
+    /// The messages or shares received are inconsistent (e.g. an unequal number of messages
+    /// per label, or shares from a different number of users on the two sides).
+    #[error("inconsistent input: {0}")]
+    Inconsistent(String),
+}
+
+pub type Result<T> = std::result::Result<T, ShuffleError>;

@@ -1,0 +1,83 @@
+//! What an algorithm is built from (public facts only) and what building yields.
+
+use serde::{Deserialize, Serialize};
+
+use super::half::{FederationInfo, ServerHalf, SiloHalf, SiloInfo};
+use crate::model::{GradientOracle, Projection};
+
+/// Everything public an algorithm is built from.
+#[derive(Debug, Clone)]
+pub struct BuildContext {
+    pub federation: FederationInfo,
+    pub silos: Vec<SiloInfo>,
+    /// The model's gradients, with the per-example clip that enforces `lipschitz`.
+    pub oracle: GradientOracle,
+    /// The per-example gradient bound L the noise is calibrated to. The silo halves clip every
+    /// per-example gradient at L, so the bound holds for any record, not only the data seen.
+    pub lipschitz: f64,
+    pub projection: Projection,
+    pub init: Vec<f64>,
+    /// The noise of every Gaussian mechanism (`privacy.mechanism`); see [`Self::gaussian`].
+    pub noise: dpfl_privacy::GaussianNoise,
+}
+
+impl BuildContext {
+    /// The oracle with clipping at min(configured clip, L), so the sensitivity the noise is
+    /// calibrated to holds for every possible record.
+    pub fn enforcing_oracle(&self) -> crate::Result<GradientOracle> {
+        let c = match self.oracle.clip() {
+            Some(c) => c.min(self.lipschitz),
+            None => self.lipschitz,
+        };
+        self.oracle.with_clip(c)
+    }
+
+    /// The one place algorithms get Gaussian noise from: σ per coordinate for L2 sensitivity
+    /// Δ on model-sized vectors, continuous or discrete as configured (`privacy.mechanism`).
+    pub fn gaussian(
+        &self,
+        sigma: f64,
+        sensitivity: f64,
+    ) -> crate::Result<dpfl_privacy::GaussianMechanism> {
+        Ok(dpfl_privacy::GaussianMechanism::with_noise(
+            self.noise,
+            sigma,
+            sensitivity,
+            self.federation.dim,
+        )?)
+    }
+
+    /// (ε_i, δ_i) of silo `i`, or a config error naming the silo.
+    pub fn budget(
+        &self,
+        silo: &SiloInfo,
+    ) -> crate::Result<(dpfl_privacy::Epsilon, dpfl_privacy::Delta)> {
+        let (e, d) = silo.budget.ok_or_else(|| {
+            crate::Error::config("privacy", format!("silo {} has no privacy budget", silo.id))
+        })?;
+        Ok((dpfl_privacy::Epsilon::new(e)?, dpfl_privacy::Delta::new(d)?))
+    }
+}
+
+/// The halves of one algorithm instance.
+pub struct BuiltAlgorithm {
+    pub server: Box<dyn ServerHalf>,
+    /// One half per silo, in silo order.
+    pub silos: Vec<Box<dyn SiloHalf>>,
+    /// Per silo: a description of the noise calibration (σ, K, formula), for reports.
+    pub calibration: Vec<SiloCalibration>,
+}
+
+/// The calibration a silo half uses, for reports and summaries.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SiloCalibration {
+    pub silo: u32,
+    /// Noise standard deviation per coordinate (0 if non-private).
+    pub sigma: f64,
+    /// Records (or local steps) per round.
+    pub batch_size: usize,
+    /// The formula used, with its citation.
+    pub formula: String,
+    /// The privacy event of the whole run for this silo (None if non-private).
+    pub run_event: Option<dpfl_privacy::PrivacyEvent>,
+}

@@ -1,0 +1,275 @@
+//! The gradient silo every minibatch algorithm shares: draw a batch from the silo's
+//! [`BatchSource`], average its clipped per-example gradients at the broadcast point, scale by
+//! the silo's objective weight, add the silo's Gaussian noise, send. The source's sampling
+//! (with or without replacement, Poisson, or one pass over disjoint batches) is the sampling
+//! of the round's privacy event, so the ledger and the accountant see exactly what was drawn.
+
+use dpfl_privacy::event::Sampling;
+use dpfl_privacy::mechanism::{GaussianMechanism, VectorMechanism};
+use dpfl_privacy::sampler::{BatchSampler, DisjointBatches, RecordSampling};
+use dpfl_privacy::{DpRng, PrivacyEvent};
+
+use super::half::{HalfState, SiloHalf};
+use super::message::{Broadcast, Payload, Round, SiloMessage};
+use crate::data::Dataset;
+use crate::model::GradientOracle;
+
+/// Where a silo's records come from each round.
+#[derive(Debug, Clone)]
+pub enum BatchSource {
+    /// A fresh batch of (expected) size K every round from the configured record sampler:
+    /// with replacement (Lowy & Razaviyayn Algorithm 1 ERM branch, Algorithms 2 and 7),
+    /// without replacement, or Poisson.
+    Sampled { n: usize, sampler: BatchSampler },
+    /// One pass over disjoint batches of K; the permutation is drawn from the silo's own
+    /// generator when the first round is answered.
+    OnePass {
+        n: usize,
+        k: usize,
+        batches: Option<DisjointBatches>,
+    },
+}
+
+impl BatchSource {
+    /// A fresh batch of K of the `n` records every round, drawn by `kind`.
+    pub fn sampled(kind: RecordSampling, n: usize, k: usize) -> crate::Result<Self> {
+        Ok(BatchSource::Sampled {
+            n,
+            sampler: BatchSampler::new(kind, n, k)?,
+        })
+    }
+    pub fn one_pass(n: usize, k: usize) -> Self {
+        BatchSource::OnePass {
+            n,
+            k,
+            batches: None,
+        }
+    }
+    fn records(&self) -> usize {
+        match self {
+            BatchSource::Sampled { n, .. } => *n,
+            BatchSource::OnePass { n, .. } => *n,
+        }
+    }
+    /// The sampling a round's privacy event is amplified by.
+    pub fn sampling(&self) -> Sampling {
+        match self {
+            BatchSource::Sampled { sampler, .. } => sampler.sampling(),
+            BatchSource::OnePass { n, k, .. } => Sampling::Disjoint {
+                population: *n as u64,
+                size: *k as u64,
+            },
+        }
+    }
+}
+
+/// A silo that answers with its (weighted, clipped, noised) minibatch gradient at the
+/// broadcast point: Lowy & Razaviyayn Algorithm 1 lines 5–7, Algorithm 2 lines 5–8,
+/// Algorithm 7 lines 6–7. A Poisson batch's gradient sum is divided by the expected K, not
+/// by the drawn size, so one record moves it by at most 2L/K.
+#[derive(Debug)]
+pub struct GradientSilo {
+    oracle: GradientOracle,
+    source: BatchSource,
+    mechanism: Option<GaussianMechanism>,
+    /// N p_i (App. H.1); the mechanism's sensitivity already includes it.
+    weight: f64,
+    idx: Vec<usize>,
+    grad: Vec<f64>,
+    scratch: Vec<f64>,
+}
+
+impl GradientSilo {
+    pub fn new(
+        oracle: GradientOracle,
+        source: BatchSource,
+        mechanism: Option<GaussianMechanism>,
+        weight: f64,
+    ) -> Self {
+        let d = oracle.model().num_params();
+        GradientSilo {
+            oracle,
+            source,
+            mechanism,
+            weight,
+            idx: Vec::new(),
+            grad: vec![0.0; d],
+            scratch: vec![0.0; d],
+        }
+    }
+
+    /// Batches a one-pass silo has left (`None` for a sampled source).
+    pub fn remaining_batches(&self) -> Option<usize> {
+        match &self.source {
+            BatchSource::Sampled { .. } => None,
+            BatchSource::OnePass { n, k, batches } => Some(match batches {
+                Some(b) => b.remaining(),
+                None => n / k,
+            }),
+        }
+    }
+}
+
+impl SiloHalf for GradientSilo {
+    fn round_event(&self, _round: Round) -> Option<PrivacyEvent> {
+        self.mechanism
+            .as_ref()
+            .map(|m| m.privacy_event().sampled(self.source.sampling()))
+    }
+
+    fn respond(
+        &mut self,
+        b: &Broadcast,
+        data: &Dataset,
+        rng: &mut DpRng,
+    ) -> crate::Result<SiloMessage> {
+        b.check_dim(self.grad.len())?;
+        if data.len() != self.source.records() {
+            return Err(crate::Error::Protocol(format!(
+                "the silo half was built for {} records, its data has {}",
+                self.source.records(),
+                data.len()
+            )));
+        }
+        match &mut self.source {
+            BatchSource::Sampled { sampler, .. } => sampler.draw(rng, &mut self.idx),
+            BatchSource::OnePass { n, k, batches } => {
+                let batches = match batches {
+                    Some(b) => b,
+                    None => batches.insert(DisjointBatches::new(*n, *k, rng)?),
+                };
+                let batch = batches.next_batch().ok_or_else(|| {
+                    crate::Error::Protocol(format!(
+                        "one-pass silo has used all ⌊n/K⌋ = {} batches; answering again would reuse records",
+                        *n / *k
+                    ))
+                })?;
+                self.idx.clear();
+                self.idx.extend_from_slice(batch);
+            }
+        }
+        self.oracle
+            .mean_grad(&b.point, data, &self.idx, &mut self.grad, &mut self.scratch);
+        if let BatchSource::Sampled { sampler, .. } = &self.source {
+            let rescale = sampler.mean_rescale(self.idx.len());
+            if rescale != 1.0 {
+                crate::linalg::scale(rescale, &mut self.grad);
+            }
+        }
+        if self.weight != 1.0 {
+            crate::linalg::scale(self.weight, &mut self.grad);
+        }
+        if let Some(m) = &self.mechanism {
+            m.privatize(&mut self.grad, rng);
+        }
+        Ok(SiloMessage {
+            round: b.round,
+            payload: Payload::Dense(self.grad.clone()),
+        })
+    }
+
+    fn noise_std(&self) -> f64 {
+        self.mechanism.as_ref().map_or(0.0, |m| m.noise_std())
+    }
+
+    fn state(&self) -> HalfState {
+        let mut s = HalfState::default();
+        if let BatchSource::OnePass {
+            batches: Some(b), ..
+        } = &self.source
+            && let Ok(serde_json::Value::Object(map)) = serde_json::to_value(b)
+        {
+            let perm = map
+                .get("perm")
+                .and_then(|v| v.as_array())
+                .map(|a| a.iter().filter_map(|x| x.as_u64()).collect::<Vec<_>>());
+            let next = map.get("next").and_then(|v| v.as_u64());
+            if let (Some(perm), Some(next)) = (perm, next) {
+                s.indices.insert("one_pass_perm".into(), perm);
+                s.scalars.insert("one_pass_next".into(), next as f64);
+            }
+        }
+        s
+    }
+
+    fn restore(&mut self, state: HalfState) -> crate::Result<()> {
+        let BatchSource::OnePass { n, k, batches } = &mut self.source else {
+            return Ok(());
+        };
+        let Some(perm) = state.indices.get("one_pass_perm") else {
+            return Ok(());
+        };
+        let next = state.scalar("one_pass_next")?;
+        let mut seen = vec![false; *n];
+        let is_perm = perm.len() == *n
+            && perm.iter().all(|&i| {
+                let i = i as usize;
+                i < *n && !std::mem::replace(&mut seen[i], true)
+            });
+        if !is_perm {
+            return Err(crate::Error::Protocol(format!(
+                "state `one_pass_perm` is not a permutation of 0..{n}"
+            )));
+        }
+        if !(next >= 0.0 && next.fract() == 0.0 && next as usize <= *n / *k) {
+            return Err(crate::Error::Protocol(format!(
+                "state `one_pass_next` = {next} is not a batch position in 0..={}",
+                *n / *k
+            )));
+        }
+        let value = serde_json::json!({ "perm": perm, "k": *k, "next": next as u64 });
+        let b: DisjointBatches = serde_json::from_value(value)
+            .map_err(|e| crate::Error::Protocol(format!("one-pass state: {e}")))?;
+        *batches = Some(b);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_pass_silo_never_reuses_a_record_even_across_a_restart() {
+        // n = 11, K = 3: ⌊11/3⌋ = 3 batches; a fourth round must be refused. The silo is
+        // saved and restored into a fresh half after the first round (a restart).
+        use crate::data::{Dataset, Target};
+        let n = 11;
+        let x = crate::linalg::Matrix::from_vec(n, 1, vec![1.0; n]).unwrap();
+        let data = Dataset::new(
+            x,
+            (0..n).map(|i| i as f64).collect(),
+            Target::Real,
+            vec!["x".into()],
+        )
+        .unwrap();
+        let oracle = GradientOracle::new(
+            std::sync::Arc::new(crate::model::LinearRegression::new(1)),
+            None,
+        )
+        .unwrap();
+        let mut rng = DpRng::from_seed(7, dpfl_privacy::rng::Purpose::Silo, 0);
+        let mut silo = GradientSilo::new(oracle.clone(), BatchSource::one_pass(n, 3), None, 1.0);
+        let b = |round| Broadcast {
+            round,
+            point: vec![0.0],
+            aux: vec![],
+        };
+        let mut seen = Vec::new();
+        silo.respond(&b(0), &data, &mut rng).unwrap();
+        seen.extend_from_slice(&silo.idx);
+        let mut restarted = GradientSilo::new(oracle, BatchSource::one_pass(n, 3), None, 1.0);
+        restarted.restore(silo.state()).unwrap();
+        assert_eq!(restarted.remaining_batches(), Some(2));
+        for r in 1..3 {
+            restarted.respond(&b(r), &data, &mut rng).unwrap();
+            seen.extend_from_slice(&restarted.idx);
+        }
+        let mut sorted = seen.clone();
+        sorted.sort_unstable();
+        sorted.dedup();
+        assert_eq!(sorted.len(), 9, "a record was used twice: {seen:?}");
+        assert!(sorted.iter().all(|&i| i < n));
+        assert!(restarted.respond(&b(3), &data, &mut rng).is_err());
+    }
+}

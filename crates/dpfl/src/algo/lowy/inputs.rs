@@ -1,0 +1,142 @@
+//! What the theorems' parameter rules ([`super::theory`]) read and return: the problem
+//! constants a config gives, the setting (which theorem), the overrides, and the rules' output.
+
+use serde::{Deserialize, Serialize};
+
+use super::calibration::NoiseRule;
+use super::multistage::AcsaSchedule;
+use crate::algo::server::OutputRule;
+
+/// Whether missing parameters come from the theorems or must be given.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Params {
+    /// Every parameter is given (step size required).
+    #[default]
+    Explicit,
+    /// Missing parameters follow the theorems' rules; given ones override them.
+    Theory,
+}
+
+/// A fixed smoothing parameter β or the theorem's rule.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Smoothing {
+    Beta(f64),
+    Rule(SmoothingRule),
+}
+
+/// The string `"theory"`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SmoothingRule {
+    Theory,
+}
+
+/// Problem constants the rules need and the data cannot provide (all optional; a rule that
+/// needs a missing one says so).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Constants {
+    /// β: every f(·, x) is β-smooth.
+    #[serde(default)]
+    pub smoothness: Option<f64>,
+    /// μ: every f(·, x) is μ-strongly convex; when set, the strongly convex rules apply.
+    #[serde(default)]
+    pub strong_convexity: Option<f64>,
+    /// D: diameter of W (default: the projection's); stands in for ‖w₀ − w*‖.
+    #[serde(default)]
+    pub diameter: Option<f64>,
+    /// φ: within-silo gradient standard deviation (default L).
+    #[serde(default)]
+    pub phi: Option<f64>,
+    /// v: cross-silo heterogeneity of eq. (29) (default L).
+    #[serde(default)]
+    pub heterogeneity: Option<f64>,
+    /// Δ ≥ F(w₀) − F* (multi-stage schedule, Thm E.1 strongly convex K).
+    #[serde(default)]
+    pub gap: Option<f64>,
+    /// V², the variance of the aggregated noisy gradient (default: Lemma E.3 / Thm F.1 bound).
+    #[serde(default)]
+    pub variance: Option<f64>,
+}
+
+/// Which algorithm's theorem applies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Setting {
+    /// Noisy MB-SGD (Algorithm 2 / 7): Thm D.1, D.2.
+    MbSgd,
+    /// One-Pass Accelerated Noisy MB-SGD (Algorithm 1, disjoint batches): Thm E.1.
+    OnePass,
+    /// Accelerated Noisy MB-SGD for ERM (Algorithm 1, with replacement): Thm F.1, F.2.
+    Erm,
+}
+
+/// Explicit values that replace the rules' results.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Overrides {
+    pub rounds: Option<usize>,
+    pub batch_size: Option<usize>,
+    /// Noise σ actually used (largest over silos).
+    pub sigma: Option<f64>,
+    /// MB-SGD: η. AC-SA: the first step 1/(2γ).
+    pub step_size: Option<f64>,
+    pub regularization: Option<f64>,
+}
+
+/// Everything the rules read.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TheoryInputs {
+    pub setting: Setting,
+    /// `None` for a non-private run.
+    pub noise: Option<NoiseRule>,
+    /// L of the (unsmoothed, unweighted) loss.
+    pub lipschitz: f64,
+    pub constants: Constants,
+    /// The projection's diameter (∞ without projection).
+    pub projection_diameter: f64,
+    /// (min_i N p_i, max_i N p_i); (1, 1) without weights.
+    pub weight_range: (f64, f64),
+    /// n: the smallest silo.
+    pub records: usize,
+    /// N.
+    pub silos: usize,
+    /// M (1/M = E[1/M_r]).
+    pub participants: f64,
+    /// d.
+    pub dim: usize,
+    /// (ε, δ) of the worst silo (smallest of each); `None` if non-private.
+    pub privacy: Option<(f64, f64)>,
+    /// The Moreau parameter β if the loss is smoothed by the algorithm.
+    pub smoothing: Option<f64>,
+    pub overrides: Overrides,
+}
+
+/// The rules' output.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TheoryParams {
+    /// L̃ the rules used (2L after smoothing, times max N p_i).
+    pub lipschitz: f64,
+    /// β̃ the rules used, if any.
+    pub smoothness: Option<f64>,
+    /// μ̃, if strongly convex.
+    pub strong_convexity: Option<f64>,
+    pub rounds: usize,
+    /// The theorem's R (real-valued; `None` where no finite rule exists).
+    pub rounds_rule: Option<f64>,
+    pub batch_size: usize,
+    /// The theorem's K before rounding, where the theorem has one.
+    pub batch_rule: Option<f64>,
+    pub sigma: f64,
+    /// V² (accelerated settings).
+    pub variance: Option<f64>,
+    /// η for Noisy MB-SGD.
+    pub step_size: Option<f64>,
+    pub output: OutputRule,
+    /// λ of f + (λ/2)‖w − w₀‖² (0 if none).
+    pub lambda: f64,
+    /// The modulus μ the AC-SA update uses (λ, or μ̃ for the multi-stage schedule).
+    pub acsa_mu: f64,
+    pub acsa: Option<AcsaSchedule>,
+}

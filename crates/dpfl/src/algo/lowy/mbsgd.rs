@@ -1,0 +1,409 @@
+//! Noisy ISRL-DP minibatch SGD of Lowy & Razaviyayn (ICLR 2023), one algorithm in two
+//! config forms:
+//!
+//! * `kind = "mb-sgd"`: Algorithm 2 (digest §2.1), every silo with its own default K
+//!   ([`super::calibration::default_k`]) under the configured calibration rule; non-private
+//!   without one.
+//! * `kind = "noisy-mb-sgd"`: the general form, Algorithm 7 (App. H, digest §2.6): objective
+//!   weights p_i, K_i/n_i constant across silos, Moreau smoothing, and the parameter rules of
+//!   Thm D.1/D.2 ([`super::params`]) including the strongly convex step and exponential
+//!   weights of Thm 2.1.
+//!
+//! Silo half: the floor's [`GradientSilo`] (lines 5–8: K records drawn by the configured record
+//! sampler, mean of the clipped gradients at w_r, scaled by N p_i, plus N(0, σ_i² I) added
+//! inside the silo). Server half ([`MbSgdServer`], lines 9–11): the **unweighted** average of
+//! the M_r messages (Algorithm 7 line 9), w_{r+1} = Π_W(w_r − η g̃_r), output the average of
+//! w_0..w_{R−1}, w_R, or the exponential weights.
+//!
+//! Privacy: the replace-one sensitivity of the minibatch mean is 2 L_i/K_i per occurrence of
+//! the record; each round spends `Sampled(sampling, Gaussian(σ_i K_i/(2 L_i)))` and the
+//! accountant composes R of them ([`super::calibration`]).
+
+use serde::{Deserialize, Serialize};
+
+use dpfl_privacy::sampler::RecordSampling;
+
+use super::calibration::{BatchChoice, Calibration, NoiseRule, plan_silos, report};
+use super::params::{prepare, theory};
+use super::theory::{Constants, Params, Setting, Smoothing};
+use crate::algo::context::{BuildContext, BuiltAlgorithm, SiloCalibration};
+use crate::algo::gradient::{BatchSource, GradientSilo};
+use crate::algo::half::{HalfState, ServerHalf, SiloHalf};
+use crate::algo::message::{Broadcast, Round, SiloMessage};
+use crate::algo::server::{IterateOutput, OutputRule, average_messages};
+use crate::model::Projection;
+
+/// Server half of MB-SGD: average, projected step, iterate averaging.
+#[derive(Debug, Clone)]
+pub struct MbSgdServer {
+    w: Vec<f64>,
+    step_size: f64,
+    projection: Projection,
+    out: IterateOutput,
+    g: Vec<f64>,
+}
+
+impl MbSgdServer {
+    pub fn new(init: Vec<f64>, step_size: f64, projection: Projection, rule: OutputRule) -> Self {
+        let d = init.len();
+        let mut w = init;
+        projection.apply(&mut w);
+        MbSgdServer {
+            w,
+            step_size,
+            projection,
+            out: IterateOutput::new(rule, d),
+            g: vec![0.0; d],
+        }
+    }
+}
+
+impl ServerHalf for MbSgdServer {
+    fn broadcast(&mut self, round: Round) -> Broadcast {
+        Broadcast {
+            round,
+            point: self.w.clone(),
+            aux: Vec::new(),
+        }
+    }
+
+    fn aggregate(&mut self, round: Round, messages: &[SiloMessage]) -> crate::Result<()> {
+        self.out.record(&self.w);
+        if average_messages(messages, round, &mut self.g)? {
+            crate::linalg::axpy(-self.step_size, &self.g, &mut self.w);
+            self.projection.apply(&mut self.w);
+        }
+        Ok(())
+    }
+
+    fn output(&self) -> Vec<f64> {
+        self.out.output(&self.w)
+    }
+
+    fn dim(&self) -> usize {
+        self.w.len()
+    }
+
+    fn state(&self) -> HalfState {
+        self.out.state_with(&self.w)
+    }
+
+    fn restore(&mut self, state: HalfState) -> crate::Result<()> {
+        self.out.restore_with(&mut self.w, &state)
+    }
+}
+
+/// `kind = "mb-sgd"` (Algorithm 2): each silo's K is `batch_size` or its own default under
+/// `calibration`; the report keeps each rule's own formula (the accountant's per silo).
+pub(crate) fn build(
+    ctx: &BuildContext,
+    step_size: f64,
+    calibration: Option<Calibration>,
+    batch_size: Option<usize>,
+    output: OutputRule,
+    sampling: RecordSampling,
+) -> crate::Result<BuiltAlgorithm> {
+    let oracle = ctx.enforcing_oracle()?;
+    if calibration.is_none() && batch_size.is_none() {
+        return Err(crate::Error::config(
+            "algorithm.batch_size",
+            "non-private MB-SGD needs a batch size",
+        ));
+    }
+    let batch = batch_size.map_or(BatchChoice::Own, BatchChoice::Explicit);
+    let weights = vec![1.0; ctx.silos.len()];
+    let noise = calibration.map(NoiseRule::from);
+    let plans = plan_silos(ctx, noise, ctx.lipschitz, &weights, batch, sampling)?;
+    let rounds = ctx.federation.rounds;
+    let mut silos: Vec<Box<dyn SiloHalf>> = Vec::with_capacity(plans.len());
+    let mut calibrations = Vec::with_capacity(plans.len());
+    for p in &plans {
+        let mechanism = p
+            .mechanism()?
+            .map(|m| ctx.gaussian(m.sigma(), m.sensitivity()))
+            .transpose()?;
+        let silo = GradientSilo::new(
+            oracle.clone(),
+            BatchSource::sampled(sampling, p.records, p.batch_size)?,
+            mechanism,
+            p.weight,
+        );
+        let formula = match calibration {
+            None => "non-private".to_string(),
+            Some(Calibration::Experiment) => {
+                "sigma^2 = 8 L^2 R ln(1/delta) / (n^2 eps^2) (Lowy & Razaviyayn App. I)".into()
+            }
+            Some(Calibration::Theory) => {
+                "sigma^2 = 256 L^2 R ln(2.5R/delta) ln(2/delta) / (n^2 eps^2) (Lowy & Razaviyayn Thm D.1)".into()
+            }
+            Some(Calibration::Accountant) => p.certificate(rounds).unwrap_or_default(),
+        };
+        calibrations.push(SiloCalibration {
+            silo: p.id,
+            sigma: silo.noise_std(),
+            batch_size: p.batch_size,
+            formula,
+            run_event: silo.round_event(0).map(|e| e.repeated(rounds as u64)),
+        });
+        silos.push(Box::new(silo));
+    }
+    let server = MbSgdServer::new(ctx.init.clone(), step_size, ctx.projection, output);
+    Ok(BuiltAlgorithm {
+        server: Box::new(server),
+        silos,
+        calibration: calibrations,
+    })
+}
+
+/// Noisy MB-SGD, general form (Algorithm 7), as named in a config file:
+///
+/// ```toml
+/// [[algorithms]]
+/// kind = "noisy-mb-sgd"
+/// calibration = "theory"
+/// params = "theory"
+/// constants = { smoothness = 0.25, diameter = 10.0 }
+/// weights = [0.5, 0.25, 0.25]
+/// ```
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NoisyMbSgdSpec {
+    /// Noise rule; `None` for the non-private algorithm.
+    #[serde(default)]
+    pub calibration: Option<Calibration>,
+    #[serde(default)]
+    pub params: Params,
+    /// η; required unless `params = "theory"`.
+    #[serde(default)]
+    pub step_size: Option<f64>,
+    /// The same K for every silo; default K_i/n_i constant at the privacy minimum.
+    #[serde(default)]
+    pub batch_size: Option<usize>,
+    /// Default: uniform average, or the theory's rule (exponential weights when strongly convex).
+    #[serde(default)]
+    pub output: Option<OutputRule>,
+    /// Moreau smoothing of a non-smooth loss: β, or "theory" (Thm D.2).
+    #[serde(default)]
+    pub smoothing: Option<Smoothing>,
+    /// Objective weights p_i (length N, > 0, sum 1).
+    #[serde(default)]
+    pub weights: Option<Vec<f64>>,
+    #[serde(default)]
+    pub constants: Constants,
+    /// How each silo draws its K_i records per round: `with-replacement` (the paper's,
+    /// default), `without-replacement` or `poisson` (rate K_i/n_i); the round's privacy event
+    /// names the sampling used.
+    #[serde(default)]
+    pub sampling: RecordSampling,
+}
+
+pub(crate) fn build_general(
+    ctx: &BuildContext,
+    spec: &NoisyMbSgdSpec,
+) -> crate::Result<BuiltAlgorithm> {
+    let noise = spec.calibration.map(NoiseRule::from);
+    let prep = prepare(
+        ctx,
+        Setting::MbSgd,
+        noise,
+        spec.smoothing,
+        &spec.constants,
+        spec.weights.as_deref(),
+    )?;
+    let batch = match spec.batch_size {
+        Some(k) => BatchChoice::Explicit(k),
+        None => BatchChoice::CommonRatio,
+    };
+    let plans = plan_silos(
+        ctx,
+        noise,
+        prep.lipschitz,
+        &prep.weights,
+        batch,
+        spec.sampling,
+    )?;
+    let rounds = ctx.federation.rounds;
+    let (eta, output, note) = match spec.params {
+        Params::Explicit => {
+            let eta = spec.step_size.ok_or_else(|| {
+                crate::Error::config("algorithm.step_size", "required unless params = \"theory\"")
+            })?;
+            (eta, spec.output.unwrap_or_default(), String::new())
+        }
+        Params::Theory => {
+            let p = theory(
+                ctx,
+                Setting::MbSgd,
+                noise,
+                &spec.constants,
+                &prep,
+                &plans,
+                spec.step_size,
+                None,
+            )?;
+            let eta = p.step_size.unwrap_or(f64::NAN);
+            let note = format!(
+                "; theory (Thm D.1{}): eta = {eta}, rule R = {:?}",
+                if prep.smoothing.is_some() { "/D.2" } else { "" },
+                p.rounds_rule
+            );
+            (eta, spec.output.unwrap_or(p.output), note)
+        }
+    };
+    if !(eta.is_finite() && eta > 0.0) {
+        return Err(crate::Error::config(
+            "algorithm.step_size",
+            format!("must be finite and > 0, got {eta}"),
+        ));
+    }
+    let mut silos: Vec<Box<dyn SiloHalf>> = Vec::with_capacity(plans.len());
+    for p in &plans {
+        silos.push(Box::new(GradientSilo::new(
+            prep.oracle.clone(),
+            BatchSource::sampled(spec.sampling, p.records, p.batch_size)?,
+            p.mechanism()?
+                .map(|m| ctx.gaussian(m.sigma(), m.sensitivity()))
+                .transpose()?,
+            p.weight,
+        )));
+    }
+    let formula = match noise {
+        Some(rule) => format!("{}{note}", rule.formula()),
+        None => format!("non-private{note}"),
+    };
+    let calibration = report(&plans, &silos, rounds, &formula);
+    let server = MbSgdServer::new(ctx.init.clone(), eta, ctx.projection, output);
+    Ok(BuiltAlgorithm {
+        server: Box::new(server),
+        silos,
+        calibration,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use dpfl_privacy::PrivacyEvent;
+    use dpfl_privacy::event::Sampling;
+
+    use crate::algo::half::{FederationInfo, SiloInfo};
+    use crate::algo::{AlgorithmSpec, BuildContext};
+    use crate::model::{GradientOracle, LogisticRegression, Projection};
+
+    /// Two silos (n = 200 and 400, ε = 1, δ = 1e-5), R = 10, L = 1.
+    fn ctx() -> BuildContext {
+        let model = std::sync::Arc::new(LogisticRegression::new(3, None).unwrap());
+        BuildContext {
+            federation: FederationInfo {
+                dim: 3,
+                silos: 2,
+                rounds: 10,
+                expected_participants: 2.0,
+            },
+            silos: [200, 400]
+                .iter()
+                .enumerate()
+                .map(|(i, &n)| SiloInfo {
+                    id: i as u32,
+                    records: n,
+                    budget: Some((1.0, 1e-5)),
+                })
+                .collect(),
+            oracle: GradientOracle::new(model, None).unwrap(),
+            lipschitz: 1.0,
+            projection: Projection::None,
+            init: vec![0.0; 3],
+            noise: Default::default(),
+        }
+    }
+
+    fn spec(toml_text: &str) -> AlgorithmSpec {
+        toml::from_str(toml_text).unwrap()
+    }
+
+    /// The round event's sampling of silo `i`.
+    fn sampling(spec: &AlgorithmSpec, i: usize) -> Sampling {
+        let built = spec.build(&ctx()).unwrap();
+        match built.silos[i].round_event(0) {
+            Some(PrivacyEvent::Sampled { sampling, .. }) => sampling,
+            other => panic!("not a sampled event: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn every_minibatch_algorithm_charges_the_sampling_it_draws_with() {
+        // K = 80 explicit (App. I needs K ≥ ⌊n√ε/(2√R)⌋ = 31 and 63): Poisson at rate
+        // 80/200 = 0.4 and 80/400 = 0.2.
+        let general = spec(
+            "kind = \"noisy-mb-sgd\"\ncalibration = \"experiment\"\nstep_size = 0.1\nbatch_size = 80\nsampling = \"poisson\"",
+        );
+        assert_eq!(sampling(&general, 0), Sampling::Poisson { rate: 0.4 });
+        assert_eq!(sampling(&general, 1), Sampling::Poisson { rate: 0.2 });
+        let acsa = spec(
+            "kind = \"accelerated-mb-sgd\"\nsampling = \"without-replacement\"\ncalibration = \"experiment\"\nstep_size = 1.0\nbatch_size = 80",
+        );
+        assert_eq!(
+            sampling(&acsa, 1),
+            Sampling::WithoutReplacement {
+                population: 400,
+                size: 80
+            }
+        );
+        let erm = spec(
+            "kind = \"accelerated-mb-sgd\"\nsampling = \"erm\"\ncalibration = \"experiment\"\nstep_size = 1.0\nbatch_size = 80",
+        );
+        assert_eq!(
+            sampling(&erm, 0),
+            Sampling::WithReplacement {
+                population: 200,
+                draws: 80
+            }
+        );
+        let plain = spec(
+            "kind = \"mb-sgd\"\ncalibration = \"theory\"\nstep_size = 0.1\nbatch_size = 80\nsampling = \"without-replacement\"",
+        );
+        assert_eq!(
+            sampling(&plain, 0),
+            Sampling::WithoutReplacement {
+                population: 200,
+                size: 80
+            }
+        );
+    }
+
+    #[test]
+    fn the_general_form_calibrates_with_the_accountant_like_plain_mb_sgd() {
+        // With uniform weights and the same K, Algorithm 7 under the accountant rule gives each
+        // silo exactly plain MB-SGD's σ (one calibration path), and reports its certificate.
+        let general = spec(
+            "kind = \"noisy-mb-sgd\"\ncalibration = \"accountant\"\nstep_size = 0.1\nbatch_size = 20",
+        )
+        .build(&ctx())
+        .unwrap();
+        let plain = spec(
+            "kind = \"mb-sgd\"\ncalibration = \"accountant\"\nstep_size = 0.1\nbatch_size = 20",
+        )
+        .build(&ctx())
+        .unwrap();
+        for i in 0..2 {
+            let (g, p) = (&general.calibration[i], &plain.calibration[i]);
+            assert_eq!(g.sigma.to_bits(), p.sigma.to_bits(), "silo {i}");
+            assert_eq!(g.formula, p.formula);
+            assert!(g.formula.contains("K = 20 of n = "), "{}", g.formula);
+            assert_eq!(g.run_event, p.run_event);
+        }
+        // The smaller silo needs more noise for the same ε.
+        assert!(general.calibration[0].sigma > general.calibration[1].sigma);
+    }
+
+    #[test]
+    fn one_pass_acsa_keeps_only_its_theorem() {
+        let e = spec(
+            "kind = \"accelerated-mb-sgd\"\nsampling = \"one-pass\"\ncalibration = \"accountant\"\nstep_size = 1.0",
+        )
+        .build(&ctx())
+        .err()
+        .expect("one pass has only Thm E.1")
+        .to_string();
+        assert!(e.contains("Thm E.1"), "{e}");
+    }
+}

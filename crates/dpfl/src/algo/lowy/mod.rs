@@ -1,0 +1,37 @@
+//! The wing of Lowy & Razaviyayn, "Private Federated Learning Without a Trusted Server"
+//! (ICLR 2023; digest `/work/shared/spec/`): ISRL-DP minibatch SGD (Algorithms 2 and 7),
+//! Accelerated Noisy MB-SGD (Algorithm 1, one-pass and ERM), the ISRL-DP Local SGD baseline
+//! (App. I), the per-silo calibration and the theorems' parameter rules.
+//!
+//! - `mbsgd.rs` — one MB-SGD: `kind = "mb-sgd"` (Algorithm 2) and `"noisy-mb-sgd"`
+//!   (Algorithm 7: weights, per-silo K_i, smoothing, the theorems' rules); `MbSgdServer`.
+//! - `acsa.rs` — AC-SA's server half and `kind = "accelerated-mb-sgd"`.
+//! - `local_sgd.rs` — Local SGD / FedAvg and its ISRL-DP baseline.
+//! - `calibration.rs` — per-silo K_i and σ_i under theory | experiment | accountant (and
+//!   Thm E.1's one-pass rule); the one default-K rule.
+//! - `theory.rs` — the theorems' parameter rules as one pure function (`inputs.rs`: what
+//!   they read and return); `params.rs` applies
+//!   them to a built federation; `multistage.rs` — AC-SA's step schedules.
+//!
+//! Silo halves come from the floor (`crate::algo::gradient::GradientSilo` with a
+//! `BatchSource`); server halves share the floor's averaging and iterate outputs.
+//!
+//! # Adding a paper (a new wing)
+//! A new paper gets a sibling directory (`soteria/`, `normfedavg/`, `shuffle/`) that imports
+//! only floor files (`crate::algo::{half, message, context, server, gradient}`) and its own
+//! files, never this wing: what two wings share moves down into the floor. It adds
+//! (1) its config struct and a variant of `crate::algo::spec::AlgorithmSpec` that calls its
+//! `build`; (2) its silo half (or a `BatchSource`/mechanism for the floor's `GradientSilo`) and
+//! server half, each reporting its round's privacy event; (3) its calibration with the
+//! theorem and a hand-computed test; (4) a line in ARCHITECTURE.md's code map.
+//! `crates/dpfl/tests/import_graph.rs` fails if a wing imports another wing or the floor
+//! imports a wing.
+
+pub mod acsa;
+pub mod calibration;
+pub mod inputs;
+pub mod local_sgd;
+pub mod mbsgd;
+pub mod multistage;
+pub mod params;
+pub mod theory;

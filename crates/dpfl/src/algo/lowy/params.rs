@@ -1,0 +1,165 @@
+//! The theorems' parameter rules ([`super::theory`]) applied to a built federation: the
+//! worst silo's facts as the rules' inputs, weights and Moreau smoothing resolved once
+//! ([`prepare`]), and [`theory`] with the silos' actual K_i and σ_i as overrides.
+
+use super::calibration::{NoiseRule, SiloPlan, silo_weights};
+use super::theory::{
+    Constants, Overrides, Setting, Smoothing, TheoryInputs, TheoryParams, smoothing_rule,
+    theory_params,
+};
+use crate::algo::context::BuildContext;
+use crate::model::GradientOracle;
+
+impl TheoryInputs {
+    /// The rules' inputs from a build context: the worst silo on each axis (smallest n_i, ε_i
+    /// and δ_i), N, M, d, L and the projection's diameter.
+    pub fn from_context(
+        ctx: &BuildContext,
+        setting: Setting,
+        noise: Option<NoiseRule>,
+        constants: &Constants,
+        weights: &[f64],
+        smoothing: Option<f64>,
+        overrides: Overrides,
+    ) -> crate::Result<Self> {
+        let privacy = match noise {
+            None => None,
+            Some(_) => {
+                let mut worst: Option<(f64, f64)> = None;
+                for s in &ctx.silos {
+                    let (e, d) = ctx.budget(s)?;
+                    worst = Some(match worst {
+                        None => (e.get(), d.get()),
+                        Some((we, wd)) => (we.min(e.get()), wd.min(d.get())),
+                    });
+                }
+                worst
+            }
+        };
+        let wmin = weights.iter().copied().fold(f64::INFINITY, f64::min);
+        let wmax = weights.iter().copied().fold(0.0, f64::max);
+        Ok(TheoryInputs {
+            setting,
+            noise,
+            lipschitz: ctx.lipschitz,
+            constants: constants.clone(),
+            projection_diameter: ctx.projection.diameter(),
+            weight_range: if weights.is_empty() {
+                (1.0, 1.0)
+            } else {
+                (wmin, wmax)
+            },
+            records: ctx.silos.iter().map(|s| s.records).min().unwrap_or(0),
+            silos: ctx.federation.silos,
+            participants: ctx.federation.expected_participants,
+            dim: ctx.federation.dim,
+            privacy,
+            smoothing,
+            overrides,
+        })
+    }
+}
+
+/// The gradient oracle (smoothed if asked) and the L the noise is calibrated to.
+pub(crate) struct Prepared {
+    pub oracle: GradientOracle,
+    pub lipschitz: f64,
+    pub smoothing: Option<f64>,
+    pub weights: Vec<f64>,
+}
+
+/// Resolves weights and Moreau smoothing (Thm D.2 / F.2): a smoothed loss is optimised with
+/// gradients clipped at 2L and noise calibrated to 2L (Lemma D.7, safe side).
+pub(crate) fn prepare(
+    ctx: &BuildContext,
+    setting: Setting,
+    noise: Option<NoiseRule>,
+    smoothing: Option<Smoothing>,
+    constants: &Constants,
+    weights: Option<&[f64]>,
+) -> crate::Result<Prepared> {
+    let weights = silo_weights(ctx.silos.len(), weights)?;
+    let beta = match smoothing {
+        None => None,
+        Some(Smoothing::Beta(b)) if b.is_finite() && b > 0.0 => Some(b),
+        Some(Smoothing::Beta(b)) => {
+            return Err(crate::Error::config(
+                "algorithm.smoothing",
+                format!("must be finite and > 0, got {b}"),
+            ));
+        }
+        Some(Smoothing::Rule(_)) => Some(smoothing_rule(&TheoryInputs::from_context(
+            ctx,
+            setting,
+            noise,
+            constants,
+            &weights,
+            None,
+            Overrides::default(),
+        )?)?),
+    };
+    let (oracle, lipschitz) = match beta {
+        None => (ctx.enforcing_oracle()?, ctx.lipschitz),
+        Some(b) => {
+            let model = ctx.oracle.model().smoothed(b)?.ok_or_else(|| {
+                crate::Error::config(
+                    "algorithm.smoothing",
+                    format!(
+                        "the {} loss offers no prox to smooth it with",
+                        ctx.oracle.model().name()
+                    ),
+                )
+            })?;
+            let l = 2.0 * ctx.lipschitz;
+            let clip = ctx.oracle.clip().map_or(l, |c| c.min(l));
+            (GradientOracle::new(model, Some(clip))?, l)
+        }
+    };
+    Ok(Prepared {
+        oracle,
+        lipschitz,
+        smoothing: beta,
+        weights,
+    })
+}
+
+/// [`theory_params`] for a built federation: R = the run's rounds, K = the
+/// smallest K_i, σ = the largest σ_i.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn theory(
+    ctx: &BuildContext,
+    setting: Setting,
+    noise: Option<NoiseRule>,
+    constants: &Constants,
+    prep: &Prepared,
+    plans: &[SiloPlan],
+    step_size: Option<f64>,
+    regularization: Option<f64>,
+) -> crate::Result<TheoryParams> {
+    let overrides = Overrides {
+        rounds: Some(ctx.federation.rounds),
+        batch_size: plans.iter().map(|p| p.batch_size).min(),
+        // Lemma H.1's σ²_max/M branch: the largest noise any silo adds.
+        sigma: Some(plans.iter().map(|p| p.sigma).fold(0.0, f64::max)),
+        step_size,
+        regularization,
+    };
+    let mut inputs = TheoryInputs::from_context(
+        ctx,
+        setting,
+        noise,
+        constants,
+        &prep.weights,
+        prep.smoothing,
+        overrides,
+    )?;
+    // A one-pass run over unequal silos only guarantees R ≤ ⌊n_i/K_i⌋ per silo.
+    if setting == Setting::OnePass {
+        inputs.records = plans
+            .iter()
+            .map(|p| p.batch_size * ctx.federation.rounds)
+            .min()
+            .unwrap_or(inputs.records);
+    }
+    theory_params(&inputs)
+}

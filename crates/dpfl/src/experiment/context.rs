@@ -1,0 +1,165 @@
+//! A trial's data and the public facts the halves are built from: the model, the gradient
+//! bound L (public or measured), and the [`BuildContext`].
+
+use dpfl_privacy::DpRng;
+
+use super::spec::{ExperimentSpec, missing_public_l, needs_public_l};
+use crate::algo::{BuildContext, FederationInfo, SiloInfo};
+use crate::data::SiloData;
+use crate::model::{GradientOracle, Model};
+
+/// Prepared data for one trial, with the public facts derived from it.
+pub struct TrialData {
+    pub silos: Vec<SiloData>,
+    pub model: std::sync::Arc<dyn Model>,
+}
+
+/// Loads and splits the data for trial `trial` and builds the model.
+pub fn prepare_trial(
+    spec: &ExperimentSpec,
+    data_dir: Option<&std::path::Path>,
+    rng: &mut DpRng,
+) -> crate::Result<TrialData> {
+    let silos = spec.data.load(data_dir, rng)?;
+    let first = silos
+        .first()
+        .ok_or_else(|| crate::Error::config("data.partition", "produced no silos"))?;
+    let features = first.train.num_features();
+    let classes = first.train.target().num_classes();
+    let model = spec.model.build(features, classes)?;
+    for (i, s) in silos.iter().enumerate() {
+        // The model does not fit the data: a config error like any other wrong model kind.
+        model
+            .check_data(&s.train)
+            .map_err(|e| crate::Error::config("model.kind", format!("silo {i}: {e}")))?;
+        if s.train.is_empty() {
+            return Err(crate::Error::data(
+                format!("silo {i}"),
+                "has no training rows",
+            ));
+        }
+    }
+    Ok(TrialData { silos, model })
+}
+
+/// The caveat a run with a data-derived L carries in its report and `summary.json`.
+pub const DATA_DERIVED_L_CAVEAT: &str = "not end-to-end private: the gradient bound L was \
+     derived from the training data (privacy.lipschitz_from_data = factor * max||x|| over all \
+     silos' rows); the noise scale sigma, proportional to L, reveals it to the server and every \
+     silo. Set a public privacy.lipschitz or clip for an end-to-end guarantee.";
+
+/// Whether the gradient bound L of `spec` is public (`privacy.lipschitz` or `clip`), as the
+/// noise calibration must be for the run's guarantee to be end to end: σ ∝ L is visible in
+/// every message's scale. A private experiment with neither is refused by [`lipschitz`]
+/// unless it asks for the data-derived `privacy.lipschitz_from_data`.
+pub fn lipschitz_is_public(spec: &ExperimentSpec) -> bool {
+    let p = spec.privacy.as_ref();
+    p.and_then(|p| p.lipschitz).is_some()
+        || (p.and_then(|p| p.lipschitz_from_data).is_none() && spec.clip.is_some())
+}
+
+/// The gradient bound L of an experiment on given data. In order: `privacy.lipschitz`,
+/// `privacy.lipschitz_from_data` (data-derived, reported as not end-to-end private), `clip`;
+/// with none of them an experiment with a private algorithm is refused (naming
+/// `privacy.lipschitz`) and any other uses the model's bound at the data's largest row norm.
+pub fn lipschitz(
+    spec: &ExperimentSpec,
+    model: &dyn Model,
+    silos: &[SiloData],
+) -> crate::Result<f64> {
+    let max_norm = || {
+        silos
+            .iter()
+            .map(|s| s.train.max_row_norm())
+            .fold(0.0, f64::max)
+    };
+    let p = spec.privacy.as_ref();
+    if let Some(l) = p.and_then(|p| p.lipschitz) {
+        return Ok(l);
+    }
+    if let Some(f) = p.and_then(|p| p.lipschitz_from_data) {
+        return Ok(f * max_norm());
+    }
+    if let Some(c) = spec.clip {
+        return Ok(c);
+    }
+    if needs_public_l(spec) {
+        return Err(missing_public_l());
+    }
+    model.lipschitz(max_norm()).ok_or_else(|| {
+        crate::Error::config(
+            "privacy.lipschitz",
+            format!(
+                "the {} loss is not Lipschitz: set `clip` or `privacy.lipschitz`",
+                model.name()
+            ),
+        )
+    })
+}
+
+/// Builds the public context for one algorithm on one trial's data.
+pub fn build_context(spec: &ExperimentSpec, trial: &TrialData) -> crate::Result<BuildContext> {
+    let records: Vec<usize> = trial.silos.iter().map(|s| s.train.len()).collect();
+    let l = lipschitz(spec, trial.model.as_ref(), &trial.silos)?;
+    build_context_from(spec, trial.model.clone(), &records, l)
+}
+
+/// The public context from public facts only: the model (without data), every silo's record
+/// count n_i and the gradient bound L. A network server or silo, which holds no other silo's
+/// data, builds exactly the simulator's halves from this.
+pub fn build_context_from(
+    spec: &ExperimentSpec,
+    model: std::sync::Arc<dyn Model>,
+    records: &[usize],
+    l: f64,
+) -> crate::Result<BuildContext> {
+    let n_silos = records.len();
+    spec.participation.validate(n_silos)?;
+    let silos = records
+        .iter()
+        .enumerate()
+        .map(|(i, &n_i)| {
+            let budget = match &spec.privacy {
+                None => None,
+                Some(p) => {
+                    let eps = match &p.epsilons {
+                        Some(es) if es.len() != n_silos => {
+                            return Err(crate::Error::config(
+                                "privacy.epsilons",
+                                format!("has {} entries for {n_silos} silos", es.len()),
+                            ));
+                        }
+                        Some(es) => es[i],
+                        None => p.epsilon,
+                    };
+                    let delta = p.delta.resolve(n_i)?;
+                    dpfl_privacy::Delta::new(delta)
+                        .map_err(|e| crate::Error::config("privacy.delta", e.to_string()))?;
+                    Some((eps, delta))
+                }
+            };
+            Ok(SiloInfo {
+                id: i as u32,
+                records: n_i,
+                budget,
+            })
+        })
+        .collect::<crate::Result<Vec<_>>>()?;
+    Ok(BuildContext {
+        federation: FederationInfo {
+            dim: model.num_params(),
+            silos: n_silos,
+            rounds: spec.rounds,
+            expected_participants: spec.participation.effective_m(n_silos),
+        },
+        silos,
+        init: vec![0.0; model.num_params()],
+        oracle: GradientOracle::new(model, spec.clip)?,
+        lipschitz: l,
+        projection: spec.projection,
+        noise: match &spec.privacy {
+            Some(p) => p.noise()?,
+            None => Default::default(),
+        },
+    })
+}

@@ -1,0 +1,410 @@
+//! What a run reports: `rounds.csv` rows, per-algorithm summaries averaged over trials (the
+//! same additions in the same order for the simulator and `dpfl federate`), and each silo's
+//! accounted privacy.
+
+use serde::{Deserialize, Serialize};
+
+use super::context::{DATA_DERIVED_L_CAVEAT, TrialData, lipschitz_is_public};
+use super::spec::{AlgorithmEntry, ExperimentSpec};
+use crate::algo::SiloCalibration;
+
+/// The test metric a summary reports, named as in `summary.json`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TestMetric {
+    /// Misclassification rate on the test rows.
+    TestError,
+    /// Root mean squared error on the test rows.
+    TestRmse,
+}
+
+impl From<crate::model::Metric> for TestMetric {
+    fn from(m: crate::model::Metric) -> Self {
+        match m {
+            crate::model::Metric::ErrorRate => TestMetric::TestError,
+            crate::model::Metric::Rmse => TestMetric::TestRmse,
+        }
+    }
+}
+
+impl TestMetric {
+    /// The metric's name in reports.
+    pub fn label(self) -> &'static str {
+        match self {
+            TestMetric::TestError => "test error",
+            TestMetric::TestRmse => "test RMSE",
+        }
+    }
+}
+
+/// One evaluated round.
+#[derive(Debug, Clone, Serialize)]
+pub struct RoundRow {
+    pub trial: usize,
+    pub round: usize,
+    pub algorithm: String,
+    pub train_loss: f64,
+    pub test_metric: f64,
+}
+
+/// The outcome of one algorithm (averaged over trials).
+#[derive(Debug, Clone, Serialize)]
+pub struct AlgorithmSummary {
+    pub algorithm: String,
+    pub private: bool,
+    /// Target ε (the smallest over silos when budgets differ); null if non-private.
+    pub epsilon: Option<f64>,
+    pub delta: Option<f64>,
+    /// Noise std per coordinate (largest over silos).
+    pub sigma: f64,
+    /// Records (or local steps) per round, K (smallest over silos).
+    pub batch_size: usize,
+    pub rounds: usize,
+    /// The paper's M (1/M = E[1/M_r]).
+    pub participants: f64,
+    pub final_train_loss: f64,
+    pub test_metric: f64,
+    pub metric: TestMetric,
+    pub trials: usize,
+    pub wall_seconds: f64,
+    /// Per-silo calibration of the first trial.
+    pub silos: Vec<SiloCalibration>,
+    /// Per-silo target (ε, δ) and the accountants' ε at that δ for the noise actually used
+    /// (first trial); empty if non-private.
+    pub privacy: Vec<SiloPrivacy>,
+    /// False when the guarantee above does not hold end to end (see `caveats`); true for
+    /// non-private runs, which promise nothing.
+    pub end_to_end_private: bool,
+    /// What qualifies the guarantee: a data-derived L ([`DATA_DERIVED_L_CAVEAT`]), a seeded
+    /// run ([`SEEDED_CAVEAT`]).
+    pub caveats: Vec<String>,
+    /// Per-example gradients with a NaN or infinite coordinate, replaced by zero before
+    /// clipping (summed over silos and rounds, first trial); null where the runner cannot
+    /// see the silos' counts (network runs).
+    pub nonfinite_gradients: Option<u64>,
+}
+
+/// The caveat of a seeded run: one seed recomputes every silo's noise.
+pub const SEEDED_CAVEAT: &str = "seeded run: one seed (the experiment's `seed`) determines \
+     every silo's noise, so anyone who knows it can subtract the noise; the guarantee holds \
+     only against parties who do not know the seed (simulation, not deployment). Omit `seed` \
+     to draw every generator from the operating system.";
+
+/// One silo's promised and accounted privacy.
+#[derive(Debug, Clone, Serialize)]
+pub struct SiloPrivacy {
+    pub silo: usize,
+    /// The paper's target (ε_i, δ_i).
+    pub target_epsilon: f64,
+    pub target_delta: f64,
+    /// ε at `target_delta` of the events the silo released, by the RDP accountant
+    /// (replace-one neighbouring); null if it cannot account them (see `notes`).
+    pub rdp_epsilon: Option<f64>,
+    /// The same by the PLD accountant (for sampled Gaussians under replace-one, the Balle,
+    /// Barthe & Gaboardi 2018 profile: `dpfl_privacy::accountant::sampled_pld`).
+    pub pld_epsilon: Option<f64>,
+    /// A lower bound on the true ε at `target_delta` from a concrete neighbouring pair
+    /// (`dpfl_privacy::accountant::lower_bound`); null where no pair is implemented.
+    #[serde(default)]
+    pub lower_epsilon: Option<f64>,
+    /// Why an accountant gave no number.
+    pub notes: Vec<String>,
+}
+
+impl AlgorithmSummary {
+    /// The largest accounted ε over silos (None if any silo has none).
+    pub fn max_accounted_epsilon(&self, pld: bool) -> Option<f64> {
+        if self.privacy.is_empty() {
+            return None;
+        }
+        self.privacy
+            .iter()
+            .map(|p| if pld { p.pld_epsilon } else { p.rdp_epsilon })
+            .try_fold(0.0f64, |m, e| e.map(|e| m.max(e)))
+    }
+
+    /// The certified ε: per silo the tighter of the two sound accountants, largest over
+    /// silos (None if some silo has neither).
+    pub fn max_certified_epsilon(&self) -> Option<f64> {
+        if self.privacy.is_empty() {
+            return None;
+        }
+        self.privacy
+            .iter()
+            .map(|p| match (p.rdp_epsilon, p.pld_epsilon) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            })
+            .try_fold(0.0f64, |m, e| e.map(|e| m.max(e)))
+    }
+
+    /// The largest lower bound on the true ε over silos (None if some silo has none).
+    pub fn max_lower_epsilon(&self) -> Option<f64> {
+        if self.privacy.is_empty() {
+            return None;
+        }
+        self.privacy
+            .iter()
+            .map(|p| p.lower_epsilon)
+            .try_fold(0.0f64, |m, e| e.map(|e| m.max(e)))
+    }
+}
+
+/// Accounting is deterministic in (event, δ, accountant) and grid searches repeat the same
+/// calibrated events many times: remember the answers.
+#[allow(clippy::type_complexity)]
+fn memo_epsilon(
+    key: String,
+    compute: impl FnOnce() -> Result<Option<f64>, String>,
+) -> Result<Option<f64>, String> {
+    use std::collections::HashMap;
+    use std::sync::{Mutex, OnceLock};
+    static MEMO: OnceLock<Mutex<HashMap<String, Result<Option<f64>, String>>>> = OnceLock::new();
+    let memo = MEMO.get_or_init(|| Mutex::new(HashMap::new()));
+    if let Some(v) = memo.lock().ok().and_then(|m| m.get(&key).cloned()) {
+        return v;
+    }
+    let v = compute();
+    if let Ok(mut m) = memo.lock() {
+        m.insert(key, v.clone());
+    }
+    v
+}
+
+/// Accounts each silo's released events at its own target δ (replace-one, the relation the
+/// noise is calibrated in).
+fn silo_privacy(
+    spec: &ExperimentSpec,
+    trial: &TrialData,
+    spent: &[Vec<dpfl_privacy::PrivacyEvent>],
+) -> Vec<SiloPrivacy> {
+    use dpfl_privacy::accountant::AccountantKind;
+    let Some(p) = &spec.privacy else {
+        return Vec::new();
+    };
+    spent
+        .iter()
+        .enumerate()
+        .map(|(i, events)| {
+            let target_epsilon = p
+                .epsilons
+                .as_ref()
+                .and_then(|es| es.get(i).copied())
+                .unwrap_or(p.epsilon);
+            let n = trial.silos.get(i).map_or(1, |s| s.train.len());
+            let target_delta = p.delta.resolve(n).unwrap_or(f64::NAN);
+            let mut notes = Vec::new();
+            let mut account = |kind: AccountantKind| -> Option<f64> {
+                let d = match dpfl_privacy::Delta::new(target_delta) {
+                    Ok(d) => d,
+                    Err(e) => {
+                        notes.push(format!("{kind}: {e}"));
+                        return None;
+                    }
+                };
+                if events.is_empty() {
+                    return Some(0.0);
+                }
+                let all = dpfl_privacy::PrivacyEvent::Composed(events.clone());
+                let key = format!("{kind}|{}|{all}", d.get());
+                let nb = dpfl_privacy::Neighbouring::ReplaceOne;
+                match memo_epsilon(key, || {
+                    kind.epsilon(nb, &all, d)
+                        .map(Some)
+                        .map_err(|e| e.to_string())
+                }) {
+                    Ok(e) => e,
+                    Err(e) => {
+                        notes.push(format!("{kind}: {e}"));
+                        None
+                    }
+                }
+            };
+            let rdp_epsilon = account(AccountantKind::Rdp);
+            let pld_epsilon = account(AccountantKind::Pld);
+            let lower_epsilon = match dpfl_privacy::Delta::new(target_delta) {
+                Ok(_) if events.is_empty() => Some(0.0),
+                Ok(d) => {
+                    let all = dpfl_privacy::PrivacyEvent::Composed(events.clone());
+                    let key = format!("lower|{}|{all}", d.get());
+                    match memo_epsilon(key, || {
+                        dpfl_privacy::accountant::lower_bound::epsilon_lower_bound(
+                            &all,
+                            dpfl_privacy::Neighbouring::ReplaceOne,
+                            d,
+                        )
+                        .map_err(|e| e.to_string())
+                    }) {
+                        Ok(e) => e,
+                        Err(e) => {
+                            notes.push(format!("lower bound: {e}"));
+                            None
+                        }
+                    }
+                }
+                Err(_) => None,
+            };
+            SiloPrivacy {
+                silo: i,
+                target_epsilon,
+                target_delta,
+                rdp_epsilon,
+                pld_epsilon,
+                lower_epsilon,
+                notes,
+            }
+        })
+        .collect()
+}
+
+/// Everything a run produces.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunOutput {
+    pub rounds: Vec<RoundRow>,
+    pub summary: Vec<AlgorithmSummary>,
+}
+
+/// Result of training one algorithm once.
+pub struct SingleRun {
+    pub curve: Vec<(usize, f64, f64)>,
+    pub final_model: Vec<f64>,
+    pub final_train_loss: f64,
+    pub test_metric: f64,
+    pub calibration: Vec<SiloCalibration>,
+    pub spent: Vec<Vec<dpfl_privacy::PrivacyEvent>>,
+    pub wall_seconds: f64,
+    /// Per-example gradients with a NaN or infinite coordinate, replaced by zero before
+    /// clipping (all silos and rounds); `None` where the runner cannot see the silos' counts
+    /// (the network runtime).
+    pub nonfinite_gradients: Option<u64>,
+}
+
+/// Turns runs into `rounds.csv` rows and per-algorithm summaries averaged over trials. Both
+/// [`run`] and the network runner (`dpfl federate`) feed their runs through it, so their
+/// outputs are averaged the same way (same order of additions, bit for bit).
+pub struct RunAccumulator {
+    rows: Vec<RoundRow>,
+    acc: Vec<Option<AlgorithmSummary>>,
+}
+
+impl RunAccumulator {
+    pub fn new(spec: &ExperimentSpec) -> Self {
+        RunAccumulator {
+            rows: Vec::new(),
+            acc: vec![None; spec.algorithms.len()],
+        }
+    }
+
+    /// Adds trial `t`'s run of algorithm `a`: its curve as rows, its summary to the average.
+    /// Call in trial order; the first run of an algorithm gives the summary's per-trial facts
+    /// (calibration, accounted privacy), as documented on [`AlgorithmSummary`]. `a` indexes
+    /// `spec.algorithms` (a caller's bug otherwise: panics).
+    pub fn add(
+        &mut self,
+        spec: &ExperimentSpec,
+        a: usize,
+        t: usize,
+        trial: &TrialData,
+        run: &SingleRun,
+    ) {
+        let entry = &spec.algorithms[a];
+        let label = entry.label();
+        for &(round, train_loss, test_metric) in &run.curve {
+            self.rows.push(RoundRow {
+                trial: t,
+                round,
+                algorithm: label.clone(),
+                train_loss,
+                test_metric,
+            });
+        }
+        match &mut self.acc[a] {
+            slot @ None => *slot = Some(summary_of(spec, entry, trial, run)),
+            Some(s) => {
+                s.final_train_loss += run.final_train_loss;
+                s.test_metric += run.test_metric;
+                s.wall_seconds += run.wall_seconds;
+                s.trials += 1;
+            }
+        }
+    }
+
+    /// The rows in the order added and the summaries averaged over their trials.
+    pub fn finish(self) -> RunOutput {
+        let summary = self
+            .acc
+            .into_iter()
+            .flatten()
+            .map(|mut s| {
+                s.final_train_loss /= s.trials as f64;
+                s.test_metric /= s.trials as f64;
+                s
+            })
+            .collect();
+        RunOutput {
+            rounds: self.rows,
+            summary,
+        }
+    }
+}
+
+/// The summary row of one run (as in `summary.json`).
+pub fn summary_of(
+    spec: &ExperimentSpec,
+    entry: &AlgorithmEntry,
+    trial: &TrialData,
+    run: &SingleRun,
+) -> AlgorithmSummary {
+    let private = entry.spec.is_private();
+    let (epsilon, delta) = match (&spec.privacy, private) {
+        (Some(p), true) => {
+            let eps = p.epsilons.as_ref().map_or(p.epsilon, |es| {
+                es.iter().copied().fold(f64::INFINITY, f64::min)
+            });
+            let n_min = trial.silos.iter().map(|s| s.train.len()).min().unwrap_or(1);
+            (Some(eps), p.delta.resolve(n_min).ok())
+        }
+        _ => (None, None),
+    };
+    AlgorithmSummary {
+        algorithm: entry.label(),
+        private,
+        epsilon,
+        delta,
+        sigma: run.calibration.iter().map(|c| c.sigma).fold(0.0, f64::max),
+        batch_size: run
+            .calibration
+            .iter()
+            .map(|c| c.batch_size)
+            .min()
+            .unwrap_or(0),
+        rounds: spec.rounds,
+        participants: spec.participation.effective_m(trial.silos.len()),
+        final_train_loss: run.final_train_loss,
+        test_metric: run.test_metric,
+        metric: trial.model.metric().into(),
+        trials: 1,
+        wall_seconds: run.wall_seconds,
+        silos: run.calibration.clone(),
+        privacy: if private {
+            silo_privacy(spec, trial, &run.spent)
+        } else {
+            Vec::new()
+        },
+        end_to_end_private: !private || lipschitz_is_public(spec),
+        caveats: run_caveats(spec, private),
+        nonfinite_gradients: run.nonfinite_gradients,
+    }
+}
+
+/// The caveats of a private run's guarantee (empty for a non-private one).
+pub fn run_caveats(spec: &ExperimentSpec, private: bool) -> Vec<String> {
+    let mut c = Vec::new();
+    if private && !lipschitz_is_public(spec) {
+        c.push(DATA_DERIVED_L_CAVEAT.to_string());
+    }
+    if private && spec.seed.is_some() {
+        c.push(SEEDED_CAVEAT.to_string());
+    }
+    c
+}

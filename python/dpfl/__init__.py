@@ -1,0 +1,80 @@
+"""dpfl: differentially private federated learning without a trusted server, from Python.
+
+* ``dpfl.events`` / ``dpfl.account`` / ``dpfl.calibrate``: the accountant in
+  ``dp_accounting``'s shape (RDP, PLD, zCDP, composition theorems), with lower bounds on the
+  true ε; the same numbers as ``dpfl account`` / ``dpfl calibrate``.
+* ``dpfl.GaussianMechanism``, ``DiscreteGaussianMechanism``, ``TruncatedDiscreteLaplace``,
+  ``StochasticQuantizer``: mechanisms on numpy arrays, seedable.
+* ``dpfl.train``: an experiment as ``dpfl train`` runs it; results load into pandas.
+
+Errors: ``ConfigError`` (bad parameter or config; the CLI's exit code 2) and ``RunError``
+(a failed run or computation; exit code 1), both ``DpflError``, with the CLI's messages.
+"""
+
+from ._core import ConfigError, DpflError, RunError, __version__
+from .accounting import (
+    Accounting,
+    Calibration,
+    PldAccountant,
+    RdpAccountant,
+    account,
+    account_release,
+    analytic_gaussian,
+    calibrate,
+)
+from .events import (
+    ComposedDpEvent,
+    DiscreteGaussianDpEvent,
+    DiscreteLaplaceDpEvent,
+    DpEvent,
+    EpsilonDeltaDpEvent,
+    GaussianDpEvent,
+    LaplaceDpEvent,
+    PoissonSampledDpEvent,
+    SampledWithoutReplacementDpEvent,
+    SampledWithReplacementDpEvent,
+    SelfComposedDpEvent,
+)
+from .mechanisms import (
+    DiscreteGaussianMechanism,
+    GaussianMechanism,
+    StochasticQuantizer,
+    TruncatedDiscreteLaplace,
+    qtdl_theorem1,
+)
+from .training import ReproduceResult, TrainResult, reproduce, train
+
+__all__ = [
+    "ConfigError",
+    "DpflError",
+    "RunError",
+    "__version__",
+    "Accounting",
+    "Calibration",
+    "PldAccountant",
+    "RdpAccountant",
+    "account",
+    "account_release",
+    "analytic_gaussian",
+    "calibrate",
+    "ComposedDpEvent",
+    "DiscreteGaussianDpEvent",
+    "DiscreteLaplaceDpEvent",
+    "DpEvent",
+    "EpsilonDeltaDpEvent",
+    "GaussianDpEvent",
+    "LaplaceDpEvent",
+    "PoissonSampledDpEvent",
+    "SampledWithoutReplacementDpEvent",
+    "SampledWithReplacementDpEvent",
+    "SelfComposedDpEvent",
+    "DiscreteGaussianMechanism",
+    "GaussianMechanism",
+    "StochasticQuantizer",
+    "TruncatedDiscreteLaplace",
+    "qtdl_theorem1",
+    "ReproduceResult",
+    "TrainResult",
+    "reproduce",
+    "train",
+]

@@ -1,0 +1,504 @@
+//! The accountant: `dpfl account` / `dpfl calibrate` (crates/dpfl-cli/src/account.rs) with
+//! the same parameters, checks, messages and JSON output, plus accounting of any event given
+//! as JSON (the serde form of `dpfl_privacy::PrivacyEvent`, built by `dpfl/events.py`).
+
+use std::cell::RefCell;
+
+use pyo3::prelude::*;
+use serde_json::json;
+
+use dpfl_privacy::accountant::AccountantKind;
+use dpfl_privacy::accountant::lower_bound::epsilon_lower_bound;
+use dpfl_privacy::calibration::{analytic_gaussian_noise_multiplier, calibrate_noise_multiplier};
+use dpfl_privacy::event::Sampling;
+use dpfl_privacy::{Delta, Epsilon, Neighbouring, PrivacyEvent};
+
+use crate::errors::{RunError, config, privacy};
+
+fn one_of<T: Copy>(field: &str, value: &str, table: &[(&str, T)]) -> PyResult<T> {
+    let key = value.replace('_', "-");
+    table
+        .iter()
+        .find(|(name, _)| *name == key)
+        .map(|(_, v)| *v)
+        .ok_or_else(|| {
+            let names: Vec<&str> = table.iter().map(|(n, _)| *n).collect();
+            config(
+                field,
+                format!("unknown value `{value}` (one of {})", names.join(", ")),
+            )
+        })
+}
+
+pub fn accountant(field: &str, name: &str) -> PyResult<AccountantKind> {
+    use AccountantKind::*;
+    one_of(
+        field,
+        name,
+        &[
+            ("rdp", Rdp),
+            ("pld", Pld),
+            ("zcdp", Zcdp),
+            ("basic", Basic),
+            ("advanced", Advanced),
+            ("optimal", Optimal),
+        ],
+    )
+}
+
+fn neighbouring(field: &str, name: &str) -> PyResult<Neighbouring> {
+    one_of(
+        field,
+        name,
+        &[
+            ("add-remove", Neighbouring::AddRemove),
+            ("add-or-remove-one", Neighbouring::AddRemove),
+            ("replace-one", Neighbouring::ReplaceOne),
+        ],
+    )
+}
+
+fn delta(field: &str, d: f64) -> PyResult<Delta> {
+    Delta::new(d).map_err(|e| privacy(field, e))
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Mechanism {
+    Gaussian,
+    Laplace,
+    DiscreteGaussian,
+    DiscreteLaplace,
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum SamplingArg {
+    Poisson,
+    WithReplacement,
+    WithoutReplacement,
+    None,
+}
+
+/// `ReleaseArgs` of the CLI: what is released, how often, how records are sampled.
+struct Release {
+    mechanism: Mechanism,
+    sampling: SamplingArg,
+    rate: Option<f64>,
+    steps: u64,
+    neighbouring: Option<Neighbouring>,
+    dataset_size: Option<u64>,
+    accountant: AccountantKind,
+}
+
+impl Release {
+    #[allow(clippy::too_many_arguments)]
+    fn parse(
+        mechanism: &str,
+        sampling: Option<&str>,
+        rate: Option<f64>,
+        steps: u64,
+        neighbouring_: Option<&str>,
+        dataset_size: Option<u64>,
+        accountant_: &str,
+    ) -> PyResult<Self> {
+        use Mechanism::*;
+        Ok(Release {
+            mechanism: one_of(
+                "--mechanism",
+                mechanism,
+                &[
+                    ("gaussian", Gaussian),
+                    ("laplace", Laplace),
+                    ("discrete-gaussian", DiscreteGaussian),
+                    ("discrete-laplace", DiscreteLaplace),
+                ],
+            )?,
+            sampling: one_of(
+                "--sampling",
+                sampling.unwrap_or("none"),
+                &[
+                    ("poisson", SamplingArg::Poisson),
+                    ("with-replacement", SamplingArg::WithReplacement),
+                    ("without-replacement", SamplingArg::WithoutReplacement),
+                    ("none", SamplingArg::None),
+                ],
+            )?,
+            rate,
+            steps,
+            neighbouring: neighbouring_
+                .map(|n| neighbouring("--neighbouring", n))
+                .transpose()?,
+            dataset_size,
+            accountant: accountant("--accountant", accountant_)?,
+        })
+    }
+
+    fn neighbouring(&self) -> Neighbouring {
+        match (self.neighbouring, self.sampling) {
+            (Some(n), _) => n,
+            (None, SamplingArg::WithReplacement | SamplingArg::WithoutReplacement) => {
+                Neighbouring::ReplaceOne
+            }
+            (None, _) => Neighbouring::AddRemove,
+        }
+    }
+
+    fn sampling(&self) -> PyResult<Option<Sampling>> {
+        if self.steps == 0 {
+            return Err(config("--steps", "must be at least 1"));
+        }
+        let rate = || -> PyResult<f64> {
+            match self.rate {
+                Some(q) if q > 0.0 && q <= 1.0 => Ok(q),
+                Some(q) => Err(config("--rate", format!("{q} must lie in (0, 1]"))),
+                None => Err(config("--rate", "required with this --sampling")),
+            }
+        };
+        let batch = |q: f64| -> PyResult<(u64, u64)> {
+            let n = match self.dataset_size {
+                Some(n) if n > 0 => n,
+                Some(_) => return Err(config("--dataset-size", "must be at least 1")),
+                None => {
+                    return Err(config(
+                        "--dataset-size",
+                        "required for with-replacement and without-replacement sampling",
+                    ));
+                }
+            };
+            let k = q * n as f64;
+            let kr = k.round();
+            if (k - kr).abs() > 1e-6 * k.max(1.0) || kr < 1.0 {
+                return Err(config(
+                    "--rate",
+                    format!("rate x dataset-size = {k} is not a whole batch size >= 1"),
+                ));
+            }
+            Ok((n, kr as u64))
+        };
+        Ok(match self.sampling {
+            SamplingArg::None => {
+                if self.rate.is_some() {
+                    return Err(config("--rate", "given, but --sampling is none"));
+                }
+                None
+            }
+            SamplingArg::Poisson => Some(Sampling::Poisson { rate: rate()? }),
+            SamplingArg::WithReplacement => {
+                let (population, draws) = batch(rate()?)?;
+                Some(Sampling::WithReplacement { population, draws })
+            }
+            SamplingArg::WithoutReplacement => {
+                let (population, size) = batch(rate()?)?;
+                Some(Sampling::WithoutReplacement { population, size })
+            }
+        })
+    }
+
+    fn event(&self, z: f64, sampling: &Option<Sampling>) -> PrivacyEvent {
+        let base = match self.mechanism {
+            Mechanism::Gaussian => PrivacyEvent::Gaussian {
+                noise_multiplier: z,
+            },
+            Mechanism::Laplace => PrivacyEvent::Laplace {
+                noise_multiplier: z,
+            },
+            Mechanism::DiscreteGaussian => PrivacyEvent::discrete_gaussian_scalar(z),
+            Mechanism::DiscreteLaplace => PrivacyEvent::DiscreteLaplace {
+                noise_multiplier: z,
+            },
+        };
+        let step = match sampling {
+            Some(s) => base.sampled(s.clone()),
+            None => base,
+        };
+        if self.steps == 1 {
+            step
+        } else {
+            step.repeated(self.steps)
+        }
+    }
+}
+
+/// `dpfl account`: the same JSON object the CLI prints.
+#[pyfunction]
+#[pyo3(signature = (noise_multiplier, delta, mechanism="gaussian", sampling=None, rate=None, steps=1, neighbouring=None, dataset_size=None, accountant="rdp"))]
+#[allow(clippy::too_many_arguments)]
+pub fn account_release(
+    py: Python<'_>,
+    noise_multiplier: f64,
+    delta: f64,
+    mechanism: &str,
+    sampling: Option<&str>,
+    rate: Option<f64>,
+    steps: u64,
+    neighbouring: Option<&str>,
+    dataset_size: Option<u64>,
+    accountant: &str,
+) -> PyResult<String> {
+    let r = Release::parse(
+        mechanism,
+        sampling,
+        rate,
+        steps,
+        neighbouring,
+        dataset_size,
+        accountant,
+    )?;
+    let delta = self::delta("--delta", delta)?;
+    if !(noise_multiplier.is_finite() && noise_multiplier > 0.0) {
+        return Err(config(
+            "--noise-multiplier",
+            format!("{noise_multiplier} must be finite and > 0"),
+        ));
+    }
+    let sampling = r.sampling()?;
+    let event = r.event(noise_multiplier, &sampling);
+    let nb = r.neighbouring();
+    let acc = r.accountant;
+    let (eps, lower) = py.detach(|| {
+        let eps = acc.epsilon(nb, &event, delta);
+        let lower = epsilon_lower_bound(&event, nb, delta);
+        (eps, lower)
+    });
+    let eps = eps.map_err(|e| privacy("--accountant", e))?;
+    let lower = lower.map_err(|e| privacy("--noise-multiplier", e))?;
+    Ok(json!({
+        "epsilon": eps,
+        "epsilon_lower_bound": lower,
+        "delta": delta.get(),
+        "accountant": acc.name(),
+        "neighbouring": nb,
+        "noise_multiplier": noise_multiplier,
+        "steps": r.steps,
+        "event": event,
+    })
+    .to_string())
+}
+
+/// `dpfl calibrate`: the same JSON object the CLI prints.
+#[pyfunction]
+#[pyo3(signature = (epsilon, delta, mechanism="gaussian", sampling=None, rate=None, steps=1, neighbouring=None, dataset_size=None, accountant="rdp"))]
+#[allow(clippy::too_many_arguments)]
+pub fn calibrate_release(
+    py: Python<'_>,
+    epsilon: f64,
+    delta: f64,
+    mechanism: &str,
+    sampling: Option<&str>,
+    rate: Option<f64>,
+    steps: u64,
+    neighbouring: Option<&str>,
+    dataset_size: Option<u64>,
+    accountant: &str,
+) -> PyResult<String> {
+    let r = Release::parse(
+        mechanism,
+        sampling,
+        rate,
+        steps,
+        neighbouring,
+        dataset_size,
+        accountant,
+    )?;
+    let eps = Epsilon::new(epsilon).map_err(|e| privacy("--epsilon", e))?;
+    let delta = self::delta("--delta", delta)?;
+    let sampling = r.sampling()?;
+    let acc = r.accountant;
+    let nb = r.neighbouring();
+    let z = py
+        .detach(|| calibrate_noise_multiplier(|z| r.event(z, &sampling), acc, nb, eps, delta))
+        .map_err(|e| privacy("--accountant", e))?;
+    let achieved = py
+        .detach(|| acc.epsilon(nb, &r.event(z, &sampling), delta))
+        .map_err(|e| privacy("--accountant", e))?;
+    let mut out = json!({
+        "noise_multiplier": z,
+        "epsilon": eps.get(),
+        "epsilon_achieved": achieved,
+        "delta": delta.get(),
+        "accountant": acc.name(),
+        "neighbouring": nb,
+        "steps": r.steps,
+        "event": r.event(z, &sampling),
+    });
+    if sampling.is_none() && r.steps == 1 && r.mechanism == Mechanism::Gaussian {
+        let a =
+            analytic_gaussian_noise_multiplier(eps, delta).map_err(|e| privacy("--epsilon", e))?;
+        out["analytic_gaussian_noise_multiplier"] = json!(a);
+    }
+    Ok(out.to_string())
+}
+
+fn parse_event(text: &str) -> PyResult<PrivacyEvent> {
+    let v: serde_json::Value = serde_json::from_str(text)
+        .map_err(|e| config("event", format!("not a dpfl event: {e}")))?;
+    from_value(v).map_err(|e| config("event", format!("not a dpfl event: {e}")))
+}
+
+/// serde cannot (de)serialise the internally tagged `Composed(Vec<_>)`, so composed events
+/// (`{"kind": "composed", "events": [...]}`) and the events around them are built by hand.
+fn from_value(v: serde_json::Value) -> Result<PrivacyEvent, String> {
+    let kind = v
+        .get("kind")
+        .and_then(|k| k.as_str())
+        .unwrap_or("")
+        .to_string();
+    let inner = |v: &serde_json::Value, key: &str| -> Result<PrivacyEvent, String> {
+        from_value(
+            v.get(key)
+                .cloned()
+                .ok_or(format!("`{kind}` needs `{key}`"))?,
+        )
+    };
+    match kind.as_str() {
+        "composed" => {
+            let events = v
+                .get("events")
+                .and_then(|e| e.as_array())
+                .ok_or("`composed` needs a list `events`")?;
+            Ok(PrivacyEvent::Composed(
+                events
+                    .iter()
+                    .cloned()
+                    .map(from_value)
+                    .collect::<Result<_, _>>()?,
+            ))
+        }
+        "sampled" => {
+            let sampling: Sampling =
+                serde_json::from_value(v.get("sampling").cloned().unwrap_or_default())
+                    .map_err(|e| e.to_string())?;
+            Ok(inner(&v, "event")?.sampled(sampling))
+        }
+        "self-composed" => {
+            let count = v
+                .get("count")
+                .and_then(|c| c.as_u64())
+                .ok_or("`self-composed` needs an integer `count`")?;
+            Ok(inner(&v, "event")?.repeated(count))
+        }
+        _ => serde_json::from_value(v).map_err(|e| e.to_string()),
+    }
+}
+
+/// The default relation of the CLI: replace-one if any part samples a fixed-size batch,
+/// add/remove otherwise.
+fn default_neighbouring(e: &PrivacyEvent) -> Neighbouring {
+    fn fixed(e: &PrivacyEvent) -> bool {
+        match e {
+            PrivacyEvent::Sampled { sampling, event } => {
+                !matches!(sampling, Sampling::Poisson { .. }) || fixed(event)
+            }
+            PrivacyEvent::SelfComposed { event, .. } => fixed(event),
+            PrivacyEvent::Composed(v) => v.iter().any(fixed),
+            _ => false,
+        }
+    }
+    if fixed(e) {
+        Neighbouring::ReplaceOne
+    } else {
+        Neighbouring::AddRemove
+    }
+}
+
+/// ε of an event (JSON) at δ, with the lower bound where dpfl has a neighbouring pair.
+#[pyfunction]
+#[pyo3(signature = (event, delta, accountant="pld", neighbouring=None))]
+pub fn account_event(
+    py: Python<'_>,
+    event: &str,
+    delta: f64,
+    accountant: &str,
+    neighbouring: Option<&str>,
+) -> PyResult<String> {
+    let event = parse_event(event)?;
+    let acc = self::accountant("accountant", accountant)?;
+    let delta = self::delta("delta", delta)?;
+    let nb = match neighbouring {
+        Some(n) => self::neighbouring("neighbouring", n)?,
+        None => default_neighbouring(&event),
+    };
+    let (eps, lower) = py.detach(|| {
+        (
+            acc.epsilon(nb, &event, delta),
+            epsilon_lower_bound(&event, nb, delta),
+        )
+    });
+    let eps = eps.map_err(|e| privacy("accountant", e))?;
+    let lower = lower.map_err(|e| privacy("event", e))?;
+    Ok(json!({
+        "epsilon": eps,
+        "epsilon_lower_bound": lower,
+        "delta": delta.get(),
+        "accountant": acc.name(),
+        "neighbouring": nb,
+    })
+    .to_string())
+}
+
+/// The smallest noise multiplier z whose event `make_event(z)` (a callable returning event
+/// JSON) the accountant certifies for (ε, δ); `calibrate_noise_multiplier`'s search.
+#[pyfunction]
+#[pyo3(signature = (make_event, epsilon, delta, accountant="rdp", neighbouring=None))]
+pub fn calibrate_event(
+    make_event: &Bound<'_, PyAny>,
+    epsilon: f64,
+    delta: f64,
+    accountant: &str,
+    neighbouring: Option<&str>,
+) -> PyResult<(f64, f64)> {
+    let acc = self::accountant("accountant", accountant)?;
+    let eps = Epsilon::new(epsilon).map_err(|e| privacy("epsilon", e))?;
+    let delta = self::delta("delta", delta)?;
+    let first: RefCell<Option<PyErr>> = RefCell::new(None);
+    let call = |z: f64| -> PyResult<PrivacyEvent> {
+        let text: String = make_event.call1((z,))?.extract()?;
+        parse_event(&text)
+    };
+    let probe = call(1.0)?;
+    let nb = match neighbouring {
+        Some(n) => self::neighbouring("neighbouring", n)?,
+        None => default_neighbouring(&probe),
+    };
+    // The search takes a plain function: a failing callable is remembered and its error raised
+    // afterwards; meanwhile it yields an event no accountant certifies (so the search never
+    // stops on it).
+    let z = calibrate_noise_multiplier(
+        |z| match call(z) {
+            Ok(e) => e,
+            Err(err) => {
+                first.borrow_mut().get_or_insert(err);
+                PrivacyEvent::EpsilonDelta {
+                    epsilon: f64::INFINITY,
+                    delta: 1.0,
+                }
+            }
+        },
+        acc,
+        nb,
+        eps,
+        delta,
+    );
+    if let Some(err) = first.into_inner() {
+        return Err(err);
+    }
+    let z = z.map_err(|e| privacy("accountant", e))?;
+    let event = call(z)?;
+    let achieved = acc
+        .epsilon(nb, &event, delta)
+        .map_err(|e| privacy("accountant", e))?;
+    if achieved.is_nan() || achieved > eps.get() {
+        return Err(RunError::new_err(format!(
+            "calibration returned z = {z} with epsilon {achieved} over the target {}",
+            eps.get()
+        )));
+    }
+    Ok((z, achieved))
+}
+
+/// Balle & Wang (2018)'s analytic Gaussian mechanism: the exact z of one Gaussian release.
+#[pyfunction]
+pub fn analytic_gaussian(epsilon: f64, delta: f64) -> PyResult<f64> {
+    let eps = Epsilon::new(epsilon).map_err(|e| privacy("--epsilon", e))?;
+    let delta = self::delta("--delta", delta)?;
+    analytic_gaussian_noise_multiplier(eps, delta).map_err(|e| privacy("--epsilon", e))
+}

@@ -1,0 +1,67 @@
+//! Python exceptions with the CLI's one-line messages (crates/dpfl-cli/src/main.rs `one_line`,
+//! account.rs `privacy`).
+
+use dpfl_privacy::PrivacyError;
+use pyo3::PyErr;
+use pyo3::create_exception;
+use pyo3::exceptions::PyException;
+
+create_exception!(
+    _core,
+    DpflError,
+    PyException,
+    "Base class of every dpfl error."
+);
+create_exception!(
+    _core,
+    ConfigError,
+    DpflError,
+    "A bad parameter or configuration, or an event the accountant cannot account (the CLI's exit code 2)."
+);
+create_exception!(
+    _core,
+    RunError,
+    DpflError,
+    "A failed computation or run: numerical failure, I/O, malformed data (the CLI's exit code 1)."
+);
+
+/// `config field `{field}`: {reason}`, as `dpfl::Error::Config` displays.
+pub fn config(field: &str, reason: impl Into<String>) -> PyErr {
+    ConfigError::new_err(dpfl::Error::config(field, reason).to_string())
+}
+
+/// The CLI's rule: parameter and support errors are usage errors naming `field`; numerical
+/// failures are run errors.
+pub fn privacy(field: &str, e: PrivacyError) -> PyErr {
+    match e {
+        PrivacyError::InvalidParameter { .. }
+        | PrivacyError::Unsupported { .. }
+        | PrivacyError::OutsideValidity { .. } => config(field, e.to_string()),
+        other => RunError::new_err(one_line(&other)),
+    }
+}
+
+/// A `dpfl::Error`: configuration errors are [`ConfigError`], the rest [`RunError`].
+pub fn dpfl_error(e: dpfl::Error) -> PyErr {
+    match e {
+        dpfl::Error::Config { .. } => ConfigError::new_err(one_line(&e)),
+        _ => RunError::new_err(one_line(&e)),
+    }
+}
+
+/// The error and its causes on one line, each cause once (the CLI's `one_line`).
+pub fn one_line(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut out = String::new();
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(c) = cause {
+        let text = c.to_string();
+        if !out.contains(&text) {
+            if !out.is_empty() {
+                out.push_str(": ");
+            }
+            out.push_str(&text);
+        }
+        cause = c.source();
+    }
+    out.replace('\n', " ")
+}
