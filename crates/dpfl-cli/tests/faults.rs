@@ -384,7 +384,8 @@ fn a_second_process_on_a_state_directory_refuses_to_start() {
         "{}",
         o.stderr
     );
-    assert!(o.took < Duration::from_secs(10));
+    // "Promptly, not a hang": generous, since the machine may be loaded (2 cores, parallel tests).
+    assert!(o.took < Duration::from_secs(25), "{:?}", o.took);
     // The same for the server.
     fed.edit(|t| t.replace("start_timeout_ms = 120000", "start_timeout_ms = 60000"));
     let cfg = fed.cfg();
@@ -434,7 +435,7 @@ fn an_absent_server_a_foreign_ca_and_a_wrong_name_end_in_a_timeout_naming_the_re
         "{}",
         o.stderr
     );
-    assert!(o.took < Duration::from_secs(10), "{:?}", o.took);
+    assert!(o.took < Duration::from_secs(25), "{:?}", o.took);
 
     // A live server; silo 0 trusts another CA (its own ca.pem and certificate from it).
     fed.edit(|t| t.replace("start_timeout_ms = 120000", "start_timeout_ms = 60000"));
@@ -889,5 +890,5 @@ fn exit_codes_follow_the_readme_table_in_every_subcommand() {
     );
     assert_eq!(o.code, Some(2), "{}", o.stderr);
     assert!(o.stderr.contains(file), "{}", o.stderr);
-    assert!(o.took < Duration::from_secs(10), "{:?}", o.took);
+    assert!(o.took < Duration::from_secs(25), "{:?}", o.took);
 }
