@@ -170,9 +170,30 @@ pub struct FederateArgs {
     seed: Option<u64>,
 }
 
+/// Loads a federation file; one without a `[plan]` gets it from the experiment it names.
+fn load(path: &Path) -> Result<Federation, NetError> {
+    Federation::load_with(path, Some(&planner))
+}
+
+/// The plan of a hand-written federation file: its experiment, checked and calibrated once.
+fn planner(
+    experiment: &Path,
+    algorithm: usize,
+    public: &PublicFacts,
+) -> dpfl::Result<dpfl::plan::Plan> {
+    experiment::plan_from_file(
+        experiment,
+        algorithm,
+        public.features,
+        public.classes,
+        &public.records,
+        public.lipschitz,
+    )
+}
+
 pub fn server(args: &ServerArgs) -> anyhow::Result<()> {
     init_logs();
-    let fed = Federation::load(&args.config).map_err(config_file)?;
+    let fed = load(&args.config).map_err(config_file)?;
     let out = runtime()?.block_on(async {
         let s = dpfl_net::server::Server::bind(fed).await?;
         s.run().await
@@ -200,7 +221,7 @@ pub fn server(args: &ServerArgs) -> anyhow::Result<()> {
 pub fn silo(args: &SiloArgs) -> anyhow::Result<()> {
     init_logs();
     let connect_timeout = timeout(args.connect_timeout)?;
-    let fed = Federation::load(&args.config).map_err(config_file)?;
+    let fed = load(&args.config).map_err(config_file)?;
     let local = dpfl_net::config::LocalBudget::load(&args.budget).map_err(config_file)?;
     // The plan is judged against the silo's own budget before its data are read.
     match dpfl_net::config::check_plan(&fed, args.id, &local).map_err(net)? {
@@ -236,7 +257,7 @@ pub fn silo(args: &SiloArgs) -> anyhow::Result<()> {
 pub fn shuffler(args: &ShufflerArgs) -> anyhow::Result<()> {
     init_logs();
     let connect_timeout = timeout(args.connect_timeout)?;
-    let fed = Federation::load(&args.config).map_err(config_file)?;
+    let fed = load(&args.config).map_err(config_file)?;
     let batches = runtime()?
         .block_on(async {
             let mut s = dpfl_net::shuffler::ShufflerProcess::bind(fed).await?;
@@ -319,7 +340,22 @@ fn prepare_trial(
         shards.push(p);
     }
     let mut feds = Vec::new();
+    let features = first.num_features();
+    let classes = first.target().num_classes();
     for (a, entry) in spec.algorithms.iter().enumerate() {
+        // The run's plan, computed once here (every silo calibrated once) and handed to every
+        // process in its federation file; a configuration error stops before any process
+        // starts.
+        let plan =
+            experiment::plan_from(spec, a, features, classes, &records, l).map_err(
+                |e| match e {
+                    dpfl::Error::Config { field, reason } => dpfl::Error::Config {
+                        field: format!("algorithms[{a}] ({}): {field}", entry.label()),
+                        reason,
+                    },
+                    other => other,
+                },
+            )?;
         let seed = experiment::algorithm_seed(trial_seed, a);
         let mut server = ServerSection::new(
             "127.0.0.1:0".into(),
@@ -329,13 +365,13 @@ fn prepare_trial(
         server.round_deadline_ms = args.deadline_ms;
         server.record_models_every = Some(experiment::eval_every(spec));
         let net_config = NetConfig {
-            experiment: PathBuf::from("../experiment.toml"),
+            experiment: Some(PathBuf::from("../experiment.toml")),
             algorithm: a,
             seed,
             public: PublicFacts {
                 records: records.clone(),
-                features: first.num_features(),
-                classes: first.target().num_classes(),
+                features,
+                classes,
                 lipschitz: l,
             },
             server,
@@ -352,6 +388,7 @@ fn prepare_trial(
                 state_dir: format!("alg-{a}/silo-{{id}}"),
                 ..SiloSection::default()
             },
+            plan: Some(plan),
         };
         let config = format!(
             "# Written by dpfl federate for trial {t}, algorithm {a} ({}).\n{}",
@@ -360,17 +397,7 @@ fn prepare_trial(
         );
         let path = dir.join(format!("federation-{a}.toml"));
         std::fs::write(&path, config).with_context(|| format!("writing {}", path.display()))?;
-        // Build the halves once here, so a configuration error stops before any process starts.
         let fed = Federation::load(&path).map_err(net)?;
-        fed.algorithm
-            .build(&fed.context().map_err(net)?)
-            .map_err(|e| match e {
-                dpfl::Error::Config { field, reason } => dpfl::Error::Config {
-                    field: format!("algorithms[{a}] ({}): {field}", entry.label()),
-                    reason,
-                },
-                other => other,
-            })?;
         // Fresh state for a fresh run.
         let state = dir.join(format!("alg-{a}"));
         if state.exists() {
@@ -381,8 +408,7 @@ fn prepare_trial(
         // experiment's budget and `enforce_budget` as theirs. A plan a silo would refuse is
         // refused here, before any process starts.
         let ctx = fed.context().map_err(net)?;
-        let enforce =
-            spec.privacy.as_ref().is_some_and(|p| p.enforce_budget) && fed.algorithm.is_private();
+        let enforce = fed.plan.setup.enforce_budget && fed.algorithm.is_private();
         std::fs::create_dir_all(&state).with_context(|| format!("creating {}", state.display()))?;
         for i in 0..fed.silos() {
             let b = ctx.silos.get(i).and_then(|s| s.budget);
@@ -540,7 +566,7 @@ fn collect_run(
     eval_every: usize,
     start: Instant,
 ) -> anyhow::Result<SingleRun> {
-    let fed = Federation::load(&f.config).map_err(net)?;
+    let fed = load(&f.config).map_err(net)?;
     let rounds = fed.rounds();
     let models_path = f.server_state.join("models.bin");
     let recorded: std::collections::BTreeMap<u32, Vec<f64>> =
@@ -590,10 +616,7 @@ fn collect_run(
             dpfl::sim::test_metric(model, &w, &trial.silos),
         ),
     };
-    let calibration = fed
-        .algorithm
-        .build(&fed.context().map_err(net)?)?
-        .calibration;
+    let calibration = fed.plan.calibration.clone();
     // What each silo released: the events its ledger charged (one per round it answered),
     // in round order, as the simulator's `spent` lists them. The silos have exited; their
     // ledgers are read, never charged.

@@ -23,7 +23,7 @@ fn checkpoint() -> Checkpoint {
         .map(|i| (i as f64 * 0.618_033_988_7).sin() / 3.0)
         .collect();
     let mut half = HalfState::default();
-    half.vectors.insert("w".into(), w);
+    half.put("w", &w);
     let rng = DpRng::new(Some(1), Purpose::Participation, 0).unwrap();
     Checkpoint {
         next_round: ROUNDS_LOGGED as u32,

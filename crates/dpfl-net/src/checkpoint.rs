@@ -2,10 +2,12 @@
 //!
 //! After aggregating round r the server stores the next round, its epoch, the server half's
 //! state, the participation generator's state and the round log in a [`crate::store::Cell`]
-//! (two slots, SHA-256, synced before the next round opens). The value is `DPK1` followed by
+//! (two slots, SHA-256, synced before the next round opens). The value is `DPK2` followed by
 //! the [`Checkpoint`] in postcard, a compact binary serde format: at d = 10⁶ a half's state
 //! is 8 MB of raw little-endian f64s instead of ~20 MB of JSON text, and f64s round-trip bit
-//! for bit without float formatting. A value that does not decode (a foreign format, bytes
+//! for bit without float formatting. `DPK2` holds the typed [`HalfState`] (named postcard
+//! entries); a `DPK1` checkpoint (string-keyed maps, before issue 10) is refused with a
+//! message saying so, never misread. A value that does not decode (a foreign format, bytes
 //! that passed the checksum but not the decoder) is an error naming the file, never a fresh
 //! start.
 
@@ -19,7 +21,9 @@ use dpfl_privacy::rng::RngState;
 use crate::error::{NetError, Result};
 
 /// Tag and version of the checkpoint encoding.
-const MAGIC: &[u8; 4] = b"DPK1";
+const MAGIC: &[u8; 4] = b"DPK2";
+/// The tag of the previous encoding (untyped half state), refused by name.
+const OLD_MAGIC: &[u8; 4] = b"DPK1";
 
 /// One line of the round log (`rounds.jsonl`).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -54,10 +58,18 @@ impl Checkpoint {
     /// Decodes a checkpoint stored at `path` (for errors): the tag, then exactly one
     /// postcard value.
     pub fn decode(path: &Path, bytes: &[u8]) -> Result<Self> {
+        if bytes.starts_with(OLD_MAGIC) {
+            return Err(NetError::file(
+                path,
+                "a DPK1 checkpoint of an older dpfl (untyped half state); this version reads \
+                 DPK2: finish the run with the version that started it, or start afresh in an \
+                 empty state directory",
+            ));
+        }
         let body = bytes.strip_prefix(MAGIC).ok_or_else(|| {
             NetError::file(
                 path,
-                "not a DPK1 checkpoint (a checkpoint of an older version?)",
+                "not a DPK2 checkpoint (nor a DPK1 one: a checkpoint of an older version?)",
             )
         })?;
         let (c, rest): (Checkpoint, &[u8]) =
@@ -87,9 +99,8 @@ mod tests {
 
     fn sample() -> Checkpoint {
         let mut half = HalfState::default();
-        half.vectors
-            .insert("w".into(), vec![0.1, -0.0, f64::MIN_POSITIVE, 1e308]);
-        half.scalars.insert("t".into(), 3.5);
+        half.put("w", &vec![0.1, -0.0, f64::MIN_POSITIVE, 1e308]);
+        half.put("t", &3.5f64);
         Checkpoint {
             next_round: 7,
             epoch: 2,
@@ -119,7 +130,9 @@ mod tests {
         let back = Checkpoint::decode(path, &bytes).unwrap();
         assert_eq!(back, c);
         let w = |c: &Checkpoint| {
-            c.half.vectors["w"]
+            c.half
+                .vector("w", 4)
+                .unwrap()
                 .iter()
                 .map(|v| v.to_bits())
                 .collect::<Vec<_>>()
@@ -139,6 +152,11 @@ mod tests {
             "{old}"
         );
         assert!(Checkpoint::decode(path, &bytes[..bytes.len() - 3]).is_err());
+        // A DPK1 checkpoint (before typed half state) is refused by name.
+        let mut v1 = bytes.clone();
+        v1[..4].copy_from_slice(b"DPK1");
+        let e = Checkpoint::decode(path, &v1).unwrap_err().to_string();
+        assert!(e.contains("DPK1 checkpoint of an older dpfl"), "{e}");
         let mut longer = bytes.clone();
         longer.push(0);
         let e = Checkpoint::decode(path, &longer).unwrap_err().to_string();

@@ -6,6 +6,13 @@
 //! deadlines and state directories. Relative paths are relative to the file. `dpfl federate
 //! --local --prepare-only` writes one.
 //!
+//! The processes build their halves from the run's **plan** (`[plan]`, a
+//! [`dpfl::plan::Plan`]: the public setup and every silo's calibrated K_i and σ_i), which
+//! `dpfl federate` computes once and writes into the file; a process then calibrates nothing
+//! and builds only its own half. A hand-written file may leave the plan out and name the
+//! experiment instead: [`Federation::load_with`] then asks a [`Planner`] (the `dpfl` binary's
+//! reads the experiment) for it. This crate never reads an experiment file itself.
+//!
 //! ```toml
 //! experiment = "experiment.toml"
 //! algorithm = 0
@@ -32,15 +39,16 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use dpfl::algo::{AlgorithmSpec, BuildContext};
-use dpfl::experiment::ExperimentSpec;
+use dpfl::plan::Plan;
 
 use crate::error::{NetError, Result};
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct NetConfig {
-    /// The experiment TOML.
-    pub experiment: PathBuf,
+    /// The experiment TOML the plan comes from (read by a [`Planner`] when `plan` is absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub experiment: Option<PathBuf>,
     /// Index of the experiment's algorithm to train.
     #[serde(default)]
     pub algorithm: usize,
@@ -56,7 +64,15 @@ pub struct NetConfig {
     pub tls: TlsSection,
     #[serde(default)]
     pub silo: SiloSection,
+    /// The run's plan, computed once (`dpfl federate` writes it); every process builds its
+    /// half from it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plan: Option<Plan>,
 }
+
+/// Computes the plan of a federation file that holds none: (experiment file, algorithm
+/// index, public facts) → plan. The `dpfl` binary's planner reads the experiment.
+pub type Planner<'a> = &'a dyn Fn(&Path, usize, &PublicFacts) -> dpfl::Result<Plan>;
 
 /// Public facts about the federation.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -205,42 +221,50 @@ fn silo_state() -> String {
 /// A loaded federation file with its paths resolved.
 #[derive(Debug, Clone)]
 pub struct Federation {
+    /// The file as written.
     pub config: NetConfig,
+    /// The directory relative paths start from.
     pub base: PathBuf,
-    pub spec: ExperimentSpec,
+    /// The run's plan (the file's, or the planner's).
+    pub plan: Plan,
+    /// The algorithm (the plan's).
     pub algorithm: AlgorithmSpec,
 }
 
 impl Federation {
+    /// Loads a federation file that holds its plan.
     pub fn load(path: &Path) -> Result<Self> {
+        Self::load_with(path, None)
+    }
+
+    /// Loads a federation file; without a `[plan]`, `planner` computes it from the experiment
+    /// the file names.
+    pub fn load_with(path: &Path, planner: Option<Planner<'_>>) -> Result<Self> {
         let text = std::fs::read_to_string(path).map_err(NetError::io(path))?;
-        let config: NetConfig = toml::from_str(&text)
+        let mut config: NetConfig = toml::from_str(&text)
             .map_err(|e| NetError::config(path.display().to_string(), e.message().to_string()))?;
         let base = path
             .parent()
             .map(Path::to_path_buf)
             .unwrap_or_else(|| PathBuf::from("."));
-        let exp = base.join(&config.experiment);
-        let spec = ExperimentSpec::from_file(&exp)?;
-        let algorithm = spec
-            .algorithms
-            .get(config.algorithm)
-            .ok_or_else(|| {
-                NetError::config(
-                    "algorithm",
-                    format!(
-                        "index {} but the experiment has {} algorithms",
-                        config.algorithm,
-                        spec.algorithms.len()
-                    ),
-                )
-            })?
-            .spec
-            .clone();
+        let plan = match (config.plan.take(), &config.experiment, planner) {
+            (Some(plan), _, _) => plan,
+            (None, Some(exp), Some(planner)) => {
+                planner(&base.join(exp), config.algorithm, &config.public)?
+            }
+            (None, _, _) => {
+                return Err(NetError::config(
+                    format!("{}: plan", path.display()),
+                    "the file holds no [plan]; write it with `dpfl federate --prepare-only`, \
+                     or name the experiment and load it with the dpfl binary",
+                ));
+            }
+        };
+        let algorithm = plan.algorithm.clone();
         let f = Federation {
             config,
             base,
-            spec,
+            plan,
             algorithm,
         };
         f.validate()?;
@@ -249,6 +273,19 @@ impl Federation {
 
     fn validate(&self) -> Result<()> {
         let p = &self.config.public;
+        let setup = &self.plan.setup;
+        let records: Vec<usize> = setup.silos.iter().map(|s| s.records).collect();
+        if records != p.records
+            || setup.features != p.features
+            || setup.classes != p.classes
+            || setup.lipschitz.to_bits() != p.lipschitz.to_bits()
+        {
+            return Err(NetError::config(
+                "plan.setup",
+                "disagrees with [public] (records, features, classes or lipschitz): the plan \
+                 was made for another federation",
+            ));
+        }
         if p.records.is_empty() {
             return Err(NetError::config("public.records", "names no silo"));
         }
@@ -317,7 +354,7 @@ impl Federation {
         self.config.public.records.len()
     }
     pub fn rounds(&self) -> usize {
-        self.spec.rounds
+        self.plan.setup.rounds
     }
     pub fn shuffle(&self) -> bool {
         self.config.shuffler.is_some()
@@ -336,14 +373,7 @@ impl Federation {
 
     /// The public build context: exactly what the simulator builds the halves from.
     pub fn context(&self) -> Result<BuildContext> {
-        let p = &self.config.public;
-        let model = self.spec.model.build(p.features, p.classes)?;
-        Ok(dpfl::experiment::build_context_from(
-            &self.spec,
-            model,
-            &p.records,
-            p.lipschitz,
-        )?)
+        Ok(self.plan.context()?)
     }
 
     /// The address of the server (from its address file when one is configured and present).
@@ -493,14 +523,11 @@ pub fn check_plan(fed: &Federation, id: u32, local: &LocalBudget) -> Result<Opti
             budget.delta()
         )));
     }
-    let ctx = fed.context()?;
-    let half = fed
-        .algorithm
-        .build(&ctx)?
-        .silos
-        .into_iter()
-        .nth(id as usize)
-        .ok_or_else(|| NetError::config("--id", format!("no half for silo {id}")))?;
+    if id as usize >= fed.silos() {
+        return Err(NetError::config("--id", format!("no half for silo {id}")));
+    }
+    // Silo `id`'s half only, from the plan: no calibration.
+    let half = dpfl::plan::silo_half(&fed.plan, id)?;
     let events: Vec<dpfl_privacy::PrivacyEvent> = (0..fed.rounds())
         .filter_map(|r| u32::try_from(r).ok().and_then(|r| half.round_event(r)))
         .collect();

@@ -148,8 +148,8 @@ impl Server {
     /// Runs the federation to the end (or to `stop_after_rounds`) with the configured
     /// algorithm's server half.
     pub async fn run(self) -> Result<ServerOutcome> {
-        let ctx = self.fed.context()?;
-        let half = self.fed.algorithm.build(&ctx)?.server;
+        // The server half only, from the plan: no calibration, no silo half.
+        let half = dpfl::plan::server_half(&self.fed.plan)?;
         self.run_with(half).await
     }
 
@@ -232,7 +232,7 @@ impl Server {
         );
 
         let cfg = &fed.config.server;
-        let participation = fed.spec.participation.clone();
+        let participation = fed.plan.setup.participation.clone();
         let deadline = Duration::from_millis(cfg.round_deadline_ms);
         // Wait for the silos to register (or the start timeout).
         let min_silos = cfg.min_silos.unwrap_or(shared.silos);

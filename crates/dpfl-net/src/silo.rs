@@ -88,28 +88,23 @@ impl Silo {
         crate::config::check_data(&fed, id, &data)?;
         let ctx = fed.context()?;
         let dim = ctx.federation.dim;
-        let built = fed.algorithm.build(&ctx)?;
-        let half = built
-            .silos
-            .into_iter()
-            .nth(id as usize)
-            .ok_or_else(|| NetError::config("--id", format!("no half for silo {id}")))?;
+        if id as usize >= fed.silos() {
+            return Err(NetError::config("--id", format!("no half for silo {id}")));
+        }
+        // This silo's half only, from the plan: no calibration, no other silo's half.
+        let half = fed.plan.wing.silo_half(&ctx, id as usize)?;
         let private = fed.algorithm.is_private();
         let budget = match local {
             Some(l) => l.budget()?,
             None => match ctx.silos.get(id as usize).and_then(|s| s.budget) {
-                Some((eps, delta))
-                    if fed.spec.privacy.as_ref().is_some_and(|p| p.enforce_budget) =>
-                {
-                    Some(
-                        dpfl_privacy::ledger::Budget::new(
-                            eps,
-                            delta,
-                            dpfl_privacy::Neighbouring::ReplaceOne,
-                        )
-                        .map_err(|e| NetError::config("privacy", e.to_string()))?,
+                Some((eps, delta)) if fed.plan.setup.enforce_budget => Some(
+                    dpfl_privacy::ledger::Budget::new(
+                        eps,
+                        delta,
+                        dpfl_privacy::Neighbouring::ReplaceOne,
                     )
-                }
+                    .map_err(|e| NetError::config("privacy", e.to_string()))?,
+                ),
                 _ => None,
             },
         }

@@ -2,6 +2,8 @@
 //! refused certificates, oversized, wrong-dimension, duplicated and tampered messages. Each
 //! rejection is logged and the round still completes with the good messages.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -57,7 +59,7 @@ async fn start(
     usize,
     tokio::task::JoinHandle<dpfl_net::Result<ServerOutcome>>,
 ) {
-    let fed = Federation::load(config).unwrap();
+    let fed = common::load(config);
     let dim = fed.context().unwrap().federation.dim;
     let server = Server::bind(fed).await.unwrap();
     let addr = server.local_addr().unwrap().to_string();
@@ -434,7 +436,7 @@ fn a_silo_never_answers_a_round_older_than_its_last() {
         "[privacy]\nepsilon = 1.0\ndelta = 1e-3\nlipschitz = 1.0\n[[algorithms]]\ncalibration = \"experiment\"",
     );
     std::fs::write(dir.join("experiment.toml"), private).unwrap();
-    let fed = Federation::load(&config).unwrap();
+    let fed = common::load(&config);
     // Silo 0's data (the experiment is seeded: the same every time).
     let data = |spec: &dpfl::experiment::ExperimentSpec| {
         let mut master = dpfl::experiment::master_rng(spec).unwrap();
@@ -442,7 +444,8 @@ fn a_silo_never_answers_a_round_older_than_its_last() {
         trial.silos.into_iter().next().unwrap()
     };
     let dim = fed.context().unwrap().federation.dim;
-    let d0 = data(&fed.spec);
+    let d0 =
+        data(&dpfl::experiment::ExperimentSpec::from_file(&dir.join("experiment.toml")).unwrap());
     let mut silo = dpfl_net::silo::Silo::new(fed, 0, d0).unwrap();
     let broadcast = |round| {
         codec::encode_broadcast(&dpfl::algo::Broadcast {
@@ -465,8 +468,9 @@ fn a_silo_never_answers_a_round_older_than_its_last() {
     assert_eq!(silo.charged_rounds(), vec![0, 1]);
     // A restarted silo process remembers: still refused.
     drop(silo);
-    let fed = Federation::load(&config).unwrap();
-    let d0 = data(&fed.spec);
+    let fed = common::load(&config);
+    let d0 =
+        data(&dpfl::experiment::ExperimentSpec::from_file(&dir.join("experiment.toml")).unwrap());
     let mut silo = dpfl_net::silo::Silo::new(fed, 0, d0).unwrap();
     assert_eq!(silo.answer(&broadcast(0), 0, None).unwrap(), None);
     assert_eq!(

@@ -4,6 +4,8 @@
 //! out, the others answer), multi-message replies travel silo → (shuffler) → server through
 //! the codec, and the shuffler permutes messages, not replies.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -161,7 +163,7 @@ fn federation(dir: &Path, shuffle: bool) -> PathBuf {
 /// and the messages it counted per round.
 async fn network(shuffle: bool) -> (Vec<Vec<(u32, u64)>>, Vec<usize>) {
     let tmp = tempfile::tempdir().unwrap();
-    let fed = Federation::load(&federation(tmp.path(), shuffle)).unwrap();
+    let fed = common::load(&federation(tmp.path(), shuffle));
     let dim = fed.context().unwrap().federation.dim;
     let seen: Seen = Arc::default();
     let server = dpfl_net::server::Server::bind(fed.clone()).await.unwrap();

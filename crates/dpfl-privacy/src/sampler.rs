@@ -185,6 +185,35 @@ impl DisjointBatches {
         perm.shuffle(rng.inner());
         Ok(DisjointBatches { perm, k, next: 0 })
     }
+    /// A pass resumed from stored parts: `perm` must be a permutation of 0..n and `next` a
+    /// batch position in 0..=⌊n/K⌋ (a silo restarting mid-pass; see [`Self::parts`]).
+    pub fn from_parts(perm: Vec<usize>, k: usize, next: usize) -> Result<Self> {
+        let n = perm.len();
+        check_sizes(n, k)?;
+        let mut seen = vec![false; n];
+        if !perm
+            .iter()
+            .all(|&i| i < n && !std::mem::replace(&mut seen[i], true))
+        {
+            return Err(PrivacyError::invalid(
+                "perm",
+                n as f64,
+                format!("not a permutation of 0..{n}"),
+            ));
+        }
+        if next > n / k {
+            return Err(PrivacyError::invalid(
+                "next",
+                next as f64,
+                format!("not a batch position in 0..={}", n / k),
+            ));
+        }
+        Ok(DisjointBatches { perm, k, next })
+    }
+    /// The permutation, K and the next batch's position (what a restart needs).
+    pub fn parts(&self) -> (&[usize], usize, usize) {
+        (&self.perm, self.k, self.next)
+    }
     /// Number of batches, R = ⌊n/K⌋.
     pub fn batches(&self) -> usize {
         self.perm.len() / self.k

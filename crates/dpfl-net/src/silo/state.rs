@@ -2,7 +2,8 @@
 //! and the exact bodies it sent for that round, in one [`Cell`] write (two slots, SHA-256,
 //! synced before anything is sent).
 //!
-//! Layout: `DPS1`, a u64 length and the [`Persisted`] header in postcard (a compact binary
+//! Layout: `DPS2` (`DPS1` held the untyped half state before issue 10 and is refused by
+//! name), a u64 length and the [`Persisted`] header in postcard (a compact binary
 //! serde format: f64s bit for bit, no float formatting), then each body as a u64 length and
 //! its bytes. The bodies are written as they are, without a copy into one buffer (a body is
 //! 8 MB at d = 10⁶). A value that does not decode is an error naming the file, never a fresh
@@ -19,7 +20,7 @@ use crate::error::{NetError, Result};
 use crate::store::Cell;
 
 /// Tag and version of the layout.
-const MAGIC: &[u8; 4] = b"DPS1";
+const MAGIC: &[u8; 4] = b"DPS2";
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub(crate) struct Persisted {
@@ -48,9 +49,16 @@ pub(crate) fn write(cell: &mut Cell, path: &Path, p: &Persisted, bodies: &[Vec<u
 
 /// Splits a stored value into its header and the bodies sent.
 pub(crate) fn read(bytes: &[u8]) -> std::result::Result<(Persisted, Vec<Vec<u8>>), String> {
+    if bytes.starts_with(b"DPS1") {
+        return Err(
+            "a DPS1 silo state of an older dpfl (untyped half state); this version \
+                    reads DPS2: finish the run with the version that started it"
+                .into(),
+        );
+    }
     let mut rest = bytes
         .strip_prefix(MAGIC)
-        .ok_or("not a DPS1 silo state (a state of an older version?)")?;
+        .ok_or("not a DPS2 silo state (nor DPS1: a state of an older version?)")?;
     let take = |rest: &mut &[u8]| -> std::result::Result<Vec<u8>, String> {
         let len = rest
             .get(..8)
@@ -93,8 +101,7 @@ mod tests {
         let path = dir.path().join("state");
         let (mut cell, _) = Cell::open(&path).unwrap();
         let mut half = HalfState::default();
-        half.vectors
-            .insert("shift".into(), vec![-0.0, 1.5e-310, 2.0]);
+        half.put("shift", &vec![-0.0, 1.5e-310, 2.0]);
         let p = Persisted {
             round: 4,
             half,
@@ -109,7 +116,10 @@ mod tests {
         let stored = Cell::read(&path).unwrap().unwrap();
         let (back, sent) = read(&stored).unwrap();
         assert_eq!((back.clone(), sent), (p.clone(), bodies));
-        let bits: Vec<u64> = back.half.vectors["shift"]
+        let bits: Vec<u64> = back
+            .half
+            .vector("shift", 3)
+            .unwrap()
             .iter()
             .map(|v| v.to_bits())
             .collect();

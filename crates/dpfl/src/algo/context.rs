@@ -81,3 +81,20 @@ pub struct SiloCalibration {
     /// The privacy event of the whole run for this silo (None if non-private).
     pub run_event: Option<dpfl_privacy::PrivacyEvent>,
 }
+
+thread_local! {
+    static CALIBRATIONS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// How many per-silo noise calibrations (one σ_i from a budget) this thread has computed.
+/// A plan calibrates each silo once; building halves from a plan calibrates nothing, so a
+/// test can check that each process builds only its own half (issue 10). Thread-local, so
+/// tests running in parallel do not see each other's counts.
+pub fn calibrations_on_this_thread() -> u64 {
+    CALIBRATIONS.with(|c| c.get())
+}
+
+/// Wings call this once per σ_i they calibrate (see [`calibrations_on_this_thread`]).
+pub fn count_calibration() {
+    CALIBRATIONS.with(|c| c.set(c.get() + 1));
+}

@@ -9,6 +9,8 @@ use dpfl_privacy::mechanism::{GaussianMechanism, VectorMechanism};
 use dpfl_privacy::sampler::{BatchSampler, DisjointBatches, RecordSampling};
 use dpfl_privacy::{DpRng, PrivacyEvent};
 
+use serde::{Deserialize, Serialize};
+
 use super::half::{HalfState, SiloHalf};
 use super::message::{Broadcast, Payload, Round, SiloMessage};
 use crate::data::Dataset;
@@ -177,17 +179,15 @@ impl SiloHalf for GradientSilo {
         if let BatchSource::OnePass {
             batches: Some(b), ..
         } = &self.source
-            && let Ok(serde_json::Value::Object(map)) = serde_json::to_value(b)
         {
-            let perm = map
-                .get("perm")
-                .and_then(|v| v.as_array())
-                .map(|a| a.iter().filter_map(|x| x.as_u64()).collect::<Vec<_>>());
-            let next = map.get("next").and_then(|v| v.as_u64());
-            if let (Some(perm), Some(next)) = (perm, next) {
-                s.indices.insert("one_pass_perm".into(), perm);
-                s.scalars.insert("one_pass_next".into(), next as f64);
-            }
+            let (perm, _, next) = b.parts();
+            s.put(
+                ONE_PASS,
+                &OnePassState {
+                    perm: perm.iter().map(|&i| i as u64).collect(),
+                    next: next as u64,
+                },
+            );
         }
         s
     }
@@ -196,33 +196,39 @@ impl SiloHalf for GradientSilo {
         let BatchSource::OnePass { n, k, batches } = &mut self.source else {
             return Ok(());
         };
-        let Some(perm) = state.indices.get("one_pass_perm") else {
+        if !state.contains(ONE_PASS) {
             return Ok(());
-        };
-        let next = state.scalar("one_pass_next")?;
-        let mut seen = vec![false; *n];
-        let is_perm = perm.len() == *n
-            && perm.iter().all(|&i| {
-                let i = i as usize;
-                i < *n && !std::mem::replace(&mut seen[i], true)
-            });
-        if !is_perm {
+        }
+        let st: OnePassState = state.get(ONE_PASS)?;
+        let perm = st
+            .perm
+            .iter()
+            .map(|&i| usize::try_from(i))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| crate::Error::Protocol(format!("state `{ONE_PASS}`: {e}")))?;
+        let next = usize::try_from(st.next)
+            .map_err(|e| crate::Error::Protocol(format!("state `{ONE_PASS}`: {e}")))?;
+        if perm.len() != *n {
             return Err(crate::Error::Protocol(format!(
-                "state `one_pass_perm` is not a permutation of 0..{n}"
+                "state `{ONE_PASS}` is not a permutation of 0..{n}"
             )));
         }
-        if !(next >= 0.0 && next.fract() == 0.0 && next as usize <= *n / *k) {
-            return Err(crate::Error::Protocol(format!(
-                "state `one_pass_next` = {next} is not a batch position in 0..={}",
-                *n / *k
-            )));
-        }
-        let value = serde_json::json!({ "perm": perm, "k": *k, "next": next as u64 });
-        let b: DisjointBatches = serde_json::from_value(value)
-            .map_err(|e| crate::Error::Protocol(format!("one-pass state: {e}")))?;
+        let b = DisjointBatches::from_parts(perm, *k, next)
+            .map_err(|e| crate::Error::Protocol(format!("state `{ONE_PASS}`: {e}")))?;
         *batches = Some(b);
         Ok(())
     }
+}
+
+/// The key of a one-pass silo's state: the permutation and the next batch's position.
+const ONE_PASS: &str = "one_pass";
+
+/// A one-pass silo's position in its permutation (a record in a used batch is never drawn
+/// again, across restarts too).
+#[derive(Debug, Serialize, Deserialize)]
+struct OnePassState {
+    perm: Vec<u64>,
+    next: u64,
 }
 
 #[cfg(test)]

@@ -7,12 +7,65 @@ use super::message::{Broadcast, Reply, Round, SiloMessage};
 use crate::data::Dataset;
 use dpfl_privacy::{DpRng, PrivacyEvent};
 
-/// Serializable state of a half, for checkpoints (server) and restarts (silo).
+/// Serialisable state of a half, for checkpoints (server) and restarts (silo): named,
+/// typed entries, each any serde type stored as its postcard encoding (f64s bit for bit, a
+/// d-vector in 8d bytes). A half writes what it must resume from with [`HalfState::put`]
+/// and reads it back with [`HalfState::get`] (or [`HalfState::vector`] for a length-checked
+/// model-sized vector); a missing or undecodable entry is an error naming the key, never a
+/// default. Runners store the whole value in postcard too (`dpfl-net`'s `DPS2` / `DPK2`).
+///
+/// ```
+/// # use dpfl::algo::HalfState;
+/// #[derive(serde::Serialize, serde::Deserialize, PartialEq, Debug)]
+/// struct Shifts { h: Vec<f64>, step: u64 }
+/// let mut s = HalfState::default();
+/// s.put("shifts", &Shifts { h: vec![-0.0, 1.5], step: 3 });
+/// s.put("w", &vec![0.25; 4]);
+/// let back: Shifts = s.get("shifts").unwrap();
+/// assert_eq!(back, Shifts { h: vec![-0.0, 1.5], step: 3 });
+/// assert_eq!(s.vector("w", 4).unwrap(), vec![0.25; 4]);
+/// assert!(s.vector("w", 5).is_err() && s.get::<u64>("t").is_err());
+/// ```
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct HalfState {
-    pub vectors: std::collections::BTreeMap<String, Vec<f64>>,
-    pub scalars: std::collections::BTreeMap<String, f64>,
-    pub indices: std::collections::BTreeMap<String, Vec<u64>>,
+    entries: std::collections::BTreeMap<String, Entry>,
+}
+
+/// One entry's postcard bytes, serialised as one byte string (not a sequence of u8s: a
+/// checkpoint at d = 10⁶ is 8 MB).
+#[derive(Debug, Clone, Default, PartialEq)]
+struct Entry(Vec<u8>);
+
+impl Serialize for Entry {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_bytes(&self.0)
+    }
+}
+
+impl<'de> Deserialize<'de> for Entry {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Bytes;
+        impl<'de> serde::de::Visitor<'de> for Bytes {
+            type Value = Entry;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a byte string")
+            }
+            fn visit_bytes<E: serde::de::Error>(self, v: &[u8]) -> Result<Entry, E> {
+                Ok(Entry(v.to_vec()))
+            }
+            fn visit_byte_buf<E: serde::de::Error>(self, v: Vec<u8>) -> Result<Entry, E> {
+                Ok(Entry(v))
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut a: A) -> Result<Entry, A::Error> {
+                let mut v = Vec::with_capacity(a.size_hint().unwrap_or(0).min(1 << 20));
+                while let Some(b) = a.next_element()? {
+                    v.push(b);
+                }
+                Ok(Entry(v))
+            }
+        }
+        d.deserialize_bytes(Bytes)
+    }
 }
 
 /// The silo's side of an algorithm: turns a broadcast and its own data into a message.
@@ -88,26 +141,64 @@ pub struct SiloInfo {
 }
 
 impl HalfState {
-    /// The vector stored under `key`, checked to have length `d`.
-    pub fn vector(&self, key: &str, d: usize) -> crate::Result<Vec<f64>> {
-        let v = self
-            .vectors
+    /// Stores `value` under `key` (replacing an earlier entry). Encoding a serde value into
+    /// postcard bytes cannot fail for the types a half stores (sized sequences, maps,
+    /// structs, numbers); should one fail, the key is left out and [`HalfState::get`]
+    /// reports it missing on restore, never a wrong value.
+    pub fn put<T: Serialize + ?Sized>(&mut self, key: &str, value: &T) -> &mut Self {
+        match postcard::to_allocvec(value) {
+            Ok(bytes) => {
+                self.entries.insert(key.to_string(), Entry(bytes));
+            }
+            Err(_) => {
+                self.entries.remove(key);
+            }
+        }
+        self
+    }
+
+    /// The value stored under `key`: an error if it is missing, does not decode as `T`, or
+    /// has bytes left over.
+    pub fn get<T: serde::de::DeserializeOwned>(&self, key: &str) -> crate::Result<T> {
+        let Entry(bytes) = self
+            .entries
             .get(key)
             .ok_or_else(|| crate::Error::Protocol(format!("state lacks `{key}`")))?;
+        let (v, rest) = postcard::take_from_bytes(bytes)
+            .map_err(|e| crate::Error::Protocol(format!("state `{key}`: {e}")))?;
+        if !rest.is_empty() {
+            return Err(crate::Error::Protocol(format!(
+                "state `{key}`: {} bytes after the value",
+                rest.len()
+            )));
+        }
+        Ok(v)
+    }
+
+    /// Whether an entry is stored under `key`.
+    pub fn contains(&self, key: &str) -> bool {
+        self.entries.contains_key(key)
+    }
+
+    /// Whether no entry is stored (a stateless half).
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// The vector stored under `key`, checked to have length `d`.
+    pub fn vector(&self, key: &str, d: usize) -> crate::Result<Vec<f64>> {
+        let v: Vec<f64> = self.get(key)?;
         if v.len() != d {
             return Err(crate::Error::Protocol(format!(
                 "state `{key}` has length {}, expected {d}",
                 v.len()
             )));
         }
-        Ok(v.clone())
+        Ok(v)
     }
 
     /// The scalar stored under `key`.
     pub fn scalar(&self, key: &str) -> crate::Result<f64> {
-        self.scalars
-            .get(key)
-            .copied()
-            .ok_or_else(|| crate::Error::Protocol(format!("state lacks `{key}`")))
+        self.get(key)
     }
 }

@@ -4,8 +4,10 @@
 //! # Floor plan
 //!
 //! ```text
-//!   spec.rs      AlgorithmSpec: what a config file names → the wing that builds it
-//!      │
+//!   crate::plan  Plan = Setup (public facts) + AlgorithmSpec + WingPlan, computed once per
+//!      │         run; server_half(&plan) / silo_half(&plan, i) build one half each
+//!   spec.rs      AlgorithmSpec: what a config file names → the wing that plans it;
+//!      │         WingPlan: each wing's checked, calibrated parameters (serialisable)
 //!   lowy/        Lowy & Razaviyayn (ICLR 2023): MB-SGD (Alg. 2/7), AC-SA (Alg. 1), Local SGD,
 //!      │         per-silo calibration, the theorems' parameter rules
 //!      ▼
@@ -21,6 +23,26 @@
 //! imports floor files by their own path (`crate::algo::half::…`), never through this module's
 //! re-exports, so `spec.rs` can sit above every wing without an import circle
 //! (`crates/dpfl/tests/import_graph.rs` checks both rules).
+//!
+//! # Planning, then building one half
+//!
+//! A wing splits building into **planning** (check the parameters, calibrate every silo's
+//! K_i and σ_i once, resolve the theorems' rules: a serialisable plan struct, e.g.
+//! `lowy::mbsgd::MbSgdPlan`, plus one [`SiloCalibration`] row per silo) and **building** a half
+//! from the plan (`server_half(ctx)`, `silo_half(ctx, i)`), which calibrates nothing. Its plan
+//! struct becomes a variant of [`spec::WingPlan`]. A calibration calls
+//! [`context::count_calibration`], so tests can check that each process builds only its
+//! own half (`crate::plan`).
+//!
+//! # Half state (checkpoints and restarts)
+//!
+//! A half that must resume after a restart stores typed values in a [`HalfState`]:
+//! `state.put("shifts", &my_struct)` for any serde type, and on restore
+//! `state.get::<MyStruct>("shifts")?` (or `state.vector("w", d)?` for a length-checked
+//! model vector). Entries are postcard bytes, so f64s round-trip bit for bit and a d = 10⁶
+//! vector is 8 MB; a missing or undecodable entry is an error naming the key. Prefer one
+//! entry holding a struct of the half's state (SAGA tables, shifts, counters) over many
+//! loose keys; shared helpers such as `server::IterateOutput` write their own keys.
 //!
 //! Every federated algorithm is a [`SiloHalf`] (one per silo) and a [`ServerHalf`]:
 //!

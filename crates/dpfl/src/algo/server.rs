@@ -61,8 +61,8 @@ impl IterateOutput {
         }
     }
     pub fn save(&self, state: &mut HalfState) {
-        state.vectors.insert("iterate_sum".into(), self.sum.clone());
-        state.scalars.insert("iterate_count".into(), self.count);
+        state.put("iterate_sum", &self.sum);
+        state.put("iterate_count", &self.count);
     }
     pub fn load(&mut self, state: &HalfState) -> crate::Result<()> {
         self.sum = state.vector("iterate_sum", self.sum.len())?;
@@ -73,7 +73,7 @@ impl IterateOutput {
     /// Local SGD's servers): one layout, written and read in one place.
     pub fn state_with(&self, w: &[f64]) -> HalfState {
         let mut s = HalfState::default();
-        s.vectors.insert("w".into(), w.to_vec());
+        s.put("w", w);
         self.save(&mut s);
         s
     }

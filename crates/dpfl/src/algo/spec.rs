@@ -2,7 +2,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::context::{BuildContext, BuiltAlgorithm};
+use super::context::{BuildContext, BuiltAlgorithm, SiloCalibration};
+use super::half::{ServerHalf, SiloHalf};
 use super::lowy;
 use super::lowy::calibration::Calibration;
 use super::server::OutputRule;
@@ -97,9 +98,11 @@ impl AlgorithmSpec {
         s
     }
 
-    /// Builds the halves. `ctx` holds only public information and the gradient oracle (a
-    /// model without data); see the module doc of [`crate::algo`].
-    pub fn build(&self, ctx: &BuildContext) -> crate::Result<BuiltAlgorithm> {
+    /// Checks the parameters and calibrates every silo once: the algorithm part of a run's
+    /// plan (per-silo K_i, σ_i, formula and run event, and what the halves are built from).
+    /// `ctx` holds only public information and the gradient oracle (a model without data);
+    /// see the module doc of [`crate::algo`].
+    pub fn plan(&self, ctx: &BuildContext) -> crate::Result<(Vec<SiloCalibration>, WingPlan)> {
         if let Some(eta) = self.explicit_step_size()
             && !(eta.is_finite() && eta > 0.0)
         {
@@ -108,29 +111,116 @@ impl AlgorithmSpec {
                 format!("must be finite and > 0, got {eta}"),
             ));
         }
-        match self {
+        Ok(match self {
             AlgorithmSpec::MbSgd {
                 step_size,
                 calibration,
                 batch_size,
                 output,
                 sampling,
-            } => lowy::mbsgd::build(
-                ctx,
-                *step_size,
-                *calibration,
-                *batch_size,
-                *output,
-                *sampling,
-            ),
+            } => {
+                let (p, c) = lowy::mbsgd::plan(
+                    ctx,
+                    *step_size,
+                    *calibration,
+                    *batch_size,
+                    *output,
+                    *sampling,
+                )?;
+                (c, WingPlan::Lowy(LowyPlan::MbSgd(p)))
+            }
             AlgorithmSpec::LocalSgd {
                 step_size,
                 private,
                 local_steps,
                 output,
-            } => lowy::local_sgd::build(ctx, *step_size, *private, *local_steps, *output),
-            AlgorithmSpec::AcceleratedMbSgd(a) => lowy::acsa::build(ctx, a),
-            AlgorithmSpec::NoisyMbSgd(a) => lowy::mbsgd::build_general(ctx, a),
+            } => {
+                let (p, c) =
+                    lowy::local_sgd::plan(ctx, *step_size, *private, *local_steps, *output)?;
+                (c, WingPlan::Lowy(LowyPlan::LocalSgd(p)))
+            }
+            AlgorithmSpec::AcceleratedMbSgd(a) => {
+                let (p, c) = lowy::acsa::plan(ctx, a)?;
+                (c, WingPlan::Lowy(LowyPlan::Acsa(p)))
+            }
+            AlgorithmSpec::NoisyMbSgd(a) => {
+                let (p, c) = lowy::mbsgd::plan_general(ctx, a)?;
+                (c, WingPlan::Lowy(LowyPlan::MbSgd(p)))
+            }
+        })
+    }
+
+    /// Plans and builds every half at once (the simulator's whole federation, and tests).
+    pub fn build(&self, ctx: &BuildContext) -> crate::Result<BuiltAlgorithm> {
+        let (calibration, wing) = self.plan(ctx)?;
+        wing.build(ctx, calibration)
+    }
+}
+
+/// The resolved, calibrated parameters of one algorithm, per wing: everything its halves are
+/// built from beyond the public [`BuildContext`]. Serialisable, so a run plans once and
+/// hands the plan to every process (`dpfl federate`); building a half from it calibrates
+/// nothing.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum WingPlan {
+    /// Lowy & Razaviyayn's algorithms.
+    Lowy(LowyPlan),
+}
+
+/// The Lowy & Razaviyayn wing's plans.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LowyPlan {
+    /// `mb-sgd` and `noisy-mb-sgd`.
+    MbSgd(lowy::mbsgd::MbSgdPlan),
+    /// `accelerated-mb-sgd`.
+    Acsa(lowy::acsa::AcsaPlan),
+    /// `local-sgd`.
+    LocalSgd(lowy::local_sgd::LocalSgdPlan),
+}
+
+impl WingPlan {
+    /// The number of silo halves the plan builds.
+    pub fn silos(&self) -> usize {
+        match self {
+            WingPlan::Lowy(LowyPlan::MbSgd(p)) => p.silos.len(),
+            WingPlan::Lowy(LowyPlan::Acsa(p)) => p.silos.len(),
+            WingPlan::Lowy(LowyPlan::LocalSgd(p)) => p.silos.len(),
         }
+    }
+
+    /// The server half.
+    pub fn server_half(&self, ctx: &BuildContext) -> crate::Result<Box<dyn ServerHalf>> {
+        match self {
+            WingPlan::Lowy(LowyPlan::MbSgd(p)) => p.server_half(ctx),
+            WingPlan::Lowy(LowyPlan::Acsa(p)) => p.server_half(ctx),
+            WingPlan::Lowy(LowyPlan::LocalSgd(p)) => p.server_half(ctx),
+        }
+    }
+
+    /// Silo `silo`'s half (index in silo order).
+    pub fn silo_half(&self, ctx: &BuildContext, silo: usize) -> crate::Result<Box<dyn SiloHalf>> {
+        match self {
+            WingPlan::Lowy(LowyPlan::MbSgd(p)) => p.silo_half(ctx, silo),
+            WingPlan::Lowy(LowyPlan::Acsa(p)) => p.silo_half(ctx, silo),
+            WingPlan::Lowy(LowyPlan::LocalSgd(p)) => p.silo_half(ctx, silo),
+        }
+    }
+
+    /// Every half (the simulator's whole federation), with the plan's calibration rows.
+    pub fn build(
+        &self,
+        ctx: &BuildContext,
+        calibration: Vec<SiloCalibration>,
+    ) -> crate::Result<BuiltAlgorithm> {
+        let silos = (0..self.silos())
+            .map(|i| self.silo_half(ctx, i))
+            .collect::<crate::Result<Vec<_>>>()?;
+        Ok(BuiltAlgorithm {
+            server: self.server_half(ctx)?,
+            silos,
+            calibration,
+        })
     }
 }

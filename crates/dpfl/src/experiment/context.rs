@@ -4,9 +4,10 @@
 use dpfl_privacy::DpRng;
 
 use super::spec::{ExperimentSpec, missing_public_l, needs_public_l};
-use crate::algo::{BuildContext, FederationInfo, SiloInfo};
+use crate::algo::{BuildContext, SiloInfo};
 use crate::data::SiloData;
-use crate::model::{GradientOracle, Model};
+use crate::model::Model;
+use crate::plan::Setup;
 
 /// Prepared data for one trial, with the public facts derived from it.
 pub struct TrialData {
@@ -99,20 +100,73 @@ pub fn lipschitz(
 
 /// Builds the public context for one algorithm on one trial's data.
 pub fn build_context(spec: &ExperimentSpec, trial: &TrialData) -> crate::Result<BuildContext> {
-    let records: Vec<usize> = trial.silos.iter().map(|s| s.train.len()).collect();
-    let l = lipschitz(spec, trial.model.as_ref(), &trial.silos)?;
-    build_context_from(spec, trial.model.clone(), &records, l)
+    setup(spec, trial)?.context_with(trial.model.clone())
 }
 
-/// The public context from public facts only: the model (without data), every silo's record
-/// count n_i and the gradient bound L. A network server or silo, which holds no other silo's
-/// data, builds exactly the simulator's halves from this.
-pub fn build_context_from(
-    spec: &ExperimentSpec,
-    model: std::sync::Arc<dyn Model>,
+/// The public [`Setup`] of one trial: n_i, the feature and class counts of its data and the
+/// gradient bound L.
+pub fn setup(spec: &ExperimentSpec, trial: &TrialData) -> crate::Result<Setup> {
+    let records: Vec<usize> = trial.silos.iter().map(|s| s.train.len()).collect();
+    let l = lipschitz(spec, trial.model.as_ref(), &trial.silos)?;
+    let first = trial
+        .silos
+        .first()
+        .ok_or_else(|| crate::Error::config("data.partition", "produced no silos"))?;
+    setup_from(
+        spec,
+        first.train.num_features(),
+        first.train.target().num_classes(),
+        &records,
+        l,
+    )
+}
+
+/// [`plan_from`] on the experiment file at `path` (paths in it relative to it).
+pub fn plan_from_file(
+    path: &std::path::Path,
+    algorithm: usize,
+    features: usize,
+    classes: Option<usize>,
     records: &[usize],
     l: f64,
-) -> crate::Result<BuildContext> {
+) -> crate::Result<crate::plan::Plan> {
+    let spec = ExperimentSpec::from_file(path)?;
+    plan_from(&spec, algorithm, features, classes, records, l)
+}
+
+/// The plan of one algorithm of an experiment from public facts only (what `dpfl federate`
+/// hands to every process): checks the algorithm and calibrates every silo once.
+pub fn plan_from(
+    spec: &ExperimentSpec,
+    algorithm: usize,
+    features: usize,
+    classes: Option<usize>,
+    records: &[usize],
+    l: f64,
+) -> crate::Result<crate::plan::Plan> {
+    let alg = spec.algorithms.get(algorithm).ok_or_else(|| {
+        crate::Error::config(
+            "algorithm",
+            format!(
+                "index {algorithm} but the experiment has {} algorithms",
+                spec.algorithms.len()
+            ),
+        )
+    })?;
+    let setup = setup_from(spec, features, classes, records, l)?;
+    crate::plan::Plan::new(setup, &alg.spec)
+}
+
+/// The run's public [`Setup`] from an experiment and public facts: every silo's record count
+/// n_i (with its budget (ε_i, δ_i), δ_i by the experiment's rule), the feature and class
+/// counts and the gradient bound L.
+pub fn setup_from(
+    spec: &ExperimentSpec,
+    features: usize,
+    classes: Option<usize>,
+    records: &[usize],
+    l: f64,
+) -> crate::Result<Setup> {
     let n_silos = records.len();
     spec.participation.validate(n_silos)?;
     let silos = records
@@ -145,21 +199,20 @@ pub fn build_context_from(
             })
         })
         .collect::<crate::Result<Vec<_>>>()?;
-    Ok(BuildContext {
-        federation: FederationInfo {
-            dim: model.num_params(),
-            silos: n_silos,
-            rounds: spec.rounds,
-            expected_participants: spec.participation.effective_m(n_silos),
-        },
-        silos,
-        init: vec![0.0; model.num_params()],
-        oracle: GradientOracle::new(model, spec.clip)?,
+    Ok(Setup {
+        model: spec.model.clone(),
+        features,
+        classes,
+        clip: spec.clip,
         lipschitz: l,
+        rounds: spec.rounds,
+        participation: spec.participation.clone(),
         projection: spec.projection,
         noise: match &spec.privacy {
             Some(p) => p.noise()?,
             None => Default::default(),
         },
+        enforce_budget: spec.privacy.as_ref().is_some_and(|p| p.enforce_budget),
+        silos,
     })
 }

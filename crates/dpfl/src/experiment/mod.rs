@@ -43,8 +43,8 @@ mod spec;
 mod summary;
 
 pub use context::{
-    DATA_DERIVED_L_CAVEAT, TrialData, build_context, build_context_from, lipschitz,
-    lipschitz_is_public, prepare_trial,
+    DATA_DERIVED_L_CAVEAT, TrialData, build_context, lipschitz, lipschitz_is_public, plan_from,
+    plan_from_file, prepare_trial, setup, setup_from,
 };
 pub use datasource::DataSpec;
 pub use output::{check_finite, write_outputs};
@@ -68,9 +68,12 @@ pub fn train_one(
     mut progress: impl FnMut(usize),
 ) -> crate::Result<SingleRun> {
     let start = Instant::now();
-    let ctx = build_context(spec, trial)?;
-    let built = algorithm.build(&ctx)?;
-    let calibration = built.calibration.clone();
+    // One plan per run: every silo calibrated once, every half built from it.
+    let setup = setup(spec, trial)?;
+    let ctx = setup.context_with(trial.model.clone())?;
+    let plan = crate::plan::Plan::with_context(setup, algorithm, &ctx)?;
+    let built = plan.build_with(&ctx)?;
+    let calibration = plan.calibration.clone();
     let mut sim = Simulator::new(&trial.silos, built, spec.participation.clone(), seed)?;
     if spec.privacy.as_ref().is_some_and(|p| p.enforce_budget) && algorithm.is_private() {
         let ledgers = ctx

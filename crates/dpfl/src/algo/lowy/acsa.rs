@@ -42,11 +42,12 @@ use serde::{Deserialize, Serialize};
 
 use dpfl_privacy::sampler::RecordSampling;
 
+use super::calibration::SiloPlan;
 use super::calibration::{BatchChoice, Calibration, NoiseRule, plan_silos, report};
 use super::multistage::AcsaSchedule;
-use super::params::{prepare, theory};
+use super::params::{oracle, prepare, theory};
 use super::theory::{Constants, Overrides, Params, Setting, Smoothing, TheoryInputs};
-use crate::algo::context::{BuildContext, BuiltAlgorithm};
+use crate::algo::context::{BuildContext, SiloCalibration};
 use crate::algo::gradient::{BatchSource, GradientSilo};
 use crate::algo::half::{HalfState, ServerHalf, SiloHalf};
 use crate::algo::message::{Broadcast, Round, SiloMessage};
@@ -188,23 +189,19 @@ impl ServerHalf for AcsaServer {
 
     fn state(&self) -> HalfState {
         let mut s = HalfState::default();
-        s.vectors.insert("w".into(), self.w.clone());
-        s.vectors.insert("w_ag".into(), self.w_ag.clone());
-        s.scalars.insert("acsa_iterations".into(), self.t as f64);
+        s.put("w", &self.w);
+        s.put("w_ag", &self.w_ag);
+        s.put("acsa_iterations", &self.t);
         s
     }
 
     fn restore(&mut self, state: HalfState) -> crate::Result<()> {
         let d = self.w.len();
-        let t = state.scalar("acsa_iterations")?;
-        if !(t >= 0.0 && t.fract() == 0.0) {
-            return Err(crate::Error::Protocol(format!(
-                "state `acsa_iterations` = {t} is not a count"
-            )));
-        }
+        // A count by type: u64 (the JSON-era f64 needed a fraction check).
+        let t: u64 = state.get("acsa_iterations")?;
         self.w = state.vector("w", d)?;
         self.w_ag = state.vector("w_ag", d)?;
-        self.t = t as u64;
+        self.t = t;
         Ok(())
     }
 }
@@ -312,7 +309,65 @@ impl AcceleratedSpec {
     }
 }
 
-pub(crate) fn build(ctx: &BuildContext, spec: &AcceleratedSpec) -> crate::Result<BuiltAlgorithm> {
+/// What an AC-SA run's halves are built from, checked and calibrated once: per silo K_i,
+/// N p_i, L_i and σ_i, smoothing's β, the record sampling (none: one pass over disjoint
+/// batches), and the server's μ, λ and step schedule.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AcsaPlan {
+    /// One calibrated silo per silo, in silo order.
+    pub silos: Vec<SiloPlan>,
+    /// β of Moreau smoothing (Thm F.2), or none.
+    pub smoothing: Option<f64>,
+    /// The ERM variants' record sampling; `None` for one pass over disjoint batches.
+    pub sampling: Option<RecordSampling>,
+    /// The modulus the update uses.
+    pub mu: f64,
+    /// The regulariser weight.
+    pub lambda: f64,
+    /// The (α_r, η_r) schedule.
+    pub schedule: AcsaSchedule,
+}
+
+impl AcsaPlan {
+    /// The server half.
+    pub fn server_half(&self, ctx: &BuildContext) -> crate::Result<Box<dyn ServerHalf>> {
+        Ok(Box::new(AcsaServer::new(
+            ctx.init.clone(),
+            ctx.projection,
+            self.mu,
+            self.lambda,
+            self.schedule.clone(),
+        )?))
+    }
+
+    /// Silo `silo`'s half (the floor's [`GradientSilo`]); no calibration.
+    pub fn silo_half(&self, ctx: &BuildContext, silo: usize) -> crate::Result<Box<dyn SiloHalf>> {
+        let p = self
+            .silos
+            .get(silo)
+            .ok_or_else(|| super::mbsgd::no_silo(silo, self.silos.len()))?;
+        let (oracle, _) = oracle(ctx, self.smoothing)?;
+        let source = match self.sampling {
+            None => BatchSource::one_pass(p.records, p.batch_size),
+            Some(kind) => BatchSource::sampled(kind, p.records, p.batch_size)?,
+        };
+        Ok(Box::new(GradientSilo::new(
+            oracle,
+            source,
+            p.mechanism()?
+                .map(|m| ctx.gaussian(m.sigma(), m.sensitivity()))
+                .transpose()?,
+            p.weight,
+        )))
+    }
+}
+
+/// `kind = "accelerated-mb-sgd"`: checks the spec, calibrates every silo and resolves the
+/// schedule once.
+pub(crate) fn plan(
+    ctx: &BuildContext,
+    spec: &AcceleratedSpec,
+) -> crate::Result<(AcsaPlan, Vec<SiloCalibration>)> {
     let setting = spec.setting();
     let noise = spec.noise()?;
     let prep = prepare(
@@ -427,32 +482,25 @@ pub(crate) fn build(ctx: &BuildContext, spec: &AcceleratedSpec) -> crate::Result
             (p.acsa_mu, p.lambda, schedule, note)
         }
     };
-    let mut silos: Vec<Box<dyn SiloHalf>> = Vec::with_capacity(plans.len());
-    for p in &plans {
-        let source = match spec.record_sampling() {
-            None => BatchSource::one_pass(p.records, p.batch_size),
-            Some(kind) => BatchSource::sampled(kind, p.records, p.batch_size)?,
-        };
-        silos.push(Box::new(GradientSilo::new(
-            prep.oracle.clone(),
-            source,
-            p.mechanism()?
-                .map(|m| ctx.gaussian(m.sigma(), m.sensitivity()))
-                .transpose()?,
-            p.weight,
-        )));
-    }
+    let plan = AcsaPlan {
+        silos: plans,
+        smoothing: prep.smoothing,
+        sampling: spec.record_sampling(),
+        mu,
+        lambda,
+        schedule,
+    };
+    let silos = (0..plan.silos.len())
+        .map(|i| plan.silo_half(ctx, i))
+        .collect::<crate::Result<Vec<_>>>()?;
     let formula = match noise {
         Some(rule) => format!("{}{note}", rule.formula()),
         None => format!("non-private{note}"),
     };
-    let calibration = report(&plans, &silos, rounds, &formula);
-    let server = AcsaServer::new(ctx.init.clone(), ctx.projection, mu, lambda, schedule)?;
-    Ok(BuiltAlgorithm {
-        server: Box::new(server),
-        silos,
-        calibration,
-    })
+    let calibration = report(&plan.silos, &silos, rounds, &formula);
+    // The server half's checks (schedule, μ, λ) fail here, before any process starts.
+    plan.server_half(ctx)?;
+    Ok((plan, calibration))
 }
 
 #[cfg(test)]

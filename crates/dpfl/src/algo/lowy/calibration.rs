@@ -144,6 +144,7 @@ pub fn silo_sigma(
     delta: Delta,
     sampling: RecordSampling,
 ) -> Result<(f64, Option<Certified>), PrivacyError> {
+    crate::algo::context::count_calibration();
     Ok(match rule {
         NoiseRule::Theory => (isrl_theory_sigma(l, rounds, n, k, eps, delta)?, None),
         NoiseRule::Experiment => (isrl_experiment_sigma(l, rounds, n, k, eps, delta)?, None),
@@ -187,10 +188,13 @@ pub fn sampling_label(s: &Sampling) -> String {
 }
 
 /// One silo's calibration.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SiloPlan {
+    /// The silo's id.
     pub id: u32,
+    /// n_i.
     pub records: usize,
+    /// K_i.
     pub batch_size: usize,
     /// N p_i (1 without weights).
     pub weight: f64,

@@ -14,7 +14,9 @@ use dpfl_privacy::sampler::WithReplacement;
 use dpfl_privacy::{DpRng, PrivacyEvent};
 
 use super::calibration::{NoiseRule, default_k};
-use crate::algo::context::{BuildContext, BuiltAlgorithm, SiloCalibration};
+use serde::{Deserialize, Serialize};
+
+use crate::algo::context::{BuildContext, SiloCalibration};
 use crate::algo::half::{HalfState, ServerHalf, SiloHalf};
 use crate::algo::message::{Broadcast, Payload, Round, SiloMessage};
 use crate::algo::server::{IterateOutput, OutputRule, average_messages};
@@ -108,35 +110,104 @@ impl ServerHalf for ModelAverageServer {
     }
 }
 
-pub(crate) fn build(
+/// One silo of a Local SGD plan.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LocalSiloPlan {
+    /// n_i.
+    pub records: usize,
+    /// K local steps.
+    pub steps: usize,
+    /// σ per local step (App. I), or none for the non-private run.
+    pub sigma: Option<f64>,
+}
+
+/// What a Local SGD run's halves are built from, checked and calibrated once.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LocalSgdPlan {
+    /// η of the local steps.
+    pub step_size: f64,
+    /// The output rule of the server half.
+    pub output: OutputRule,
+    /// One per silo, in silo order.
+    pub silos: Vec<LocalSiloPlan>,
+}
+
+impl LocalSgdPlan {
+    /// The server half: the average of the silos' models.
+    pub fn server_half(&self, ctx: &BuildContext) -> crate::Result<Box<dyn ServerHalf>> {
+        let d = ctx.init.len();
+        let mut w = ctx.init.clone();
+        ctx.projection.apply(&mut w);
+        Ok(Box::new(ModelAverageServer {
+            w,
+            out: IterateOutput::new(self.output, d),
+            g: vec![0.0; d],
+        }))
+    }
+
+    /// Silo `silo`'s half; no calibration.
+    pub fn silo_half(&self, ctx: &BuildContext, silo: usize) -> crate::Result<Box<dyn SiloHalf>> {
+        let p = self
+            .silos
+            .get(silo)
+            .ok_or_else(|| super::mbsgd::no_silo(silo, self.silos.len()))?;
+        let silo_err = |e: dpfl_privacy::PrivacyError| {
+            crate::Error::config(format!("silo {silo}"), e.to_string())
+        };
+        let oracle = ctx.enforcing_oracle()?;
+        // One record's gradient, replace-one: sensitivity 2L.
+        let mechanism = p
+            .sigma
+            .map(|sigma| ctx.gaussian(sigma, 2.0 * ctx.lipschitz))
+            .transpose()?;
+        let sampler = WithReplacement::new(p.records, 1).map_err(silo_err)?;
+        let d = oracle.model().num_params();
+        Ok(Box::new(LocalSgdSilo {
+            oracle,
+            step_size: self.step_size,
+            steps: p.steps,
+            sampler,
+            mechanism,
+            projection: ctx.projection,
+            idx: Vec::new(),
+            grad: vec![0.0; d],
+        }))
+    }
+}
+
+/// Checks Local SGD's parameters and calibrates every silo once (App. I).
+pub(crate) fn plan(
     ctx: &BuildContext,
     step_size: f64,
     private: bool,
     local_steps: Option<usize>,
     output: OutputRule,
-) -> crate::Result<BuiltAlgorithm> {
-    let oracle = ctx.enforcing_oracle()?;
+) -> crate::Result<(LocalSgdPlan, Vec<SiloCalibration>)> {
+    ctx.enforcing_oracle()?;
     let r = ctx.federation.rounds;
-    let mut silos: Vec<Box<dyn SiloHalf>> = Vec::new();
+    let mut plan = LocalSgdPlan {
+        step_size,
+        output,
+        silos: Vec::with_capacity(ctx.silos.len()),
+    };
     let mut report = Vec::new();
-    for s in &ctx.silos {
+    for (i, s) in ctx.silos.iter().enumerate() {
         let silo_err = |e: dpfl_privacy::PrivacyError| {
             crate::Error::config(format!("silo {}", s.id), e.to_string())
         };
-        let (k, mechanism, formula) = if private {
+        let (k, sigma, formula) = if private {
             let (eps, delta) = ctx.budget(s)?;
             // App. I: K as for MB-SGD's experiment rule.
             let k = match local_steps {
                 Some(k) => k,
                 None => default_k(NoiseRule::Experiment, s.records, r, eps, delta).unwrap_or(1),
             };
+            crate::algo::context::count_calibration();
             let sigma =
                 local_sgd_sigma(ctx.lipschitz, r, k, s.records, eps, delta).map_err(silo_err)?;
-            // One record's gradient, replace-one: sensitivity 2L.
-            let m = ctx.gaussian(sigma, 2.0 * ctx.lipschitz)?;
             (
                 k,
-                Some(m),
+                Some(sigma),
                 "sigma^2 = 8 L^2 R K ln(1/delta) / (n^2 eps^2) per local step (Lowy & Razaviyayn App. I)".to_string(),
             )
         } else {
@@ -154,18 +225,12 @@ pub(crate) fn build(
                 "must be at least 1",
             ));
         }
-        let sampler = WithReplacement::new(s.records, 1).map_err(silo_err)?;
-        let d = oracle.model().num_params();
-        let silo = LocalSgdSilo {
-            oracle: oracle.clone(),
-            step_size,
+        plan.silos.push(LocalSiloPlan {
+            records: s.records,
             steps: k,
-            sampler,
-            mechanism,
-            projection: ctx.projection,
-            idx: Vec::new(),
-            grad: vec![0.0; d],
-        };
+            sigma,
+        });
+        let silo = plan.silo_half(ctx, i)?;
         report.push(SiloCalibration {
             silo: s.id,
             sigma: silo.noise_std(),
@@ -173,18 +238,6 @@ pub(crate) fn build(
             formula,
             run_event: silo.round_event(0).map(|e| e.repeated(r as u64)),
         });
-        silos.push(Box::new(silo));
     }
-    let d = ctx.init.len();
-    let mut w = ctx.init.clone();
-    ctx.projection.apply(&mut w);
-    Ok(BuiltAlgorithm {
-        server: Box::new(ModelAverageServer {
-            w,
-            out: IterateOutput::new(output, d),
-            g: vec![0.0; d],
-        }),
-        silos,
-        calibration: report,
-    })
+    Ok((plan, report))
 }

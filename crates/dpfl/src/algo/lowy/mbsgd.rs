@@ -23,10 +23,11 @@ use serde::{Deserialize, Serialize};
 
 use dpfl_privacy::sampler::RecordSampling;
 
+use super::calibration::SiloPlan;
 use super::calibration::{BatchChoice, Calibration, NoiseRule, plan_silos, report};
-use super::params::{prepare, theory};
+use super::params::{oracle, prepare, theory};
 use super::theory::{Constants, Params, Setting, Smoothing};
-use crate::algo::context::{BuildContext, BuiltAlgorithm, SiloCalibration};
+use crate::algo::context::{BuildContext, SiloCalibration};
 use crate::algo::gradient::{BatchSource, GradientSilo};
 use crate::algo::half::{HalfState, ServerHalf, SiloHalf};
 use crate::algo::message::{Broadcast, Round, SiloMessage};
@@ -93,17 +94,71 @@ impl ServerHalf for MbSgdServer {
     }
 }
 
+/// What an MB-SGD run's halves are built from, checked and calibrated once (both config
+/// forms): per silo K_i, N p_i, L_i and σ_i, Moreau smoothing's β, the record sampling, η
+/// and the output rule.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MbSgdPlan {
+    /// One calibrated silo per silo, in silo order.
+    pub silos: Vec<SiloPlan>,
+    /// β of Moreau smoothing (Thm D.2), or none.
+    pub smoothing: Option<f64>,
+    /// How each silo draws its K_i records.
+    pub sampling: RecordSampling,
+    /// η.
+    pub step_size: f64,
+    /// The output rule of the server half.
+    pub output: OutputRule,
+}
+
+impl MbSgdPlan {
+    /// The server half.
+    pub fn server_half(&self, ctx: &BuildContext) -> crate::Result<Box<dyn ServerHalf>> {
+        Ok(Box::new(MbSgdServer::new(
+            ctx.init.clone(),
+            self.step_size,
+            ctx.projection,
+            self.output,
+        )))
+    }
+
+    /// Silo `silo`'s half (the floor's [`GradientSilo`]); no calibration.
+    pub fn silo_half(&self, ctx: &BuildContext, silo: usize) -> crate::Result<Box<dyn SiloHalf>> {
+        let p = self
+            .silos
+            .get(silo)
+            .ok_or_else(|| no_silo(silo, self.silos.len()))?;
+        let (oracle, _) = oracle(ctx, self.smoothing)?;
+        Ok(Box::new(GradientSilo::new(
+            oracle,
+            BatchSource::sampled(self.sampling, p.records, p.batch_size)?,
+            p.mechanism()?
+                .map(|m| ctx.gaussian(m.sigma(), m.sensitivity()))
+                .transpose()?,
+            p.weight,
+        )))
+    }
+}
+
+/// The error for a silo index past the plan's silos.
+pub(crate) fn no_silo(silo: usize, silos: usize) -> crate::Error {
+    crate::Error::config(
+        "silo",
+        format!("the plan has {silos} silos, no silo {silo}"),
+    )
+}
+
 /// `kind = "mb-sgd"` (Algorithm 2): each silo's K is `batch_size` or its own default under
 /// `calibration`; the report keeps each rule's own formula (the accountant's per silo).
-pub(crate) fn build(
+pub(crate) fn plan(
     ctx: &BuildContext,
     step_size: f64,
     calibration: Option<Calibration>,
     batch_size: Option<usize>,
     output: OutputRule,
     sampling: RecordSampling,
-) -> crate::Result<BuiltAlgorithm> {
-    let oracle = ctx.enforcing_oracle()?;
+) -> crate::Result<(MbSgdPlan, Vec<SiloCalibration>)> {
+    ctx.enforcing_oracle()?;
     if calibration.is_none() && batch_size.is_none() {
         return Err(crate::Error::config(
             "algorithm.batch_size",
@@ -115,19 +170,16 @@ pub(crate) fn build(
     let noise = calibration.map(NoiseRule::from);
     let plans = plan_silos(ctx, noise, ctx.lipschitz, &weights, batch, sampling)?;
     let rounds = ctx.federation.rounds;
-    let mut silos: Vec<Box<dyn SiloHalf>> = Vec::with_capacity(plans.len());
-    let mut calibrations = Vec::with_capacity(plans.len());
-    for p in &plans {
-        let mechanism = p
-            .mechanism()?
-            .map(|m| ctx.gaussian(m.sigma(), m.sensitivity()))
-            .transpose()?;
-        let silo = GradientSilo::new(
-            oracle.clone(),
-            BatchSource::sampled(sampling, p.records, p.batch_size)?,
-            mechanism,
-            p.weight,
-        );
+    let plan = MbSgdPlan {
+        silos: plans,
+        smoothing: None,
+        sampling,
+        step_size,
+        output,
+    };
+    let mut calibrations = Vec::with_capacity(plan.silos.len());
+    for (i, p) in plan.silos.iter().enumerate() {
+        let silo = plan.silo_half(ctx, i)?;
         let formula = match calibration {
             None => "non-private".to_string(),
             Some(Calibration::Experiment) => {
@@ -145,14 +197,8 @@ pub(crate) fn build(
             formula,
             run_event: silo.round_event(0).map(|e| e.repeated(rounds as u64)),
         });
-        silos.push(Box::new(silo));
     }
-    let server = MbSgdServer::new(ctx.init.clone(), step_size, ctx.projection, output);
-    Ok(BuiltAlgorithm {
-        server: Box::new(server),
-        silos,
-        calibration: calibrations,
-    })
+    Ok((plan, calibrations))
 }
 
 /// Noisy MB-SGD, general form (Algorithm 7), as named in a config file:
@@ -197,10 +243,12 @@ pub struct NoisyMbSgdSpec {
     pub sampling: RecordSampling,
 }
 
-pub(crate) fn build_general(
+/// `kind = "noisy-mb-sgd"` (Algorithm 7): weights, K_i/n_i constant, smoothing and the
+/// theorems' rules, checked and calibrated once.
+pub(crate) fn plan_general(
     ctx: &BuildContext,
     spec: &NoisyMbSgdSpec,
-) -> crate::Result<BuiltAlgorithm> {
+) -> crate::Result<(MbSgdPlan, Vec<SiloCalibration>)> {
     let noise = spec.calibration.map(NoiseRule::from);
     let prep = prepare(
         ctx,
@@ -256,28 +304,22 @@ pub(crate) fn build_general(
             format!("must be finite and > 0, got {eta}"),
         ));
     }
-    let mut silos: Vec<Box<dyn SiloHalf>> = Vec::with_capacity(plans.len());
-    for p in &plans {
-        silos.push(Box::new(GradientSilo::new(
-            prep.oracle.clone(),
-            BatchSource::sampled(spec.sampling, p.records, p.batch_size)?,
-            p.mechanism()?
-                .map(|m| ctx.gaussian(m.sigma(), m.sensitivity()))
-                .transpose()?,
-            p.weight,
-        )));
-    }
+    let plan = MbSgdPlan {
+        silos: plans,
+        smoothing: prep.smoothing,
+        sampling: spec.sampling,
+        step_size: eta,
+        output,
+    };
+    let silos = (0..plan.silos.len())
+        .map(|i| plan.silo_half(ctx, i))
+        .collect::<crate::Result<Vec<_>>>()?;
     let formula = match noise {
         Some(rule) => format!("{}{note}", rule.formula()),
         None => format!("non-private{note}"),
     };
-    let calibration = report(&plans, &silos, rounds, &formula);
-    let server = MbSgdServer::new(ctx.init.clone(), eta, ctx.projection, output);
-    Ok(BuiltAlgorithm {
-        server: Box::new(server),
-        silos,
-        calibration,
-    })
+    let calibration = report(&plan.silos, &silos, rounds, &formula);
+    Ok((plan, calibration))
 }
 
 #[cfg(test)]

@@ -60,9 +60,8 @@ impl TheoryInputs {
     }
 }
 
-/// The gradient oracle (smoothed if asked) and the L the noise is calibrated to.
+/// The L the noise is calibrated to (of the smoothed loss if asked), β and the weights.
 pub(crate) struct Prepared {
-    pub oracle: GradientOracle,
     pub lipschitz: f64,
     pub smoothing: Option<f64>,
     pub weights: Vec<f64>,
@@ -98,7 +97,23 @@ pub(crate) fn prepare(
             Overrides::default(),
         )?)?),
     };
-    let (oracle, lipschitz) = match beta {
+    // Built once here so a loss without a prox fails at planning; halves rebuild it.
+    let (_, lipschitz) = oracle(ctx, beta)?;
+    Ok(Prepared {
+        lipschitz,
+        smoothing: beta,
+        weights,
+    })
+}
+
+/// The gradient oracle and the L the noise is calibrated to, for Moreau smoothing at `beta`
+/// (or none): a smoothed loss is optimised with gradients clipped at 2L (Lemma D.7). Plans
+/// store β and every half rebuilds its oracle here, so the halves equal one build's.
+pub(crate) fn oracle(
+    ctx: &BuildContext,
+    beta: Option<f64>,
+) -> crate::Result<(GradientOracle, f64)> {
+    Ok(match beta {
         None => (ctx.enforcing_oracle()?, ctx.lipschitz),
         Some(b) => {
             let model = ctx.oracle.model().smoothed(b)?.ok_or_else(|| {
@@ -114,12 +129,6 @@ pub(crate) fn prepare(
             let clip = ctx.oracle.clip().map_or(l, |c| c.min(l));
             (GradientOracle::new(model, Some(clip))?, l)
         }
-    };
-    Ok(Prepared {
-        oracle,
-        lipschitz,
-        smoothing: beta,
-        weights,
     })
 }
 

@@ -1,0 +1,28 @@
+//! Shared helpers of dpfl-net's integration tests.
+
+use std::path::Path;
+
+use dpfl_net::Federation;
+use dpfl_net::config::PublicFacts;
+
+/// Loads a hand-written federation file: its plan comes from the experiment it names, as
+/// the `dpfl` binary's planner computes it.
+pub fn load(path: &Path) -> Federation {
+    Federation::load_with(path, Some(&planner)).expect("federation file")
+}
+
+/// The experiment planner the `dpfl` binary uses.
+pub fn planner(
+    experiment: &Path,
+    algorithm: usize,
+    p: &PublicFacts,
+) -> dpfl::Result<dpfl::plan::Plan> {
+    dpfl::experiment::plan_from_file(
+        experiment,
+        algorithm,
+        p.features,
+        p.classes,
+        &p.records,
+        p.lipschitz,
+    )
+}
