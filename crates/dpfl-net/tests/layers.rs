@@ -70,11 +70,15 @@ fn forbidden(code: &str) -> Vec<&'static str> {
 fn the_checker_sees_paths_and_use_trees() {
     assert_eq!(forbidden(&code("use dpfl::sim::Simulator;")), vec!["sim"]);
     assert_eq!(
-        forbidden(&code("use dpfl::{algo::Round,\n experiment::ExperimentSpec};")),
+        forbidden(&code(
+            "use dpfl::{algo::Round,\n experiment::ExperimentSpec};"
+        )),
         vec!["experiment"]
     );
     assert_eq!(
-        forbidden(&code("let c = dpfl :: experiment :: build_context_from(x);")),
+        forbidden(&code(
+            "let c = dpfl :: experiment :: build_context_from(x);"
+        )),
         vec!["experiment"]
     );
     assert!(forbidden(&code("use dpfl::simulate; // dpfl::sim in a comment")).is_empty());

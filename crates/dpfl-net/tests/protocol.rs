@@ -8,7 +8,6 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use dpfl::algo::{Payload, SiloMessage};
-use dpfl_net::Federation;
 use dpfl_net::codec;
 use dpfl_net::proto::federation_client::FederationClient;
 use dpfl_net::proto::{Frame, Header, PullRequest, RegisterRequest, Status as RoundStatus};

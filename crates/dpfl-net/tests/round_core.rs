@@ -16,7 +16,6 @@ use dpfl::algo::{
 use dpfl::data::{Dataset, SiloData, Target};
 use dpfl::linalg::Matrix;
 use dpfl::sim::{Participation, Simulator};
-use dpfl_net::Federation;
 use dpfl_privacy::accountant::AccountantKind;
 use dpfl_privacy::ledger::{Budget, Ledger};
 use dpfl_privacy::{DpRng, Neighbouring, PrivacyEvent};

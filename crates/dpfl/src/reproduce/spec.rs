@@ -1,0 +1,362 @@
+//! A reproduction's TOML spec (`experiments/lowy-*.toml`, embedded in the binary): data,
+//! model, ε grid, panels and per-algorithm step-size grids, checked once, and the
+//! [`ExperimentSpec`] of one panel at one ε.
+
+use serde::{Deserialize, Serialize};
+
+use crate::algo::AlgorithmSpec;
+use crate::data::partition::PartitionSpec;
+use crate::experiment::{DataSpec, DeltaSpec, ExperimentSpec, PrivacySpec};
+use crate::model::{ModelSpec, Projection};
+use crate::round::Participation;
+
+/// The reproductions shipped with dpfl: (id, TOML text).
+pub const BUILTIN: [(&str, &str); 3] = [
+    (
+        "lowy-mnist",
+        include_str!("../../../../experiments/lowy-mnist.toml"),
+    ),
+    (
+        "lowy-insurance",
+        include_str!("../../../../experiments/lowy-insurance.toml"),
+    ),
+    (
+        "lowy-obesity",
+        include_str!("../../../../experiments/lowy-obesity.toml"),
+    ),
+];
+
+/// The built-in reproduction `id`, parsed.
+pub fn builtin(id: &str) -> crate::Result<ReproSpec> {
+    let (_, text) = BUILTIN.iter().find(|(i, _)| *i == id).ok_or_else(|| {
+        crate::Error::config(
+            "id",
+            format!(
+                "unknown reproduction {id:?}; known: {}",
+                BUILTIN.map(|(i, _)| i).join(", ")
+            ),
+        )
+    })?;
+    ReproSpec::from_toml(text, &format!("experiments/{id}.toml"))
+}
+
+/// How the figure's y axis is scored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReproMetric {
+    /// Pooled test misclassification rate.
+    TestError,
+    /// √(Σ(y − ŷ)² / Σ(y − ȳ_train)²) on the pooled test rows; ȳ_train is the mean of all
+    /// silos' training labels (App. I.2's naive predictor).
+    RelativeRmse,
+}
+
+impl ReproMetric {
+    pub fn name(self) -> &'static str {
+        match self {
+            ReproMetric::TestError => "test_error",
+            ReproMetric::RelativeRmse => "relative_rmse",
+        }
+    }
+}
+
+/// exp(linspace(from, to, points)): the paper's log-spaced grids.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LogGrid {
+    pub from: f64,
+    pub to: f64,
+    pub points: usize,
+}
+
+impl LogGrid {
+    pub fn values(&self) -> Vec<f64> {
+        match self.points {
+            0 => vec![],
+            1 => vec![self.to.exp()],
+            p => (0..p)
+                .map(|i| (self.from + (self.to - self.from) * i as f64 / (p - 1) as f64).exp())
+                .collect(),
+        }
+    }
+    /// `points` values of this grid's range (for quick runs).
+    pub fn with_points(&self, points: usize) -> LogGrid {
+        LogGrid {
+            points,
+            ..self.clone()
+        }
+    }
+}
+
+/// One algorithm of a reproduction with its step-size grid.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GridAlgorithm {
+    pub label: String,
+    /// The algorithm; its step size is replaced by each grid point, and its batch size (or
+    /// number of local steps) by the panel's K when the panel gives one.
+    pub spec: AlgorithmSpec,
+    pub steps: LogGrid,
+    /// Step grid for small ε (ε ≤ `small_epsilon`), as App. I.3 tunes Local SGD further.
+    #[serde(default)]
+    pub small_eps_steps: Option<LogGrid>,
+    #[serde(default)]
+    pub small_epsilon: Option<f64>,
+}
+
+/// Everything except the algorithms and ε: the common set-up.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BaseSpec {
+    pub rounds: usize,
+    pub data: DataSpec,
+    pub model: ModelSpec,
+    pub delta: DeltaSpec,
+    /// L = factor · max‖x‖ (logistic/softmax); without it L is the clip threshold.
+    #[serde(default)]
+    pub lipschitz_from_data: Option<f64>,
+    #[serde(default)]
+    pub projection: Projection,
+    /// Clip thresholds C to tune over (L = C); one entry = fixed.
+    #[serde(default)]
+    pub clips: Option<Vec<f64>>,
+}
+
+/// One panel of a figure: a setting of N, M and K.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PanelSpec {
+    /// The paper's figure number, e.g. "4".
+    pub figure: String,
+    pub participation: Participation,
+    /// Number of silos for partitions that take one (sorted-target, iid, dirichlet).
+    #[serde(default)]
+    pub silos: Option<usize>,
+    /// K for every algorithm (records per round, or local steps).
+    #[serde(default)]
+    pub batch_size: Option<usize>,
+}
+
+/// Reduced settings for `--quick`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct QuickSpec {
+    #[serde(default)]
+    pub trials: Option<usize>,
+    #[serde(default)]
+    pub repetitions: Option<usize>,
+    #[serde(default)]
+    pub epsilons: Option<Vec<f64>>,
+    /// Panels to keep, by index.
+    #[serde(default)]
+    pub panels: Option<Vec<usize>>,
+    /// Grid points per algorithm (same range).
+    #[serde(default)]
+    pub step_points: Option<usize>,
+    #[serde(default)]
+    pub clips: Option<Vec<f64>>,
+    #[serde(default)]
+    pub rounds: Option<usize>,
+}
+
+/// A reproduction, as read from TOML.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReproSpec {
+    pub id: String,
+    pub title: String,
+    pub metric: ReproMetric,
+    pub seed: u64,
+    pub trials: usize,
+    /// Runs per grid point (the paper: 3).
+    pub repetitions: usize,
+    pub epsilons: Vec<f64>,
+    pub base: BaseSpec,
+    pub panels: Vec<PanelSpec>,
+    pub algorithms: Vec<GridAlgorithm>,
+    #[serde(default)]
+    pub quick: QuickSpec,
+    /// A summary value that is not finite (every grid point of an algorithm diverged) is an
+    /// error (exit code 1) unless this is set. Single diverging grid points are expected and
+    /// rank last in the selection.
+    #[serde(default)]
+    pub expect_divergence: bool,
+}
+
+impl ReproSpec {
+    pub fn from_toml(text: &str, origin: &str) -> crate::Result<Self> {
+        let spec: ReproSpec = crate::experiment::parse_toml(text, origin)?;
+        spec.validate()?;
+        Ok(spec)
+    }
+
+    /// Checks the fields that can be checked without data.
+    pub fn validate(&self) -> crate::Result<()> {
+        let positive = |field: &str, v: usize| {
+            if v == 0 {
+                Err(crate::Error::config(field, "must be at least 1"))
+            } else {
+                Ok(())
+            }
+        };
+        positive("trials", self.trials)?;
+        positive("repetitions", self.repetitions)?;
+        positive("base.rounds", self.base.rounds)?;
+        if self.epsilons.is_empty() {
+            return Err(crate::Error::config("epsilons", "name at least one ε"));
+        }
+        for (i, &e) in self.epsilons.iter().enumerate() {
+            dpfl_privacy::Epsilon::new(e)
+                .map_err(|err| crate::Error::config(format!("epsilons[{i}]"), err.to_string()))?;
+        }
+        if self.panels.is_empty() {
+            return Err(crate::Error::config("panels", "name at least one panel"));
+        }
+        if self.algorithms.is_empty() {
+            return Err(crate::Error::config(
+                "algorithms",
+                "name at least one algorithm",
+            ));
+        }
+        for (i, a) in self.algorithms.iter().enumerate() {
+            for (name, g) in [
+                ("steps", Some(&a.steps)),
+                ("small_eps_steps", a.small_eps_steps.as_ref()),
+            ] {
+                if let Some(g) = g
+                    && (g.points == 0 || !g.from.is_finite() || !g.to.is_finite())
+                {
+                    return Err(crate::Error::config(
+                        format!("algorithms[{i}].{name}"),
+                        "needs finite from/to and at least one point",
+                    ));
+                }
+            }
+        }
+        if let Some(c) = &self.base.clips
+            && (c.is_empty() || c.iter().any(|v| !(v.is_finite() && *v > 0.0)))
+        {
+            return Err(crate::Error::config(
+                "base.clips",
+                "must be a non-empty list of finite positive thresholds",
+            ));
+        }
+        if let Some(p) = &self.quick.panels
+            && let Some(&bad) = p.iter().find(|&&i| i >= self.panels.len())
+        {
+            return Err(crate::Error::config(
+                "quick.panels",
+                format!(
+                    "panel index {bad} out of range (have {})",
+                    self.panels.len()
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The reduced version `--quick` runs.
+    pub fn quick(&self) -> ReproSpec {
+        let q = &self.quick;
+        let mut s = self.clone();
+        if let Some(t) = q.trials {
+            s.trials = t;
+        }
+        if let Some(r) = q.repetitions {
+            s.repetitions = r;
+        }
+        if let Some(e) = &q.epsilons {
+            s.epsilons = e.clone();
+        }
+        if let Some(p) = &q.panels {
+            s.panels = p.iter().map(|&i| self.panels[i].clone()).collect();
+        }
+        if let Some(k) = q.step_points {
+            for a in &mut s.algorithms {
+                a.steps = a.steps.with_points(k.min(a.steps.points));
+                a.small_eps_steps = a
+                    .small_eps_steps
+                    .as_ref()
+                    .map(|g| g.with_points(k.min(g.points)));
+            }
+        }
+        if let Some(c) = &q.clips {
+            s.base.clips = Some(c.clone());
+        }
+        if let Some(r) = q.rounds {
+            s.base.rounds = r;
+        }
+        // The reduced spec is final: its panel indices no longer refer to `quick.panels`.
+        s.quick = QuickSpec::default();
+        s
+    }
+
+    /// Whether the data must come from `DPFL_DATA` / `--data-dir` (not bundled).
+    pub fn needs_external_data(&self) -> bool {
+        matches!(
+            self.base.data.source,
+            crate::experiment::datasource::Source::Mnist { .. }
+                | crate::experiment::datasource::Source::FashionMnist { .. }
+                | crate::experiment::datasource::Source::W8a
+        )
+    }
+
+    /// The experiment of one panel at one ε (without algorithms).
+    pub(crate) fn experiment(&self, panel: &PanelSpec, epsilon: f64, clip: Option<f64>) -> ExperimentSpec {
+        let mut data = self.base.data.clone();
+        if let Some(n) = panel.silos {
+            data.partition = data.partition.map(|p| match p {
+                PartitionSpec::SortedTarget { .. } => PartitionSpec::SortedTarget { silos: n },
+                PartitionSpec::Iid { .. } => PartitionSpec::Iid { silos: n },
+                PartitionSpec::Dirichlet {
+                    alpha, min_size, ..
+                } => PartitionSpec::Dirichlet {
+                    silos: n,
+                    alpha,
+                    min_size,
+                },
+                other => other,
+            });
+        }
+        ExperimentSpec {
+            name: self.id.clone(),
+            seed: Some(self.seed),
+            rounds: self.base.rounds,
+            trials: 1,
+            eval_every: Some(self.base.rounds),
+            data,
+            model: self.base.model.clone(),
+            privacy: Some(PrivacySpec {
+                epsilon,
+                delta: self.base.delta.clone(),
+                epsilons: None,
+                lipschitz: None,
+                lipschitz_from_data: self.base.lipschitz_from_data,
+                // The figures use the paper's calibrations as printed; the accountant's view of
+                // them is in `dpfl train`'s reports and docs/reproductions.md.
+                enforce_budget: false,
+                mechanism: Default::default(),
+                granularity: None,
+            }),
+            participation: panel.participation.clone(),
+            projection: self.base.projection,
+            clip,
+            algorithms: Vec::new(),
+            // A grid point that diverges ranks last in the selection (module docs).
+            expect_divergence: true,
+        }
+    }
+}
+
+/// The grid of the speed target (the official obesity script's one trial at ε = 3):
+/// MB-SGD, Local SGD and ISRL-DP MB-SGD with 8 step sizes each and ISRL-DP Local SGD with 5,
+/// 100 rounds, M = 3 of 7 silos, K = 30: 29 training runs.
+pub fn obesity_speed_grid() -> crate::Result<ReproSpec> {
+    let mut s = builtin("lowy-obesity")?;
+    s.trials = 1;
+    s.repetitions = 1;
+    s.epsilons = vec![3.0];
+    s.algorithms
+        .retain(|a| !matches!(a.spec, AlgorithmSpec::AcceleratedMbSgd(_)));
+    Ok(s)
+}
