@@ -302,7 +302,12 @@ impl ReproSpec {
     }
 
     /// The experiment of one panel at one ε (without algorithms).
-    pub(crate) fn experiment(&self, panel: &PanelSpec, epsilon: f64, clip: Option<f64>) -> ExperimentSpec {
+    pub(crate) fn experiment(
+        &self,
+        panel: &PanelSpec,
+        epsilon: f64,
+        clip: Option<f64>,
+    ) -> ExperimentSpec {
         let mut data = self.base.data.clone();
         if let Some(n) = panel.silos {
             data.partition = data.partition.map(|p| match p {
