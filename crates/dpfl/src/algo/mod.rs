@@ -55,6 +55,7 @@ pub mod half;
 pub mod lowy;
 pub mod message;
 pub mod server;
+pub mod shuffle;
 pub mod spec;
 
 pub use context::{BuildContext, BuiltAlgorithm, SiloCalibration};

@@ -6,6 +6,7 @@ use super::context::{BuildContext, BuiltAlgorithm};
 use super::lowy;
 use super::lowy::calibration::Calibration;
 use super::server::OutputRule;
+use super::shuffle;
 
 /// An algorithm as named in a config file.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -44,6 +45,15 @@ pub enum AlgorithmSpec {
     /// Noisy MB-SGD in its general form (Algorithm 7: weights, per-silo K_i) with the
     /// theorems' parameter rules; see [`lowy::mbsgd::NoisyMbSgdSpec`].
     NoisyMbSgd(lowy::mbsgd::NoisyMbSgdSpec),
+    /// Shuffled Noisy MB-SGD (Lowy & Razaviyayn Thm 5.1); see [`shuffle::SdpMbSgdSpec`].
+    SdpMbSgd(shuffle::SdpMbSgdSpec),
+    /// SDP One-Pass Accelerated Noisy MB-SGD (Lowy & Razaviyayn Algorithm 6, PVEC in AC-SA);
+    /// see [`shuffle::SdpAcceleratedSpec`].
+    SdpAcceleratedMbSgd(shuffle::SdpAcceleratedSpec),
+    /// PSGD (Cheu, Joseph, Mao & Peng 2022 Algorithm 3); see [`shuffle::PsgdSpec`].
+    Psgd(shuffle::PsgdSpec),
+    /// PGD (Cheu, Joseph, Mao & Peng 2022 Algorithm 5); see [`shuffle::PgdSpec`].
+    Pgd(shuffle::PgdSpec),
 }
 
 impl AlgorithmSpec {
@@ -64,6 +74,10 @@ impl AlgorithmSpec {
                 "ISRL-DP MB-SGD (Alg. 7)".into()
             }
             AlgorithmSpec::NoisyMbSgd(_) => "MB-SGD (Alg. 7)".into(),
+            AlgorithmSpec::SdpMbSgd(_) => "SDP MB-SGD".into(),
+            AlgorithmSpec::SdpAcceleratedMbSgd(_) => "SDP accelerated MB-SGD (one-pass)".into(),
+            AlgorithmSpec::Psgd(_) => "PSGD (shuffle)".into(),
+            AlgorithmSpec::Pgd(_) => "PGD (shuffle)".into(),
         }
     }
     pub fn is_private(&self) -> bool {
@@ -72,7 +86,21 @@ impl AlgorithmSpec {
             AlgorithmSpec::LocalSgd { private, .. } => *private,
             AlgorithmSpec::AcceleratedMbSgd(a) => a.calibration.is_some(),
             AlgorithmSpec::NoisyMbSgd(a) => a.calibration.is_some(),
+            AlgorithmSpec::SdpMbSgd(_)
+            | AlgorithmSpec::SdpAcceleratedMbSgd(_)
+            | AlgorithmSpec::Psgd(_)
+            | AlgorithmSpec::Pgd(_) => true,
         }
+    }
+    /// Whether the runner must put a shuffle stage between the silos and the server.
+    pub fn needs_shuffler(&self) -> bool {
+        matches!(
+            self,
+            AlgorithmSpec::SdpMbSgd(_)
+                | AlgorithmSpec::SdpAcceleratedMbSgd(_)
+                | AlgorithmSpec::Psgd(_)
+                | AlgorithmSpec::Pgd(_)
+        )
     }
     /// The configured step size; `None` where `params = "theory"` computes it.
     pub fn explicit_step_size(&self) -> Option<f64> {
@@ -82,6 +110,10 @@ impl AlgorithmSpec {
             }
             AlgorithmSpec::AcceleratedMbSgd(a) => a.step_size,
             AlgorithmSpec::NoisyMbSgd(a) => a.step_size,
+            AlgorithmSpec::SdpMbSgd(a) => Some(a.step_size),
+            AlgorithmSpec::SdpAcceleratedMbSgd(a) => Some(a.step_size),
+            AlgorithmSpec::Psgd(a) => a.step_size,
+            AlgorithmSpec::Pgd(a) => a.step_size,
         }
     }
     /// The same algorithm with another step size (for grid searches).
@@ -93,6 +125,10 @@ impl AlgorithmSpec {
             }
             AlgorithmSpec::AcceleratedMbSgd(a) => a.step_size = Some(eta),
             AlgorithmSpec::NoisyMbSgd(a) => a.step_size = Some(eta),
+            AlgorithmSpec::SdpMbSgd(a) => a.step_size = eta,
+            AlgorithmSpec::SdpAcceleratedMbSgd(a) => a.step_size = eta,
+            AlgorithmSpec::Psgd(a) => a.step_size = Some(eta),
+            AlgorithmSpec::Pgd(a) => a.step_size = Some(eta),
         }
         s
     }
@@ -131,6 +167,60 @@ impl AlgorithmSpec {
             } => lowy::local_sgd::build(ctx, *step_size, *private, *local_steps, *output),
             AlgorithmSpec::AcceleratedMbSgd(a) => lowy::acsa::build(ctx, a),
             AlgorithmSpec::NoisyMbSgd(a) => lowy::mbsgd::build_general(ctx, a),
+            // The shuffle wing brings the silos (and PVEC's analyzer); the server halves are
+            // Lowy's, built non-private (a server half never adds noise).
+            AlgorithmSpec::SdpMbSgd(a) => {
+                let inner = lowy::mbsgd::build(
+                    ctx,
+                    a.step_size,
+                    None,
+                    Some(a.batch_size),
+                    a.output,
+                    dpfl_privacy::sampler::RecordSampling::WithReplacement,
+                )?;
+                shuffle::build_sdp_mbsgd(ctx, a, inner.server)
+            }
+            AlgorithmSpec::SdpAcceleratedMbSgd(a) => {
+                let inner = lowy::acsa::build(
+                    ctx,
+                    &lowy::acsa::AcceleratedSpec {
+                        sampling: lowy::acsa::AcsaSampling::OnePass,
+                        calibration: None,
+                        params: lowy::inputs::Params::Explicit,
+                        step_size: Some(a.step_size),
+                        batch_size: Some(a.batch_size(ctx)?),
+                        regularization: a.regularization,
+                        smoothing: None,
+                        weights: None,
+                        constants: Default::default(),
+                    },
+                )?;
+                shuffle::build_sdp_acsa(ctx, a, inner.server)
+            }
+            AlgorithmSpec::Psgd(a) => {
+                let (k, eta, _) = shuffle::psgd_preset(ctx, a)?;
+                let inner = lowy::mbsgd::build(
+                    ctx,
+                    eta,
+                    None,
+                    Some(k),
+                    OutputRule::Average,
+                    dpfl_privacy::sampler::RecordSampling::WithReplacement,
+                )?;
+                shuffle::build_psgd(ctx, a, inner.server)
+            }
+            AlgorithmSpec::Pgd(a) => {
+                let (_, eta, _) = shuffle::pgd_preset(ctx, a)?;
+                let inner = lowy::mbsgd::build(
+                    ctx,
+                    eta,
+                    None,
+                    Some(1),
+                    OutputRule::Average,
+                    dpfl_privacy::sampler::RecordSampling::WithReplacement,
+                )?;
+                shuffle::build_pgd(ctx, a, inner.server)
+            }
         }
     }
 }
