@@ -602,7 +602,7 @@ fn collect_run(
             let path = fed
                 .silo_state_dir(i as u32)
                 .join(dpfl_net::ledger::ROUND_LEDGER);
-            dpfl_net::ledger::RoundLedger::read_events(&path).map_err(net)
+            dpfl_net::ledger::read_events(&path).map_err(net)
         })
         .collect::<anyhow::Result<Vec<_>>>()?;
     Ok(SingleRun {

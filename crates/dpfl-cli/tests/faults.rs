@@ -215,18 +215,7 @@ fn read_logs(dir: &Path) -> String {
 
 /// The rounds charged in a silo's round ledger (a cell: `ledger.0` / `ledger.1`).
 fn charged(state: &Path) -> Vec<u64> {
-    let bytes = dpfl_net::store::Cell::read(&state.join("ledger"))
-        .unwrap()
-        .unwrap();
-    let v: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
-    v["charged"]
-        .as_object()
-        .unwrap()
-        .keys()
-        .map(|k| k.parse().unwrap())
-        .collect::<std::collections::BTreeSet<u64>>()
-        .into_iter()
-        .collect()
+    dpfl_net::ledger::charged_rounds(&state.join("ledger")).unwrap()
 }
 
 /// Both slot files of a cell, flipped in their last byte.
@@ -395,7 +384,8 @@ fn a_second_process_on_a_state_directory_refuses_to_start() {
         "{}",
         o.stderr
     );
-    assert!(o.took < Duration::from_secs(10));
+    // "Promptly, not a hang": generous, since the machine may be loaded (2 cores, parallel tests).
+    assert!(o.took < Duration::from_secs(25), "{:?}", o.took);
     // The same for the server.
     fed.edit(|t| t.replace("start_timeout_ms = 120000", "start_timeout_ms = 60000"));
     let cfg = fed.cfg();
@@ -445,7 +435,7 @@ fn an_absent_server_a_foreign_ca_and_a_wrong_name_end_in_a_timeout_naming_the_re
         "{}",
         o.stderr
     );
-    assert!(o.took < Duration::from_secs(10), "{:?}", o.took);
+    assert!(o.took < Duration::from_secs(25), "{:?}", o.took);
 
     // A live server; silo 0 trusts another CA (its own ca.pem and certificate from it).
     fed.edit(|t| t.replace("start_timeout_ms = 120000", "start_timeout_ms = 60000"));
@@ -676,31 +666,18 @@ fn private_keys_are_owner_only_and_the_ca_key_must_match_its_certificate() {
     assert!(o.stderr.contains("hpke.key"), "{}", o.stderr);
 }
 
-/// The stored state of a silo: (last round answered, the message bytes stored for it).
-fn stored(state: &Path) -> Option<(u64, Vec<u8>)> {
-    let bytes = dpfl_net::store::Cell::read(&state.join("state")).unwrap()?;
-    let len = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
-    let p: serde_json::Value = serde_json::from_slice(&bytes[8..8 + len]).unwrap();
-    Some((p["round"].as_u64().unwrap(), bytes[8 + len..].to_vec()))
-}
-
-/// The release ids in a silo's file-backed budget ledger, in order.
-fn budget_releases(state: &Path) -> Vec<u64> {
-    let text = std::fs::read_to_string(state.join("budget-ledger.json")).unwrap();
-    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
-    v["releases"]
-        .as_array()
+/// The stored state of a silo: (last round answered, the bodies stored for it).
+fn stored(state: &Path) -> Option<(u64, Vec<Vec<u8>>)> {
+    dpfl_net::silo::stored_answer(state)
         .unwrap()
-        .iter()
-        .map(|r| r["release"].as_u64().unwrap())
-        .collect()
+        .map(|(r, bodies)| (u64::from(r), bodies))
 }
 
 #[test]
 fn a_silo_killed_mid_round_again_and_again_loses_nothing_and_releases_nothing_twice() {
     let tmp = tempfile::tempdir().unwrap();
     let fed = Fed::prepare_with(tmp.path(), &EXPERIMENT.replace("rounds = 3", "rounds = 40"));
-    // Enforced: the budget ledger is written (and fsynced) on every round too.
+    // Enforced: the silo's one ledger charges the budget and the release cap together.
     for i in 0..3 {
         std::fs::write(
             fed.budget(i),
@@ -725,7 +702,7 @@ fn a_silo_killed_mid_round_again_and_again_loses_nothing_and_releases_nothing_tw
     let args0 = fed.silo_args(0, &[]);
     // SIGKILL at times spread over a round's work (charge, compute, durable write, send).
     let delays_ms = [350u64, 120, 480, 60, 260, 180, 90, 400, 30, 220, 140, 310];
-    let mut seen: std::collections::BTreeMap<u64, Vec<u8>> = Default::default();
+    let mut seen: std::collections::BTreeMap<u64, Vec<Vec<u8>>> = Default::default();
     let mut last_round = None;
     let (mut kills, mut checked_resends) = (0, 0);
     for (k, d) in delays_ms.iter().enumerate() {
@@ -774,12 +751,9 @@ fn a_silo_killed_mid_round_again_and_again_loses_nothing_and_releases_nothing_tw
     // Nothing lost: every restart restored what the last one stored, the server finished all
     // 40 rounds (its log says so) and the other silos answered every round.
     assert_eq!(charged(&fed.silo_state(1)), (0..40).collect::<Vec<u64>>());
-    // Nothing released twice: each round charged once in the round ledger and once in the
-    // budget ledger, the same rounds in both.
+    // Nothing released twice: each round charged once in the silo's one ledger.
     let rounds = charged(&s0);
-    let releases = budget_releases(&s0);
-    assert_eq!(releases, rounds, "budget ledger charges each round once");
-    assert!(rounds.windows(2).all(|w| w[0] < w[1]));
+    assert!(rounds.windows(2).all(|w| w[0] < w[1]), "{rounds:?}");
     let (r, _) = stored(&s0).unwrap();
     assert_eq!(
         rounds.last(),
@@ -916,5 +890,5 @@ fn exit_codes_follow_the_readme_table_in_every_subcommand() {
     );
     assert_eq!(o.code, Some(2), "{}", o.stderr);
     assert!(o.stderr.contains(file), "{}", o.stderr);
-    assert!(o.took < Duration::from_secs(10), "{:?}", o.took);
+    assert!(o.took < Duration::from_secs(25), "{:?}", o.took);
 }

@@ -147,9 +147,10 @@ fn enforced_budgets_are_charged_by_each_silo_process() {
     let (w, _) = simulated(&exp);
     assert_eq!(bits(&model(&out.join("trial-0"))), bits(&w));
     for id in 0..3 {
-        let path = out.join(format!("trial-0/alg-0/silo-{id}/budget-ledger.json"));
-        let l: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        // The silo's one ledger (release cap and budget), a durable cell.
+        let path = out.join(format!("trial-0/alg-0/silo-{id}/ledger"));
+        let bytes = dpfl_net::store::Cell::read(&path).unwrap().unwrap();
+        let l: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
         assert_eq!(l["releases"].as_array().unwrap().len(), 6, "silo {id}");
         assert_eq!(l["budget"]["epsilon"], 2.0);
     }
@@ -366,12 +367,10 @@ fn start_processes(cfg: &str, shards: &[PathBuf], logs: &Path) -> (Child, Vec<Ch
 }
 
 fn checkpoint_round(out: &Path) -> u64 {
-    dpfl_net::store::Cell::read(&out.join("alg-0/server/checkpoint"))
+    dpfl_net::checkpoint::Checkpoint::next_round_at(&out.join("alg-0/server/checkpoint"))
         .ok()
         .flatten()
-        .and_then(|t| serde_json::from_slice::<serde_json::Value>(&t).ok())
-        .and_then(|v| v["next_round"].as_u64())
-        .unwrap_or(0)
+        .map_or(0, u64::from)
 }
 
 fn wait_until(what: &str, limit: Duration, mut f: impl FnMut() -> bool) {
@@ -488,14 +487,7 @@ fn a_restarted_server_resumes_without_charging_any_ledger_twice() {
             "silo {i}: {text}"
         );
         let cell = out.join(format!("alg-0/silo-{i}/ledger"));
-        let bytes = dpfl_net::store::Cell::read(&cell).unwrap().unwrap();
-        let ledger: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
-        let charged: Vec<u64> = ledger["charged"]
-            .as_object()
-            .unwrap()
-            .keys()
-            .map(|k| k.parse().unwrap())
-            .collect();
+        let charged = dpfl_net::ledger::charged_rounds(&cell).unwrap();
         let mut sorted = charged.clone();
         sorted.sort();
         assert_eq!(sorted, (0..rounds as u64).collect::<Vec<_>>());

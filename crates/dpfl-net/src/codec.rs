@@ -36,6 +36,49 @@ pub fn max_sealed_bytes(dim: usize) -> u64 {
     max_message_bytes(dim) + 32 + 16
 }
 
+/// How many largest messages one reply may weigh. A reply of several messages (a
+/// multi-message protocol) carries at most this many times the bytes of the largest single
+/// message of the dimension: the limit stays derived from the model dimension, so an
+/// announced length is still checked before anything is allocated. A protocol that needs
+/// more raises it here.
+pub const REPLY_WEIGHT: u64 = 8;
+
+/// Largest body a silo sends for one round: a reply of dimension `dim`.
+pub fn max_reply_bytes(dim: usize) -> u64 {
+    12 + REPLY_WEIGHT * max_message_bytes(dim)
+}
+
+/// Most messages in one reply of dimension `dim`: every payload takes at least its 9-byte
+/// head and one byte of content.
+pub fn max_reply_messages(dim: usize) -> usize {
+    usize::try_from(max_reply_bytes(dim) / 10).unwrap_or(usize::MAX)
+}
+
+/// Largest total of the sealed messages of one reply (each sealed on its own, so that the
+/// shuffler permutes messages, not replies).
+pub fn max_sealed_reply_bytes(dim: usize) -> u64 {
+    max_reply_bytes(dim) + (32 + 16) * max_reply_messages(dim) as u64
+}
+
+/// The body a silo sends on its session for `reply`: a one-message reply is that message
+/// (`DPM1`, the bytes a single-message algorithm has always sent), several messages a `DPR1`
+/// reply. [`decode_answer`] reads both.
+pub fn encode_answer(reply: &Reply) -> Vec<u8> {
+    match reply.messages.as_slice() {
+        [one] => encode_message(one),
+        _ => encode_reply(reply),
+    }
+}
+
+/// Decodes a silo's answer body ([`encode_answer`]): a message or a reply, by its magic.
+pub fn decode_answer(bytes: &[u8], round: u32, dim: usize) -> Result<Reply> {
+    if bytes.starts_with(REPLY_MAGIC) {
+        decode_reply(bytes, round, dim, max_reply_messages(dim))
+    } else {
+        decode_message(bytes, round, dim).map(Reply::single)
+    }
+}
+
 pub fn encode_broadcast(b: &Broadcast) -> Vec<u8> {
     let n = b.point.len() + b.aux.iter().map(Vec::len).sum::<usize>();
     let mut out = Vec::with_capacity(16 + 4 * b.aux.len() + 8 * n);
@@ -258,7 +301,9 @@ pub fn decode_reply(bytes: &[u8], round: u32, dim: usize, max_messages: usize) -
         )));
     }
     let n = r.u32()? as usize;
-    if n == 0 || n > max_messages {
+    // Every payload takes at least 10 bytes: a count the bytes cannot hold is refused before
+    // anything is reserved for it.
+    if n == 0 || n > max_messages || n > bytes.len() / 10 {
         return Err(NetError::Rejected(format!(
             "reply of {n} messages (1..={max_messages} allowed)"
         )));
@@ -427,22 +472,27 @@ where
     Ok(Some((h, body)))
 }
 
-/// Reads (header, body) pairs until the stream ends; more than `max_bodies` is an error.
+/// Reads (header, body) pairs until the stream ends; more than `max_bodies`, or bodies of
+/// more than `max_total` bytes together, is an error (each body's announced length is checked
+/// against what is left of `max_total` before it is read).
 pub async fn read_bodies<S>(
     stream: &mut S,
     limit: u64,
     max_bodies: usize,
+    max_total: u64,
 ) -> Result<Vec<(Header, Vec<u8>)>>
 where
     S: tokio_stream::Stream<Item = std::result::Result<Frame, tonic::Status>> + Unpin,
 {
     let mut out = Vec::new();
-    while let Some(b) = next_body(stream, limit).await? {
+    let mut left = max_total;
+    while let Some(b) = next_body(stream, limit.min(left)).await? {
         if out.len() >= max_bodies {
             return Err(NetError::Rejected(format!(
                 "more than {max_bodies} bodies in one stream"
             )));
         }
+        left -= b.1.len() as u64;
         out.push(b);
     }
     Ok(out)

@@ -17,6 +17,7 @@
 //! ([`error`]).
 
 pub mod certs;
+pub mod checkpoint;
 pub mod codec;
 pub mod config;
 pub mod error;

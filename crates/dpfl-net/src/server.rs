@@ -18,66 +18,40 @@
 //! round with the bytes they stored, so no fresh noise is drawn and no ledger is charged twice.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use serde::{Deserialize, Serialize};
 use tokio::sync::{Mutex, watch};
-use tokio_stream::Stream;
-use tonic::{Request, Response, Status, Streaming};
 
-use dpfl::algo::{HalfState, Round, ServerHalf, SiloMessage};
-use dpfl::round::Participation;
+use dpfl::algo::{Round, ServerHalf, SiloMessage};
+use dpfl::round::SiloAnswer;
 use dpfl_privacy::DpRng;
-use dpfl_privacy::rng::RngState;
 
 use crate::codec;
 use crate::config::Federation;
 use crate::error::{NetError, Result};
-use crate::proto::federation_server::{Federation as FederationRpc, FederationServer};
-use crate::proto::{
-    Frame, Header, PullRequest, PushReply, RegisterReply, RegisterRequest, ShuffleRound,
-    Status as RoundStatus,
-};
+use crate::proto::federation_server::FederationServer;
 
-/// How long the shuffler's pull waits before answering WAIT.
-const LONG_POLL: Duration = Duration::from_secs(15);
-/// How long a new session may take to say HELLO.
-const HELLO_TIMEOUT: Duration = Duration::from_secs(30);
+pub use crate::checkpoint::{Checkpoint, RoundLog};
 
-/// One line of the round log (`rounds.jsonl`).
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct RoundLog {
-    pub round: Round,
-    pub epoch: u64,
-    /// |S_r|.
-    pub selected: usize,
-    /// M_r: messages aggregated.
-    pub participants: usize,
-    pub rejected: usize,
-    pub seconds: f64,
-}
+mod round;
+mod service;
 
-#[derive(Debug, Serialize, Deserialize)]
-struct Checkpoint {
-    next_round: Round,
-    epoch: u64,
-    half: HalfState,
-    participation: RngState,
-    log: Vec<RoundLog>,
-}
+use round::{run_round, wait_for_silos};
+use service::Service;
 
 struct Open {
     round: Round,
     selected: Vec<u32>,
     broadcast: Arc<Vec<u8>>,
     deadline: Instant,
-    plain: BTreeMap<u32, SiloMessage>,
-    sealed: Vec<SiloMessage>,
+    /// Each silo's answer (a reply or its ledger's refusal), keyed, and so later collected, in
+    /// silo order. In shuffle mode only refusals arrive here (replies come through the
+    /// shuffler, without identities).
+    answers: BTreeMap<u32, SiloAnswer>,
+    /// Shuffle mode: the messages of the shuffler's batch, in its (permuted) order.
+    shuffled: Vec<SiloMessage>,
     seen: HashSet<[u8; 32]>,
-    /// Silos whose ledger refused this round: not waited for.
-    refused: HashSet<u32>,
     batch_received: bool,
     rejected: usize,
 }
@@ -197,8 +171,7 @@ impl Server {
         let (mut ckpt_cell, stored) = crate::store::Cell::open(&ckpt_path)?;
         let (mut next_round, mut participation_rng, mut log, epoch) = match stored {
             Some(bytes) => {
-                let c: Checkpoint =
-                    serde_json::from_slice(&bytes).map_err(|e| NetError::file(&ckpt_path, e))?;
+                let c = Checkpoint::decode(&ckpt_path, &bytes)?;
                 half.restore(c.half)?;
                 tracing::info!(round = c.next_round, "resuming from checkpoint");
                 (
@@ -325,8 +298,8 @@ impl Server {
                 participation: participation_rng.snapshot(),
                 log: log.clone(),
             };
-            let json = serde_json::to_vec(&ckpt).map_err(|e| NetError::file(&ckpt_path, e))?;
-            ckpt_cell.write(&json)?;
+            let [tag, body] = ckpt.encode(&ckpt_path)?;
+            ckpt_cell.write_parts(&[&tag, &body])?;
             this_process += 1;
             tokio::time::sleep_until(pace.into()).await;
         }
@@ -396,486 +369,4 @@ fn hpke_keys(dir: &std::path::Path) -> Result<(Vec<u8>, Vec<u8>)> {
     let (sk, pk) = crate::seal::generate_keypair();
     crate::keys::write_private(&path, &[sk.as_slice(), pk.as_slice()].concat(), false)?;
     Ok((sk, pk))
-}
-
-/// Waits for every silo to open a session, or until the start timeout; then starts if at
-/// least `min` have, and refuses otherwise (a federation of fewer silos than configured is
-/// a misconfiguration, not a training run).
-async fn wait_for_silos(shared: &Shared, min: usize, timeout: Duration) -> Result<()> {
-    let end = Instant::now() + timeout;
-    let mut rx = shared.changed.subscribe();
-    loop {
-        let n = shared.inner.lock().await.sessions.len();
-        if n >= shared.silos {
-            return Ok(());
-        }
-        let now = Instant::now();
-        if now >= end {
-            if n < min {
-                return Err(NetError::Refused(format!(
-                    "only {n} of {} silos connected within server.start_timeout_ms = {} ms, \
-                     fewer than server.min_silos = {min}: not starting round 0 (see the silos' \
-                     logs: a silo that refuses the plan or its data exits at once)",
-                    shared.silos,
-                    timeout.as_millis()
-                )));
-            }
-            tracing::warn!(
-                registered = n,
-                silos = shared.silos,
-                min_silos = min,
-                "starting without every silo"
-            );
-            return Ok(());
-        }
-        let _ = tokio::time::timeout(end - now, rx.changed()).await;
-    }
-}
-
-async fn run_round(
-    shared: &Shared,
-    half: &mut dyn ServerHalf,
-    participation: &Participation,
-    rng: &mut DpRng,
-    r: Round,
-    deadline: Duration,
-) -> Result<RoundLog> {
-    let mut selected = Vec::new();
-    participation.draw(shared.silos, rng, &mut selected)?;
-    let broadcast = codec::encode_broadcast(&half.broadcast(r));
-    let opened = Instant::now();
-    let selected: Vec<u32> = selected.iter().map(|&i| i as u32).collect();
-    {
-        let mut inner = shared.inner.lock().await;
-        inner.open = Some(Open {
-            round: r,
-            selected: selected.clone(),
-            broadcast: Arc::new(broadcast),
-            deadline: opened + deadline,
-            plain: BTreeMap::new(),
-            sealed: Vec::new(),
-            seen: HashSet::new(),
-            refused: HashSet::new(),
-            batch_received: false,
-            rejected: 0,
-        });
-    }
-    shared.notify_opened();
-    let mut rx = shared.changed.subscribe();
-    let (messages, rejected) = loop {
-        {
-            let mut inner = shared.inner.lock().await;
-            let now = Instant::now();
-            let Inner {
-                open: slot,
-                last_seen,
-                sessions,
-                ..
-            } = &mut *inner;
-            let open = slot
-                .as_mut()
-                .ok_or_else(|| NetError::Transport("round state lost".into()))?;
-            // A silo is waited for while its session is open and its heartbeats fresh.
-            let gone = |id: &u32| {
-                !sessions.contains_key(id)
-                    || last_seen
-                        .get(id)
-                        .is_none_or(|t| now.duration_since(*t) > shared.heartbeat_timeout)
-            };
-            // In shuffle mode the server cannot tell who answered: it waits for the shuffler's
-            // batch (which the shuffler forwards once every selected silo has submitted or
-            // refused, or near the deadline with what it has).
-            let complete = if shared.shuffle {
-                open.batch_received || open.selected.iter().all(|id| open.refused.contains(id))
-            } else {
-                open.selected
-                    .iter()
-                    .all(|id| open.plain.contains_key(id) || open.refused.contains(id) || gone(id))
-            };
-            if complete || now >= open.deadline {
-                if !complete {
-                    tracing::warn!(
-                        round = r,
-                        "deadline passed; closing with the messages at hand"
-                    );
-                }
-                let msgs: Vec<SiloMessage> = if shared.shuffle {
-                    std::mem::take(&mut open.sealed)
-                } else {
-                    // Silo order, as in the simulator.
-                    std::mem::take(&mut open.plain).into_values().collect()
-                };
-                let rejected = open.rejected;
-                *slot = None;
-                break (msgs, rejected);
-            }
-        }
-        let _ = tokio::time::timeout(Duration::from_millis(200), rx.changed()).await;
-    };
-    shared.notify();
-    half.aggregate(r, &messages)?;
-    Ok(RoundLog {
-        round: r,
-        epoch: shared.epoch,
-        selected: selected.len(),
-        participants: messages.len(),
-        rejected,
-        seconds: opened.elapsed().as_secs_f64(),
-    })
-}
-
-struct Service {
-    shared: Arc<Shared>,
-}
-
-type Outbound = tokio::sync::mpsc::Sender<std::result::Result<Frame, Status>>;
-
-/// A session's sending half: the broadcast of every round the silo is selected for and has
-/// not answered or refused (once per session), then DONE.
-async fn send_rounds(s: Arc<Shared>, id: u32, tx: Outbound) {
-    let mut opened = s.opened.subscribe();
-    let mut sent: Option<Round> = None;
-    loop {
-        // Mark the current value seen before reading the state, so a round opened after the
-        // read wakes the wait below.
-        opened.borrow_and_update();
-        let (frames, last) = {
-            let mut inner = s.inner.lock().await;
-            if inner.done {
-                inner.done_told.insert(id);
-                let h = Header {
-                    status: RoundStatus::Done as i32,
-                    epoch: s.epoch,
-                    ..Default::default()
-                };
-                (codec::frames(h, &[]), true)
-            } else {
-                match &inner.open {
-                    Some(o)
-                        if sent != Some(o.round)
-                            && o.selected.contains(&id)
-                            && !o.plain.contains_key(&id)
-                            && !o.refused.contains(&id) =>
-                    {
-                        sent = Some(o.round);
-                        let h = Header {
-                            status: RoundStatus::Round as i32,
-                            round: o.round,
-                            epoch: s.epoch,
-                            ..Default::default()
-                        };
-                        (codec::frames(h, &o.broadcast), false)
-                    }
-                    _ => (Vec::new(), false),
-                }
-            }
-        };
-        for f in frames {
-            if tx.send(Ok(f)).await.is_err() {
-                return;
-            }
-        }
-        if last || opened.changed().await.is_err() {
-            return;
-        }
-    }
-}
-
-/// One body a silo sent on its session: a message, a refusal or a heartbeat. Anything wrong
-/// with it is logged and counted; the round goes on.
-async fn receive(s: &Shared, id: u32, h: Header, body: &[u8]) {
-    let mut inner = s.inner.lock().await;
-    inner.last_seen.insert(id, Instant::now());
-    let status = RoundStatus::try_from(h.status);
-    if status == Ok(RoundStatus::Heartbeat) {
-        return;
-    }
-    let Some(open) = inner.open.as_mut().filter(|o| o.round == h.round) else {
-        tracing::info!(silo = id, round = h.round, "late message ignored");
-        return;
-    };
-    let bad = |open: &mut Open, e: NetError| {
-        open.rejected += 1;
-        tracing::warn!("message of silo {id} for round {} rejected: {e}", h.round);
-    };
-    if let Err(e) = check_claim(h.silo_id, id) {
-        return bad(open, e);
-    }
-    if !open.selected.contains(&id) {
-        let e = NetError::Rejected(format!("silo {id} is not selected for round {}", h.round));
-        return bad(open, e);
-    }
-    match status {
-        Ok(RoundStatus::Refused) => {
-            tracing::info!(silo = id, round = h.round, "silo refuses the round");
-            open.refused.insert(id);
-        }
-        Ok(RoundStatus::Message) if s.shuffle => {
-            let e = NetError::Rejected("in shuffle mode messages go through the shuffler".into());
-            return bad(open, e);
-        }
-        Ok(RoundStatus::Message) => {
-            if open.plain.contains_key(&id) {
-                tracing::info!(silo = id, round = h.round, "duplicate message ignored");
-                return;
-            }
-            match codec::decode_message(body, h.round, s.dim) {
-                Ok(m) => {
-                    open.plain.insert(id, m);
-                }
-                Err(e) => return bad(open, e),
-            }
-        }
-        _ => {
-            let e = NetError::Rejected(format!("unexpected frame status {}", h.status));
-            return bad(open, e);
-        }
-    }
-    drop(inner);
-    s.notify();
-}
-
-type FrameStream = Pin<Box<dyn Stream<Item = std::result::Result<Frame, Status>> + Send>>;
-
-fn silo_id_of<T>(req: &Request<T>, silos: usize) -> Result<u32> {
-    let name = crate::tls::peer_name(req)?;
-    let id = name
-        .strip_prefix("silo-")
-        .and_then(|s| s.parse::<u32>().ok())
-        .ok_or_else(|| NetError::Denied(format!("{name:?} is not a silo")))?;
-    if id as usize >= silos {
-        return Err(NetError::Denied(format!(
-            "silo {id} is not in this federation of {silos}"
-        )));
-    }
-    Ok(id)
-}
-
-fn require_shuffler<T>(req: &Request<T>) -> Result<()> {
-    let name = crate::tls::peer_name(req)?;
-    if name != "shuffler" {
-        return Err(NetError::Denied(format!("{name:?} is not the shuffler")));
-    }
-    Ok(())
-}
-
-fn check_claim(claimed: u32, id: u32) -> Result<()> {
-    if claimed != id {
-        return Err(NetError::Denied(format!(
-            "certificate of silo {id} claims to be silo {claimed}"
-        )));
-    }
-    Ok(())
-}
-
-fn reply(outcome: &str, accepted: u32) -> Response<PushReply> {
-    Response::new(PushReply {
-        outcome: outcome.into(),
-        accepted,
-    })
-}
-
-/// Logs a rejection (the round goes on) and turns it into a status.
-fn rejected(what: &str, e: NetError) -> Status {
-    tracing::warn!("{what} rejected: {e}");
-    e.into()
-}
-
-#[tonic::async_trait]
-impl FederationRpc for Service {
-    async fn register(
-        &self,
-        req: Request<RegisterRequest>,
-    ) -> std::result::Result<Response<RegisterReply>, Status> {
-        let s = &self.shared;
-        let id = silo_id_of(&req, s.silos)?;
-        check_claim(req.get_ref().silo_id, id)?;
-        s.inner.lock().await.last_seen.insert(id, Instant::now());
-        s.notify();
-        tracing::info!(silo = id, "registered");
-        Ok(Response::new(RegisterReply {
-            dim: s.dim as u32,
-            rounds: s.rounds as u32,
-            silos: s.silos as u32,
-            shuffle: s.shuffle,
-            hpke_public_key: s.hpke_pk.clone(),
-            epoch: s.epoch,
-        }))
-    }
-
-    type SessionStream = FrameStream;
-
-    async fn session(
-        &self,
-        req: Request<Streaming<Frame>>,
-    ) -> std::result::Result<Response<FrameStream>, Status> {
-        let s = self.shared.clone();
-        let id = silo_id_of(&req, s.silos)?;
-        let mut inbound = req.into_inner();
-        let hello = tokio::time::timeout(HELLO_TIMEOUT, codec::next_body(&mut inbound, 0))
-            .await
-            .map_err(|_| NetError::Rejected("no HELLO in time".into()))
-            .and_then(|r| r)
-            .map_err(|e| rejected(&format!("session of silo {id}"), e))?;
-        let Some((h, _)) = hello else {
-            return Err(Status::cancelled("session closed before HELLO"));
-        };
-        if h.status != RoundStatus::Hello as i32 {
-            return Err(rejected(
-                &format!("session of silo {id}"),
-                NetError::Rejected("the first frame of a session must be HELLO".into()),
-            ));
-        }
-        check_claim(h.silo_id, id)?;
-        let serial = {
-            let mut inner = s.inner.lock().await;
-            inner.next_session += 1;
-            let serial = inner.next_session;
-            inner.sessions.insert(id, serial);
-            inner.last_seen.insert(id, Instant::now());
-            serial
-        };
-        s.notify();
-        tracing::info!(silo = id, "session opened");
-        let (tx, rx) = tokio::sync::mpsc::channel(8);
-        let sender = tokio::spawn(send_rounds(s.clone(), id, tx.clone()));
-        tokio::spawn(async move {
-            let limit = codec::max_message_bytes(s.dim);
-            let end = loop {
-                match codec::next_body(&mut inbound, limit).await {
-                    Ok(Some((h, body))) => receive(&s, id, h, &body).await,
-                    Ok(None) => break None,
-                    Err(e) => break Some(e),
-                }
-            };
-            match end {
-                None | Some(NetError::Rpc(_)) => {
-                    tracing::info!(silo = id, "session closed");
-                }
-                Some(e) => {
-                    // A framing violation (oversized, short, out of order) ends the session
-                    // with a logged reason; the silo reconnects, the round goes on.
-                    let status = rejected(&format!("session of silo {id}"), e);
-                    let _ = tx.send(Err(status)).await;
-                }
-            }
-            sender.abort();
-            {
-                let mut inner = s.inner.lock().await;
-                if inner.sessions.get(&id) == Some(&serial) {
-                    inner.sessions.remove(&id);
-                }
-            }
-            s.notify();
-        });
-        Ok(Response::new(Box::pin(
-            tokio_stream::wrappers::ReceiverStream::new(rx),
-        )))
-    }
-
-    async fn pull_shuffle_round(
-        &self,
-        req: Request<PullRequest>,
-    ) -> std::result::Result<Response<ShuffleRound>, Status> {
-        let s = &self.shared;
-        require_shuffler(&req)?;
-        let p = req.into_inner();
-        let mut rx = s.changed.subscribe();
-        let end = Instant::now() + LONG_POLL;
-        loop {
-            {
-                let mut inner = s.inner.lock().await;
-                if inner.done {
-                    return Ok(Response::new(ShuffleRound {
-                        status: RoundStatus::Done as i32,
-                        epoch: s.epoch,
-                        ..Default::default()
-                    }));
-                }
-                if let Some(o) = inner.open.as_mut() {
-                    let told = p.last_epoch == s.epoch && p.last_round >= i64::from(o.round);
-                    if !told && !o.batch_received {
-                        return Ok(Response::new(ShuffleRound {
-                            status: RoundStatus::Round as i32,
-                            round: o.round,
-                            epoch: s.epoch,
-                            expected: o.selected.len() as u32,
-                            deadline_ms: o
-                                .deadline
-                                .saturating_duration_since(Instant::now())
-                                .as_millis() as u64,
-                        }));
-                    }
-                }
-            }
-            let now = Instant::now();
-            if now >= end {
-                return Ok(Response::new(ShuffleRound {
-                    status: RoundStatus::Wait as i32,
-                    epoch: s.epoch,
-                    ..Default::default()
-                }));
-            }
-            let _ = tokio::time::timeout(end - now, rx.changed()).await;
-        }
-    }
-
-    async fn push_shuffled(
-        &self,
-        req: Request<Streaming<Frame>>,
-    ) -> std::result::Result<Response<PushReply>, Status> {
-        let s = &self.shared;
-        require_shuffler(&req)?;
-        let mut stream = req.into_inner();
-        let bodies = codec::read_bodies(&mut stream, codec::max_sealed_bytes(s.dim), s.silos)
-            .await
-            .map_err(|e| rejected("shuffled batch", e))?;
-        // Every batch names its round and epoch (an empty one in a lone header with count 0),
-        // so a late batch can never be taken for a later round's.
-        let Some((round, epoch)) = bodies.first().map(|(h, _)| (h.round, h.epoch)) else {
-            return Err(rejected(
-                "shuffled batch",
-                NetError::Rejected("a batch without a header".into()),
-            ));
-        };
-        let mut inner = s.inner.lock().await;
-        let Some(open) = inner
-            .open
-            .as_mut()
-            .filter(|o| o.round == round && epoch == s.epoch && !o.batch_received)
-        else {
-            tracing::info!(round, epoch, "late or repeated shuffled batch ignored");
-            return Ok(reply("LATE", 0));
-        };
-        let mut accepted = 0;
-        for (i, (h, sealed)) in bodies.iter().enumerate() {
-            if h.count == 0 && sealed.is_empty() {
-                continue; // the marker of an empty batch
-            }
-            if h.silo_id != 0 {
-                tracing::warn!("shuffled message {i} carries a silo id; identity dropped");
-            }
-            let digest: [u8; 32] = <sha2::Sha256 as sha2::Digest>::digest(sealed).into();
-            if !open.seen.insert(digest) {
-                tracing::info!(index = i, "replayed sealed message ignored");
-                continue;
-            }
-            let msg = crate::seal::open(&s.hpke_sk, open.round, sealed)
-                .and_then(|plain| codec::decode_message(&plain, open.round, s.dim));
-            match msg {
-                Ok(m) => {
-                    open.sealed.push(m);
-                    accepted += 1;
-                }
-                Err(e) => {
-                    open.rejected += 1;
-                    tracing::warn!(index = i, "sealed message rejected: {e}");
-                }
-            }
-        }
-        open.batch_received = true;
-        drop(inner);
-        s.notify();
-        Ok(reply("ACCEPTED", accepted))
-    }
 }

@@ -3,8 +3,10 @@
 //! without any silo identity.
 //!
 //! It holds no decryption key: it sees only HPKE ciphertexts (bound to their round) and the
-//! TLS identity of each sender, which it uses to accept at most one message per silo per
-//! round and drops before forwarding.
+//! TLS identity of each sender, which it uses to accept at most one submission per silo per
+//! round and drops before forwarding. A submission holds the silo's whole reply, each message
+//! sealed on its own: the unit of the permutation is the message, so the messages of one
+//! silo's multi-message reply are spread through the batch.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -25,10 +27,10 @@ use crate::proto::{Frame, Header, PullRequest, PushReply, Status as RoundStatus}
 struct Collecting {
     epoch: u64,
     round: u32,
-    /// Keyed by silo id only to refuse a second message; the ids are dropped on forwarding.
-    /// `None`: the silo's ledger refused the round (it counts as heard from, so the batch
-    /// need not wait for it).
-    by_silo: BTreeMap<u32, Option<Vec<u8>>>,
+    /// Keyed by silo id only to refuse a second submission; the ids are dropped on
+    /// forwarding. Each holds the silo's sealed messages; none when the silo's ledger refused
+    /// the round (it counts as heard from, so the batch need not wait for it).
+    by_silo: BTreeMap<u32, Vec<Vec<u8>>>,
 }
 
 struct Shared {
@@ -289,22 +291,40 @@ impl ShufflerRpc for Service {
                 NetError::Denied(format!("{name:?} is not a silo of this federation"))
             })?;
         let mut stream = req.into_inner();
-        let mut bodies = codec::read_bodies(&mut stream, codec::max_sealed_bytes(s.dim), 1)
-            .await
-            .map_err(|e| {
-                tracing::warn!(silo = id, "submission rejected: {e}");
-                Status::from(e)
-            })?;
-        let Some((h, sealed)) = bodies.pop() else {
+        let bodies = codec::read_bodies(
+            &mut stream,
+            codec::max_sealed_bytes(s.dim),
+            codec::max_reply_messages(s.dim),
+            codec::max_sealed_reply_bytes(s.dim),
+        )
+        .await
+        .map_err(|e| {
+            tracing::warn!(silo = id, "submission rejected: {e}");
+            Status::from(e)
+        })?;
+        let Some(h) = bodies.first().map(|(h, _)| h.clone()) else {
             return Err(NetError::Rejected("empty submission".into()).into());
         };
-        if h.silo_id != id {
-            return Err(NetError::Denied(format!(
-                "certificate of silo {id} claims to be silo {}",
-                h.silo_id
-            ))
-            .into());
+        for (b, _) in &bodies {
+            if b.silo_id != id {
+                return Err(NetError::Denied(format!(
+                    "certificate of silo {id} claims to be silo {}",
+                    b.silo_id
+                ))
+                .into());
+            }
+            if (b.round, b.status) != (h.round, h.status) {
+                return Err(
+                    NetError::Rejected("a submission mixes rounds or statuses".into()).into(),
+                );
+            }
         }
+        let refused = h.status == RoundStatus::Refused as i32;
+        let sealed: Vec<Vec<u8>> = if refused {
+            Vec::new()
+        } else {
+            bodies.into_iter().map(|(_, b)| b).collect()
+        };
         // Wait (briefly) until this shuffler has learnt of the round.
         let mut rx = s.changed.subscribe();
         let end = Instant::now() + Duration::from_secs(10);
@@ -319,8 +339,7 @@ impl ShufflerRpc for Service {
                                 accepted: 0,
                             }));
                         }
-                        let refused = h.status == RoundStatus::Refused as i32;
-                        c.by_silo.insert(id, (!refused).then_some(sealed));
+                        c.by_silo.insert(id, sealed);
                         drop(cur);
                         s.changed.send_modify(|v| *v = v.wrapping_add(1));
                         return Ok(Response::new(PushReply {

@@ -1,42 +1,32 @@
 //! A silo process: keeps its data, its generator, its half and its ledger, connects out to
 //! the server, and answers the rounds it is selected for.
 //!
-//! # One message per round
-//! Before computing round r's message the silo charges r's privacy event to its ledger
-//! (refusing the round if the budget does not allow it). It stores the message bytes together
-//! with its half's and its generator's new state in one atomic write, and only then sends. If
-//! asked for round r again (a restarted server, a lost reply), it resends exactly the stored
-//! bytes: a silo never sends two differently-noised messages for one round, and the ledger is
-//! never charged twice. A restarted silo continues its generator from the stored state.
+//! # One reply per round
+//! Before computing round r's reply the silo charges r's privacy event to its ledger
+//! (refusing the round if the budget does not allow it). It stores the reply's bytes (one
+//! body, or in shuffle mode one sealed body per message) together with its half's and its
+//! generator's new state in one atomic write, and only then sends. If asked for round r again
+//! (a restarted server, a lost reply), it resends exactly the stored bytes: a silo never sends
+//! two differently-noised replies for one round, and the ledger is never charged twice. A
+//! restarted silo continues its generator from the stored state.
 
 use std::path::PathBuf;
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
-use tonic::transport::Channel;
-
-use dpfl::algo::{HalfState, Round, SiloHalf};
+use dpfl::algo::SiloHalf;
 use dpfl::data::SiloData;
-use dpfl::round::{self, ChargeError, Refusal, SiloAnswer};
+use dpfl::round::{self, SiloAnswer};
 use dpfl_privacy::DpRng;
-use dpfl_privacy::PrivacyEvent;
-use dpfl_privacy::rng::RngState;
+use dpfl_privacy::ledger::{Budget, Ledger};
 
 use crate::codec;
 use crate::config::Federation;
 use crate::error::{NetError, Result};
-use crate::ledger::{RoundLedger, SiloLedger};
-use crate::proto::federation_client::FederationClient;
-use crate::proto::shuffler_client::ShufflerClient;
-use crate::proto::{Frame, Header, RegisterRequest, Status as RoundStatus};
 
-#[derive(Debug, Serialize, Deserialize)]
-struct Persisted {
-    /// The last round answered; its message is stored after this JSON.
-    round: u32,
-    half: HalfState,
-    rng: RngState,
-}
+mod session;
+mod state;
+
+use state::Persisted;
 
 /// What a silo did, for tests and logs.
 #[derive(Debug, Default, Clone)]
@@ -52,15 +42,15 @@ pub struct Silo {
     data: SiloData,
     half: Box<dyn SiloHalf>,
     rng: DpRng,
-    ledger: RoundLedger,
-    /// The accountant ledger of issue 4, charged first when the experiment sets
-    /// `[privacy] enforce_budget` (as the simulator's silos are): it refuses any round whose
-    /// event would take the silo past its (ε_i, δ_i) by the RDP accountant.
-    budget: Option<dpfl_privacy::ledger::Ledger>,
+    /// The one ledger, in a durable cell: the release cap R and, when the silo enforces a
+    /// budget (its own `--budget`, or the experiment's `[privacy] enforce_budget` in
+    /// in-process runs, as the simulator's silos do), its (ε_i, δ_i) by the RDP accountant.
+    ledger: Ledger,
     /// Message bytes, half state and generator state of the last round answered.
     state: crate::store::Cell,
     state_path: PathBuf,
-    last: Option<(u32, Vec<u8>)>,
+    /// The last round answered and the bodies sent for it.
+    last: Option<(u32, Vec<Vec<u8>>)>,
     dim: usize,
     /// Held while this silo lives: no second process on its state directory.
     _lock: crate::lock::DirLock,
@@ -124,55 +114,45 @@ impl Silo {
             },
         }
         .filter(|_| private);
-        let dir = fed.silo_state_dir(id);
-        // The state directory's lock is taken (in `with_half`) before any ledger is read.
-        let mut silo = Self::with_half(fed, id, data, half, dim)?;
-        if let Some(b) = budget {
-            let path = dir.join("budget-ledger.json");
-            let ledger = dpfl_privacy::ledger::Ledger::open(
-                &path,
-                b,
-                dpfl_privacy::accountant::AccountantKind::Rdp,
-            )
-            .map_err(|e| NetError::file(&path, e))?;
-            // Charged before the round ledger: a round the round ledger holds and this one
-            // lacks means this file was deleted or replaced.
-            let held: std::collections::BTreeSet<u64> = ledger.releases().map(|(r, _)| r).collect();
-            if let Some(r) = silo.ledger.rounds().into_iter().find(|r| !held.contains(r)) {
-                return Err(NetError::Refused(format!(
-                    "{}: lacks round {r}, which the round ledger records as charged: the budget \
-                     ledger was deleted or replaced, or enforcement was turned on after rounds \
-                     were answered; restore the state directory",
-                    path.display()
-                )));
-            }
-            silo.budget = Some(ledger);
-        }
-        Ok(silo)
+        Self::with_half_and_budget(fed, id, data, half, dim, budget)
     }
 
-    /// A silo with a given half of dimension `dim` (benchmarks use bare halves).
+    /// A silo with a given half of dimension `dim` and no budget beyond the release cap
+    /// (benchmarks use bare halves).
     pub fn with_half(
+        fed: Federation,
+        id: u32,
+        data: SiloData,
+        half: Box<dyn SiloHalf>,
+        dim: usize,
+    ) -> Result<Self> {
+        Self::with_half_and_budget(fed, id, data, half, dim, None)
+    }
+
+    /// [`Silo::with_half`] whose ledger also enforces `budget` (by the RDP accountant). A
+    /// stored ledger with other limits (a budget added, dropped or changed after rounds were
+    /// answered) is an error, never a reset.
+    pub fn with_half_and_budget(
         fed: Federation,
         id: u32,
         data: SiloData,
         mut half: Box<dyn SiloHalf>,
         dim: usize,
+        budget: Option<Budget>,
     ) -> Result<Self> {
         let dir = fed.silo_state_dir(id);
+        // The state directory's lock is taken before the ledger is read.
         let lock = crate::lock::lock_dir(&dir, &format!("silo {id}"))?;
-        let ledger = RoundLedger::open(&dir.join(crate::ledger::ROUND_LEDGER), fed.rounds())?;
+        let ledger =
+            crate::ledger::open(&dir.join(crate::ledger::ROUND_LEDGER), fed.rounds(), budget)?;
         let state_path = dir.join("state");
         let (state, stored) = crate::store::Cell::open(&state_path)?;
         let (rng, last) = match stored {
             Some(bytes) => {
-                let (p, body) = split_state(&bytes).map_err(|e| NetError::file(&state_path, e))?;
+                let (p, body) = state::read(&bytes).map_err(|e| NetError::file(&state_path, e))?;
                 half.restore(p.half)?;
                 tracing::info!(silo = id, round = p.round, "restored silo state");
-                (
-                    DpRng::from_snapshot(&p.rng)?,
-                    Some((p.round, body.to_vec())),
-                )
+                (DpRng::from_snapshot(&p.rng)?, Some((p.round, body)))
             }
             None => (round::silo_rng(fed.config.seed, id)?, None),
         };
@@ -186,7 +166,6 @@ impl Silo {
             half,
             rng,
             ledger,
-            budget: None,
             state,
             state_path,
             last,
@@ -196,9 +175,11 @@ impl Silo {
         })
     }
 
-    /// The message body for round `round` given its broadcast `body`, and whether it is a
+    /// The bodies answering round `round` given its broadcast `body`, and whether they are a
     /// resend: the stored bytes if `round` is the last round answered, otherwise a new
-    /// message (ledger charged, state stored durably before it is returned). `None` if the
+    /// reply (ledger charged, state stored durably before it is returned). Without `seal_to`
+    /// the reply is one body ([`codec::encode_answer`]); with it (shuffle mode) each message
+    /// is sealed on its own, one body per message, since the shuffler permutes messages. `None` if the
     /// round is refused: the ledger does not allow it, or it is older than the last round
     /// answered.
     ///
@@ -211,7 +192,7 @@ impl Silo {
         body: &[u8],
         round: u32,
         seal_to: Option<&[u8]>,
-    ) -> Result<Option<(Vec<u8>, bool)>> {
+    ) -> Result<Option<(Vec<Vec<u8>>, bool)>> {
         if let Some((r, bytes)) = &self.last {
             if *r == round {
                 return Ok(Some((bytes.clone(), true)));
@@ -233,17 +214,12 @@ impl Silo {
                 b.round
             )));
         }
-        // The round core's silo step: the budget ledger (if enforced), then the release cap,
-        // then the half; the first refusal leaves this silo out of the round.
-        let mut ledgers: Vec<&mut dyn round::Ledger> = Vec::with_capacity(2);
-        if let Some(budget) = &mut self.budget {
-            ledgers.push(budget);
-        }
-        ledgers.push(&mut self.ledger);
+        // The round core's silo step: one charge (release cap and budget), then the half; a
+        // refusal leaves this silo out of the round.
         let mut spent = Vec::new();
         let answer = round::silo_step(
             self.half.as_mut(),
-            &mut round::Chain(ledgers),
+            &mut self.ledger,
             &mut spent,
             &b,
             &self.data.train,
@@ -256,37 +232,26 @@ impl Silo {
                 tracing::warn!(silo = self.id, round, "ledger refuses the round: {r}");
                 return Ok(None);
             }
-            // A failed (not refusing) ledger: its own error if it is ours, else as before.
-            Err(dpfl::Error::Ledger(e)) => {
-                return Err(match e.downcast::<NetError>() {
-                    Ok(n) => *n,
-                    Err(e) => NetError::Budget(e.to_string()),
-                });
-            }
+            // A failed (not refusing) ledger: its storage, or a conflicting re-charge.
+            Err(dpfl::Error::Ledger(e)) => return Err(NetError::Budget(e.to_string())),
             Err(e) => return Err(e.into()),
         };
-        let mut messages = reply.messages;
-        let (Some(msg), None) = (messages.pop(), messages.pop()) else {
-            return Err(NetError::Rejected(
-                "a multi-message reply: the network runtime carries one message per silo and \
-                 round so far"
-                    .into(),
-            ));
+        let bodies = match seal_to {
+            None => vec![codec::encode_answer(&reply)],
+            Some(pk) => reply
+                .messages
+                .iter()
+                .map(|m| crate::seal::seal(pk, round, &codec::encode_message(m)))
+                .collect::<Result<Vec<_>>>()?,
         };
-        let mut bytes = codec::encode_message(&msg);
-        if let Some(pk) = seal_to {
-            bytes = crate::seal::seal(pk, round, &bytes)?;
-        }
         let p = Persisted {
             round,
             half: self.half.state(),
             rng: self.rng.snapshot(),
         };
-        let json = serde_json::to_vec(&p).map_err(|e| NetError::file(&self.state_path, e))?;
-        let json_len = (json.len() as u64).to_le_bytes();
-        self.state.write_parts(&[&json_len, &json, &bytes])?;
-        self.last = Some((round, bytes.clone()));
-        Ok(Some((bytes, false)))
+        state::write(&mut self.state, &self.state_path, &p, &bodies)?;
+        self.last = Some((round, bodies.clone()));
+        Ok(Some((bodies, false)))
     }
 
     /// How long [`Silo::run`] tries to reach the server before failing (default
@@ -297,170 +262,7 @@ impl Silo {
 
     /// The ledger's charged rounds.
     pub fn charged_rounds(&self) -> Vec<u64> {
-        self.ledger.rounds()
-    }
-
-    /// Runs until the server says training is over.
-    pub async fn run(mut self) -> Result<SiloReport> {
-        let mut report = SiloReport::default();
-        let tls_dir = self.fed.tls_dir();
-        let name = format!("silo-{}", self.id);
-        let server_name = self.fed.config.server.server_name.clone();
-        let mut retry = crate::retry::Retry::new(
-            format!("silo {}", self.id),
-            "the server",
-            self.connect_timeout,
-        );
-        'connect: loop {
-            let Some(addr) = self.fed.server_address()? else {
-                let file = self.fed.config.server.address_file.as_deref();
-                let file = file.map(|f| self.fed.path(f).display().to_string());
-                retry
-                    .failed(
-                        &self.fed.config.server.address,
-                        &format!("no address file {} yet", file.unwrap_or_default()),
-                    )
-                    .await?;
-                continue;
-            };
-            let endpoint = crate::tls::client_endpoint(
-                &addr,
-                &tls_dir,
-                &name,
-                &self.fed.config.server.server_name,
-            )?;
-            let channel = match endpoint.connect().await {
-                Ok(c) => c,
-                Err(e) => {
-                    retry
-                        .failed(&addr, &crate::retry::reason(&e, &server_name))
-                        .await?;
-                    continue;
-                }
-            };
-            let mut client = FederationClient::new(channel.clone())
-                .max_decoding_message_size(2 * codec::CHUNK_BYTES)
-                .max_encoding_message_size(2 * codec::CHUNK_BYTES);
-            let reg = match client.register(RegisterRequest { silo_id: self.id }).await {
-                Ok(r) => r.into_inner(),
-                Err(e) if e.code() == tonic::Code::PermissionDenied => {
-                    return Err(NetError::Denied(e.message().to_string()));
-                }
-                Err(e) => {
-                    retry
-                        .failed(&addr, &crate::retry::reason(&e, &server_name))
-                        .await?;
-                    continue;
-                }
-            };
-            retry.connected();
-            if reg.dim as usize != self.dim {
-                return Err(NetError::config(
-                    "public",
-                    format!(
-                        "server model has dimension {}, this silo {}",
-                        reg.dim, self.dim
-                    ),
-                ));
-            }
-            // The session: frames to the server go through `tx`; heartbeats share it.
-            let (tx, rx) = tokio::sync::mpsc::channel::<Frame>(8);
-            let hello = Header {
-                status: RoundStatus::Hello as i32,
-                silo_id: self.id,
-                ..Default::default()
-            };
-            let _ = tx.send(header_frame(hello)).await;
-            let heartbeat = spawn_heartbeat(
-                tx.clone(),
-                self.id,
-                Duration::from_millis(self.fed.config.silo.heartbeat_ms),
-            );
-            let mut shuffler = None;
-            let result: Result<bool> = async {
-                let mut inbound = client
-                    .session(tokio_stream::wrappers::ReceiverStream::new(rx))
-                    .await?
-                    .into_inner();
-                let limit = 64 + 8 * (self.dim as u64) * 8;
-                loop {
-                    let Some((h, body)) = codec::next_body(&mut inbound, limit).await? else {
-                        return Err(NetError::Transport("the server closed the session".into()));
-                    };
-                    match RoundStatus::try_from(h.status) {
-                        Ok(RoundStatus::Done) => return Ok(true),
-                        Ok(RoundStatus::Round) => {}
-                        _ => continue,
-                    }
-                    let seal_to = reg.shuffle.then_some(reg.hpke_public_key.as_slice());
-                    // The ledger charge and the state write end in fsyncs: off the async
-                    // workers, so that many silos in one process sync in parallel.
-                    let answer = if tokio::runtime::Handle::current().runtime_flavor()
-                        == tokio::runtime::RuntimeFlavor::MultiThread
-                    {
-                        tokio::task::block_in_place(|| self.answer(&body, h.round, seal_to))?
-                    } else {
-                        self.answer(&body, h.round, seal_to)?
-                    };
-                    let mut header = Header {
-                        round: h.round,
-                        silo_id: self.id,
-                        epoch: h.epoch,
-                        ..Default::default()
-                    };
-                    let Some((bytes, resent)) = answer else {
-                        report.refused.push(h.round);
-                        header.status = RoundStatus::Refused as i32;
-                        send(&tx, codec::frames(header.clone(), &[])).await?;
-                        if reg.shuffle {
-                            // So that the shuffler does not hold the batch for this silo. Best
-                            // effort and in the background: when every selected silo refuses,
-                            // the server closes the round before the shuffler hears of it.
-                            let mut sh = shuffler_client(&mut shuffler, &self.fed, &name).await?;
-                            let frames = codec::frames(header, &[]);
-                            tokio::spawn(async move {
-                                let _ = sh.submit(tokio_stream::iter(frames)).await;
-                            });
-                        }
-                        continue;
-                    };
-                    if resent {
-                        tracing::info!(
-                            silo = self.id,
-                            round = h.round,
-                            "resending the stored message"
-                        );
-                        report.resent.push(h.round);
-                    } else {
-                        report.answered.push(h.round);
-                    }
-                    if reg.shuffle {
-                        let frames = codec::frames(header, &bytes);
-                        submit(&mut shuffler, &self.fed, &name, frames).await?;
-                    } else {
-                        header.status = RoundStatus::Message as i32;
-                        send(&tx, codec::frames(header, &bytes)).await?;
-                    }
-                }
-            }
-            .await;
-            heartbeat.abort();
-            match result {
-                Ok(true) => break 'connect,
-                Ok(false) => {}
-                Err(NetError::Rpc(s)) if s.code() == tonic::Code::PermissionDenied => {
-                    return Err(NetError::Denied(s.message().to_string()));
-                }
-                Err(e @ (NetError::Rpc(_) | NetError::Transport(_))) => {
-                    tracing::info!(silo = self.id, "connection lost ({e}); reconnecting");
-                    // The timeout counts from the loss: a restarted server has that long.
-                    retry.connected();
-                }
-                Err(e) => return Err(e),
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        Ok(report)
+        self.ledger.releases().map(|(r, _)| r).collect()
     }
 }
 
@@ -469,12 +271,13 @@ impl Silo {
 /// state, or a state whose (private) round the ledger lacks, means one of them was deleted or
 /// replaced: going on would answer charged rounds with fresh noise, so the silo stops.
 fn check_state_agrees(
-    ledger: &RoundLedger,
+    ledger: &Ledger,
     state_path: &std::path::Path,
     last: Option<u32>,
     private_round: impl Fn(u32) -> bool,
 ) -> Result<()> {
-    let charged = ledger.rounds();
+    let mut charged: Vec<u64> = ledger.releases().map(|(r, _)| r).collect();
+    charged.sort_unstable();
     match last {
         None if !charged.is_empty() => Err(NetError::Refused(format!(
             "{}: missing, but the round ledger records {} charged rounds (last {}): the silo \
@@ -494,154 +297,16 @@ fn check_state_agrees(
     }
 }
 
-fn split_state(bytes: &[u8]) -> std::result::Result<(Persisted, &[u8]), String> {
-    let len = bytes
-        .get(..8)
-        .map(|b| u64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]))
-        .ok_or("truncated state file")?;
-    let end = 8usize
-        .checked_add(usize::try_from(len).map_err(|e| e.to_string())?)
-        .filter(|&e| e <= bytes.len())
-        .ok_or("truncated state file")?;
-    let p: Persisted = serde_json::from_slice(&bytes[8..end]).map_err(|e| e.to_string())?;
-    Ok((p, &bytes[end..]))
-}
-
-fn header_frame(h: Header) -> Frame {
-    Frame {
-        part: Some(crate::proto::frame::Part::Header(h)),
-    }
-}
-
-async fn send(tx: &tokio::sync::mpsc::Sender<Frame>, frames: Vec<Frame>) -> Result<()> {
-    for f in frames {
-        tx.send(f)
-            .await
-            .map_err(|_| NetError::Transport("the session's stream is closed".into()))?;
-    }
-    Ok(())
-}
-
-fn spawn_heartbeat(
-    tx: tokio::sync::mpsc::Sender<Frame>,
-    id: u32,
-    every: Duration,
-) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async move {
-        loop {
-            tokio::time::sleep(every).await;
-            let h = Header {
-                status: RoundStatus::Heartbeat as i32,
-                silo_id: id,
-                ..Default::default()
-            };
-            if tx.send(header_frame(h)).await.is_err() {
-                return;
-            }
-        }
-    })
-}
-
-/// The shuffler client, connecting on first use.
-async fn shuffler_client(
-    shuffler: &mut Option<ShufflerClient<Channel>>,
-    fed: &Federation,
-    name: &str,
-) -> Result<ShufflerClient<Channel>> {
-    if let Some(sh) = shuffler {
-        return Ok(sh.clone());
-    }
-    let sh = connect_shuffler(fed, name).await?;
-    *shuffler = Some(sh.clone());
-    Ok(sh)
-}
-
-/// Submits frames to the shuffler, connecting on first use.
-async fn submit(
-    shuffler: &mut Option<ShufflerClient<Channel>>,
-    fed: &Federation,
-    name: &str,
-    frames: Vec<Frame>,
-) -> Result<()> {
-    let sh = shuffler_client(shuffler, fed, name).await?;
-    send_with_retry(|| {
-        let mut sh = sh.clone();
-        let frames = frames.clone();
-        async move { sh.submit(tokio_stream::iter(frames)).await }
-    })
-    .await
-}
-
-async fn connect_shuffler(fed: &Federation, name: &str) -> Result<ShufflerClient<Channel>> {
-    let server_name = fed
-        .config
-        .shuffler
-        .as_ref()
-        .map(|s| s.server_name.clone())
-        .unwrap_or_default();
-    // The shuffler is up by the time a round reaches a silo: a short, bounded wait.
-    let mut retry = crate::retry::Retry::new(name, "the shuffler", Duration::from_secs(10));
-    loop {
-        let Some(addr) = fed.shuffler_address()? else {
-            retry
-                .failed("(address file)", "no address file yet")
-                .await?;
-            continue;
-        };
-        let ep = crate::tls::client_endpoint(&addr, &fed.tls_dir(), name, &server_name)?;
-        match ep.connect().await {
-            Ok(c) => {
-                return Ok(ShufflerClient::new(c)
-                    .max_decoding_message_size(2 * codec::CHUNK_BYTES)
-                    .max_encoding_message_size(2 * codec::CHUNK_BYTES));
-            }
-            Err(e) => {
-                retry
-                    .failed(&addr, &crate::retry::reason(&e, &server_name))
-                    .await?
-            }
-        }
-    }
-}
-
-/// Sends, retrying while the receiver is not ready for the round yet.
-async fn send_with_retry<F, Fut>(mut f: F) -> Result<()>
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<
-            Output = std::result::Result<tonic::Response<crate::proto::PushReply>, tonic::Status>,
-        >,
-{
-    let mut wait = Duration::from_millis(50);
-    for _ in 0..40 {
-        match f().await {
-            Ok(_) => return Ok(()),
-            Err(s) if s.code() == tonic::Code::Unavailable => {
-                tokio::time::sleep(wait).await;
-                wait = (wait * 2).min(Duration::from_millis(500));
-            }
-            Err(s) => return Err(s.into()),
-        }
-    }
-    Err(NetError::Transport("receiver unavailable".into()))
-}
-
-/// The release cap as the round core's ledger: a charge past R releases is a refusal, an I/O
-/// failure is a failure.
-impl round::Ledger for RoundLedger {
-    fn charge(
-        &mut self,
-        round: Round,
-        event: &PrivacyEvent,
-    ) -> std::result::Result<(), ChargeError> {
-        match SiloLedger::charge(self, u64::from(round), event) {
-            Ok(_) => Ok(()),
-            Err(NetError::Budget(reason)) => Err(ChargeError::Refused(Refusal {
-                round,
-                reason,
-                privacy: None,
-            })),
-            Err(e) => Err(ChargeError::Failed(Box::new(e))),
+/// What the silo whose state directory is `dir` last stored: the round and the bodies it sent
+/// for it, read without opening the silo (for operators and tests). `None` before the first
+/// answer; a damaged or older-version state is an error naming the file.
+pub fn stored_answer(dir: &std::path::Path) -> Result<Option<(u32, Vec<Vec<u8>>)>> {
+    let path = dir.join("state");
+    match crate::store::Cell::read(&path)? {
+        None => Ok(None),
+        Some(bytes) => {
+            let (p, bodies) = state::read(&bytes).map_err(|e| NetError::file(&path, e))?;
+            Ok(Some((p.round, bodies)))
         }
     }
 }

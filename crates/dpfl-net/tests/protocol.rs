@@ -252,7 +252,8 @@ async fn bad_messages_are_rejected_and_the_round_completes() {
         status: RoundStatus::Message as i32,
         round: 0,
         silo_id: 0,
-        body_len: codec::max_message_bytes(dim) + 1,
+        // A session body is a reply: up to `REPLY_WEIGHT` largest messages.
+        body_len: codec::max_reply_bytes(dim) + 1,
         ..Default::default()
     };
     tx0.send(header(huge)).await.unwrap();

@@ -48,6 +48,10 @@ pub enum PrivacyError {
         /// The budget's δ.
         delta: f64,
     },
+    /// A release past the number of releases the silo's noise was calibrated for (the
+    /// calibration composes over exactly that many). Nothing was recorded.
+    #[error("refusing release {release}: all {max} calibrated releases are spent")]
+    ReleaseCapReached { release: u64, max: usize },
     /// A release id was charged before with a different event.
     #[error("release {release} was already charged with {recorded}, now asked with {requested}")]
     ReleaseConflict {

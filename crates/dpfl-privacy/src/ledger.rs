@@ -1,19 +1,24 @@
 //! The per-silo privacy ledger: a silo's own record of the events it has released and its
-//! budget (ε_i, δ_i). Under ISRL-DP (Lowy & Razaviyayn 2023, Def. 1.1) the silo is the only
-//! party its people trust, so the silo itself refuses a release that would cross its budget,
-//! before anything is sent.
+//! limits, (ε_i, δ_i) and the number of releases its noise was calibrated for. Under ISRL-DP
+//! (Lowy & Razaviyayn 2023, Def. 1.1) the silo is the only party its people trust, so the silo
+//! itself refuses a release that would cross its limits, before anything is sent. There is one
+//! ledger type for both runners; only its storage differs ([`LedgerStore`]).
 //!
-//! * [`Ledger::charge`] composes the spend *including* the new event with the ledger's
-//!   accountant and refuses with [`PrivacyError::BudgetExceeded`] if it would exceed ε_i at
-//!   δ_i; nothing is recorded then.
+//! * [`Ledger::charge`] is one charge against every limit: a release past the release cap is
+//!   refused with [`PrivacyError::ReleaseCapReached`]; otherwise the spend *including* the new
+//!   event is composed with the ledger's accountant and a release that would exceed ε_i at δ_i
+//!   is refused with [`PrivacyError::BudgetExceeded`]. Nothing is recorded on a refusal.
 //! * Charging is idempotent per release id (e.g. the round): a retry after a crash or a
 //!   resent request returns [`Charge::AlreadyCharged`] and spends nothing.
-//! * A file-backed ledger is written durably (temporary file, fsync, rename, fsync of the
-//!   directory) before `charge` returns `Ok`, so a restart cannot reset or lose a release.
-//!   Reopening with a different budget or accountant is an error, never a silent reset.
+//! * A stored ledger is written durably through its [`LedgerStore`] before `charge` returns
+//!   `Ok`, so a restart cannot reset or lose a release. The default store, [`FileStore`], writes
+//!   a temporary file, fsyncs it, renames it and fsyncs the directory; `dpfl-net` injects its
+//!   two-slot checksummed cells. Reopening with different limits or accountant is an error,
+//!   never a silent reset, and so is a stored value that does not parse.
 //!
-//! The file is JSON: `{"format": "dpfl-ledger/1", "budget": …, "accountant": …, "releases":
-//! [{"release": r, "event": …}, …]}`. One process should own a ledger file at a time.
+//! The stored value is JSON: `{"format": "dpfl-ledger/1", "budget": …, "accountant": …,
+//! "max_releases": …, "releases": [{"release": r, "event": …}, …]}` (`budget` and
+//! `max_releases` absent when the ledger has none). One process should own a ledger at a time.
 
 use std::fs;
 use std::io::Write;
@@ -60,13 +65,86 @@ impl Budget {
     }
 }
 
+/// What a ledger enforces: an (ε, δ) budget by `accountant`, a cap on the number of releases,
+/// both or neither.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Limits {
+    pub budget: Option<Budget>,
+    pub accountant: AccountantKind,
+    pub max_releases: Option<usize>,
+}
+
 /// The outcome of a successful [`Ledger::charge`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Charge {
-    /// The release was recorded (and persisted, for a file-backed ledger).
+    /// The release was recorded (and persisted, for a stored ledger).
     New,
     /// This release id was already charged with the same event; nothing more was spent.
     AlreadyCharged,
+}
+
+/// An error of a ledger's storage.
+pub type StoreError = Box<dyn std::error::Error + Send + Sync>;
+
+/// Where a ledger keeps its value. A store must be durable: when `store` returns `Ok`, a crash
+/// leaves `bytes` (or the store reports the damage on the next `load`, never an empty value).
+pub trait LedgerStore: Send + std::fmt::Debug {
+    /// The last value stored, `None` if there was never one.
+    fn load(&mut self) -> std::result::Result<Option<Vec<u8>>, StoreError>;
+    /// Replaces the value durably.
+    fn store(&mut self, bytes: &[u8]) -> std::result::Result<(), StoreError>;
+    /// Names the storage in errors (a path).
+    fn location(&self) -> String;
+}
+
+/// The default store: one file, replaced by a temporary file that is fsynced and renamed into
+/// place, then the directory fsynced.
+#[derive(Debug)]
+pub struct FileStore {
+    path: PathBuf,
+}
+
+impl FileStore {
+    pub fn new(path: &Path) -> Self {
+        FileStore { path: path.into() }
+    }
+}
+
+impl LedgerStore for FileStore {
+    fn load(&mut self) -> std::result::Result<Option<Vec<u8>>, StoreError> {
+        match fs::read(&self.path) {
+            Ok(b) => Ok(Some(b)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(Box::new(e)),
+        }
+    }
+
+    fn store(&mut self, bytes: &[u8]) -> std::result::Result<(), StoreError> {
+        let mut tmp = self.path.clone().into_os_string();
+        tmp.push(".tmp");
+        let tmp = PathBuf::from(tmp);
+        {
+            let mut f =
+                fs::File::create(&tmp).map_err(|e| format!("create {}: {e}", tmp.display()))?;
+            f.write_all(bytes)?;
+            f.sync_all().map_err(|e| format!("fsync: {e}"))?;
+        }
+        fs::rename(&tmp, &self.path).map_err(|e| format!("rename: {e}"))?;
+        // The rename is durable only once the directory entry is on disk.
+        let dir = match self.path.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        if let Ok(d) = fs::File::open(&dir) {
+            d.sync_all()
+                .map_err(|e| format!("fsync of directory: {e}"))?;
+        }
+        Ok(())
+    }
+
+    fn location(&self) -> String {
+        self.path.display().to_string()
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -78,93 +156,133 @@ struct Release {
 #[derive(Debug, Serialize, Deserialize)]
 struct LedgerFile {
     format: String,
-    budget: Budget,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    budget: Option<Budget>,
     accountant: AccountantKind,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    max_releases: Option<usize>,
     releases: Vec<Release>,
 }
 
-/// One silo's record of released events and its budget.
+impl LedgerFile {
+    /// Parses and checks a stored value (format, no release recorded twice).
+    fn parse(bytes: &[u8]) -> std::result::Result<Self, String> {
+        let file: LedgerFile =
+            serde_json::from_slice(bytes).map_err(|e| format!("not a ledger: {e}"))?;
+        if file.format != FORMAT {
+            return Err(format!("format `{}`, expected `{FORMAT}`", file.format));
+        }
+        let mut ids: Vec<u64> = file.releases.iter().map(|r| r.release).collect();
+        ids.sort_unstable();
+        if let Some(w) = ids.windows(2).find(|w| w[0] == w[1]) {
+            return Err(format!("release {} recorded twice", w[0]));
+        }
+        Ok(file)
+    }
+}
+
+/// The releases recorded in a stored ledger value, in release order, read without opening
+/// the ledger for charging (tools, `dpfl federate`'s summary).
+pub fn stored_releases(bytes: &[u8]) -> std::result::Result<Vec<(u64, PrivacyEvent)>, String> {
+    let mut r: Vec<(u64, PrivacyEvent)> = LedgerFile::parse(bytes)?
+        .releases
+        .into_iter()
+        .map(|r| (r.release, r.event))
+        .collect();
+    r.sort_by_key(|(id, _)| *id);
+    Ok(r)
+}
+
+/// One silo's record of released events and its limits.
 #[derive(Debug)]
 pub struct Ledger {
-    budget: Budget,
-    accountant: AccountantKind,
+    limits: Limits,
     releases: Vec<Release>,
-    path: Option<PathBuf>,
+    store: Option<Box<dyn LedgerStore>>,
     spent: f64,
 }
 
 impl Ledger {
-    /// A ledger kept in memory only (simulation).
+    /// A ledger with a budget kept in memory only (simulation).
     pub fn in_memory(budget: Budget, accountant: AccountantKind) -> Self {
         Ledger {
-            budget,
-            accountant,
+            limits: Limits {
+                budget: Some(budget),
+                accountant,
+                max_releases: None,
+            },
             releases: Vec::new(),
-            path: None,
+            store: None,
             spent: 0.0,
         }
     }
 
-    /// Loads the ledger at `path`, or creates it (and writes it) if the file does not exist.
-    /// A file whose budget or accountant differs from the given ones is an error.
+    /// Loads the ledger at `path` ([`FileStore`]), or creates it (and writes it) if the file
+    /// does not exist. A file whose budget or accountant differs from the given ones is an
+    /// error.
     pub fn open(path: &Path, budget: Budget, accountant: AccountantKind) -> Result<Self> {
+        Self::with_store(
+            Box::new(FileStore::new(path)),
+            Limits {
+                budget: Some(budget),
+                accountant,
+                max_releases: None,
+            },
+        )
+    }
+
+    /// Loads the ledger kept in `store`, or creates it (and stores it) if the store holds no
+    /// value. A stored value with other limits, or one that does not parse, is an error.
+    pub fn with_store(mut store: Box<dyn LedgerStore>, limits: Limits) -> Result<Self> {
+        let location = store.location();
         let err = |reason: String| PrivacyError::Ledger {
-            path: path.display().to_string(),
+            path: location.clone(),
             reason,
         };
-        if path.exists() {
-            let text = fs::read_to_string(path).map_err(|e| err(e.to_string()))?;
-            let file: LedgerFile =
-                serde_json::from_str(&text).map_err(|e| err(format!("not a ledger: {e}")))?;
-            if file.format != FORMAT {
-                return Err(err(format!(
-                    "format `{}`, expected `{FORMAT}`",
-                    file.format
-                )));
-            }
-            if file.budget != budget {
-                return Err(err(format!(
-                    "records budget {:?}, but the silo was started with {:?}; refusing to reset",
-                    file.budget, budget
-                )));
-            }
-            if file.accountant != accountant {
-                return Err(err(format!(
-                    "records accountant `{}`, but the silo was started with `{}`",
-                    file.accountant, accountant
-                )));
-            }
-            for (i, r) in file.releases.iter().enumerate() {
-                if file.releases[..i].iter().any(|o| o.release == r.release) {
-                    return Err(err(format!("release {} recorded twice", r.release)));
-                }
-            }
+        let Some(bytes) = store.load().map_err(|e| err(e.to_string()))? else {
             let mut ledger = Ledger {
-                budget,
-                accountant,
-                releases: file.releases,
-                path: Some(path.to_path_buf()),
-                spent: 0.0,
-            };
-            ledger.spent = ledger.compose(None)?;
-            Ok(ledger)
-        } else {
-            let ledger = Ledger {
-                budget,
-                accountant,
+                limits,
                 releases: Vec::new(),
-                path: Some(path.to_path_buf()),
+                store: Some(store),
                 spent: 0.0,
             };
             ledger.persist()?;
-            Ok(ledger)
+            return Ok(ledger);
+        };
+        let file = LedgerFile::parse(&bytes).map_err(err)?;
+        if file.budget != limits.budget {
+            return Err(err(format!(
+                "records budget {:?}, but the silo was started with {:?}; refusing to reset",
+                file.budget, limits.budget
+            )));
         }
+        if file.accountant != limits.accountant {
+            return Err(err(format!(
+                "records accountant `{}`, but the silo was started with `{}`",
+                file.accountant, limits.accountant
+            )));
+        }
+        if file.max_releases != limits.max_releases {
+            return Err(err(format!(
+                "ledger was opened for {:?} releases, now {:?}",
+                file.max_releases, limits.max_releases
+            )));
+        }
+        let mut ledger = Ledger {
+            limits,
+            releases: file.releases,
+            store: Some(store),
+            spent: 0.0,
+        };
+        ledger.spent = ledger.compose(None)?;
+        Ok(ledger)
     }
 
-    /// Records `event` under the id `release` if the composition including it stays within
-    /// the budget; refuses with [`PrivacyError::BudgetExceeded`] (recording nothing)
-    /// otherwise. Charging an id again with the same event is a no-op
-    /// ([`Charge::AlreadyCharged`]); with a different event, an error.
+    /// Records `event` under the id `release` if it stays within every limit: the release cap
+    /// ([`PrivacyError::ReleaseCapReached`] otherwise), then the budget, composed including it
+    /// ([`PrivacyError::BudgetExceeded`] otherwise); a refusal records nothing. Charging an id
+    /// again with the same event is a no-op ([`Charge::AlreadyCharged`]); with a different
+    /// event, an error.
     pub fn charge(&mut self, release: u64, event: &PrivacyEvent) -> Result<Charge> {
         if let Some(r) = self.releases.iter().find(|r| r.release == release) {
             if &r.event == event {
@@ -176,14 +294,23 @@ impl Ledger {
                 requested: event.to_string(),
             });
         }
+        if let Some(max) = self.limits.max_releases
+            && self.releases.len() >= max
+        {
+            return Err(PrivacyError::ReleaseCapReached { release, max });
+        }
         let requested = self.compose(Some(event))?;
-        if requested > self.budget.epsilon {
+        // Written so that NaN (a numerical failure) refuses.
+        let within = self.limits.budget.is_none_or(|b| requested <= b.epsilon);
+        if let Some(budget) = self.limits.budget
+            && !within
+        {
             return Err(PrivacyError::BudgetExceeded {
                 release,
                 spent: self.spent,
                 requested,
-                budget: self.budget.epsilon,
-                delta: self.budget.delta,
+                budget: budget.epsilon,
+                delta: budget.delta,
             });
         }
         self.releases.push(Release {
@@ -200,20 +327,25 @@ impl Ledger {
 
     /// Whether charging `event` now would stay within the budget (records nothing).
     pub fn would_allow(&self, event: &PrivacyEvent) -> Result<bool> {
-        Ok(self.compose(Some(event))? <= self.budget.epsilon)
+        let requested = self.compose(Some(event))?;
+        Ok(self.limits.budget.is_none_or(|b| requested <= b.epsilon))
     }
 
-    /// ε spent so far at the budget's δ, by the ledger's accountant.
+    /// ε spent so far at the budget's δ, by the ledger's accountant (0 without a budget).
     pub fn spent_epsilon(&self) -> Result<f64> {
         Ok(self.spent)
     }
 
-    pub fn budget(&self) -> Budget {
-        self.budget
+    pub fn budget(&self) -> Option<Budget> {
+        self.limits.budget
+    }
+
+    pub fn limits(&self) -> Limits {
+        self.limits
     }
 
     pub fn accountant(&self) -> AccountantKind {
-        self.accountant
+        self.limits.accountant
     }
 
     /// The recorded releases, in charge order.
@@ -221,27 +353,31 @@ impl Ledger {
         self.releases.iter().map(|r| (r.release, &r.event))
     }
 
+    /// ε of the recorded releases (and `extra`) at the budget's δ; 0 without a budget, which
+    /// nothing is composed against.
     fn compose(&self, extra: Option<&PrivacyEvent>) -> Result<f64> {
+        let Some(budget) = self.limits.budget else {
+            return Ok(0.0);
+        };
         let mut all: Vec<PrivacyEvent> = self.releases.iter().map(|r| r.event.clone()).collect();
         all.extend(extra.cloned());
         if all.is_empty() {
             return Ok(0.0);
         }
         let all = PrivacyEvent::Composed(all);
-        let delta = self.budget.checked_delta()?;
-        let eps = self
-            .accountant
-            .epsilon(self.budget.neighbouring, &all, delta)?;
+        let delta = budget.checked_delta()?;
+        let accountant = self.limits.accountant;
+        let eps = accountant.epsilon(budget.neighbouring, &all, delta)?;
         // RDP's bound for sampling with replacement (replace-one) is loose (issue 11: 2.5x at
         // the demo's shape); when it would refuse, ask the sampled PLD too (also sound, Balle-Barthe-
         // Gaboardi profile; coarse grid, still pessimistic). The minimum of two upper bounds is
         // an upper bound, so a release is refused only if neither certifies it.
-        if eps > self.budget.epsilon
-            && self.accountant == AccountantKind::Rdp
-            && self.budget.neighbouring == Neighbouring::ReplaceOne
+        if eps > budget.epsilon
+            && accountant == AccountantKind::Rdp
+            && budget.neighbouring == Neighbouring::ReplaceOne
         {
             let pld = crate::accountant::pld::PldAccountant::with_discretization(
-                self.budget.neighbouring,
+                budget.neighbouring,
                 crate::calibration::CALIBRATION_PLD_DISCRETIZATION,
             )?;
             if let Ok(p) = pld.epsilon(&all, delta) {
@@ -251,42 +387,24 @@ impl Ledger {
         Ok(eps)
     }
 
-    fn persist(&self) -> Result<()> {
-        let Some(path) = &self.path else {
-            return Ok(());
-        };
-        let err = |reason: String| PrivacyError::Ledger {
-            path: path.display().to_string(),
-            reason,
-        };
+    fn persist(&mut self) -> Result<()> {
         let file = LedgerFile {
             format: FORMAT.into(),
-            budget: self.budget,
-            accountant: self.accountant,
+            budget: self.limits.budget,
+            accountant: self.limits.accountant,
+            max_releases: self.limits.max_releases,
             releases: self.releases.clone(),
         };
-        let json = serde_json::to_string_pretty(&file).map_err(|e| err(e.to_string()))?;
-        let mut tmp = path.clone().into_os_string();
-        tmp.push(".tmp");
-        let tmp = PathBuf::from(tmp);
-        {
-            let mut f = fs::File::create(&tmp)
-                .map_err(|e| err(format!("create {}: {e}", tmp.display())))?;
-            f.write_all(json.as_bytes())
-                .map_err(|e| err(e.to_string()))?;
-            f.sync_all().map_err(|e| err(format!("fsync: {e}")))?;
-        }
-        fs::rename(&tmp, path).map_err(|e| err(format!("rename: {e}")))?;
-        // The rename is durable only once the directory entry is on disk.
-        let dir = match path.parent() {
-            Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-            _ => PathBuf::from("."),
+        let Some(store) = &mut self.store else {
+            return Ok(());
         };
-        if let Ok(d) = fs::File::open(&dir) {
-            d.sync_all()
-                .map_err(|e| err(format!("fsync of directory: {e}")))?;
-        }
-        Ok(())
+        let location = store.location();
+        let err = |reason: String| PrivacyError::Ledger {
+            path: location.clone(),
+            reason,
+        };
+        let json = serde_json::to_string_pretty(&file).map_err(|e| err(e.to_string()))?;
+        store.store(json.as_bytes()).map_err(|e| err(e.to_string()))
     }
 }
 

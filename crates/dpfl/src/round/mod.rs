@@ -79,22 +79,16 @@ impl Ledger for NoLedger {
     }
 }
 
-/// Several ledgers charged in order; the first refusal wins. A charge recorded by an earlier
-/// ledger for a round a later one refuses only over-counts, never under-counts.
-pub struct Chain<'a>(pub Vec<&'a mut dyn Ledger>);
-
-impl Ledger for Chain<'_> {
-    fn charge(&mut self, round: Round, event: &PrivacyEvent) -> Result<(), ChargeError> {
-        self.0.iter_mut().try_for_each(|l| l.charge(round, event))
-    }
-}
-
-/// The accountant ledger of `dpfl-privacy` (issue 4): refuses a release past (ε_i, δ_i).
+/// The ledger of `dpfl-privacy` (issue 4), whatever its storage: refuses a release past
+/// (ε_i, δ_i) or past its release cap; any other error (storage, a conflicting re-charge) is a
+/// failure of the silo.
 impl Ledger for dpfl_privacy::ledger::Ledger {
     fn charge(&mut self, round: Round, event: &PrivacyEvent) -> Result<(), ChargeError> {
         match dpfl_privacy::ledger::Ledger::charge(self, u64::from(round), event) {
             Ok(_) => Ok(()),
-            Err(e @ PrivacyError::BudgetExceeded { .. }) => Err(ChargeError::Refused(Refusal {
+            Err(
+                e @ (PrivacyError::BudgetExceeded { .. } | PrivacyError::ReleaseCapReached { .. }),
+            ) => Err(ChargeError::Refused(Refusal {
                 round,
                 reason: e.to_string(),
                 privacy: Some(e),
@@ -168,6 +162,14 @@ impl Collected {
             }
             SiloAnswer::Refused(r) => self.refused.push((silo, r)),
         }
+    }
+
+    /// Adds messages that reached the server through a remote shuffler (the network's shuffle
+    /// stage runs in the shuffler process): already permuted and carrying no silo identity,
+    /// so they count towards the messages and bits but not towards `replies`.
+    pub fn push_shuffled(&mut self, messages: Vec<SiloMessage>) {
+        self.bits += messages.iter().map(|m| m.payload.bits()).sum::<u64>();
+        self.messages.extend(messages);
     }
 
     /// Runs the optional shuffle stage, then the server half's aggregation of round `round`.

@@ -1,0 +1,145 @@
+//! One round of the server on the round core (`dpfl::round`): draw S_r from the participation
+//! stream, publish the broadcast, keep each selected silo's answer (a reply or its ledger's
+//! refusal) until every one has answered, refused or gone, or the deadline; then collect with
+//! [`Collected`] in silo order (plus, in shuffle mode, the shuffler's permuted batch) and let
+//! the server half aggregate.
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use dpfl::algo::{Round, ServerHalf};
+use dpfl::round::{Collected, Participation, SiloAnswer};
+use dpfl_privacy::DpRng;
+
+use super::{Inner, Open, RoundLog, Shared};
+use crate::codec;
+use crate::error::{NetError, Result};
+
+/// Waits for every silo to open a session, or until the start timeout; then starts if at
+/// least `min` have, and refuses otherwise (a federation of fewer silos than configured is
+/// a misconfiguration, not a training run).
+pub(super) async fn wait_for_silos(shared: &Shared, min: usize, timeout: Duration) -> Result<()> {
+    let end = Instant::now() + timeout;
+    let mut rx = shared.changed.subscribe();
+    loop {
+        let n = shared.inner.lock().await.sessions.len();
+        if n >= shared.silos {
+            return Ok(());
+        }
+        let now = Instant::now();
+        if now >= end {
+            if n < min {
+                return Err(NetError::Refused(format!(
+                    "only {n} of {} silos connected within server.start_timeout_ms = {} ms, \
+                     fewer than server.min_silos = {min}: not starting round 0 (see the silos' \
+                     logs: a silo that refuses the plan or its data exits at once)",
+                    shared.silos,
+                    timeout.as_millis()
+                )));
+            }
+            tracing::warn!(
+                registered = n,
+                silos = shared.silos,
+                min_silos = min,
+                "starting without every silo"
+            );
+            return Ok(());
+        }
+        let _ = tokio::time::timeout(end - now, rx.changed()).await;
+    }
+}
+
+pub(super) async fn run_round(
+    shared: &Shared,
+    half: &mut dyn ServerHalf,
+    participation: &Participation,
+    rng: &mut DpRng,
+    r: Round,
+    deadline: Duration,
+) -> Result<RoundLog> {
+    let mut selected = Vec::new();
+    participation.draw(shared.silos, rng, &mut selected)?;
+    let broadcast = codec::encode_broadcast(&half.broadcast(r));
+    let opened = Instant::now();
+    let selected: Vec<u32> = selected.iter().map(|&i| i as u32).collect();
+    {
+        let mut inner = shared.inner.lock().await;
+        inner.open = Some(Open {
+            round: r,
+            selected: selected.clone(),
+            broadcast: Arc::new(broadcast),
+            deadline: opened + deadline,
+            answers: BTreeMap::new(),
+            shuffled: Vec::new(),
+            seen: HashSet::new(),
+            batch_received: false,
+            rejected: 0,
+        });
+    }
+    shared.notify_opened();
+    let mut rx = shared.changed.subscribe();
+    let (mut collected, rejected) = loop {
+        {
+            let mut inner = shared.inner.lock().await;
+            let now = Instant::now();
+            let Inner {
+                open: slot,
+                last_seen,
+                sessions,
+                ..
+            } = &mut *inner;
+            let open = slot
+                .as_mut()
+                .ok_or_else(|| NetError::Transport("round state lost".into()))?;
+            // A silo is waited for while its session is open and its heartbeats fresh.
+            let gone = |id: &u32| {
+                !sessions.contains_key(id)
+                    || last_seen
+                        .get(id)
+                        .is_none_or(|t| now.duration_since(*t) > shared.heartbeat_timeout)
+            };
+            // In shuffle mode the server cannot tell who answered: it waits for the shuffler's
+            // batch (which the shuffler forwards once every selected silo has submitted or
+            // refused, or near the deadline with what it has).
+            let refused = |id: &u32| matches!(open.answers.get(id), Some(SiloAnswer::Refused(_)));
+            let complete = if shared.shuffle {
+                open.batch_received || open.selected.iter().all(refused)
+            } else {
+                open.selected
+                    .iter()
+                    .all(|id| open.answers.contains_key(id) || gone(id))
+            };
+            if complete || now >= open.deadline {
+                if !complete {
+                    tracing::warn!(
+                        round = r,
+                        "deadline passed; closing with the messages at hand"
+                    );
+                }
+                // The round core's collection: answers in silo order (as in the simulator),
+                // then, in shuffle mode, the shuffler's already permuted batch.
+                let mut collected = Collected::default();
+                for (id, answer) in std::mem::take(&mut open.answers) {
+                    collected.push(id, answer);
+                }
+                collected.push_shuffled(std::mem::take(&mut open.shuffled));
+                let rejected = open.rejected;
+                *slot = None;
+                break (collected, rejected);
+            }
+        }
+        let _ = tokio::time::timeout(Duration::from_millis(200), rx.changed()).await;
+    };
+    shared.notify();
+    // The shuffle stage, if any, ran in the shuffler process: none here.
+    collected.aggregate(half, r, None)?;
+    Ok(RoundLog {
+        round: r,
+        epoch: shared.epoch,
+        selected: selected.len(),
+        participants: collected.messages.len(),
+        rejected,
+        seconds: opened.elapsed().as_secs_f64(),
+    })
+}

@@ -1,0 +1,284 @@
+//! The round core over the network, against the simulator: a toy algorithm whose silos reply
+//! with several labelled, packed messages, one silo whose ledger refuses every round, with and
+//! without the shuffler. The one refusal rule holds in both runners (the refusing silo is left
+//! out, the others answer), multi-message replies travel silo → (shuffler) → server through
+//! the codec, and the shuffler permutes messages, not replies.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use dpfl::algo::{
+    Broadcast, BuiltAlgorithm, HalfState, PackedInts, Payload, Reply, Round, ServerHalf, SiloHalf,
+    SiloMessage,
+};
+use dpfl::data::{Dataset, SiloData, Target};
+use dpfl::linalg::Matrix;
+use dpfl::sim::{Participation, Simulator};
+use dpfl_net::Federation;
+use dpfl_privacy::accountant::AccountantKind;
+use dpfl_privacy::ledger::{Budget, Ledger};
+use dpfl_privacy::{DpRng, Neighbouring, PrivacyEvent};
+
+const SILOS: u32 = 3;
+const ROUNDS: usize = 3;
+const MESSAGES: u32 = 4;
+/// The silo whose budget cannot pay one release.
+const REFUSING: u32 = 1;
+
+/// Per round, the (label, first value) of every message the server aggregated, in order.
+type Seen = Arc<Mutex<Vec<Vec<(u32, u64)>>>>;
+
+/// Silo `id` answers every round with `MESSAGES` messages, message k labelled k and holding
+/// `dim` copies of the 8-bit integer 10·id + k.
+struct ToySilo {
+    id: u32,
+    dim: usize,
+}
+
+impl SiloHalf for ToySilo {
+    fn round_event(&self, _round: Round) -> Option<PrivacyEvent> {
+        Some(PrivacyEvent::Gaussian {
+            noise_multiplier: 0.5,
+        })
+    }
+    fn respond(&mut self, _: &Broadcast, _: &Dataset, _: &mut DpRng) -> dpfl::Result<SiloMessage> {
+        unreachable!("the runners ask for the whole reply")
+    }
+    fn respond_reply(&mut self, b: &Broadcast, _: &Dataset, _: &mut DpRng) -> dpfl::Result<Reply> {
+        let messages = (0..MESSAGES)
+            .map(|k| {
+                let value = PackedInts::pack(8, &vec![u64::from(10 * self.id + k); self.dim])?;
+                Ok(SiloMessage {
+                    round: b.round,
+                    payload: Payload::Labelled {
+                        label: k,
+                        payload: Box::new(Payload::Packed(value)),
+                    },
+                })
+            })
+            .collect::<dpfl::Result<Vec<_>>>()?;
+        Ok(Reply {
+            round: b.round,
+            messages,
+        })
+    }
+    fn noise_std(&self) -> f64 {
+        0.0
+    }
+}
+
+struct ToyServer {
+    seen: Seen,
+    dim: usize,
+}
+
+impl ServerHalf for ToyServer {
+    fn broadcast(&mut self, round: Round) -> Broadcast {
+        Broadcast {
+            round,
+            point: vec![0.0; self.dim],
+            aux: vec![],
+        }
+    }
+    fn aggregate(&mut self, _round: Round, messages: &[SiloMessage]) -> dpfl::Result<()> {
+        let got = messages
+            .iter()
+            .map(|m| match &m.payload {
+                Payload::Labelled { label, payload } => match payload.as_ref() {
+                    Payload::Packed(p) => (*label, p.get(0)),
+                    other => panic!("unexpected inner payload {other:?}"),
+                },
+                other => panic!("unexpected payload {other:?}"),
+            })
+            .collect();
+        self.seen.lock().unwrap().push(got);
+        Ok(())
+    }
+    fn output(&self) -> Vec<f64> {
+        vec![0.0; self.dim]
+    }
+    fn dim(&self) -> usize {
+        self.dim
+    }
+    fn state(&self) -> HalfState {
+        HalfState::default()
+    }
+    fn restore(&mut self, _: HalfState) -> dpfl::Result<()> {
+        Ok(())
+    }
+}
+
+fn tiny() -> SiloData {
+    let d = || {
+        Dataset::new(
+            Matrix::zeros(1, 1),
+            vec![0.0],
+            Target::Real,
+            vec!["x".into()],
+        )
+        .unwrap()
+    };
+    SiloData {
+        train: d(),
+        test: d(),
+    }
+}
+
+fn budget(id: u32) -> Option<Budget> {
+    // ε = 0.01 cannot pay one Gaussian release at noise multiplier 0.5.
+    (id == REFUSING).then(|| Budget::new(0.01, 1e-5, Neighbouring::AddRemove).unwrap())
+}
+
+fn federation(dir: &Path, shuffle: bool) -> PathBuf {
+    std::fs::write(
+        dir.join("experiment.toml"),
+        format!(
+            "name = \"toy\"\nrounds = {ROUNDS}\n[data]\nsource = {{ kind = \"synthetic\", task = \
+             \"regression\", silos = {SILOS}, train = 4, test = 2, features = 1 }}\n[model]\n\
+             kind = \"linear\"\n[[algorithms]]\nkind = \"mb-sgd\"\nstep_size = 0.1\nbatch_size = 1\n"
+        ),
+    )
+    .unwrap();
+    dpfl_net::certs::dev_pki(&dir.join("certs"), SILOS as usize).unwrap();
+    let shuffler = if shuffle {
+        "[shuffler]\naddress = \"127.0.0.1:0\"\naddress_file = \"shuffler.addr\"\n"
+    } else {
+        ""
+    };
+    let text = format!(
+        "experiment = \"experiment.toml\"\nseed = 1\n[public]\nrecords = [1, 1, 1]\n\
+         features = 1\nlipschitz = 1.0\n[server]\naddress = \"127.0.0.1:0\"\n\
+         address_file = \"server.addr\"\nstate_dir = \"server\"\nround_deadline_ms = 30000\n\
+         start_timeout_ms = 30000\nheartbeat_timeout_ms = 30000\n{shuffler}[tls]\n\
+         dir = \"certs\"\n"
+    );
+    let p = dir.join("federation.toml");
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+/// Runs the toy federation over the network; returns what the server aggregated per round
+/// and the messages it counted per round.
+async fn network(shuffle: bool) -> (Vec<Vec<(u32, u64)>>, Vec<usize>) {
+    let tmp = tempfile::tempdir().unwrap();
+    let fed = Federation::load(&federation(tmp.path(), shuffle)).unwrap();
+    let dim = fed.context().unwrap().federation.dim;
+    let seen: Seen = Arc::default();
+    let server = dpfl_net::server::Server::bind(fed.clone()).await.unwrap();
+    let server = tokio::spawn(server.run_with(Box::new(ToyServer {
+        seen: seen.clone(),
+        dim,
+    })));
+    let shuffler = if shuffle {
+        let sh = dpfl_net::shuffler::ShufflerProcess::bind(fed.clone())
+            .await
+            .unwrap();
+        Some(tokio::spawn(sh.run()))
+    } else {
+        None
+    };
+    let silos: Vec<_> = (0..SILOS)
+        .map(|id| {
+            let half = Box::new(ToySilo { id, dim });
+            let s = dpfl_net::silo::Silo::with_half_and_budget(
+                fed.clone(),
+                id,
+                tiny(),
+                half,
+                dim,
+                budget(id),
+            )
+            .unwrap();
+            tokio::spawn(s.run())
+        })
+        .collect();
+    let outcome = server.await.unwrap().unwrap();
+    for (id, s) in silos.into_iter().enumerate() {
+        let report = s.await.unwrap().unwrap();
+        let all: Vec<u32> = (0..ROUNDS as u32).collect();
+        if id as u32 == REFUSING {
+            assert_eq!(report.refused, all, "silo {id}");
+            assert!(report.answered.is_empty(), "silo {id}");
+        } else {
+            assert_eq!(report.answered, all, "silo {id}");
+            assert!(report.refused.is_empty(), "silo {id}");
+        }
+    }
+    if let Some(sh) = shuffler {
+        sh.await.unwrap().unwrap();
+    }
+    let participants = outcome.log.iter().map(|l| l.participants).collect();
+    let seen = seen.lock().unwrap().clone();
+    (seen, participants)
+}
+
+/// The same toy federation in the simulator, with the same ledgers.
+fn simulated() -> Vec<Vec<(u32, u64)>> {
+    let seen: Seen = Arc::default();
+    let built = BuiltAlgorithm {
+        server: Box::new(ToyServer {
+            seen: seen.clone(),
+            dim: 1,
+        }),
+        silos: (0..SILOS)
+            .map(|id| Box::new(ToySilo { id, dim: 1 }) as Box<dyn SiloHalf>)
+            .collect(),
+        calibration: vec![],
+    };
+    let data: Vec<SiloData> = (0..SILOS).map(|_| tiny()).collect();
+    let mut sim = Simulator::new(&data, built, Participation::All, Some(1)).unwrap();
+    sim.attach_ledgers(
+        (0..SILOS)
+            .map(|id| budget(id).map(|b| Ledger::in_memory(b, AccountantKind::Rdp)))
+            .collect(),
+    )
+    .unwrap();
+    for _ in 0..ROUNDS {
+        let report = sim.step().unwrap();
+        assert_eq!(report.refused, vec![REFUSING]);
+    }
+    seen.lock().unwrap().clone()
+}
+
+/// Every message of the answering silos, in silo order.
+fn expected() -> Vec<(u32, u64)> {
+    (0..SILOS)
+        .filter(|&id| id != REFUSING)
+        .flat_map(|id| (0..MESSAGES).map(move |k| (k, u64::from(10 * id + k))))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn multi_message_replies_and_a_refusal_in_silo_order_as_in_the_simulator() {
+    let sim = simulated();
+    assert_eq!(sim, vec![expected(); ROUNDS]);
+    let (net, participants) = network(false).await;
+    assert_eq!(net, sim, "the network aggregates what the simulator does");
+    // Two silos of four messages each per round.
+    assert_eq!(participants, vec![8; ROUNDS]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_shuffler_permutes_the_messages_of_multi_message_replies() {
+    let (net, participants) = network(true).await;
+    assert_eq!(participants, vec![8; ROUNDS]);
+    let mut contiguous_rounds = 0;
+    for round in &net {
+        let mut sorted = round.clone();
+        sorted.sort_by_key(|&(_, v)| v);
+        assert_eq!(
+            sorted,
+            expected(),
+            "the same 8 messages, none from the refusing silo"
+        );
+        // A uniform permutation of 8 messages keeps both replies contiguous with probability
+        // 2!·(4!)²/8! ≈ 0.029; in all three rounds, ≈ 2.3e-5.
+        if round
+            .chunks(MESSAGES as usize)
+            .all(|c| c.iter().all(|&(_, v)| v / 10 == c[0].1 / 10))
+        {
+            contiguous_rounds += 1;
+        }
+    }
+    assert!(contiguous_rounds < ROUNDS, "{net:?}");
+}
