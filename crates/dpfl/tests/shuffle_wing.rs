@@ -208,8 +208,7 @@ fn the_simulator_shuffles_the_messages_and_the_analyzer_does_not_care() {
             // 96 one-hot sparse messages of 32 + 32 + 64 bits per silo.
             assert_eq!(r.message_bits, (SILOS * 96 * 128) as u64);
         }
-        let out = seen.lock().unwrap().clone();
-        out
+        seen.lock().unwrap().clone()
     };
     let plain = run(None);
     assert_eq!(plain.len(), 3);
@@ -430,4 +429,50 @@ fn pgd_splits_its_budget_over_rounds_and_charges_each_round() {
     partial.federation.expected_participants = 3.0;
     let e = spec.build(&partial).err().unwrap().to_string();
     assert!(e.contains("fully interactive"), "{e}");
+}
+
+/// An experiment with the shuffle-model algorithms and `participation`.
+fn experiment(participation: &str) -> dpfl::experiment::ExperimentSpec {
+    let text = format!(
+        r#"
+name = "shuffle"
+rounds = 10
+seed = 3
+participation = {participation}
+[data]
+source = {{ kind = "synthetic", task = "binary", silos = 6, train = 200, test = 50, features = 4, shift = 0.5 }}
+[model]
+kind = "logistic"
+[privacy]
+epsilon = 2.0
+delta = 1e-5
+lipschitz = 1.0
+[[algorithms]]
+kind = "sdp-mb-sgd"
+step_size = 0.5
+calibration = {{ kind = "accountant" }}
+[[algorithms]]
+kind = "psgd"
+step_size = 0.5
+"#
+    );
+    dpfl::experiment::ExperimentSpec::from_toml(&text, "shuffle.toml").unwrap()
+}
+
+#[test]
+fn experiments_run_shuffle_algorithms_only_with_a_fixed_number_of_silos() {
+    let mut rng = DpRng::from_seed(5, Purpose::Data, 0);
+    let spec = experiment("{ kind = \"all\" }");
+    let trial = dpfl::experiment::prepare_trial(&spec, None, &mut rng).unwrap();
+    for a in &spec.algorithms {
+        let run = dpfl::experiment::train_one(&spec, &a.spec, &trial, Some(7), 5, |_| {}).unwrap();
+        assert!(run.final_model.iter().all(|v| v.is_finite()));
+    }
+    let spec = experiment("{ kind = \"bernoulli\", q = 0.5 }");
+    let e =
+        dpfl::experiment::train_one(&spec, &spec.algorithms[0].spec, &trial, Some(7), 5, |_| {})
+            .err()
+            .unwrap()
+            .to_string();
+    assert!(e.contains("fixed number of silos"), "{e}");
 }

@@ -19,7 +19,16 @@
 //! and the honest-shuffler ε. SDP accelerated MB-SGD charges PVEC's (ε, δ), which holds only
 //! given an honest shuffler (see [`pvec`]).
 //!
-//! The optimizers of Cheu et al. (PSGD, PAGD, PGD, pan-private AC-SA) are not here yet.
+//! - `kind = "psgd"` — **PSGD** (Cheu et al. Algorithm 3, Thm 4.1): PVEC silos as above in
+//!   front of MB-SGD's server (projected step, average iterate); B and η from Thm 4.1
+//!   ([`psgd_preset`]). A round's B users are the M answering silos' K fresh records each.
+//! - `kind = "pgd"` — **PGD** (Algorithm 5, Lemma B.6): every record of every silo in every
+//!   round, per-round (ε₀, δ₀) from digest §5.2 item 5, checked by advanced composition
+//!   ([`pgd_preset`]); each round's event is charged (fully interactive).
+//!
+//! Not here yet: PAGD's own constants (Lan's AC-SA form; `sdp-accelerated-mb-sgd` uses Lowy's
+//! AC-SA schedule), Moreau smoothing, the strongly convex phases, pan-private AC-SA, the robust
+//! variant, and the no-shuffler guarantee of PVEC silos.
 
 pub mod calibration;
 pub mod pvec;

@@ -337,15 +337,13 @@ impl PvecServer {
                         Payload::Sparse {
                             indices, values, ..
                         } if indices.len() == 1 && values.len() == 1 => {
-                            let bit = match values[0] {
-                                v if v == 1.0 => true,
-                                v if v == 0.0 => false,
-                                v => {
-                                    return Err(crate::Error::Protocol(format!(
-                                        "PVEC bit message holds {v}, not 0 or 1"
-                                    )));
-                                }
-                            };
+                            let v = values[0];
+                            if v != 0.0 && v != 1.0 {
+                                return Err(crate::Error::Protocol(format!(
+                                    "PVEC bit message holds {v}, not 0 or 1"
+                                )));
+                            }
+                            let bit = v == 1.0;
                             Ok(Message {
                                 label: indices[0],
                                 bit,
