@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 use super::context::{BuildContext, BuiltAlgorithm};
 use super::lowy;
 use super::lowy::calibration::Calibration;
+use super::normfedavg;
 use super::server::OutputRule;
 
 /// An algorithm as named in a config file.
@@ -44,6 +45,9 @@ pub enum AlgorithmSpec {
     /// Noisy MB-SGD in its general form (Algorithm 7: weights, per-silo K_i) with the
     /// theorems' parameter rules; see [`lowy::mbsgd::NoisyMbSgdSpec`].
     NoisyMbSgd(lowy::mbsgd::NoisyMbSgdSpec),
+    /// The DP-NormFedAvg family (Das et al.: Algorithms 2 and 3, the clipping and Binomial
+    /// baselines); see [`normfedavg::NormFedAvgSpec`].
+    NormFedAvg(normfedavg::NormFedAvgSpec),
 }
 
 impl AlgorithmSpec {
@@ -64,6 +68,7 @@ impl AlgorithmSpec {
                 "ISRL-DP MB-SGD (Alg. 7)".into()
             }
             AlgorithmSpec::NoisyMbSgd(_) => "MB-SGD (Alg. 7)".into(),
+            AlgorithmSpec::NormFedAvg(a) => a.label(),
         }
     }
     pub fn is_private(&self) -> bool {
@@ -72,6 +77,7 @@ impl AlgorithmSpec {
             AlgorithmSpec::LocalSgd { private, .. } => *private,
             AlgorithmSpec::AcceleratedMbSgd(a) => a.calibration.is_some(),
             AlgorithmSpec::NoisyMbSgd(a) => a.calibration.is_some(),
+            AlgorithmSpec::NormFedAvg(a) => a.variant.is_private(),
         }
     }
     /// The configured step size; `None` where `params = "theory"` computes it.
@@ -82,6 +88,7 @@ impl AlgorithmSpec {
             }
             AlgorithmSpec::AcceleratedMbSgd(a) => a.step_size,
             AlgorithmSpec::NoisyMbSgd(a) => a.step_size,
+            AlgorithmSpec::NormFedAvg(a) => Some(a.step_size),
         }
     }
     /// The same algorithm with another step size (for grid searches).
@@ -93,6 +100,7 @@ impl AlgorithmSpec {
             }
             AlgorithmSpec::AcceleratedMbSgd(a) => a.step_size = Some(eta),
             AlgorithmSpec::NoisyMbSgd(a) => a.step_size = Some(eta),
+            AlgorithmSpec::NormFedAvg(a) => a.step_size = eta,
         }
         s
     }
@@ -131,6 +139,7 @@ impl AlgorithmSpec {
             } => lowy::local_sgd::build(ctx, *step_size, *private, *local_steps, *output),
             AlgorithmSpec::AcceleratedMbSgd(a) => lowy::acsa::build(ctx, a),
             AlgorithmSpec::NoisyMbSgd(a) => lowy::mbsgd::build_general(ctx, a),
+            AlgorithmSpec::NormFedAvg(a) => normfedavg::halves::build(ctx, a),
         }
     }
 }

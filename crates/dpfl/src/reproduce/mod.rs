@@ -37,6 +37,7 @@
 
 pub mod checkpoint;
 pub mod newton;
+pub mod normfedavg;
 mod output;
 pub mod plot;
 
@@ -405,7 +406,7 @@ fn configure(spec: &AlgorithmSpec, k: Option<usize>, eta: f64) -> AlgorithmSpec 
             AlgorithmSpec::MbSgd { batch_size, .. } => *batch_size = Some(k),
             AlgorithmSpec::LocalSgd { local_steps, .. } => *local_steps = Some(k),
             AlgorithmSpec::AcceleratedMbSgd(a) => a.batch_size = Some(k),
-            AlgorithmSpec::NoisyMbSgd(_) => {}
+            AlgorithmSpec::NoisyMbSgd(_) | AlgorithmSpec::NormFedAvg(_) => {}
         }
     }
     s
