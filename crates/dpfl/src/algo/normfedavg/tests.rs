@@ -4,7 +4,6 @@ use super::*;
 use crate::algo::context::BuildContext;
 use crate::algo::half::{FederationInfo, SiloInfo};
 use crate::algo::message::{PackedInts, Payload, SiloMessage};
-use crate::algo::spec::AlgorithmSpec;
 use crate::data::{Dataset, SiloData, Target};
 use crate::model::{GradientOracle, LinearRegression, Projection};
 use crate::sim::{Participation, Simulator};
@@ -211,9 +210,8 @@ fn a_zero_update_sends_noise_only() {
 }
 
 #[test]
-fn config_names_the_kind_and_checks_its_fields() {
+fn config_fields_parse_and_are_checked_when_built() {
     let text = r#"
-        kind = "norm-fed-avg"
         step_size = 0.01
         variant = { kind = "dp-norm-fed-avg" }
         beta = { kind = "piecewise", from = [0, 100], values = [0.1, 0.05] }
@@ -222,14 +220,8 @@ fn config_names_the_kind_and_checks_its_fields() {
         sensitivity = { kind = "mu", mu = 0.1 }
         budget = { kind = "per-round", epsilon = 10.0, delta = 1e-9 }
     "#;
-    let a: AlgorithmSpec = toml::from_str(text).unwrap();
-    assert!(a.is_private());
-    assert_eq!(a.default_label(), "DP-NormFedAvg (s = 4096)");
-    assert_eq!(a.explicit_step_size(), Some(0.01));
-    let AlgorithmSpec::NormFedAvg(spec) = a.with_step_size(0.05) else {
-        panic!()
-    };
-    assert_eq!(spec.step_size, 0.05);
+    let spec: NormFedAvgSpec = toml::from_str(text).unwrap();
+    assert_eq!(spec.label(), "DP-NormFedAvg (s = 4096)");
     assert_eq!(
         (
             spec.local_steps,
@@ -239,10 +231,10 @@ fn config_names_the_kind_and_checks_its_fields() {
         ),
         (20, 256, 0.9, 1e-4)
     );
-    let bad = text.replace("s = 4096", "s = 0");
-    let a: AlgorithmSpec = toml::from_str(&bad).unwrap();
-    let e = a.build(&ctx()).err().unwrap().to_string();
+    let bad: NormFedAvgSpec = toml::from_str(&text.replace("s = 4096", "s = 0")).unwrap();
+    let e = halves::build(&ctx(), &bad).err().unwrap().to_string();
     assert!(e.contains("algorithm.privacy.s"), "{e}");
+    assert!(toml::from_str::<NormFedAvgSpec>(&text.replace("step_size", "step")).is_err());
     // ε outside Theorem 1's range (limit 0.6998 here) is refused with the theorem named.
     let mut big = private(Variant::DpNormFedAvg, TdlCalibration::PaperClaim);
     if let Some(p) = big.privacy.as_mut() {
