@@ -358,7 +358,7 @@ pub(crate) fn build(ctx: &BuildContext, spec: &NormFedAvgSpec) -> crate::Result<
                         th.claimed_delta(d as u64).log2(),
                         th.delta(d as u64)?.log2(),
                     );
-                    (IntNoise::Tdl(th.tdl.clone()), event, what)
+                    (IntNoise::Tdl(th.tdl), event, what)
                 } else {
                     let (Some(cb), Some(bin)) = (&cal.binomial, &binomial) else {
                         return Err(crate::Error::Protocol("binomial calibration lost".into()));
