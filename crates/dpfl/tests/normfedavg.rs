@@ -51,6 +51,24 @@ fn fmnist() -> Option<(dpfl::data::Dataset, dpfl::data::Dataset)> {
     ))
 }
 
+fn print_summary(out: &normfedavg::Outcome) {
+    for r in &out.summary {
+        eprintln!(
+            "{}: t = {}, test error {:.2} % ({:.1} s)",
+            r.algorithm,
+            r.bits_per_coordinate,
+            100.0 * r.mean,
+            out.wall_seconds
+        );
+    }
+    for (a, why) in &out.not_run {
+        eprintln!("{a}: not run: {why}");
+    }
+    for (a, c) in &out.calibration {
+        eprintln!("{a}: {c}");
+    }
+}
+
 #[test]
 fn quick_reproductions_run_and_report_bits_and_errors() {
     let Some((train, test)) = fmnist() else {
@@ -65,6 +83,7 @@ fn quick_reproductions_run_and_report_bits_and_errors() {
         assert!(r.mean > 0.0 && r.mean < 0.95, "{}: {}", r.algorithm, r.mean);
     }
     assert_eq!(out.rounds.len(), 2 * plan.rounds);
+    print_summary(&out);
     // Table 4's algorithms: t = 14 and 8 with Theorem 1's m (the paper's), 22 for s = 2^12
     // with the corrected m; the Binomial is sent with the centred width N/2.
     let plan = normfedavg::plan("normfedavg-fmnist-bits", true).unwrap();
@@ -76,6 +95,7 @@ fn quick_reproductions_run_and_report_bits_and_errors() {
             .unwrap_or_else(|| panic!("{label} missing: {:?}", out.not_run))
             .bits_per_coordinate
     };
+    print_summary(&out);
     assert_eq!(t("QTDL s = 2^12 (paper's claim)"), 14.0);
     assert_eq!(t("QTDL s = 2^6 (paper's claim)"), 8.0);
     assert_eq!(t("QTDL s = 2^12 (corrected m)"), 22.0);
@@ -97,10 +117,33 @@ fn the_clipping_reproduction_reports_what_cannot_be_calibrated() {
     };
     let plan = normfedavg::plan("normfedavg-fmnist-clipping", true).unwrap();
     let out = normfedavg::run(&plan, &train, &test).unwrap();
+    print_summary(&out);
     // Worst-case sensitivities: no corrected m below 2^40.
     assert_eq!(out.not_run.len(), 1, "{:?}", out.not_run);
     assert!(out.not_run[0].0.contains("corrected m"));
     assert_eq!(out.summary.len(), 3);
     // s = 2^29 with Theorem 1's m = 2s + 1: t = 32 ("full precision").
     assert!(out.summary.iter().all(|r| r.bits_per_coordinate == 32.0));
+}
+
+/// The wall time of one full-scale round (50 silos, 25 answering, E = 20, B = 256, the
+/// 328,810-parameter network, QTDL s = 2^12 corrected), to estimate a full reproduction:
+/// `DPFL_DATA=… cargo test -p dpfl --test normfedavg -- --ignored --nocapture`.
+#[test]
+#[ignore]
+fn full_scale_round_time() {
+    let Some((train, test)) = fmnist() else {
+        return;
+    };
+    let mut plan = normfedavg::plan("normfedavg-fmnist-bits", false).unwrap();
+    plan.rounds = 1;
+    plan.seeds = vec![1];
+    plan.loss_rows = 1000;
+    plan.test_rows = Some(1000);
+    plan.algorithms.truncate(1);
+    let out = normfedavg::run(&plan, &train, &test).unwrap();
+    eprintln!(
+        "one full-scale round of {}: {:.1} s (t = {})",
+        plan.algorithms[0].0, out.wall_seconds, out.summary[0].bits_per_coordinate
+    );
 }
