@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 use super::context::{BuildContext, BuiltAlgorithm};
 use super::lowy;
 use super::lowy::calibration::Calibration;
+use super::normfedavg;
 use super::server::OutputRule;
 use super::shuffle;
 
@@ -54,6 +55,9 @@ pub enum AlgorithmSpec {
     Psgd(shuffle::PsgdSpec),
     /// PGD (Cheu, Joseph, Mao & Peng 2022 Algorithm 5); see [`shuffle::PgdSpec`].
     Pgd(shuffle::PgdSpec),
+    /// The DP-NormFedAvg family (Das et al.: Algorithms 2 and 3, the clipping and Binomial
+    /// baselines); see [`normfedavg::NormFedAvgSpec`].
+    NormFedAvg(normfedavg::NormFedAvgSpec),
 }
 
 impl AlgorithmSpec {
@@ -78,6 +82,7 @@ impl AlgorithmSpec {
             AlgorithmSpec::SdpAcceleratedMbSgd(_) => "SDP accelerated MB-SGD (one-pass)".into(),
             AlgorithmSpec::Psgd(_) => "PSGD (shuffle)".into(),
             AlgorithmSpec::Pgd(_) => "PGD (shuffle)".into(),
+            AlgorithmSpec::NormFedAvg(a) => a.label(),
         }
     }
     pub fn is_private(&self) -> bool {
@@ -90,6 +95,7 @@ impl AlgorithmSpec {
             | AlgorithmSpec::SdpAcceleratedMbSgd(_)
             | AlgorithmSpec::Psgd(_)
             | AlgorithmSpec::Pgd(_) => true,
+            AlgorithmSpec::NormFedAvg(a) => a.variant.is_private(),
         }
     }
     /// Whether the runner must put a shuffle stage between the silos and the server.
@@ -114,6 +120,7 @@ impl AlgorithmSpec {
             AlgorithmSpec::SdpAcceleratedMbSgd(a) => Some(a.step_size),
             AlgorithmSpec::Psgd(a) => a.step_size,
             AlgorithmSpec::Pgd(a) => a.step_size,
+            AlgorithmSpec::NormFedAvg(a) => Some(a.step_size),
         }
     }
     /// The same algorithm with another step size (for grid searches).
@@ -129,6 +136,7 @@ impl AlgorithmSpec {
             AlgorithmSpec::SdpAcceleratedMbSgd(a) => a.step_size = eta,
             AlgorithmSpec::Psgd(a) => a.step_size = Some(eta),
             AlgorithmSpec::Pgd(a) => a.step_size = Some(eta),
+            AlgorithmSpec::NormFedAvg(a) => a.step_size = eta,
         }
         s
     }
@@ -221,6 +229,7 @@ impl AlgorithmSpec {
                 )?;
                 shuffle::build_pgd(ctx, a, inner.server)
             }
+            AlgorithmSpec::NormFedAvg(a) => normfedavg::halves::build(ctx, a),
         }
     }
 }

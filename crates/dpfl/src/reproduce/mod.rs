@@ -37,6 +37,7 @@
 
 pub mod checkpoint;
 pub mod newton;
+pub mod normfedavg;
 mod output;
 pub mod plot;
 
@@ -410,6 +411,7 @@ fn configure(spec: &AlgorithmSpec, k: Option<usize>, eta: f64) -> AlgorithmSpec 
             AlgorithmSpec::SdpAcceleratedMbSgd(a) => a.batch_size = Some(k),
             AlgorithmSpec::Psgd(a) => a.batch_size = Some(k),
             AlgorithmSpec::Pgd(_) => {}
+            AlgorithmSpec::NormFedAvg(_) => {}
         }
     }
     s
