@@ -8,9 +8,16 @@ use dpfl_privacy::{Delta, Epsilon, Neighbouring};
 fn main() {
     let args: Vec<f64> = std::env::args()
         .skip(1)
-        .map(|a| a.parse().expect("usage: sampled_calibration N K ROUNDS EPSILON"))
+        .map(|a| {
+            a.parse()
+                .expect("usage: sampled_calibration N K ROUNDS EPSILON")
+        })
         .collect();
-    assert_eq!(args.len(), 4, "usage: sampled_calibration N K ROUNDS EPSILON");
+    assert_eq!(
+        args.len(),
+        4,
+        "usage: sampled_calibration N K ROUNDS EPSILON"
+    );
     let (n, k, t) = (args[0] as u64, args[1] as u64, args[2] as u64);
     let eps = Epsilon::new(args[3]).expect("EPSILON");
     let delta = Delta::new(1.0 / (n * n) as f64).expect("N");
