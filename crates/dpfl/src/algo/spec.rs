@@ -29,11 +29,17 @@ pub enum AlgorithmSpec {
         sampling: dpfl_privacy::sampler::RecordSampling,
     },
     /// Local SGD / FedAvg: K local single-sample steps, server averages models; private
-    /// (the paper's ISRL-DP Local SGD baseline, App. I) when `private = true`.
+    /// (the paper's ISRL-DP Local SGD baseline, App. I) when `private = true` or a
+    /// `calibration` is given.
     LocalSgd {
         step_size: f64,
         #[serde(default)]
         private: bool,
+        /// The noise rule of a private run: `experiment` (App. I's per-step σ, the default
+        /// with `private = true`) or `accountant` (the smallest σ certified for the R·K
+        /// sampled steps). Local SGD has no `theory` rule in the paper.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        calibration: Option<Calibration>,
         /// K local steps; default as for MB-SGD's experiment rule.
         #[serde(default)]
         local_steps: Option<usize>,
@@ -71,8 +77,8 @@ impl AlgorithmSpec {
             AlgorithmSpec::MbSgd {
                 calibration: None, ..
             } => "MB-SGD".into(),
-            AlgorithmSpec::LocalSgd { private: true, .. } => "ISRL-DP Local SGD".into(),
-            AlgorithmSpec::LocalSgd { private: false, .. } => "Local SGD".into(),
+            AlgorithmSpec::LocalSgd { .. } if self.is_private() => "ISRL-DP Local SGD".into(),
+            AlgorithmSpec::LocalSgd { .. } => "Local SGD".into(),
             AlgorithmSpec::AcceleratedMbSgd(a) => a.label(),
             AlgorithmSpec::NoisyMbSgd(a) if a.calibration.is_some() => {
                 "ISRL-DP MB-SGD (Alg. 7)".into()
@@ -88,7 +94,11 @@ impl AlgorithmSpec {
     pub fn is_private(&self) -> bool {
         match self {
             AlgorithmSpec::MbSgd { calibration, .. } => calibration.is_some(),
-            AlgorithmSpec::LocalSgd { private, .. } => *private,
+            AlgorithmSpec::LocalSgd {
+                private,
+                calibration,
+                ..
+            } => *private || calibration.is_some(),
             AlgorithmSpec::AcceleratedMbSgd(a) => a.calibration.is_some(),
             AlgorithmSpec::NoisyMbSgd(a) => a.calibration.is_some(),
             AlgorithmSpec::SdpMbSgd(_)
@@ -170,9 +180,19 @@ impl AlgorithmSpec {
             AlgorithmSpec::LocalSgd {
                 step_size,
                 private,
+                calibration,
                 local_steps,
                 output,
-            } => lowy::local_sgd::build(ctx, *step_size, *private, *local_steps, *output),
+            } => {
+                // `private = true` alone keeps its meaning (App. I's rule); a calibration
+                // makes the run private whatever `private` says (never less noise).
+                let rule = match (calibration, private) {
+                    (Some(c), _) => Some(*c),
+                    (None, true) => Some(Calibration::Experiment),
+                    (None, false) => None,
+                };
+                lowy::local_sgd::build(ctx, *step_size, rule, *local_steps, *output)
+            }
             AlgorithmSpec::AcceleratedMbSgd(a) => lowy::acsa::build(ctx, a),
             AlgorithmSpec::NoisyMbSgd(a) => lowy::mbsgd::build_general(ctx, a),
             // The shuffle wing brings the silos (and PVEC's analyzer); the server halves are
