@@ -13,7 +13,8 @@ use crate::progress::Progress;
 
 #[derive(Args)]
 pub struct ReproduceArgs {
-    /// lowy-mnist (Fig. 4, 7), lowy-insurance (Fig. 5, 8, 9) or lowy-obesity (Fig. 6).
+    /// lowy-mnist (Fig. 4, 7), lowy-insurance (Fig. 5, 8, 9), lowy-obesity (Fig. 6), or
+    /// normfedavg-fmnist-{bits,clipping,fedavg} (Das et al. Tables 4, 3, 6).
     id: String,
     /// The reduced run of the spec's [quick] table (under a minute).
     #[arg(long)]
@@ -40,6 +41,9 @@ pub struct ReproduceArgs {
 }
 
 pub fn reproduce(args: &ReproduceArgs) -> anyhow::Result<()> {
+    if reproduce::normfedavg::IDS.contains(&args.id.as_str()) {
+        return normfedavg(args);
+    }
     let mut spec = match &args.spec {
         Some(p) => {
             let text = crate::read_config(p)?;
@@ -142,6 +146,51 @@ pub fn reproduce(args: &ReproduceArgs) -> anyhow::Result<()> {
             ),
         )
         .into());
+    }
+    Ok(())
+}
+
+/// DP-NormFedAvg's reproductions (`dpfl::reproduce::normfedavg`): no grid, no checkpoint.
+fn normfedavg(args: &ReproduceArgs) -> anyhow::Result<()> {
+    if args.spec.is_some() || args.resume || args.trials.is_some() {
+        return Err(crate::usage(dpfl::Error::config(
+            "--spec/--resume/--trials",
+            "not supported by the normfedavg reproductions",
+        )));
+    }
+    let plan = reproduce::normfedavg::plan(&args.id, args.quick)?;
+    let out_dir = args.out.clone().unwrap_or_else(|| {
+        PathBuf::from("results").join(if args.quick {
+            format!("{}-quick", args.id)
+        } else {
+            args.id.clone()
+        })
+    });
+    dpfl::output::prepare_out_dir(&out_dir).map_err(crate::usage)?;
+    let (train, test) = reproduce::normfedavg::load_fmnist(args.data_dir.as_deref())?;
+    let out = reproduce::normfedavg::run(&plan, &train, &test)?;
+    let files = reproduce::normfedavg::write_outputs(&out, &out_dir)?;
+    println!(
+        "{}: {} algorithms x {} seeds in {:.1} s",
+        plan.id,
+        plan.algorithms.len(),
+        plan.seeds.len(),
+        out.wall_seconds
+    );
+    for r in &out.summary {
+        println!(
+            "  {}: {:.2} +- {:.2} % test error, {:.0} bits/coordinate",
+            r.algorithm,
+            100.0 * r.mean,
+            100.0 * r.std,
+            r.bits_per_coordinate
+        );
+    }
+    for (a, why) in &out.not_run {
+        println!("  {a}: not run: {why}");
+    }
+    for f in files {
+        println!("wrote {}", f.display());
     }
     Ok(())
 }

@@ -201,6 +201,55 @@ fn reproduce_rejects_unknown_ids_bad_trials_and_bad_specs() {
     );
     let out = dpfl(&["reproduce", "x", "--spec", bad.to_str().unwrap(), "--quiet"]);
     assert_error(&out, 2, &["bad.toml"]);
+    let out = dpfl(&["reproduce", "normfedavg-fmnist-bits", "--resume", "--quiet"]);
+    assert_error(&out, 2, &["--resume", "normfedavg"]);
+}
+
+/// `dpfl reproduce normfedavg-fmnist-fedavg --quick` end to end, when `DPFL_DATA` has
+/// Fashion-MNIST.
+#[test]
+fn normfedavg_quick_reproduction_writes_its_tables() {
+    let Some(data) = std::env::var_os("DPFL_DATA")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .filter(|d| d.join("fashion-mnist").is_dir())
+    else {
+        eprintln!("note: DPFL_DATA with fashion-mnist/ not set; skipping");
+        return;
+    };
+    let d = tmpdir("nfa-quick");
+    let out = dpfl(&[
+        "reproduce",
+        "normfedavg-fmnist-fedavg",
+        "--quick",
+        "--quiet",
+        "--data-dir",
+        data.to_str().unwrap(),
+        "--out",
+        d.to_str().unwrap(),
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("NormFedAvg:") && stdout.contains("64 bits/coordinate"),
+        "{stdout}"
+    );
+    let summary = std::fs::read_to_string(d.join("summary.csv")).unwrap();
+    assert!(
+        summary.starts_with("algorithm,bits_per_coordinate,"),
+        "{summary}"
+    );
+    assert_eq!(summary.lines().count(), 3);
+    let rounds = std::fs::read_to_string(d.join("rounds.csv")).unwrap();
+    assert_eq!(
+        rounds.lines().count(),
+        1 + 2 * 3,
+        "2 algorithms x 3 quick rounds"
+    );
 }
 
 #[test]

@@ -335,6 +335,14 @@ impl Federation {
                 ));
             }
         }
+        if self.algorithm.needs_shuffler() {
+            // The analyzers (PVEC's share sums) and their accounting assume the simulator's
+            // shuffle stage; over the network they are not wired yet (issue 15 item 5).
+            return Err(NetError::config(
+                "algorithm",
+                "shuffle-model algorithms run only in the simulator (dpfl train) for now",
+            ));
+        }
         if self.config.server.round_deadline_ms == 0 {
             return Err(NetError::config("server.round_deadline_ms", "must be > 0"));
         }

@@ -96,3 +96,79 @@ fn partial_participation_spends_less_than_the_target() {
         assert!(e < 1.9, "silo {}: {e}", p.silo);
     }
 }
+
+fn local_sgd_spec(rule: &str) -> ExperimentSpec {
+    let text = format!(
+        r#"
+name = "local-sgd-calibration"
+rounds = 40
+seed = 3
+participation = {{ kind = "all" }}
+[data]
+source = {{ kind = "synthetic", task = "binary", silos = 3, train = 300, test = 50, features = 8, shift = 0.5 }}
+[model]
+kind = "logistic"
+[privacy]
+epsilon = 2.0
+delta = 1e-5
+lipschitz = 1.0
+[[algorithms]]
+kind = "local-sgd"
+{rule}
+step_size = 0.05
+local_steps = 5
+"#
+    );
+    ExperimentSpec::from_toml(&text, "local-sgd.toml").unwrap()
+}
+
+#[test]
+fn local_sgd_accountant_calibration_certifies_all_local_steps() {
+    // R·K = 200 single-record steps per silo, each 1 of n = 300 with replacement.
+    let out = run(
+        &local_sgd_spec("calibration = \"accountant\"\n"),
+        None,
+        &|_, _, _| {},
+    )
+    .unwrap();
+    let s = &out.summary[0];
+    assert_eq!(s.algorithm, "ISRL-DP Local SGD");
+    assert_eq!(s.privacy.len(), 3);
+    for p in &s.privacy {
+        let e = p.rdp_epsilon.unwrap().min(p.pld_epsilon.unwrap());
+        // Certified, and tight (the bisection stops at a relative 1e-4 of z).
+        assert!(e <= 2.0 + 1e-12 && e > 1.98, "silo {}: {e}", p.silo);
+        // The exact pair's true ε lies below the certificate.
+        assert!(p.lower_epsilon.unwrap() <= e, "silo {}", p.silo);
+    }
+    for c in &s.silos {
+        assert_eq!(c.batch_size, 5);
+        assert!(c.formula.contains("R*K = 200 steps"), "{}", c.formula);
+        assert!(c.formula.contains("K = 1 of n = 300"), "{}", c.formula);
+    }
+    // σ = z·2L, the same z for every silo (same n, R, K, ε, δ).
+    let z: Vec<f64> = s.silos.iter().map(|c| c.sigma / 2.0).collect();
+    assert!(z.iter().all(|v| (v - z[0]).abs() < 1e-12), "{z:?}");
+    // App. I's rule at this shape is z = √(2RK ln(1/δ))/(nε) = √(400·11.512925)/600
+    // = 0.1131023 per step: far less noise, and not (2, δ)-DP: the exact pair's true ε is
+    // already above the target.
+    let paper = run(&local_sgd_spec("private = true\n"), None, &|_, _, _| {}).unwrap();
+    let ps = &paper.summary[0];
+    assert!((ps.silos[0].sigma / 2.0 - 0.1131023404).abs() < 1e-9);
+    let lower = ps.privacy[0].lower_epsilon.unwrap();
+    assert!(lower > 2.0, "{lower}");
+    assert!(z[0] > 5.0 * 0.1131, "{z:?}");
+}
+
+#[test]
+fn local_sgd_refuses_the_theory_rule() {
+    let e = match run(
+        &local_sgd_spec("calibration = \"theory\"\n"),
+        None,
+        &|_, _, _| {},
+    ) {
+        Err(e) => e.to_string(),
+        Ok(_) => panic!("theory rule accepted"),
+    };
+    assert!(e.contains("no theory rule"), "{e}");
+}

@@ -10,6 +10,8 @@
 //!      │         WingPlan: each wing's checked, calibrated parameters (serialisable)
 //!   lowy/        Lowy & Razaviyayn (ICLR 2023): MB-SGD (Alg. 2/7), AC-SA (Alg. 1), Local SGD,
 //!      │         per-silo calibration, the theorems' parameter rules
+//!   normfedavg/  Das et al.: DP-NormFedAvg (Alg. 2), NormFedAvg, FedAvg (Alg. 3), clipping
+//!      │         and Binomial baselines; t-bit QTDL messages summed as integers
 //!      ▼
 //!   floor        half.rs      SiloHalf / ServerHalf, HalfState, FederationInfo, SiloInfo
 //!                message.rs   Broadcast, SiloMessage, Payload, Reply
@@ -76,7 +78,9 @@ pub mod gradient;
 pub mod half;
 pub mod lowy;
 pub mod message;
+pub mod normfedavg;
 pub mod server;
+pub mod shuffle;
 pub mod spec;
 
 pub use context::{BuildContext, BuiltAlgorithm, SiloCalibration};

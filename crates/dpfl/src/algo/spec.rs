@@ -6,7 +6,9 @@ use super::context::{BuildContext, BuiltAlgorithm, SiloCalibration};
 use super::half::{ServerHalf, SiloHalf};
 use super::lowy;
 use super::lowy::calibration::Calibration;
+use super::normfedavg;
 use super::server::OutputRule;
+use super::shuffle;
 
 /// An algorithm as named in a config file.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -28,11 +30,17 @@ pub enum AlgorithmSpec {
         sampling: dpfl_privacy::sampler::RecordSampling,
     },
     /// Local SGD / FedAvg: K local single-sample steps, server averages models; private
-    /// (the paper's ISRL-DP Local SGD baseline, App. I) when `private = true`.
+    /// (the paper's ISRL-DP Local SGD baseline, App. I) when `private = true` or a
+    /// `calibration` is given.
     LocalSgd {
         step_size: f64,
         #[serde(default)]
         private: bool,
+        /// The noise rule of a private run: `experiment` (App. I's per-step σ, the default
+        /// with `private = true`) or `accountant` (the smallest σ certified for the R·K
+        /// sampled steps). Local SGD has no `theory` rule in the paper.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        calibration: Option<Calibration>,
         /// K local steps; default as for MB-SGD's experiment rule.
         #[serde(default)]
         local_steps: Option<usize>,
@@ -45,6 +53,18 @@ pub enum AlgorithmSpec {
     /// Noisy MB-SGD in its general form (Algorithm 7: weights, per-silo K_i) with the
     /// theorems' parameter rules; see [`lowy::mbsgd::NoisyMbSgdSpec`].
     NoisyMbSgd(lowy::mbsgd::NoisyMbSgdSpec),
+    /// Shuffled Noisy MB-SGD (Lowy & Razaviyayn Thm 5.1); see [`shuffle::SdpMbSgdSpec`].
+    SdpMbSgd(shuffle::SdpMbSgdSpec),
+    /// SDP One-Pass Accelerated Noisy MB-SGD (Lowy & Razaviyayn Algorithm 6, PVEC in AC-SA);
+    /// see [`shuffle::SdpAcceleratedSpec`].
+    SdpAcceleratedMbSgd(shuffle::SdpAcceleratedSpec),
+    /// PSGD (Cheu, Joseph, Mao & Peng 2022 Algorithm 3); see [`shuffle::PsgdSpec`].
+    Psgd(shuffle::PsgdSpec),
+    /// PGD (Cheu, Joseph, Mao & Peng 2022 Algorithm 5); see [`shuffle::PgdSpec`].
+    Pgd(shuffle::PgdSpec),
+    /// The DP-NormFedAvg family (Das et al.: Algorithms 2 and 3, the clipping and Binomial
+    /// baselines); see [`normfedavg::NormFedAvgSpec`].
+    NormFedAvg(normfedavg::NormFedAvgSpec),
 }
 
 impl AlgorithmSpec {
@@ -58,22 +78,46 @@ impl AlgorithmSpec {
             AlgorithmSpec::MbSgd {
                 calibration: None, ..
             } => "MB-SGD".into(),
-            AlgorithmSpec::LocalSgd { private: true, .. } => "ISRL-DP Local SGD".into(),
-            AlgorithmSpec::LocalSgd { private: false, .. } => "Local SGD".into(),
+            AlgorithmSpec::LocalSgd { .. } if self.is_private() => "ISRL-DP Local SGD".into(),
+            AlgorithmSpec::LocalSgd { .. } => "Local SGD".into(),
             AlgorithmSpec::AcceleratedMbSgd(a) => a.label(),
             AlgorithmSpec::NoisyMbSgd(a) if a.calibration.is_some() => {
                 "ISRL-DP MB-SGD (Alg. 7)".into()
             }
             AlgorithmSpec::NoisyMbSgd(_) => "MB-SGD (Alg. 7)".into(),
+            AlgorithmSpec::SdpMbSgd(_) => "SDP MB-SGD".into(),
+            AlgorithmSpec::SdpAcceleratedMbSgd(_) => "SDP accelerated MB-SGD (one-pass)".into(),
+            AlgorithmSpec::Psgd(_) => "PSGD (shuffle)".into(),
+            AlgorithmSpec::Pgd(_) => "PGD (shuffle)".into(),
+            AlgorithmSpec::NormFedAvg(a) => a.label(),
         }
     }
     pub fn is_private(&self) -> bool {
         match self {
             AlgorithmSpec::MbSgd { calibration, .. } => calibration.is_some(),
-            AlgorithmSpec::LocalSgd { private, .. } => *private,
+            AlgorithmSpec::LocalSgd {
+                private,
+                calibration,
+                ..
+            } => *private || calibration.is_some(),
             AlgorithmSpec::AcceleratedMbSgd(a) => a.calibration.is_some(),
             AlgorithmSpec::NoisyMbSgd(a) => a.calibration.is_some(),
+            AlgorithmSpec::SdpMbSgd(_)
+            | AlgorithmSpec::SdpAcceleratedMbSgd(_)
+            | AlgorithmSpec::Psgd(_)
+            | AlgorithmSpec::Pgd(_) => true,
+            AlgorithmSpec::NormFedAvg(a) => a.variant.is_private(),
         }
+    }
+    /// Whether the runner must put a shuffle stage between the silos and the server.
+    pub fn needs_shuffler(&self) -> bool {
+        matches!(
+            self,
+            AlgorithmSpec::SdpMbSgd(_)
+                | AlgorithmSpec::SdpAcceleratedMbSgd(_)
+                | AlgorithmSpec::Psgd(_)
+                | AlgorithmSpec::Pgd(_)
+        )
     }
     /// The configured step size; `None` where `params = "theory"` computes it.
     pub fn explicit_step_size(&self) -> Option<f64> {
@@ -83,6 +127,11 @@ impl AlgorithmSpec {
             }
             AlgorithmSpec::AcceleratedMbSgd(a) => a.step_size,
             AlgorithmSpec::NoisyMbSgd(a) => a.step_size,
+            AlgorithmSpec::SdpMbSgd(a) => Some(a.step_size),
+            AlgorithmSpec::SdpAcceleratedMbSgd(a) => Some(a.step_size),
+            AlgorithmSpec::Psgd(a) => a.step_size,
+            AlgorithmSpec::Pgd(a) => a.step_size,
+            AlgorithmSpec::NormFedAvg(a) => Some(a.step_size),
         }
     }
     /// The same algorithm with another step size (for grid searches).
@@ -94,6 +143,11 @@ impl AlgorithmSpec {
             }
             AlgorithmSpec::AcceleratedMbSgd(a) => a.step_size = Some(eta),
             AlgorithmSpec::NoisyMbSgd(a) => a.step_size = Some(eta),
+            AlgorithmSpec::SdpMbSgd(a) => a.step_size = eta,
+            AlgorithmSpec::SdpAcceleratedMbSgd(a) => a.step_size = eta,
+            AlgorithmSpec::Psgd(a) => a.step_size = Some(eta),
+            AlgorithmSpec::Pgd(a) => a.step_size = Some(eta),
+            AlgorithmSpec::NormFedAvg(a) => a.step_size = eta,
         }
         s
     }
@@ -132,11 +186,18 @@ impl AlgorithmSpec {
             AlgorithmSpec::LocalSgd {
                 step_size,
                 private,
+                calibration,
                 local_steps,
                 output,
             } => {
-                let (p, c) =
-                    lowy::local_sgd::plan(ctx, *step_size, *private, *local_steps, *output)?;
+                // `private = true` alone keeps its meaning (App. I's rule); a calibration
+                // makes the run private whatever `private` says (never less noise).
+                let rule = match (calibration, private) {
+                    (Some(c), _) => Some(*c),
+                    (None, true) => Some(Calibration::Experiment),
+                    (None, false) => None,
+                };
+                let (p, c) = lowy::local_sgd::plan(ctx, *step_size, rule, *local_steps, *output)?;
                 (c, WingPlan::Lowy(LowyPlan::LocalSgd(p)))
             }
             AlgorithmSpec::AcceleratedMbSgd(a) => {
@@ -147,8 +208,85 @@ impl AlgorithmSpec {
                 let (p, c) = lowy::mbsgd::plan_general(ctx, a)?;
                 (c, WingPlan::Lowy(LowyPlan::MbSgd(p)))
             }
+            // Not yet split into plan and halves: planned by building the whole federation
+            // once, and each process builds the whole again and keeps its own half (their
+            // calibrations are closed forms or cached searches).
+            AlgorithmSpec::SdpMbSgd(_)
+            | AlgorithmSpec::SdpAcceleratedMbSgd(_)
+            | AlgorithmSpec::Psgd(_)
+            | AlgorithmSpec::Pgd(_)
+            | AlgorithmSpec::NormFedAvg(_) => {
+                let built = self.build_whole(ctx)?;
+                (built.calibration, WingPlan::Whole(Box::new(self.clone())))
+            }
         })
     }
+
+    /// The whole federation of a wing that has no plan of its own yet (see [`WingPlan::Whole`]).
+    fn build_whole(&self, ctx: &BuildContext) -> crate::Result<BuiltAlgorithm> {
+        match self {
+            // The shuffle wing brings the silos (and PVEC's analyzer); the server halves are
+            // Lowy's, built non-private (a server half never adds noise).
+            AlgorithmSpec::SdpMbSgd(a) => {
+                let inner = lowy_mbsgd_server(
+                    ctx,
+                    a.step_size,
+                    None,
+                    Some(a.batch_size),
+                    a.output,
+                    dpfl_privacy::sampler::RecordSampling::WithReplacement,
+                )?;
+                shuffle::build_sdp_mbsgd(ctx, a, inner)
+            }
+            AlgorithmSpec::SdpAcceleratedMbSgd(a) => {
+                let inner = lowy_acsa_server(
+                    ctx,
+                    &lowy::acsa::AcceleratedSpec {
+                        sampling: lowy::acsa::AcsaSampling::OnePass,
+                        calibration: None,
+                        params: lowy::inputs::Params::Explicit,
+                        step_size: Some(a.step_size),
+                        batch_size: Some(a.batch_size(ctx)?),
+                        regularization: a.regularization,
+                        smoothing: None,
+                        weights: None,
+                        constants: Default::default(),
+                    },
+                )?;
+                shuffle::build_sdp_acsa(ctx, a, inner)
+            }
+            AlgorithmSpec::Psgd(a) => {
+                let (k, eta, _) = shuffle::psgd_preset(ctx, a)?;
+                let inner = lowy_mbsgd_server(
+                    ctx,
+                    eta,
+                    None,
+                    Some(k),
+                    OutputRule::Average,
+                    dpfl_privacy::sampler::RecordSampling::WithReplacement,
+                )?;
+                shuffle::build_psgd(ctx, a, inner)
+            }
+            AlgorithmSpec::Pgd(a) => {
+                let (_, eta, _) = shuffle::pgd_preset(ctx, a)?;
+                let inner = lowy_mbsgd_server(
+                    ctx,
+                    eta,
+                    None,
+                    Some(1),
+                    OutputRule::Average,
+                    dpfl_privacy::sampler::RecordSampling::WithReplacement,
+                )?;
+                shuffle::build_pgd(ctx, a, inner)
+            }
+            AlgorithmSpec::NormFedAvg(a) => normfedavg::halves::build(ctx, a),
+            _ => Err(crate::Error::config(
+                "algorithm",
+                format!("{} is built from its plan", self.label()),
+            )),
+        }
+    }
+
 
     /// Plans and builds every half at once (the simulator's whole federation, and tests).
     pub fn build(&self, ctx: &BuildContext) -> crate::Result<BuiltAlgorithm> {
@@ -166,6 +304,9 @@ impl AlgorithmSpec {
 pub enum WingPlan {
     /// Lowy & Razaviyayn's algorithms.
     Lowy(LowyPlan),
+    /// A wing not yet split into plan and halves (shuffle, DP-NormFedAvg): the checked spec,
+    /// from which each process builds the whole federation and keeps its half.
+    Whole(Box<AlgorithmSpec>),
 }
 
 /// The Lowy & Razaviyayn wing's plans.
@@ -187,6 +328,7 @@ impl WingPlan {
             WingPlan::Lowy(LowyPlan::MbSgd(p)) => p.silos.len(),
             WingPlan::Lowy(LowyPlan::Acsa(p)) => p.silos.len(),
             WingPlan::Lowy(LowyPlan::LocalSgd(p)) => p.silos.len(),
+            WingPlan::Whole(_) => 0,
         }
     }
 
@@ -196,6 +338,7 @@ impl WingPlan {
             WingPlan::Lowy(LowyPlan::MbSgd(p)) => p.server_half(ctx),
             WingPlan::Lowy(LowyPlan::Acsa(p)) => p.server_half(ctx),
             WingPlan::Lowy(LowyPlan::LocalSgd(p)) => p.server_half(ctx),
+            WingPlan::Whole(spec) => Ok(spec.build_whole(ctx)?.server),
         }
     }
 
@@ -205,6 +348,17 @@ impl WingPlan {
             WingPlan::Lowy(LowyPlan::MbSgd(p)) => p.silo_half(ctx, silo),
             WingPlan::Lowy(LowyPlan::Acsa(p)) => p.silo_half(ctx, silo),
             WingPlan::Lowy(LowyPlan::LocalSgd(p)) => p.silo_half(ctx, silo),
+            WingPlan::Whole(spec) => {
+                let mut built = spec.build_whole(ctx)?;
+                let n = built.silos.len();
+                if silo >= n {
+                    return Err(crate::Error::config(
+                        "plan",
+                        format!("no silo {silo} in a plan of {n} silos"),
+                    ));
+                }
+                Ok(built.silos.swap_remove(silo))
+            }
         }
     }
 
@@ -214,6 +368,13 @@ impl WingPlan {
         ctx: &BuildContext,
         calibration: Vec<SiloCalibration>,
     ) -> crate::Result<BuiltAlgorithm> {
+        if let WingPlan::Whole(spec) = self {
+            let built = spec.build_whole(ctx)?;
+            return Ok(BuiltAlgorithm {
+                calibration,
+                ..built
+            });
+        }
         let silos = (0..self.silos())
             .map(|i| self.silo_half(ctx, i))
             .collect::<crate::Result<Vec<_>>>()?;
@@ -223,4 +384,27 @@ impl WingPlan {
             calibration,
         })
     }
+}
+
+/// A non-private Lowy MB-SGD server half (the shuffle wing's server side: a server half never
+/// adds noise).
+fn lowy_mbsgd_server(
+    ctx: &BuildContext,
+    step_size: f64,
+    calibration: Option<Calibration>,
+    batch_size: Option<usize>,
+    output: OutputRule,
+    sampling: dpfl_privacy::sampler::RecordSampling,
+) -> crate::Result<Box<dyn ServerHalf>> {
+    let (p, _) = lowy::mbsgd::plan(ctx, step_size, calibration, batch_size, output, sampling)?;
+    p.server_half(ctx)
+}
+
+/// A Lowy AC-SA server half built from `spec` (non-private in the shuffle wing's use).
+fn lowy_acsa_server(
+    ctx: &BuildContext,
+    spec: &lowy::acsa::AcceleratedSpec,
+) -> crate::Result<Box<dyn ServerHalf>> {
+    let (p, _) = lowy::acsa::plan(ctx, spec)?;
+    p.server_half(ctx)
 }

@@ -50,6 +50,8 @@ pub enum PartitionSpec {
         #[serde(default = "default_min_size")]
         min_size: usize,
     },
+    /// DP-NormFedAvg's label shards (`super::shards`): `silos` × `per_silo` shards.
+    LabelShards { silos: usize, per_silo: usize },
 }
 
 fn default_scale() -> f64 {
@@ -73,6 +75,9 @@ impl PartitionSpec {
                 alpha,
                 min_size,
             } => dirichlet_label_skew(data, silos, alpha, min_size, rng),
+            PartitionSpec::LabelShards { silos, per_silo } => {
+                super::shards::label_shards(data, silos, per_silo, rng)
+            }
         }
     }
 }

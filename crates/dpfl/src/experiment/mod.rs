@@ -75,6 +75,19 @@ pub fn train_one(
     let built = plan.build_with(&ctx)?;
     let calibration = plan.calibration.clone();
     let mut sim = Simulator::new(&trial.silos, built, spec.participation.clone(), seed)?;
+    if algorithm.needs_shuffler() {
+        // The shuffle model's theorems assume M_r = M fixed (Lowy & Razaviyayn §5).
+        if !matches!(
+            spec.participation,
+            crate::round::Participation::All | crate::round::Participation::Fixed { .. }
+        ) {
+            return Err(crate::Error::config(
+                "participation",
+                "shuffle-model algorithms need a fixed number of silos per round (all or fixed)",
+            ));
+        }
+        sim = sim.with_shuffle(seed)?;
+    }
     if spec.privacy.as_ref().is_some_and(|p| p.enforce_budget) && algorithm.is_private() {
         let ledgers = ctx
             .silos

@@ -6,6 +6,7 @@
 //! clip threshold, which bounds every per-example gradient regardless of the data).
 
 mod batch;
+mod deep_mlp;
 mod hinge;
 mod linear;
 mod logistic;
@@ -13,6 +14,7 @@ mod mlp;
 mod nc_logistic;
 mod softmax;
 
+pub use deep_mlp::{Activation, DeepMlp};
 pub use hinge::HingeLoss;
 pub use linear::LinearRegression;
 pub use logistic::LogisticRegression;
@@ -396,6 +398,18 @@ pub enum ModelSpec {
         #[serde(default = "default_init_std")]
         init_std: f64,
     },
+    /// A fully connected network of any depth: inputs → `hidden` widths with `activation`
+    /// (ReLU by default) → softmax, cross-entropy, PyTorch's default initialisation from
+    /// `init_seed` (DP-NormFedAvg's 784 → 300 → 300 → 10 is `hidden = [300, 300]`).
+    DeepMlp {
+        #[serde(default)]
+        inputs: Option<usize>,
+        hidden: Vec<usize>,
+        #[serde(default)]
+        activation: Activation,
+        #[serde(default)]
+        init_seed: u64,
+    },
 }
 
 fn default_hidden() -> usize {
@@ -418,6 +432,12 @@ impl ModelSpec {
             ModelSpec::Softmax => features.checked_mul(classes.unwrap_or(1)),
             ModelSpec::Mlp { hidden, .. } => {
                 Mlp::param_count(features, *hidden, classes.unwrap_or(2))
+            }
+            ModelSpec::DeepMlp { hidden, .. } => {
+                let mut widths = vec![features];
+                widths.extend_from_slice(hidden);
+                widths.push(classes.unwrap_or(2));
+                DeepMlp::param_count(&widths)
             }
             _ => Some(features),
         };
@@ -484,6 +504,25 @@ impl ModelSpec {
                     crate::Error::config("model.kind", "the network needs a class target")
                 })?;
                 std::sync::Arc::new(Mlp::new(features, *hidden, c, *init_seed, *init_std)?)
+            }
+            ModelSpec::DeepMlp {
+                inputs,
+                hidden,
+                activation,
+                init_seed,
+            } => {
+                if let Some(n) = inputs
+                    && *n != features
+                {
+                    return Err(crate::Error::config(
+                        "model.inputs",
+                        format!("the network takes {n} inputs, the data has {features} features"),
+                    ));
+                }
+                let c = classes.ok_or_else(|| {
+                    crate::Error::config("model.kind", "the network needs a class target")
+                })?;
+                std::sync::Arc::new(DeepMlp::new(features, hidden, c, *activation, *init_seed)?)
             }
         })
     }

@@ -22,6 +22,11 @@ fn configure(spec: &AlgorithmSpec, k: Option<usize>, eta: f64) -> AlgorithmSpec 
             AlgorithmSpec::LocalSgd { local_steps, .. } => *local_steps = Some(k),
             AlgorithmSpec::AcceleratedMbSgd(a) => a.batch_size = Some(k),
             AlgorithmSpec::NoisyMbSgd(_) => {}
+            AlgorithmSpec::SdpMbSgd(a) => a.batch_size = k,
+            AlgorithmSpec::SdpAcceleratedMbSgd(a) => a.batch_size = Some(k),
+            AlgorithmSpec::Psgd(a) => a.batch_size = Some(k),
+            AlgorithmSpec::Pgd(_) => {}
+            AlgorithmSpec::NormFedAvg(_) => {}
         }
     }
     s

@@ -1,5 +1,6 @@
 //! Reproductions of the experiments of Lowy & Razaviyayn (ICLR 2023), §6 and App. I:
-//! `lowy-mnist` (Fig. 4 and 7), `lowy-insurance` (Fig. 5, 8, 9) and `lowy-obesity` (Fig. 6).
+//! `lowy-mnist` (Fig. 4 and 7), `lowy-insurance` (Fig. 5, 8, 9) and `lowy-obesity` (Fig. 6),
+//! plus `lowy-obesity-certified` (Fig. 6's set-up at equal certified ε, issue 11 item 4).
 //!
 //! A reproduction is data: a TOML file in `experiments/` (embedded in the binary, see
 //! [`builtin`]) names the data, model, ε grid, panels (figure, N, M, K) and, per algorithm, its
@@ -38,6 +39,7 @@
 pub mod checkpoint;
 mod grid;
 pub mod newton;
+pub mod normfedavg;
 mod output;
 pub mod plot;
 mod spec;
@@ -187,6 +189,14 @@ mod tests {
         assert_eq!(g.len(), 8);
         assert!((g[0] - (-8f64).exp()).abs() < 1e-15 && (g[7] - 2f64.exp()).abs() < 1e-12);
         assert!(builtin("nope").is_err());
+        // The equal-certified-ε variant: the obesity set-up with every private algorithm on
+        // the accountant rule.
+        let c = builtin("lowy-obesity-certified").unwrap();
+        assert_eq!((c.epsilons, c.trials, c.base.rounds), (o.epsilons, 3, 100));
+        for a in &c.algorithms {
+            let text = format!("{:?}", a.spec);
+            assert!(text.contains("Some(Accountant)"), "{}: {text}", a.label);
+        }
     }
 
     #[test]

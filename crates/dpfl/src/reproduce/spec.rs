@@ -11,7 +11,7 @@ use crate::model::{ModelSpec, Projection};
 use crate::round::Participation;
 
 /// The reproductions shipped with dpfl: (id, TOML text).
-pub const BUILTIN: [(&str, &str); 3] = [
+pub const BUILTIN: [(&str, &str); 4] = [
     (
         "lowy-mnist",
         include_str!("../../../../experiments/lowy-mnist.toml"),
@@ -23,6 +23,10 @@ pub const BUILTIN: [(&str, &str); 3] = [
     (
         "lowy-obesity",
         include_str!("../../../../experiments/lowy-obesity.toml"),
+    ),
+    (
+        "lowy-obesity-certified",
+        include_str!("../../../../experiments/lowy-obesity-certified.toml"),
     ),
 ];
 

@@ -151,13 +151,7 @@ pub fn silo_sigma(
         NoiseRule::OnePass => (one_pass_sigma(l, k, eps, delta)?, None),
         NoiseRule::Accountant => {
             let sampling = BatchSampler::new(sampling, n, k)?.sampling();
-            let (z, accountant) = calibrate_sampled_gaussian(
-                sampling.clone(),
-                rounds as u64,
-                Neighbouring::ReplaceOne,
-                eps,
-                delta,
-            )?;
+            let (z, accountant) = cached_calibration(&sampling, rounds as u64, eps, delta)?;
             // σ = z·2L/K, and the mechanism recovers z as σK/(2L): one rounding each way could
             // land a hair below the certified z, so σ is nudged up by a relative 1e-9.
             let sigma = z * (2.0 * l / k as f64) * (1.0 + 1e-9);
@@ -171,6 +165,42 @@ pub fn silo_sigma(
             )
         }
     })
+}
+
+/// [`calibrate_sampled_gaussian`] (replace-one), remembered per process: the search is
+/// deterministic in its inputs and costs up to seconds, while a reproduction builds the same
+/// (sampling, R, ε, δ) for every silo of equal size, step size and trial.
+fn cached_calibration(
+    sampling: &Sampling,
+    rounds: u64,
+    eps: Epsilon,
+    delta: Delta,
+) -> Result<(f64, &'static str), PrivacyError> {
+    type Key = (String, u64, u64, u64);
+    static CACHE: std::sync::OnceLock<
+        std::sync::Mutex<std::collections::HashMap<Key, (f64, &'static str)>>,
+    > = std::sync::OnceLock::new();
+    let key = (
+        format!("{sampling:?}"),
+        rounds,
+        eps.get().to_bits(),
+        delta.get().to_bits(),
+    );
+    let cache = CACHE.get_or_init(Default::default);
+    if let Some(&hit) = cache.lock().ok().as_ref().and_then(|c| c.get(&key)) {
+        return Ok(hit);
+    }
+    let got = calibrate_sampled_gaussian(
+        sampling.clone(),
+        rounds,
+        Neighbouring::ReplaceOne,
+        eps,
+        delta,
+    )?;
+    if let Ok(mut c) = cache.lock() {
+        c.insert(key, got);
+    }
+    Ok(got)
 }
 
 /// "K of n with replacement" and the like, for formulas in reports.

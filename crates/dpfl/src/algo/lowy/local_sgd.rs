@@ -13,8 +13,10 @@ use dpfl_privacy::mechanism::{GaussianMechanism, VectorMechanism};
 use dpfl_privacy::sampler::WithReplacement;
 use dpfl_privacy::{DpRng, PrivacyEvent};
 
-use super::calibration::{NoiseRule, default_k};
+use dpfl_privacy::sampler::RecordSampling;
 use serde::{Deserialize, Serialize};
+
+use super::calibration::{Calibration, NoiseRule, default_k, sampling_label, silo_sigma};
 
 use crate::algo::context::{BuildContext, SiloCalibration};
 use crate::algo::half::{HalfState, ServerHalf, SiloHalf};
@@ -179,7 +181,7 @@ impl LocalSgdPlan {
 pub(crate) fn plan(
     ctx: &BuildContext,
     step_size: f64,
-    private: bool,
+    calibration: Option<Calibration>,
     local_steps: Option<usize>,
     output: OutputRule,
 ) -> crate::Result<(LocalSgdPlan, Vec<SiloCalibration>)> {
@@ -195,21 +197,66 @@ pub(crate) fn plan(
         let silo_err = |e: dpfl_privacy::PrivacyError| {
             crate::Error::config(format!("silo {}", s.id), e.to_string())
         };
-        let (k, sigma, formula) = if private {
+        let (k, sigma, formula) = if let Some(rule) = calibration {
             let (eps, delta) = ctx.budget(s)?;
             // App. I: K as for MB-SGD's experiment rule.
             let k = match local_steps {
                 Some(k) => k,
                 None => default_k(NoiseRule::Experiment, s.records, r, eps, delta).unwrap_or(1),
             };
-            crate::algo::context::count_calibration();
-            let sigma =
-                local_sgd_sigma(ctx.lipschitz, r, k, s.records, eps, delta).map_err(silo_err)?;
-            (
-                k,
-                Some(sigma),
-                "sigma^2 = 8 L^2 R K ln(1/delta) / (n^2 eps^2) per local step (Lowy & Razaviyayn App. I)".to_string(),
-            )
+            let (sigma, formula) = match rule {
+                Calibration::Experiment => {
+                    crate::algo::context::count_calibration();
+                    (
+                    local_sgd_sigma(ctx.lipschitz, r, k, s.records, eps, delta)
+                        .map_err(silo_err)?,
+                    "sigma^2 = 8 L^2 R K ln(1/delta) / (n^2 eps^2) per local step (Lowy & Razaviyayn App. I)".to_string(),
+                )
+                }
+                Calibration::Accountant => {
+                    if k == 0 {
+                        return Err(crate::Error::config(
+                            "algorithm.local_steps",
+                            "must be at least 1",
+                        ));
+                    }
+                    // R·K single-record steps, each 1 of n with replacement: the minibatch
+                    // search with K = 1 (σ = z·2L) over R·K "rounds".
+                    let steps = r.checked_mul(k).ok_or_else(|| {
+                        crate::Error::config("algorithm.local_steps", "R·K overflows")
+                    })?;
+                    let (sigma, cert) = silo_sigma(
+                        NoiseRule::Accountant,
+                        ctx.lipschitz,
+                        steps,
+                        s.records,
+                        1,
+                        eps,
+                        delta,
+                        RecordSampling::WithReplacement,
+                    )
+                    .map_err(silo_err)?;
+                    let formula = match cert {
+                        Some(c) => format!(
+                            "smallest noise multiplier z = {:.4} per local step with epsilon <= {} at delta {:e} for R*K = {steps} steps of {} (replace-one), accountant {} (dpfl accountant calibration)",
+                            c.noise_multiplier,
+                            eps.get(),
+                            delta.get(),
+                            sampling_label(&c.sampling),
+                            c.accountant
+                        ),
+                        None => NoiseRule::Accountant.formula().to_string(),
+                    };
+                    (sigma, formula)
+                }
+                Calibration::Theory => {
+                    return Err(crate::Error::config(
+                        "algorithm.calibration",
+                        "Local SGD has no theory rule (the paper gives it only App. I's noise); use \"experiment\" or \"accountant\"",
+                    ));
+                }
+            };
+            (k, Some(sigma), formula)
         } else {
             let k = local_steps.ok_or_else(|| {
                 crate::Error::config(

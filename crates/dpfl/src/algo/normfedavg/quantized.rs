@@ -1,0 +1,249 @@
+//! The quantized message of DP-NormFedAvg (Algorithm 1; digest §2.5, §2.7): the silo sends
+//! z_i = q_i + e_i ∈ {−(s+h)..s+h} per coordinate — q = s·Q_s(u), e integer noise on
+//! {−h..h} (TDL: h = m; Binomial: Bin(N, ½) − N/2, h = N/2) — as offset binary z + s + h in
+//! t = ⌈log₂(2(s+h)+1)⌉ bits ([`PackedInts`]), never widened to f64 on the way. The server
+//! sums the integers of the round's valid messages (i64, exact) and scales once:
+//! Σ_i g^{(i)} = (Σ_i z^{(i)})/s.
+//!
+//! Decisions: the wire format (offset binary, least-significant bit first) is ours — the paper
+//! has none. All silos of one run share h (the largest of their calibrations: a wider support
+//! at the same α only lowers the TDL's δ), so the server decodes without knowing who sent a
+//! message. The Binomial's packed width uses the centred noise's h = N/2 (the paper's t counts
+//! m = N, one bit more; the calibration report gives both).
+
+use dpfl_privacy::DpRng;
+use dpfl_privacy::binomial::Binomial;
+use dpfl_privacy::qtdl::{StochasticQuantizer, TruncatedDiscreteLaplace};
+
+use crate::algo::message::{PackedInts, Payload};
+
+/// The integer noise added to the quantized vector.
+#[derive(Debug, Clone)]
+pub enum IntNoise {
+    Tdl(TruncatedDiscreteLaplace),
+    /// Bin(N, ½) − N/2, N even.
+    Binomial(Binomial),
+}
+
+impl IntNoise {
+    /// h: the noise lies in {−h..h}.
+    pub fn half_width(&self) -> u64 {
+        match self {
+            IntNoise::Tdl(t) => t.m(),
+            IntNoise::Binomial(b) => b.n() / 2,
+        }
+    }
+    fn draw(&self, rng: &mut DpRng) -> i64 {
+        match self {
+            IntNoise::Tdl(t) => t.sample(rng),
+            IntNoise::Binomial(b) => b.sample(rng) as i64 - (b.n() / 2) as i64,
+        }
+    }
+    /// Per-coordinate variance in real units at resolution s.
+    pub fn variance(&self, s: u64) -> f64 {
+        let v = match self {
+            IntNoise::Tdl(t) => t.variance(),
+            IntNoise::Binomial(b) => b.n() as f64 / 4.0,
+        };
+        v / (s as f64 * s as f64)
+    }
+}
+
+/// The packed layout shared by the silo's encoder and the server's decoder.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Layout {
+    pub s: u64,
+    /// s + h: z + offset ∈ [0, 2·offset].
+    pub offset: u64,
+    pub bits: u8,
+    pub dim: usize,
+}
+
+impl Layout {
+    pub fn new(s: u64, half_width: u64, dim: usize) -> crate::Result<Self> {
+        let offset = s
+            .checked_add(half_width)
+            .filter(|o| *o <= u64::MAX / 4)
+            .ok_or_else(|| crate::Error::config("algorithm.privacy", "s + m overflows"))?;
+        let bits = dpfl_privacy::qtdl::theorem1::bits_per_coordinate(s, half_width)?;
+        Ok(Layout {
+            s,
+            offset,
+            bits: bits as u8,
+            dim,
+        })
+    }
+    /// Exact message size, t·d bits.
+    pub fn message_bits(&self) -> u64 {
+        u64::from(self.bits) * self.dim as u64
+    }
+
+    /// Adds the decoded integers z of `payload` into `sum`, or says why the message is
+    /// malformed (leaving `sum` untouched): not packed, another width or length, or a value
+    /// outside {−(s+h)..s+h}.
+    pub fn add_decoded(&self, payload: &Payload, sum: &mut [i64]) -> Result<(), String> {
+        let Payload::Packed(p) = payload else {
+            return Err("not a packed-integer message".into());
+        };
+        if p.bits() != self.bits || p.len() != self.dim || sum.len() != self.dim {
+            return Err(format!(
+                "{} values of {} bits where {} of {} bits ({} bits) are expected",
+                p.len(),
+                p.bits(),
+                self.dim,
+                self.bits,
+                self.message_bits()
+            ));
+        }
+        let top = 2 * self.offset;
+        let values = p.unpack();
+        if let Some(i) = values.iter().position(|&v| v > top) {
+            return Err(format!(
+                "coordinate {i} decodes to {}, outside -(s+m)..s+m = ±{}",
+                values[i] as i128 - self.offset as i128,
+                self.offset
+            ));
+        }
+        let off = self.offset as i64;
+        for (acc, v) in sum.iter_mut().zip(values) {
+            *acc += v as i64 - off;
+        }
+        Ok(())
+    }
+}
+
+/// The silo's side: quantize, add integer noise, pack.
+#[derive(Debug, Clone)]
+pub struct Encoder {
+    pub layout: Layout,
+    quantizer: StochasticQuantizer,
+    noise: IntNoise,
+    q: Vec<i64>,
+    packed: Vec<u64>,
+}
+
+impl Encoder {
+    pub fn new(s: u64, noise: IntNoise, dim: usize) -> crate::Result<Self> {
+        let layout = Layout::new(s, noise.half_width(), dim)?;
+        Ok(Encoder {
+            layout,
+            quantizer: StochasticQuantizer::power_of_two(s)?,
+            noise,
+            q: Vec::with_capacity(dim),
+            packed: Vec::with_capacity(dim),
+        })
+    }
+    pub fn noise(&self) -> &IntNoise {
+        &self.noise
+    }
+
+    /// The t-bit message of u (coordinates in [−1, 1]).
+    pub fn encode(&mut self, u: &[f64], rng: &mut DpRng) -> crate::Result<Payload> {
+        if u.len() != self.layout.dim {
+            return Err(crate::Error::Protocol(format!(
+                "vector of dimension {} for a {}-dimensional message",
+                u.len(),
+                self.layout.dim
+            )));
+        }
+        self.quantizer.quantize(u, rng, &mut self.q)?;
+        let off = self.layout.offset as i64;
+        self.packed.clear();
+        for &q in &self.q {
+            // |q| ≤ s and |e| ≤ h, so z + s + h ∈ [0, 2(s+h)].
+            self.packed.push((q + self.noise.draw(rng) + off) as u64);
+        }
+        Ok(Payload::Packed(PackedInts::pack(
+            self.layout.bits,
+            &self.packed,
+        )?))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use dpfl_privacy::rng::Purpose;
+
+    #[test]
+    fn messages_are_t_bit_integers_summed_exactly_then_scaled_once() {
+        // s = 4, TDL m = 3: offset 7, t = ⌈log₂(15)⌉ = 4 bits, d = 5 → exactly 20 bits.
+        let tdl = TruncatedDiscreteLaplace::new(3, 0.5).unwrap();
+        let mut enc = Encoder::new(4, IntNoise::Tdl(tdl), 5).unwrap();
+        assert_eq!((enc.layout.offset, enc.layout.bits), (7, 4));
+        assert_eq!(enc.layout.message_bits(), 20);
+        let mut rng = DpRng::from_seed(3, Purpose::Silo, 0);
+        let u = [1.0, -1.0, 0.5, 0.0, -0.25];
+        let p = enc.encode(&u, &mut rng).unwrap();
+        assert_eq!(p.bits(), 20);
+        let Payload::Packed(ref packed) = p else {
+            panic!("not packed")
+        };
+        assert_eq!(packed.as_bytes().len(), 3);
+        // Grid points quantize deterministically: z − q is the noise, within ±3.
+        let q = [4i64, -4, 2, 0, -1];
+        let mut sum = vec![0i64; 5];
+        enc.layout.add_decoded(&p, &mut sum).unwrap();
+        for (z, q) in sum.iter().zip(q) {
+            assert!((z - q).abs() <= 3, "{z} vs {q}");
+        }
+        // Hand-built messages: z = (3, −7, 0, 7, 1) and (−2, 0, 5, −7, 1) sum to
+        // (1, −7, 5, 0, 2); the real-valued sum is that /s = (0.25, −1.75, 1.25, 0, 0.5).
+        let pack =
+            |z: [i64; 5]| Payload::Packed(PackedInts::pack(4, &z.map(|v| (v + 7) as u64)).unwrap());
+        let mut sum = vec![0i64; 5];
+        enc.layout
+            .add_decoded(&pack([3, -7, 0, 7, 1]), &mut sum)
+            .unwrap();
+        enc.layout
+            .add_decoded(&pack([-2, 0, 5, -7, 1]), &mut sum)
+            .unwrap();
+        assert_eq!(sum, vec![1, -7, 5, 0, 2]);
+        let real: Vec<f64> = sum.iter().map(|&z| z as f64 / 4.0).collect();
+        assert_eq!(real, vec![0.25, -1.75, 1.25, 0.0, 0.5]);
+        // Malformed: a value 15 − 7 = 8 > 7, another width, another length, a dense vector.
+        let before = sum.clone();
+        let bad = Payload::Packed(PackedInts::pack(4, &[15, 7, 7, 7, 7]).unwrap());
+        let e = enc.layout.add_decoded(&bad, &mut sum).unwrap_err();
+        assert!(e.contains("coordinate 0 decodes to 8"), "{e}");
+        let wide = Payload::Packed(PackedInts::pack(5, &[7; 5]).unwrap());
+        assert!(enc.layout.add_decoded(&wide, &mut sum).is_err());
+        let short = Payload::Packed(PackedInts::pack(4, &[7; 4]).unwrap());
+        assert!(enc.layout.add_decoded(&short, &mut sum).is_err());
+        assert!(
+            enc.layout
+                .add_decoded(&Payload::Dense(vec![0.0; 5]), &mut sum)
+                .is_err()
+        );
+        assert_eq!(sum, before, "a refused message must not touch the sum");
+    }
+
+    #[test]
+    fn paper_bit_counts() {
+        // FMNIST s = 2^12 with Theorem 1's m = 413: t = 14; s = 2^6, m = 9: t = 8 (Table 4).
+        assert_eq!(Layout::new(4096, 413, 10).unwrap().bits, 14);
+        assert_eq!(Layout::new(64, 9, 10).unwrap().bits, 8);
+        // The corrected m = 1,993,383 at s = 2^12: t = 22; d = 328,810 → 7,233,820 bits.
+        let l = Layout::new(4096, 1_993_383, 328_810).unwrap();
+        assert_eq!(l.bits, 22);
+        assert_eq!(l.message_bits(), 7_233_820);
+    }
+
+    #[test]
+    fn binomial_noise_is_centred_and_bounded() {
+        let b = Binomial::new(40, 0.5).unwrap();
+        let mut enc = Encoder::new(2, IntNoise::Binomial(b), 2000).unwrap();
+        // h = 20, offset 22, t = ⌈log₂ 45⌉ = 6.
+        assert_eq!((enc.layout.offset, enc.layout.bits), (22, 6));
+        let mut rng = DpRng::from_seed(9, Purpose::Silo, 1);
+        let p = enc.encode(&vec![0.0; 2000], &mut rng).unwrap();
+        let mut sum = vec![0i64; 2000];
+        enc.layout.add_decoded(&p, &mut sum).unwrap();
+        let mean = sum.iter().sum::<i64>() as f64 / 2000.0;
+        let var = sum.iter().map(|&z| (z as f64 - mean).powi(2)).sum::<f64>() / 1999.0;
+        // Bin(40, ½) − 20: mean 0, variance 10; 2000 draws: sd of the mean ≈ 0.07.
+        assert!(mean.abs() < 0.3, "{mean}");
+        assert!((var - 10.0).abs() < 1.5, "{var}");
+        assert!(sum.iter().all(|z| z.abs() <= 20));
+    }
+}

@@ -1,0 +1,535 @@
+//! The shuffle-model wing (issue 15): Lowy & Razaviyayn §5 (digest `isrl-dp-fl.md` §2.4–2.5)
+//! on the protocols of `dpfl_privacy::shuffle` (Cheu, Joseph, Mao & Peng 2022).
+//!
+//! - `kind = "sdp-mb-sgd"` — **Shuffled Noisy MB-SGD** (Thm 5.1 / G.1): Algorithm 2 with a
+//!   shuffler; each silo's Gaussian noise is calibrated so that the shuffled reports meet the
+//!   silo's (ε, δ) against the server ([`calibration`]); silo half = the floor's
+//!   `GradientSilo`, server half = any averaging server (spec.rs passes MB-SGD's).
+//! - `kind = "sdp-accelerated-mb-sgd"` — **SDP One-Pass Accelerated Noisy MB-SGD**
+//!   (Algorithm 6, Thm 5.2 / G.2): PVEC over the K per-record gradients of each silo's
+//!   disjoint batch, no Gaussian noise ([`pvec`]); the analyzer sits in front of AC-SA's
+//!   server half (spec.rs passes it).
+//!
+//! Both need the simulator's shuffle stage: [`crate::algo::spec::AlgorithmSpec::needs_shuffler`]
+//! turns it on, and both assume a fixed number M of answering silos (Assumption of §5;
+//! the experiment refuses other participation rules for them).
+//!
+//! What each silo's ledger charges: SDP MB-SGD charges the silo's own Gaussian event (its
+//! ISRL-DP guarantee, which holds whatever the shuffler does); the report gives both that ε
+//! and the honest-shuffler ε. SDP accelerated MB-SGD charges PVEC's (ε, δ), which holds only
+//! given an honest shuffler (see [`pvec`]).
+//!
+//! - `kind = "psgd"` — **PSGD** (Cheu et al. Algorithm 3, Thm 4.1): PVEC silos as above in
+//!   front of MB-SGD's server (projected step, average iterate); B and η from Thm 4.1
+//!   ([`psgd_preset`]). A round's B users are the M answering silos' K fresh records each.
+//! - `kind = "pgd"` — **PGD** (Algorithm 5, Lemma B.6): every record of every silo in every
+//!   round, per-round (ε₀, δ₀) from digest §5.2 item 5, checked by advanced composition
+//!   ([`pgd_preset`]); each round's event is charged (fully interactive).
+//!
+//! Not here yet: PAGD's own constants (Lan's AC-SA form; `sdp-accelerated-mb-sgd` uses Lowy's
+//! AC-SA schedule), Moreau smoothing, the strongly convex phases, pan-private AC-SA, the robust
+//! variant, and the no-shuffler guarantee of PVEC silos.
+
+pub mod calibration;
+pub mod pvec;
+
+use serde::{Deserialize, Serialize};
+
+use dpfl_privacy::sampler::RecordSampling;
+use dpfl_privacy::shuffle::params::{PvecParams, Scale};
+use dpfl_privacy::shuffle::protocol::Pvec;
+
+use self::calibration::{SdpCalibration, SdpInputs, sdp_noise};
+use self::pvec::{PvecServer, PvecSilo, Transport, shuffle_err};
+use crate::algo::context::{BuildContext, BuiltAlgorithm, SiloCalibration};
+use crate::algo::gradient::{BatchSource, GradientSilo};
+use crate::algo::half::{ServerHalf, SiloHalf};
+use crate::algo::server::OutputRule;
+
+fn one() -> usize {
+    1
+}
+
+/// Shuffled Noisy MB-SGD as named in a config file:
+///
+/// ```toml
+/// [[algorithms]]
+/// kind = "sdp-mb-sgd"
+/// step_size = 0.5
+/// calibration = { kind = "accountant" }   # or { kind = "theory", constant = 1.0 }
+/// ```
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SdpMbSgdSpec {
+    pub step_size: f64,
+    pub calibration: SdpCalibration,
+    /// K (the theorem's proof has K = 1, the default).
+    #[serde(default = "one")]
+    pub batch_size: usize,
+    #[serde(default)]
+    pub output: OutputRule,
+}
+
+/// SDP One-Pass Accelerated Noisy MB-SGD as named in a config file:
+///
+/// ```toml
+/// [[algorithms]]
+/// kind = "sdp-accelerated-mb-sgd"
+/// step_size = 1.0        # AC-SA's first step 1/(2γ)
+/// transport = "compact"  # or "explicit" (tiny parameters only)
+/// ```
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SdpAcceleratedSpec {
+    pub step_size: f64,
+    /// K for every silo; default ⌊min_i n_i / R⌋ (one pass).
+    #[serde(default)]
+    pub batch_size: Option<usize>,
+    /// λ of f + (λ/2)‖w − w₀‖².
+    #[serde(default)]
+    pub regularization: Option<f64>,
+    #[serde(default)]
+    pub transport: Transport,
+    /// PVEC's treatment of Δ₂ = L (Cheu et al. §5.2 item 7): `Paper` or `Unit`.
+    #[serde(default = "paper_scale")]
+    pub scale: Scale,
+    /// The fewest silos that answer a round (PVEC is calibrated for M_min·K users); default M.
+    #[serde(default)]
+    pub min_participants: Option<usize>,
+}
+
+fn paper_scale() -> Scale {
+    Scale::Paper
+}
+
+impl SdpAcceleratedSpec {
+    /// K: the configured one or ⌊min n_i / R⌋, checked to allow R rounds in one pass.
+    pub fn batch_size(&self, ctx: &BuildContext) -> crate::Result<usize> {
+        let n_min = ctx.silos.iter().map(|s| s.records).min().unwrap_or(0);
+        let rounds = ctx.federation.rounds.max(1);
+        let k = self.batch_size.unwrap_or(n_min / rounds);
+        if k == 0 || k * rounds > n_min {
+            return Err(crate::Error::config(
+                "algorithm.batch_size",
+                format!(
+                    "one pass of R = {rounds} rounds in batches of K = {k} needs 1 <= K and R·K <= min n_i = {n_min}"
+                ),
+            ));
+        }
+        Ok(k)
+    }
+}
+
+/// The fixed M the §5 theorems assume (the experiment allows only `all` or `fixed`
+/// participation for shuffle algorithms, where the expected M is exact).
+fn participants(ctx: &BuildContext) -> usize {
+    (ctx.federation.expected_participants.floor() as usize).clamp(1, ctx.federation.silos.max(1))
+}
+
+/// Shuffled Noisy MB-SGD's halves around `server` (an averaging server half).
+pub(crate) fn build_sdp_mbsgd(
+    ctx: &BuildContext,
+    spec: &SdpMbSgdSpec,
+    server: Box<dyn ServerHalf>,
+) -> crate::Result<BuiltAlgorithm> {
+    let oracle = ctx.enforcing_oracle()?;
+    let rounds = ctx.federation.rounds;
+    let mut silos: Vec<Box<dyn SiloHalf>> = Vec::with_capacity(ctx.silos.len());
+    let mut report = Vec::with_capacity(ctx.silos.len());
+    let mut solved: Vec<(SdpInputs, calibration::SdpNoise)> = Vec::new();
+    for s in &ctx.silos {
+        let (eps, delta) = ctx.budget(s)?;
+        let x = SdpInputs {
+            epsilon: eps.get(),
+            delta: delta.get(),
+            records: s.records,
+            batch_size: spec.batch_size,
+            silos: ctx.federation.silos,
+            participants: participants(ctx),
+            rounds,
+            lipschitz: ctx.lipschitz,
+        };
+        // Silos with the same public facts get the same σ: solve the chain once per kind.
+        let noise = match solved.iter().find(|(y, _)| *y == x) {
+            Some((_, n)) => n.clone(),
+            None => {
+                let n = sdp_noise(&x, spec.calibration)?;
+                solved.push((x, n.clone()));
+                n
+            }
+        };
+        // Sensitivity of the K-mean to one record: 2L/K (replace-one).
+        let mechanism = ctx.gaussian(noise.sigma, 2.0 * ctx.lipschitz / spec.batch_size as f64)?;
+        let silo = GradientSilo::new(
+            oracle.clone(),
+            BatchSource::sampled(RecordSampling::WithReplacement, s.records, spec.batch_size)?,
+            Some(mechanism),
+            1.0,
+        );
+        let shuffled = noise
+            .shuffled_epsilon
+            .map_or("not computed (theory rule)".to_string(), |e| {
+                format!("{e:.4}")
+            });
+        report.push(SiloCalibration {
+            silo: s.id,
+            sigma: noise.sigma,
+            batch_size: spec.batch_size,
+            formula: format!(
+                "{}; against the server: eps = {shuffled} given an honest shuffler, eps = {:.4} without it (charged)",
+                noise.formula, noise.isrl_dp_epsilon
+            ),
+            run_event: silo.round_event(0).map(|e| e.repeated(rounds as u64)),
+        });
+        silos.push(Box::new(silo));
+    }
+    Ok(BuiltAlgorithm {
+        server,
+        silos,
+        calibration: report,
+    })
+}
+
+/// SDP one-pass accelerated MB-SGD's halves: PVEC silos and the analyzer in front of
+/// `server` (AC-SA's server half).
+pub(crate) fn build_sdp_acsa(
+    ctx: &BuildContext,
+    spec: &SdpAcceleratedSpec,
+    server: Box<dyn ServerHalf>,
+) -> crate::Result<BuiltAlgorithm> {
+    let k = spec.batch_size(ctx)?;
+    let pvec = PvecChoice {
+        transport: spec.transport,
+        scale: spec.scale,
+        min_participants: spec.min_participants,
+    };
+    pvec_halves(ctx, k, &pvec, server, "Lowy & Razaviyayn Alg. 6", "")
+}
+
+/// PSGD (Cheu et al. 2022 Algorithm 3) as named in a config file: each round every silo
+/// contributes K fresh records (one pass, so no user answers twice: sequentially
+/// interactive), PVEC sums their gradients, the server takes a projected step and outputs
+/// the average iterate.
+///
+/// ```toml
+/// [[algorithms]]
+/// kind = "psgd"          # Thm 4.1's B and η unless given (η needs a bounded projection)
+/// ```
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PsgdSpec {
+    /// η; default Thm 4.1's D·ε·B/(L·√T·(εB + √d·ln(d/δ))).
+    #[serde(default)]
+    pub step_size: Option<f64>,
+    /// K per silo; default ⌈B/M⌉ with Thm 4.1's B = √d·ln(d/δ)/ε, at most ⌊min n_i/R⌋.
+    #[serde(default)]
+    pub batch_size: Option<usize>,
+    #[serde(default)]
+    pub transport: Transport,
+    #[serde(default = "paper_scale")]
+    pub scale: Scale,
+    #[serde(default)]
+    pub min_participants: Option<usize>,
+}
+
+/// PSGD's K, η and the preset's explanation (Cheu et al. Thm 4.1, digest §2.4): B, then K =
+/// ⌈B/M⌉ clamped to [1, ⌊min n_i/R⌋] (one pass), then η at the realised B = M·K and T = R.
+pub fn psgd_preset(ctx: &BuildContext, spec: &PsgdSpec) -> crate::Result<(usize, f64, String)> {
+    let (eps, delta) = smallest_budget(ctx)?;
+    let d = ctx.federation.dim as f64;
+    let m = participants(ctx);
+    let rounds = ctx.federation.rounds.max(1);
+    let n_min = ctx.silos.iter().map(|s| s.records).min().unwrap_or(0);
+    let ln = (d / delta).ln().max(1.0);
+    let b_theory = d.sqrt() * ln / eps;
+    let k_max = n_min / rounds;
+    let k = match spec.batch_size {
+        Some(k) => k,
+        None => ((b_theory / m as f64).ceil() as usize).clamp(1, k_max.max(1)),
+    };
+    if k == 0 || k * rounds > n_min {
+        return Err(crate::Error::config(
+            "algorithm.batch_size",
+            format!(
+                "one pass of R = {rounds} rounds in batches of K = {k} needs 1 <= K and R·K <= min n_i = {n_min}"
+            ),
+        ));
+    }
+    let b = (m * k) as f64;
+    let eta = match spec.step_size {
+        Some(eta) => eta,
+        None => {
+            let diameter = ctx.projection.diameter();
+            if !diameter.is_finite() {
+                return Err(crate::Error::config(
+                    "algorithm.step_size",
+                    "Thm 4.1's step needs a bounded projection (diameter D); give step_size",
+                ));
+            }
+            diameter * eps * b
+                / (ctx.lipschitz * (rounds as f64).sqrt() * (eps * b + d.sqrt() * ln))
+        }
+    };
+    if !(eta.is_finite() && eta > 0.0) {
+        return Err(crate::Error::config(
+            "algorithm.step_size",
+            format!("must be finite and > 0, got {eta}"),
+        ));
+    }
+    let note = format!(
+        "; PSGD preset (Cheu et al. Thm 4.1): B = sqrt(d) ln(d/delta)/eps = {b_theory:.1}, K = {k} per silo (B = M K = {b}, at most min n_i/R = {k_max}), eta = {eta:.4e}{}",
+        if spec.step_size.is_some() {
+            " (given)"
+        } else {
+            " = D eps B/(L sqrt(T)(eps B + sqrt(d) ln(d/delta)))"
+        }
+    );
+    Ok((k, eta, note))
+}
+
+/// PSGD's halves around `server` (MB-SGD's server: projected step, average iterate).
+pub(crate) fn build_psgd(
+    ctx: &BuildContext,
+    spec: &PsgdSpec,
+    server: Box<dyn ServerHalf>,
+) -> crate::Result<BuiltAlgorithm> {
+    let (k, _, note) = psgd_preset(ctx, spec)?;
+    let pvec = PvecChoice {
+        transport: spec.transport,
+        scale: spec.scale,
+        min_participants: spec.min_participants,
+    };
+    pvec_halves(ctx, k, &pvec, server, "Cheu et al. Alg. 3", &note)
+}
+
+/// How the PVEC silos of an algorithm are configured.
+struct PvecChoice {
+    transport: Transport,
+    scale: Scale,
+    min_participants: Option<usize>,
+}
+
+/// The smallest (ε, δ) of any silo: one PVEC serves every user, so it meets the tightest
+/// budget (never under-protects).
+fn smallest_budget(ctx: &BuildContext) -> crate::Result<(f64, f64)> {
+    let mut eps = f64::INFINITY;
+    let mut delta = f64::INFINITY;
+    for s in &ctx.silos {
+        let (e, d) = ctx.budget(s)?;
+        eps = eps.min(e.get());
+        delta = delta.min(d.get());
+    }
+    if !eps.is_finite() {
+        return Err(crate::Error::config("silos", "no silo"));
+    }
+    Ok((eps, delta))
+}
+
+/// PVEC silos (K records each per round) and the analyzer in front of `server`.
+fn pvec_halves(
+    ctx: &BuildContext,
+    k: usize,
+    choice: &PvecChoice,
+    server: Box<dyn ServerHalf>,
+    cite: &str,
+    note: &str,
+) -> crate::Result<BuiltAlgorithm> {
+    let n_silos = ctx.federation.silos;
+    let m_min = choice.min_participants.unwrap_or(participants(ctx));
+    if m_min == 0 || m_min > n_silos {
+        return Err(crate::Error::config(
+            "algorithm.min_participants",
+            format!("must lie in [1, N = {n_silos}], got {m_min}"),
+        ));
+    }
+    let (eps, delta) = smallest_budget(ctx)?;
+    let users = (m_min as u64).saturating_mul(k as u64);
+    let params = PvecParams::calibrate(
+        users,
+        ctx.federation.dim,
+        ctx.lipschitz,
+        eps,
+        delta,
+        choice.scale,
+    )
+    .map_err(shuffle_err)?;
+    let pvec = Pvec::new(params).map_err(shuffle_err)?;
+    // Every silo's summed counts must stay below 2⁶⁴ for the share arithmetic.
+    params
+        .p1d
+        .bits_per_user()
+        .checked_mul(k as u64)
+        .and_then(|v| v.checked_mul(n_silos as u64))
+        .ok_or_else(|| crate::Error::config("algorithm.batch_size", "N·K·(g + s) overflows u64"))?;
+    let oracle = ctx.enforcing_oracle()?;
+    let rounds = ctx.federation.rounds;
+    let mut silos: Vec<Box<dyn SiloHalf>> = Vec::with_capacity(ctx.silos.len());
+    let mut report = Vec::with_capacity(ctx.silos.len());
+    for s in &ctx.silos {
+        let silo = PvecSilo::new(
+            oracle.clone(),
+            pvec.clone(),
+            choice.transport,
+            s.records,
+            k,
+            (eps, delta),
+        )?;
+        report.push(SiloCalibration {
+            silo: s.id,
+            sigma: silo.noise_std(),
+            batch_size: k,
+            formula: format!(
+                "PVEC (Cheu et al. 2022 Thm 3.2; {cite}) for n = {users} users, d = {}, L = {}: g = {}, s = {}, p = {:.6}, E||PVEC - sum||^2 <= {:.4e}; (eps, delta) = ({eps}, {delta}) per disjoint batch, given an honest shuffler (charged; the no-shuffler guarantee is not computed){note}",
+                params.d,
+                ctx.lipschitz,
+                params.p1d.g,
+                params.p1d.s,
+                params.p1d.p,
+                params.variance_bound()
+            ),
+            run_event: silo.round_event(0).map(|e| e.repeated(rounds as u64)),
+        });
+        silos.push(Box::new(silo));
+    }
+    Ok(BuiltAlgorithm {
+        server: Box::new(PvecServer::new(server, pvec, choice.transport, k)),
+        silos,
+        calibration: report,
+    })
+}
+
+/// PGD (Cheu et al. 2022 Algorithm 5, Lemma B.6) as named in a config file: fully
+/// interactive full-batch gradient descent, every record of every silo in every round's PVEC
+/// at a per-round (ε₀, δ₀) that advanced composition over the R rounds must certify (checked).
+///
+/// ```toml
+/// [[algorithms]]
+/// kind = "pgd"           # η = D/(L√T) (Lemma B.6) unless given
+/// ```
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PgdSpec {
+    #[serde(default)]
+    pub step_size: Option<f64>,
+    #[serde(default)]
+    pub transport: Transport,
+    #[serde(default = "paper_scale")]
+    pub scale: Scale,
+}
+
+/// PGD's per-round budget and step: digest §5.2 item 5's sound split, δ₀ = δ/(2T),
+/// ε₀ = ε/(2√(2T ln(2/δ))), checked by advanced composition (Dwork–Roth Thm 3.20) to give at
+/// most (ε, δ) over T = R rounds; η = D/(L√T) (Lemma B.6) unless given.
+pub fn pgd_preset(ctx: &BuildContext, spec: &PgdSpec) -> crate::Result<((f64, f64), f64, String)> {
+    let (eps, delta) = smallest_budget(ctx)?;
+    let t = ctx.federation.rounds.max(1) as f64;
+    let eps0 = eps / (2.0 * (2.0 * t * (2.0 / delta).ln()).sqrt());
+    let delta0 = delta / (2.0 * t);
+    let event = dpfl_privacy::PrivacyEvent::EpsilonDelta {
+        epsilon: eps0,
+        delta: delta0,
+    }
+    .repeated(t as u64);
+    let total = dpfl_privacy::accountant::AccountantKind::Advanced.epsilon(
+        dpfl_privacy::Neighbouring::ReplaceOne,
+        &event,
+        dpfl_privacy::Delta::new(delta)?,
+    )?;
+    if total > eps {
+        return Err(crate::Error::config(
+            "algorithm",
+            format!(
+                "PGD's per-round (eps0, delta0) = ({eps0}, {delta0}) composes to eps = {total} > {eps} over R = {t} rounds"
+            ),
+        ));
+    }
+    let eta = match spec.step_size {
+        Some(e) => e,
+        None => {
+            let diameter = ctx.projection.diameter();
+            if !diameter.is_finite() {
+                return Err(crate::Error::config(
+                    "algorithm.step_size",
+                    "Lemma B.6's step D/(L sqrt(T)) needs a bounded projection; give step_size",
+                ));
+            }
+            diameter / (ctx.lipschitz * t.sqrt())
+        }
+    };
+    if !(eta.is_finite() && eta > 0.0) {
+        return Err(crate::Error::config(
+            "algorithm.step_size",
+            format!("must be finite and > 0, got {eta}"),
+        ));
+    }
+    let note = format!(
+        "; PGD preset (Cheu et al. Alg. 5; digest 5.2 item 5): eps0 = eps/(2 sqrt(2T ln(2/delta))) = {eps0:.5}, delta0 = delta/(2T) = {delta0:.3e}, advanced composition over T = {t} rounds: eps = {total:.4}; eta = {eta:.4e}{}",
+        if spec.step_size.is_some() {
+            " (given)"
+        } else {
+            " = D/(L sqrt(T)) (Lemma B.6)"
+        }
+    );
+    Ok(((eps0, delta0), eta, note))
+}
+
+/// PGD's halves around `server` (MB-SGD's server: projected step, average iterate). Needs
+/// every silo in every round (the analyzer divides by all n = Σ n_i users).
+pub(crate) fn build_pgd(
+    ctx: &BuildContext,
+    spec: &PgdSpec,
+    server: Box<dyn ServerHalf>,
+) -> crate::Result<BuiltAlgorithm> {
+    if participants(ctx) != ctx.federation.silos {
+        return Err(crate::Error::config(
+            "participation",
+            "PGD is fully interactive: every silo answers every round (participation = all)",
+        ));
+    }
+    let ((eps0, delta0), _, note) = pgd_preset(ctx, spec)?;
+    let users: u64 = ctx.silos.iter().map(|s| s.records as u64).sum();
+    let params = PvecParams::calibrate(
+        users,
+        ctx.federation.dim,
+        ctx.lipschitz,
+        eps0,
+        delta0,
+        spec.scale,
+    )
+    .map_err(shuffle_err)?;
+    let pvec = Pvec::new(params).map_err(shuffle_err)?;
+    params
+        .p1d
+        .bits_per_user()
+        .checked_mul(users)
+        .ok_or_else(|| crate::Error::config("silos", "n·(g + s) overflows u64"))?;
+    let oracle = ctx.enforcing_oracle()?;
+    let rounds = ctx.federation.rounds;
+    let mut silos: Vec<Box<dyn SiloHalf>> = Vec::with_capacity(ctx.silos.len());
+    let mut report = Vec::with_capacity(ctx.silos.len());
+    for s in &ctx.silos {
+        let silo = PvecSilo::full_batch(
+            oracle.clone(),
+            pvec.clone(),
+            spec.transport,
+            s.records,
+            (eps0, delta0),
+        )?;
+        report.push(SiloCalibration {
+            silo: s.id,
+            sigma: silo.noise_std(),
+            batch_size: s.records,
+            formula: format!(
+                "PVEC (Cheu et al. 2022 Thm 3.2) for n = {users} users, d = {}: g = {}, s = {}, p = {:.6} per round, given an honest shuffler (charged){note}",
+                params.d, params.p1d.g, params.p1d.s, params.p1d.p
+            ),
+            run_event: silo.round_event(0).map(|e| e.repeated(rounds as u64)),
+        });
+        silos.push(Box::new(silo));
+    }
+    Ok(BuiltAlgorithm {
+        server: Box::new(PvecServer::full_batch(server, pvec, spec.transport, users)),
+        silos,
+        calibration: report,
+    })
+}

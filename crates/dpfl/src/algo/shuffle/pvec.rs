@@ -1,0 +1,447 @@
+//! PVEC inside a federated round (Lowy & Razaviyayn Algorithm 6 lines 6–8, digest
+//! `isrl-dp-fl.md` §2.5; the protocol is Cheu, Joseph, Mao & Peng 2022 Algorithm 2 in
+//! `dpfl_privacy::shuffle`).
+//!
+//! * [`PvecSilo`]: one pass over disjoint batches of K records; each record's clipped gradient
+//!   at the broadcast point is one PVEC *user* (ℓ₂ ≤ L, no Gaussian noise). The silo sums its
+//!   K users' per-label counts (post-processing of what the shuffled multiset reveals anyway)
+//!   and sends them in one of two transports with the same analyzer distribution:
+//!   - **explicit**: every one-bit message is its own [`SiloMessage`]: a one-hot
+//!     `Payload::Sparse { indices: [label], values: [bit] }` (a labelled scalar that passes
+//!     the floor's dimension check), d·(g + s)·K per silo — small parameters only;
+//!   - **compact**: two `Payload::Labelled` messages of d 64-bit shares modulo 2⁶⁴, label
+//!     [`TO_SHUFFLER`] and [`TO_SERVER`] (`dpfl_privacy::shuffle::protocol::share_counts`).
+//! * [`PvecServer`]: the analyzer, in front of any server half. It sees only the round's
+//!   (shuffled) messages, turns them into the estimate g̃ = PVEC(…)/(M_r K) and hands the inner
+//!   server one dense message g̃ (AC-SA for Algorithm 6).
+//!
+//! Decisions:
+//! * **n of the calibration.** PVEC's privacy holds for at least the n users it was
+//!   calibrated for (fewer users mean less binomial noise), so the parameters are calibrated
+//!   for n = M_min·K with M_min the fewest silos that can answer a round (configured; default
+//!   N, which is only right for full participation and is refused otherwise).
+//! * **Compact transport in the simulator.** The shuffler's share sum is formed inside the
+//!   analyzer (the sum is the same); a real shuffler must sum its shares and forward only the
+//!   sum, since pairing a silo's two shares would reveal its counts.
+//! * **What the ledger charges.** The round event is PVEC's (ε, δ) on the silo's disjoint
+//!   batch: the guarantee *given an honest shuffler*. The guarantee without it (the silo's own
+//!   binomial noise) is not computed yet (issue 15 item 4).
+
+use dpfl_privacy::event::Sampling;
+use dpfl_privacy::sampler::DisjointBatches;
+use dpfl_privacy::shuffle::ShuffleError;
+use dpfl_privacy::shuffle::protocol::{Message, Pvec, ShareSum, reveal, share_counts};
+use dpfl_privacy::{DpRng, PrivacyEvent};
+use serde::{Deserialize, Serialize};
+
+use crate::algo::half::{HalfState, ServerHalf, SiloHalf};
+use crate::algo::message::{Broadcast, PackedInts, Payload, Reply, Round, SiloMessage};
+use crate::data::Dataset;
+use crate::model::GradientOracle;
+
+/// Label of the compact share that goes to the shuffler.
+pub const TO_SHUFFLER: u32 = 0;
+/// Label of the compact share that goes (sealed) to the server.
+pub const TO_SERVER: u32 = 1;
+/// Explicit messages per silo reply (beyond it use the compact transport).
+pub const MAX_EXPLICIT_PER_REPLY: u64 = 1 << 22;
+
+/// How a silo's PVEC counts travel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Transport {
+    /// One message per bit.
+    Explicit,
+    /// Additive shares of the count vector.
+    #[default]
+    Compact,
+}
+
+pub(crate) fn shuffle_err(e: ShuffleError) -> crate::Error {
+    match e {
+        ShuffleError::Parameter(p) => crate::Error::Privacy(p),
+        other => crate::Error::Protocol(other.to_string()),
+    }
+}
+
+/// The silo half of SDP one-pass MB-SGD: PVEC over the K clipped per-record gradients.
+#[derive(Debug)]
+pub struct PvecSilo {
+    oracle: GradientOracle,
+    pvec: Pvec,
+    transport: Transport,
+    n: usize,
+    k: usize,
+    /// `None` before the first round of a one-pass silo.
+    batches: Option<DisjointBatches>,
+    /// Every record every round (PGD, fully interactive) instead of one pass.
+    full: bool,
+    /// The per-round guarantee given an honest shuffler, (ε, δ).
+    round_guarantee: (f64, f64),
+    grad: Vec<f64>,
+}
+
+impl PvecSilo {
+    /// `pvec` calibrated for the round's users; `guarantee` its (ε, δ).
+    pub fn new(
+        oracle: GradientOracle,
+        pvec: Pvec,
+        transport: Transport,
+        n: usize,
+        k: usize,
+        guarantee: (f64, f64),
+    ) -> crate::Result<Self> {
+        let d = oracle.model().num_params();
+        if pvec.params().d != d {
+            return Err(crate::Error::Dimension(format!(
+                "PVEC for d = {}, model has {d} parameters",
+                pvec.params().d
+            )));
+        }
+        if k == 0 || k > n {
+            return Err(crate::Error::config(
+                "algorithm.batch_size",
+                format!("K = {k} must lie in [1, n = {n}]"),
+            ));
+        }
+        if transport == Transport::Explicit {
+            let per = pvec
+                .params()
+                .messages_per_user()
+                .map_err(shuffle_err)?
+                .saturating_mul(k as u64);
+            if per > MAX_EXPLICIT_PER_REPLY {
+                return Err(crate::Error::config(
+                    "algorithm.transport",
+                    format!(
+                        "explicit PVEC would send {per} messages per silo and round (> {MAX_EXPLICIT_PER_REPLY}); use transport = \"compact\""
+                    ),
+                ));
+            }
+        }
+        Ok(PvecSilo {
+            oracle,
+            pvec,
+            transport,
+            n,
+            k,
+            batches: None,
+            full: false,
+            round_guarantee: guarantee,
+            grad: vec![0.0; d],
+        })
+    }
+
+    /// The silo answers every round with all its n records (Cheu et al. Algorithm 5, PGD:
+    /// fully interactive, so rounds compose; `guarantee` is the per-round (ε₀, δ₀)).
+    pub fn full_batch(
+        oracle: GradientOracle,
+        pvec: Pvec,
+        transport: Transport,
+        n: usize,
+        guarantee: (f64, f64),
+    ) -> crate::Result<Self> {
+        let mut s = Self::new(oracle, pvec, transport, n, n, guarantee)?;
+        s.full = true;
+        Ok(s)
+    }
+
+    /// Summed per-label counts of this round's K users.
+    fn counts(
+        &mut self,
+        b: &Broadcast,
+        data: &Dataset,
+        rng: &mut DpRng,
+    ) -> crate::Result<Vec<u64>> {
+        if self.full {
+            return self.counts_of(b, data, rng, (0..self.n).collect());
+        }
+        let batches = match &mut self.batches {
+            Some(x) => x,
+            None => self
+                .batches
+                .insert(DisjointBatches::new(self.n, self.k, rng)?),
+        };
+        let batch = batches
+            .next_batch()
+            .ok_or_else(|| {
+                crate::Error::Protocol(format!(
+                    "one-pass PVEC silo has used all ⌊n/K⌋ = {} batches",
+                    self.n / self.k
+                ))
+            })?
+            .to_vec();
+        self.counts_of(b, data, rng, batch)
+    }
+
+    fn counts_of(
+        &mut self,
+        b: &Broadcast,
+        data: &Dataset,
+        rng: &mut DpRng,
+        batch: Vec<usize>,
+    ) -> crate::Result<Vec<u64>> {
+        let mut total = vec![0u64; self.grad.len()];
+        for i in batch {
+            let (x, y) = data.row(i);
+            self.oracle.clipped_grad(&b.point, x, y, &mut self.grad);
+            let c = self.pvec.counts(&self.grad, rng).map_err(shuffle_err)?;
+            // ≤ K·(g + s) per label, checked to fit u64 when the silo was built.
+            total.iter_mut().zip(&c).for_each(|(t, v)| *t += v);
+        }
+        Ok(total)
+    }
+}
+
+impl SiloHalf for PvecSilo {
+    fn round_event(&self, _round: Round) -> Option<PrivacyEvent> {
+        let (epsilon, delta) = self.round_guarantee;
+        if self.full {
+            return Some(PrivacyEvent::EpsilonDelta { epsilon, delta });
+        }
+        Some(
+            PrivacyEvent::EpsilonDelta { epsilon, delta }.sampled(Sampling::Disjoint {
+                population: self.n as u64,
+                size: self.k as u64,
+            }),
+        )
+    }
+
+    fn respond(&mut self, _: &Broadcast, _: &Dataset, _: &mut DpRng) -> crate::Result<SiloMessage> {
+        Err(crate::Error::Protocol(
+            "a PVEC silo answers with a multi-message reply".into(),
+        ))
+    }
+
+    fn respond_reply(
+        &mut self,
+        b: &Broadcast,
+        data: &Dataset,
+        rng: &mut DpRng,
+    ) -> crate::Result<Reply> {
+        b.check_dim(self.grad.len())?;
+        if data.len() != self.n {
+            return Err(crate::Error::Protocol(format!(
+                "the silo half was built for {} records, its data has {}",
+                self.n,
+                data.len()
+            )));
+        }
+        let counts = self.counts(b, data, rng)?;
+        let d = counts.len();
+        let per_user = self.pvec.params().p1d.bits_per_user();
+        let messages = match self.transport {
+            Transport::Compact => {
+                let max = per_user.saturating_mul(self.k as u64);
+                let shares = share_counts(&counts, max, rng).map_err(shuffle_err)?;
+                [
+                    (TO_SHUFFLER, shares.to_shuffler),
+                    (TO_SERVER, shares.to_server),
+                ]
+                .into_iter()
+                .map(|(label, v)| {
+                    Ok(SiloMessage {
+                        round: b.round,
+                        payload: Payload::Labelled {
+                            label,
+                            payload: Box::new(Payload::Packed(PackedInts::pack(64, &v)?)),
+                        },
+                    })
+                })
+                .collect::<crate::Result<Vec<_>>>()?
+            }
+            Transport::Explicit => {
+                let total = per_user * self.k as u64;
+                let mut out = Vec::with_capacity(d * total as usize);
+                for (j, &ones) in counts.iter().enumerate() {
+                    for t in 0..total {
+                        out.push(SiloMessage {
+                            round: b.round,
+                            payload: Payload::Sparse {
+                                dim: d as u32,
+                                indices: vec![j as u32],
+                                values: vec![if t < ones { 1.0 } else { 0.0 }],
+                            },
+                        });
+                    }
+                }
+                out
+            }
+        };
+        Ok(Reply {
+            round: b.round,
+            messages,
+        })
+    }
+
+    fn noise_std(&self) -> f64 {
+        // Per coordinate of the analyzer's sum, for one user (Cheu et al. §2.1).
+        (self.pvec.params().variance_bound() / self.pvec.params().d as f64).sqrt()
+    }
+
+    fn state(&self) -> HalfState {
+        HalfState::default()
+    }
+}
+
+/// The PVEC analyzer in front of a server half (see the module doc).
+pub struct PvecServer {
+    inner: Box<dyn ServerHalf>,
+    pvec: Pvec,
+    transport: Transport,
+    users: Users,
+}
+
+/// How the compact analyzer learns n' (the explicit one counts messages).
+#[derive(Debug, Clone, Copy)]
+enum Users {
+    /// K per answering silo (one pass).
+    PerSilo(u64),
+    /// Every user of every silo, every round (PGD with full participation).
+    Total(u64),
+}
+
+impl PvecServer {
+    pub fn new(inner: Box<dyn ServerHalf>, pvec: Pvec, transport: Transport, k: usize) -> Self {
+        PvecServer {
+            inner,
+            pvec,
+            transport,
+            users: Users::PerSilo(k as u64),
+        }
+    }
+
+    /// The analyzer of a full-batch protocol whose rounds hold all `users` users.
+    pub fn full_batch(
+        inner: Box<dyn ServerHalf>,
+        pvec: Pvec,
+        transport: Transport,
+        users: u64,
+    ) -> Self {
+        PvecServer {
+            inner,
+            pvec,
+            transport,
+            users: Users::Total(users),
+        }
+    }
+
+    /// The sum estimate PVEC(…) and the users n' it is over, from the round's messages only.
+    pub fn analyze(&self, messages: &[SiloMessage]) -> crate::Result<(Vec<f64>, u64)> {
+        let d = self.pvec.params().d;
+        match self.transport {
+            Transport::Explicit => {
+                let bits = messages
+                    .iter()
+                    .map(|m| match &m.payload {
+                        Payload::Sparse {
+                            indices, values, ..
+                        } if indices.len() == 1 && values.len() == 1 => {
+                            let v = values[0];
+                            if v != 0.0 && v != 1.0 {
+                                return Err(crate::Error::Protocol(format!(
+                                    "PVEC bit message holds {v}, not 0 or 1"
+                                )));
+                            }
+                            let bit = v == 1.0;
+                            Ok(Message {
+                                label: indices[0],
+                                bit,
+                            })
+                        }
+                        other => Err(crate::Error::Protocol(format!(
+                            "expected a one-bit PVEC message, got {other:?}"
+                        ))),
+                    })
+                    .collect::<crate::Result<Vec<_>>>()?;
+                let users = bits.len() as u64 / (d as u64 * self.pvec.params().p1d.bits_per_user());
+                let est = self.pvec.analyze_messages(&bits).map_err(shuffle_err)?;
+                Ok((est, users))
+            }
+            Transport::Compact => {
+                let (mut shuffler, mut server) = (ShareSum::new(d), ShareSum::new(d));
+                for m in messages {
+                    let Payload::Labelled { label, payload } = &m.payload else {
+                        return Err(crate::Error::Protocol(
+                            "expected a labelled PVEC share".into(),
+                        ));
+                    };
+                    let Payload::Packed(p) = payload.as_ref() else {
+                        return Err(crate::Error::Protocol("PVEC share is not packed".into()));
+                    };
+                    if p.bits() != 64 {
+                        return Err(crate::Error::Protocol(format!(
+                            "PVEC share of {}-bit values, expected 64",
+                            p.bits()
+                        )));
+                    }
+                    let side = match *label {
+                        TO_SHUFFLER => &mut shuffler,
+                        TO_SERVER => &mut server,
+                        l => {
+                            return Err(crate::Error::Protocol(format!(
+                                "PVEC share label {l} is neither {TO_SHUFFLER} nor {TO_SERVER}"
+                            )));
+                        }
+                    };
+                    side.add(&p.unpack()).map_err(shuffle_err)?;
+                }
+                let (ones, silos) = reveal(&shuffler, &server).map_err(shuffle_err)?;
+                let users = match self.users {
+                    Users::PerSilo(k) => silos.saturating_mul(k),
+                    Users::Total(u) => u,
+                };
+                let est = self
+                    .pvec
+                    .analyze_counts(&ones, users)
+                    .map_err(shuffle_err)?;
+                Ok((est, users))
+            }
+        }
+    }
+}
+
+impl ServerHalf for PvecServer {
+    fn broadcast(&mut self, round: Round) -> Broadcast {
+        self.inner.broadcast(round)
+    }
+
+    fn aggregate(&mut self, round: Round, messages: &[SiloMessage]) -> crate::Result<()> {
+        if let Some(m) = messages.iter().find(|m| m.round != round) {
+            return Err(crate::Error::Protocol(format!(
+                "message for round {} received in round {round}",
+                m.round
+            )));
+        }
+        if messages.is_empty() {
+            return self.inner.aggregate(round, &[]);
+        }
+        let (mut est, users) = self.analyze(messages)?;
+        if users == 0 {
+            return self.inner.aggregate(round, &[]);
+        }
+        let inv = 1.0 / users as f64;
+        est.iter_mut().for_each(|v| *v *= inv);
+        let mean = SiloMessage {
+            round,
+            payload: Payload::Dense(est),
+        };
+        self.inner.aggregate(round, std::slice::from_ref(&mean))
+    }
+
+    fn output(&self) -> Vec<f64> {
+        self.inner.output()
+    }
+
+    fn dim(&self) -> usize {
+        self.inner.dim()
+    }
+
+    fn state(&self) -> HalfState {
+        self.inner.state()
+    }
+
+    fn restore(&mut self, state: HalfState) -> crate::Result<()> {
+        self.inner.restore(state)
+    }
+}

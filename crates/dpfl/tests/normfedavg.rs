@@ -1,0 +1,149 @@
+//! The DP-NormFedAvg wing from outside: its config kind, and the `--quick` reproductions on
+//! Fashion-MNIST, run only when `DPFL_DATA` names a directory with `fashion-mnist/` (as the
+//! lowy-mnist quick reproduction; about 100 s of the test profile on a loaded 2-core machine).
+
+mod data_common;
+
+use dpfl::algo::AlgorithmSpec;
+use dpfl::data::registry::{KnownDataset, Part};
+use dpfl::reproduce::normfedavg;
+
+#[test]
+fn the_config_kind_is_registered() {
+    let text = r#"
+        kind = "norm-fed-avg"
+        step_size = 0.01
+        variant = { kind = "binomial" }
+        [privacy]
+        s = 4096
+        sensitivity = { kind = "mu", mu = 0.1 }
+        budget = { kind = "per-round", epsilon = 10.0, delta = 3e-6 }
+    "#;
+    let a: AlgorithmSpec = toml::from_str(text).unwrap();
+    assert!(a.is_private());
+    assert_eq!(a.default_label(), "Binomial (s = 4096)");
+    assert_eq!(a.explicit_step_size(), Some(0.01));
+    let AlgorithmSpec::NormFedAvg(spec) = a.with_step_size(0.05) else {
+        panic!("not the normfedavg kind")
+    };
+    assert_eq!(spec.step_size, 0.05);
+    let fedavg: AlgorithmSpec = toml::from_str(
+        "kind = \"norm-fed-avg\"\nstep_size = 0.05\nvariant = { kind = \"fed-avg\" }",
+    )
+    .unwrap();
+    assert!(!fedavg.is_private());
+    assert_eq!(fedavg.default_label(), "FedAvg");
+}
+
+fn fmnist() -> Option<(dpfl::data::Dataset, dpfl::data::Dataset)> {
+    if std::env::var_os("DPFL_DATA").is_none_or(|v| v.is_empty()) {
+        eprintln!("note: DPFL_DATA not set; skipping the normfedavg quick reproductions");
+        return None;
+    }
+    let dirs = data_common::shared()?;
+    if dirs.load(KnownDataset::FashionMnist, Part::Test).is_err() {
+        eprintln!("note: fashion-mnist not found; skipping");
+        return None;
+    }
+    Some((
+        dirs.load(KnownDataset::FashionMnist, Part::Train).unwrap(),
+        dirs.load(KnownDataset::FashionMnist, Part::Test).unwrap(),
+    ))
+}
+
+fn print_summary(out: &normfedavg::Outcome) {
+    for r in &out.summary {
+        eprintln!(
+            "{}: t = {}, test error {:.2} % ({:.1} s)",
+            r.algorithm,
+            r.bits_per_coordinate,
+            100.0 * r.mean,
+            out.wall_seconds
+        );
+    }
+    for (a, why) in &out.not_run {
+        eprintln!("{a}: not run: {why}");
+    }
+    for (a, c) in &out.calibration {
+        eprintln!("{a}: {c}");
+    }
+}
+
+#[test]
+fn quick_reproductions_run_and_report_bits_and_errors() {
+    let Some((train, test)) = fmnist() else {
+        return;
+    };
+    // Non-private: both algorithms run; dense f64 messages are 64 bits per coordinate.
+    let plan = normfedavg::plan("normfedavg-fmnist-fedavg", true).unwrap();
+    let out = normfedavg::run(&plan, &train, &test).unwrap();
+    assert_eq!(out.summary.len(), 2, "{:?}", out.not_run);
+    for r in &out.summary {
+        assert_eq!(r.bits_per_coordinate, 64.0);
+        assert!(r.mean > 0.0 && r.mean < 0.95, "{}: {}", r.algorithm, r.mean);
+    }
+    assert_eq!(out.rounds.len(), 2 * plan.rounds);
+    print_summary(&out);
+    // Table 4's algorithms: t = 14 and 8 with Theorem 1's m (the paper's), 22 for s = 2^12
+    // with the corrected m; the Binomial is sent with the centred width N/2.
+    let plan = normfedavg::plan("normfedavg-fmnist-bits", true).unwrap();
+    let out = normfedavg::run(&plan, &train, &test).unwrap();
+    let t = |label: &str| {
+        out.summary
+            .iter()
+            .find(|r| r.algorithm == label)
+            .unwrap_or_else(|| panic!("{label} missing: {:?}", out.not_run))
+            .bits_per_coordinate
+    };
+    print_summary(&out);
+    assert_eq!(t("QTDL s = 2^12 (paper's claim)"), 14.0);
+    assert_eq!(t("QTDL s = 2^6 (paper's claim)"), 8.0);
+    assert_eq!(t("QTDL s = 2^12 (corrected m)"), 22.0);
+    assert!(t("Bin s = 2^12") >= 22.0);
+    let dir = tempfile::tempdir().unwrap();
+    let files = normfedavg::write_outputs(&out, dir.path()).unwrap();
+    assert_eq!(files.len(), 3);
+    let summary = std::fs::read_to_string(dir.path().join("summary.csv")).unwrap();
+    assert!(
+        summary.contains("QTDL s = 2^6 (paper's claim),8,"),
+        "{summary}"
+    );
+}
+
+#[test]
+fn the_clipping_reproduction_reports_what_cannot_be_calibrated() {
+    let Some((train, test)) = fmnist() else {
+        return;
+    };
+    let plan = normfedavg::plan("normfedavg-fmnist-clipping", true).unwrap();
+    let out = normfedavg::run(&plan, &train, &test).unwrap();
+    print_summary(&out);
+    // Worst-case sensitivities: no corrected m below 2^40.
+    assert_eq!(out.not_run.len(), 1, "{:?}", out.not_run);
+    assert!(out.not_run[0].0.contains("corrected m"));
+    assert_eq!(out.summary.len(), 3);
+    // s = 2^29 with Theorem 1's m = 2s + 1: t = 32 ("full precision").
+    assert!(out.summary.iter().all(|r| r.bits_per_coordinate == 32.0));
+}
+
+/// The wall time of one full-scale round (50 silos, 25 answering, E = 20, B = 256, the
+/// 328,810-parameter network, QTDL s = 2^12 corrected), to estimate a full reproduction:
+/// `DPFL_DATA=… cargo test -p dpfl --test normfedavg -- --ignored --nocapture`.
+#[test]
+#[ignore]
+fn full_scale_round_time() {
+    let Some((train, test)) = fmnist() else {
+        return;
+    };
+    let mut plan = normfedavg::plan("normfedavg-fmnist-bits", false).unwrap();
+    plan.rounds = 1;
+    plan.seeds = vec![1];
+    plan.loss_rows = 1000;
+    plan.test_rows = Some(1000);
+    plan.algorithms.truncate(1);
+    let out = normfedavg::run(&plan, &train, &test).unwrap();
+    eprintln!(
+        "one full-scale round of {}: {:.1} s (t = {})",
+        plan.algorithms[0].0, out.wall_seconds, out.summary[0].bits_per_coordinate
+    );
+}

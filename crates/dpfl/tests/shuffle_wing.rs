@@ -1,0 +1,478 @@
+//! The shuffle wing through the round core: PVEC silos and analyzer (both transports, equal
+//! draw for draw), permutation invariance of the analyzer through the simulator's shuffle
+//! stage, Monte Carlo unbiasedness and variance, malformed messages, and the two Lowy §5
+//! algorithms built from their config and run with the shuffle stage.
+
+use std::sync::Arc;
+
+use dpfl::algo::shuffle::pvec::{PvecServer, PvecSilo, TO_SERVER, Transport};
+use dpfl::algo::{
+    AlgorithmSpec, Broadcast, BuildContext, FederationInfo, HalfState, PackedInts, Payload, Round,
+    ServerHalf, SiloHalf, SiloInfo, SiloMessage,
+};
+use dpfl::data::{Dataset, SiloData, Target};
+use dpfl::linalg::Matrix;
+use dpfl::model::{GradientOracle, LogisticRegression, Projection};
+use dpfl::sim::{Participation, Simulator};
+use dpfl_privacy::rng::Purpose;
+use dpfl_privacy::shuffle::params::{PvecParams, Scale};
+use dpfl_privacy::shuffle::protocol::Pvec;
+use dpfl_privacy::{DpRng, sampler};
+
+/// n identical records x = (0.6, −0.8), y = 1: at w = 0 every logistic gradient is
+/// (σ(0) − 1)·x = (−0.3, 0.4), ‖·‖ = 0.5 ≤ L = 1, whatever batch is drawn.
+fn records(n: usize) -> Dataset {
+    let x = Matrix::from_vec(n, 2, [0.6, -0.8].repeat(n)).unwrap();
+    Dataset::new(
+        x,
+        vec![1.0; n],
+        Target::Classes {
+            names: vec!["0".into(), "1".into()],
+        },
+        vec!["a".into(), "b".into()],
+    )
+    .unwrap()
+}
+
+fn oracle() -> GradientOracle {
+    let model = Arc::new(LogisticRegression::new(2, None).unwrap());
+    GradientOracle::new(model, Some(1.0)).unwrap()
+}
+
+const SILOS: usize = 3;
+const K: usize = 2;
+const N: usize = 40;
+
+/// A tiny uncalibrated PVEC over SILOS·K users: g = 4, s = 20, p = 1/4, Δ₂ = 1 (range 2).
+fn pvec() -> Pvec {
+    Pvec::new(PvecParams::with_p1d((SILOS * K) as u64, 2, 1.0, Scale::Paper, 4, 20, 0.25).unwrap())
+        .unwrap()
+}
+
+fn silo(t: Transport) -> PvecSilo {
+    PvecSilo::new(oracle(), pvec(), t, N, K, (1.0, 1e-6)).unwrap()
+}
+
+/// Records g̃ per round.
+struct Recorder(Arc<std::sync::Mutex<Vec<Vec<f64>>>>);
+
+impl ServerHalf for Recorder {
+    fn broadcast(&mut self, round: Round) -> Broadcast {
+        Broadcast {
+            round,
+            point: vec![0.0, 0.0],
+            aux: vec![],
+        }
+    }
+    fn aggregate(&mut self, _: Round, m: &[SiloMessage]) -> dpfl::Result<()> {
+        assert_eq!(m.len(), 1, "the analyzer hands on one mean");
+        let Payload::Dense(v) = &m[0].payload else {
+            panic!("not dense")
+        };
+        self.0.lock().unwrap().push(v.clone());
+        Ok(())
+    }
+    fn output(&self) -> Vec<f64> {
+        vec![0.0; 2]
+    }
+    fn dim(&self) -> usize {
+        2
+    }
+    fn state(&self) -> HalfState {
+        HalfState::default()
+    }
+    fn restore(&mut self, _: HalfState) -> dpfl::Result<()> {
+        Ok(())
+    }
+}
+
+fn broadcast() -> Broadcast {
+    Broadcast {
+        round: 0,
+        point: vec![0.0, 0.0],
+        aux: vec![],
+    }
+}
+
+/// One round of SILOS fresh silos (trial `t`'s streams); all their messages in silo order.
+fn round_messages(t: Transport, trial: u32, data: &Dataset) -> Vec<SiloMessage> {
+    let mut out = Vec::new();
+    for i in 0..SILOS as u32 {
+        let mut rng = DpRng::from_seed(7, Purpose::Silo, trial * 100 + i);
+        let mut s = silo(t);
+        out.extend(
+            s.respond_reply(&broadcast(), data, &mut rng)
+                .unwrap()
+                .messages,
+        );
+    }
+    out
+}
+
+fn analyzer(t: Transport) -> PvecServer {
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    PvecServer::new(Box::new(Recorder(seen)), pvec(), t, K)
+}
+
+#[test]
+fn both_transports_give_the_same_estimate_draw_for_draw_and_any_order_gives_the_same() {
+    let data = records(N);
+    let mut shuffle = DpRng::from_seed(9, Purpose::Shuffle, 0);
+    for trial in 0..20 {
+        let explicit = round_messages(Transport::Explicit, trial, &data);
+        let compact = round_messages(Transport::Compact, trial, &data);
+        // Explicit: d·(g + s)·K = 2·24·2 = 96 one-bit messages per silo; compact: 2 shares.
+        assert_eq!(explicit.len(), SILOS * 96);
+        assert_eq!(compact.len(), SILOS * 2);
+        let (a, users) = analyzer(Transport::Explicit).analyze(&explicit).unwrap();
+        let (b, users_b) = analyzer(Transport::Compact).analyze(&compact).unwrap();
+        assert_eq!((users, users_b), (6, 6));
+        // The counts come first from each silo's stream, so the estimates agree exactly.
+        assert_eq!(a, b, "trial {trial}");
+        let mut permuted = explicit.clone();
+        sampler::shuffle(&mut shuffle, &mut permuted);
+        assert_ne!(permuted, explicit);
+        assert_eq!(
+            analyzer(Transport::Explicit).analyze(&permuted).unwrap().0,
+            a
+        );
+        let mut permuted = compact.clone();
+        sampler::shuffle(&mut shuffle, &mut permuted);
+        assert_eq!(
+            analyzer(Transport::Compact).analyze(&permuted).unwrap().0,
+            a
+        );
+    }
+}
+
+#[test]
+fn the_mean_estimate_is_unbiased_with_the_hand_computed_variance() {
+    // u = (x_j + 1)·g/Δ = (0.7·2, 1.4·2) = (1.4, 2.8): rounding fractions 0.4, 0.8, so
+    // r(1−r) = 0.24, 0.16. Var of g̃_j (n' = 6 users) = (Δ/g)²(6 r(1−r) + s·n'·p(1−p))/n'²
+    // = 0.25·(1.44 + 22.5)/36 = 0.166250 and 0.25·(0.96 + 22.5)/36 = 0.162917.
+    let data = records(N);
+    let trials = 4000u32;
+    let mut sum = [0.0f64; 2];
+    let mut sq = [0.0f64; 2];
+    for trial in 0..trials {
+        let (est, users) = analyzer(Transport::Compact)
+            .analyze(&round_messages(Transport::Compact, trial, &data))
+            .unwrap();
+        for j in 0..2 {
+            let g = est[j] / users as f64;
+            sum[j] += g;
+            sq[j] += g * g;
+        }
+    }
+    let t = f64::from(trials);
+    let want_mean = [-0.3, 0.4];
+    let want_var = [0.166_250, 0.162_917];
+    for j in 0..2 {
+        let mean = sum[j] / t;
+        let var = sq[j] / t - mean * mean;
+        // 5 standard errors: √(0.166/4000) = 0.0064; var·√(2/4000) = 0.0037.
+        assert!((mean - want_mean[j]).abs() < 0.032, "mean[{j}] = {mean}");
+        assert!((var - want_var[j]).abs() < 0.019, "var[{j}] = {var}");
+    }
+}
+
+#[test]
+fn the_simulator_shuffles_the_messages_and_the_analyzer_does_not_care() {
+    let run = |shuffle: Option<u64>| {
+        let d: Vec<SiloData> = (0..SILOS)
+            .map(|_| SiloData {
+                train: records(N),
+                test: records(2),
+            })
+            .collect();
+        let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let built = dpfl::algo::BuiltAlgorithm {
+            server: Box::new(PvecServer::new(
+                Box::new(Recorder(seen.clone())),
+                pvec(),
+                Transport::Explicit,
+                K,
+            )),
+            silos: (0..SILOS)
+                .map(|_| Box::new(silo(Transport::Explicit)) as Box<dyn SiloHalf>)
+                .collect(),
+            calibration: vec![],
+        };
+        let mut sim = Simulator::new(&d, built, Participation::All, Some(3)).unwrap();
+        if let Some(s) = shuffle {
+            sim = sim.with_shuffle(Some(s)).unwrap();
+        }
+        for _ in 0..3 {
+            let r = sim.step().unwrap();
+            assert_eq!(r.participants, SILOS);
+            // 96 one-hot sparse messages of 32 + 32 + 64 bits per silo.
+            assert_eq!(r.message_bits, (SILOS * 96 * 128) as u64);
+        }
+        seen.lock().unwrap().clone()
+    };
+    let plain = run(None);
+    assert_eq!(plain.len(), 3);
+    // Same silo streams, different (or no) permutations: the same estimates, bit for bit.
+    assert_eq!(run(Some(1)), plain);
+    assert_eq!(run(Some(2)), plain);
+}
+
+#[test]
+fn malformed_pvec_messages_are_refused_with_a_reason() {
+    let data = records(N);
+    let server = analyzer(Transport::Compact);
+    let mut msgs = round_messages(Transport::Compact, 0, &data);
+    // A missing shuffler half: the two sides summed different numbers of shares.
+    let e = server.analyze(&msgs[1..]).unwrap_err().to_string();
+    assert!(e.contains("shares"), "{e}");
+    // A share of the wrong length.
+    msgs[0].payload = Payload::Labelled {
+        label: TO_SERVER,
+        payload: Box::new(Payload::Packed(PackedInts::pack(64, &[1, 2, 3]).unwrap())),
+    };
+    let e = server.analyze(&msgs).unwrap_err().to_string();
+    assert!(e.contains("length"), "{e}");
+    // An unknown label.
+    msgs[0].payload = Payload::Labelled {
+        label: 7,
+        payload: Box::new(Payload::Packed(PackedInts::pack(64, &[1, 2]).unwrap())),
+    };
+    let e = server.analyze(&msgs).unwrap_err().to_string();
+    assert!(e.contains("label 7"), "{e}");
+    // Explicit: a non-bit value and a label outside [0, d).
+    let explicit = analyzer(Transport::Explicit);
+    let mut bits = round_messages(Transport::Explicit, 0, &data);
+    bits[0].payload = Payload::Sparse {
+        dim: 2,
+        indices: vec![0],
+        values: vec![0.5],
+    };
+    let e = explicit.analyze(&bits).unwrap_err().to_string();
+    assert!(e.contains("not 0 or 1"), "{e}");
+    bits[0].payload = Payload::Sparse {
+        dim: 9,
+        indices: vec![5],
+        values: vec![1.0],
+    };
+    let e = explicit.analyze(&bits).unwrap_err().to_string();
+    assert!(e.contains("outside [0, 2)"), "{e}");
+    // Explicit PVEC with too many messages per reply is refused at build time.
+    let big = Pvec::new(PvecParams::with_p1d(6, 2, 1.0, Scale::Paper, 4, 1 << 22, 0.25).unwrap())
+        .unwrap();
+    let e = PvecSilo::new(oracle(), big, Transport::Explicit, N, K, (1.0, 1e-6))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("compact"), "{e}");
+}
+
+/// N silos of n records with labels y = 1[x₀ > 0] (separable), L = 1 (‖x‖ ≤ 1).
+fn federation(silos: usize, n: usize, rounds: usize) -> (BuildContext, Vec<SiloData>) {
+    let model = Arc::new(LogisticRegression::new(2, None).unwrap());
+    let mut rng = DpRng::from_seed(11, Purpose::Data, 0);
+    let data = (0..silos)
+        .map(|_| {
+            let u = sampler::uniforms(&mut rng, 2 * n);
+            let x: Vec<f64> = u.iter().map(|v| (2.0 * v - 1.0) * 0.7).collect();
+            let y: Vec<f64> = (0..n)
+                .map(|i| f64::from(u8::from(x[2 * i] > 0.0)))
+                .collect();
+            let ds = || {
+                Dataset::new(
+                    Matrix::from_vec(n, 2, x.clone()).unwrap(),
+                    y.clone(),
+                    Target::Classes {
+                        names: vec!["0".into(), "1".into()],
+                    },
+                    vec!["a".into(), "b".into()],
+                )
+                .unwrap()
+            };
+            SiloData {
+                train: ds(),
+                test: ds(),
+            }
+        })
+        .collect();
+    let ctx = BuildContext {
+        federation: FederationInfo {
+            dim: 2,
+            silos,
+            rounds,
+            expected_participants: silos as f64,
+        },
+        silos: (0..silos)
+            .map(|i| SiloInfo {
+                id: i as u32,
+                records: n,
+                budget: Some((2.0, 1e-5)),
+            })
+            .collect(),
+        oracle: GradientOracle::new(model, None).unwrap(),
+        lipschitz: 1.0,
+        projection: Projection::L2Ball { radius: 10.0 },
+        init: vec![0.0; 2],
+        noise: Default::default(),
+    };
+    (ctx, data)
+}
+
+fn train(spec: &str, silos: usize, n: usize, rounds: usize) -> (Vec<f64>, String, Vec<f64>) {
+    let spec: AlgorithmSpec = toml::from_str(spec).unwrap();
+    assert!(spec.needs_shuffler() && spec.is_private());
+    let (ctx, data) = federation(silos, n, rounds);
+    let built = spec.build(&ctx).unwrap();
+    let formula = built.calibration[0].formula.clone();
+    let sigmas = built.calibration.iter().map(|c| c.sigma).collect();
+    let mut sim = Simulator::new(&data, built, Participation::All, Some(5))
+        .unwrap()
+        .with_shuffle(Some(5))
+        .unwrap();
+    for _ in 0..rounds {
+        sim.step().unwrap();
+    }
+    (sim.output(), formula, sigmas)
+}
+
+#[test]
+fn sdp_mb_sgd_calibrates_both_guarantees_and_trains_through_the_shuffle_stage() {
+    let (w, formula, sigmas) = train(
+        "kind = \"sdp-mb-sgd\"\nstep_size = 1.0\ncalibration = { kind = \"accountant\" }\nbatch_size = 1\noutput = \"last\"",
+        200,
+        500,
+        20,
+    );
+    assert!(formula.contains("given an honest shuffler"), "{formula}");
+    assert!(formula.contains("without it (charged)"), "{formula}");
+    assert!(sigmas.iter().all(|s| *s > 0.0 && s.is_finite()));
+    // The separating direction is e₀: the model learns a positive first weight.
+    assert!(w[0] > 0.3, "{w:?}");
+}
+
+#[test]
+fn sdp_accelerated_mb_sgd_runs_pvec_inside_acsa() {
+    let (w, formula, _) = train(
+        "kind = \"sdp-accelerated-mb-sgd\"\nstep_size = 1.0\ntransport = \"compact\"",
+        50,
+        400,
+        10,
+    );
+    assert!(formula.contains("PVEC"), "{formula}");
+    assert!(w.iter().all(|v| v.is_finite()), "{w:?}");
+    // One pass: R·K ≤ n, so 10 rounds of K = 40.
+    let spec: AlgorithmSpec =
+        toml::from_str("kind = \"sdp-accelerated-mb-sgd\"\nstep_size = 1.0\nbatch_size = 41")
+            .unwrap();
+    let (ctx, _) = federation(50, 400, 10);
+    let e = spec.build(&ctx).err().unwrap().to_string();
+    assert!(e.contains("R·K <= min n_i"), "{e}");
+}
+
+#[test]
+fn psgd_presets_follow_theorem_4_1_and_train_through_the_shuffler() {
+    // d = 2, δ = 1e-5, ε = 2: B = √2·ln(2e5)/2 = √2·12.2061/2 = 8.631; M = 50 silos → K =
+    // ⌈8.631/50⌉ = 1, realised B = 50; T = R = 10, D = 20, L = 1:
+    // η = D·ε·B/(L·√T·(εB + √d·ln(d/δ))) = 2000/(√10·(100 + 17.2622)) = 5.393525.
+    let spec: AlgorithmSpec = toml::from_str("kind = \"psgd\"").unwrap();
+    let AlgorithmSpec::Psgd(p) = &spec else {
+        panic!()
+    };
+    let (ctx, _) = federation(50, 400, 10);
+    let (k, eta, note) = dpfl::algo::shuffle::psgd_preset(&ctx, p).unwrap();
+    assert_eq!(k, 1);
+    assert!((eta - 5.393_525).abs() < 1e-5, "{eta}");
+    assert!(note.contains("Thm 4.1"), "{note}");
+    let (w, formula, _) = train("kind = \"psgd\"", 50, 400, 10);
+    assert!(formula.contains("Cheu et al. Alg. 3"), "{formula}");
+    assert!(w.iter().all(|v| v.is_finite()), "{w:?}");
+    // Without a bounded projection Thm 4.1's η is undefined: a clear error.
+    let mut unbounded = ctx.clone();
+    unbounded.projection = Projection::None;
+    let e = dpfl::algo::shuffle::psgd_preset(&unbounded, p)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("step_size"), "{e}");
+}
+
+#[test]
+fn pgd_splits_its_budget_over_rounds_and_charges_each_round() {
+    // ε = 2, δ = 1e-5, T = 10: ε₀ = ε/(2√(2T ln(2/δ))) = 1/√(20·12.2061) = 0.0640025,
+    // δ₀ = δ/(2T) = 5e-7; η = D/(L√T) = 20/√10 = 6.324555.
+    let spec: AlgorithmSpec = toml::from_str("kind = \"pgd\"").unwrap();
+    let AlgorithmSpec::Pgd(p) = &spec else {
+        panic!()
+    };
+    let (ctx, data) = federation(5, 40, 10);
+    let ((eps0, delta0), eta, note) = dpfl::algo::shuffle::pgd_preset(&ctx, p).unwrap();
+    assert!((eps0 - 0.064_002_513).abs() < 1e-8, "{eps0}");
+    assert!((delta0 - 5e-7).abs() < 1e-20, "{delta0}");
+    assert!((eta - 6.324_555).abs() < 1e-6, "{eta}");
+    assert!(note.contains("advanced composition"), "{note}");
+    let built = spec.build(&ctx).unwrap();
+    // Fully interactive: each round charges the whole (ε₀, δ₀), unsampled.
+    assert_eq!(
+        built.silos[0].round_event(3),
+        Some(dpfl_privacy::PrivacyEvent::EpsilonDelta {
+            epsilon: eps0,
+            delta: delta0
+        })
+    );
+    let mut sim = Simulator::new(&data, built, Participation::All, Some(1))
+        .unwrap()
+        .with_shuffle(Some(1))
+        .unwrap();
+    for _ in 0..3 {
+        assert_eq!(sim.step().unwrap().participants, 5);
+    }
+    assert!(sim.output().iter().all(|v| v.is_finite()));
+    // Fewer silos than N per round is refused (the analyzer divides by all Σ n_i users).
+    let mut partial = ctx.clone();
+    partial.federation.expected_participants = 3.0;
+    let e = spec.build(&partial).err().unwrap().to_string();
+    assert!(e.contains("fully interactive"), "{e}");
+}
+
+/// An experiment with the shuffle-model algorithms and `participation`.
+fn experiment(participation: &str) -> dpfl::experiment::ExperimentSpec {
+    let text = format!(
+        r#"
+name = "shuffle"
+rounds = 10
+seed = 3
+participation = {participation}
+[data]
+source = {{ kind = "synthetic", task = "binary", silos = 6, train = 200, test = 50, features = 4, shift = 0.5 }}
+[model]
+kind = "logistic"
+[privacy]
+epsilon = 2.0
+delta = 1e-5
+lipschitz = 1.0
+[[algorithms]]
+kind = "sdp-mb-sgd"
+step_size = 0.5
+calibration = {{ kind = "accountant" }}
+[[algorithms]]
+kind = "psgd"
+step_size = 0.5
+"#
+    );
+    dpfl::experiment::ExperimentSpec::from_toml(&text, "shuffle.toml").unwrap()
+}
+
+#[test]
+fn experiments_run_shuffle_algorithms_only_with_a_fixed_number_of_silos() {
+    let mut rng = DpRng::from_seed(5, Purpose::Data, 0);
+    let spec = experiment("{ kind = \"all\" }");
+    let trial = dpfl::experiment::prepare_trial(&spec, None, &mut rng).unwrap();
+    for a in &spec.algorithms {
+        let run = dpfl::experiment::train_one(&spec, &a.spec, &trial, Some(7), 5, |_| {}).unwrap();
+        assert!(run.final_model.iter().all(|v| v.is_finite()));
+    }
+    let spec = experiment("{ kind = \"bernoulli\", q = 0.5 }");
+    let e =
+        dpfl::experiment::train_one(&spec, &spec.algorithms[0].spec, &trial, Some(7), 5, |_| {})
+            .err()
+            .unwrap()
+            .to_string();
+    assert!(e.contains("fixed number of silos"), "{e}");
+}
