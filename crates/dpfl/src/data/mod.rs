@@ -15,6 +15,7 @@ pub mod partition;
 pub mod pca;
 pub mod preprocess;
 pub mod registry;
+pub mod silos;
 pub mod synthetic;
 
 pub use inspect::{describe_dataset, describe_silos};

@@ -50,6 +50,9 @@ pub enum PartitionSpec {
         #[serde(default = "default_min_size")]
         min_size: usize,
     },
+    /// One silo per distinct value of a CSV column (data already split, e.g. by hospital;
+    /// see [`super::silos`]). Only for a `csv` source, which applies it while loading.
+    ByColumn { column: String },
 }
 
 fn default_scale() -> f64 {
@@ -73,6 +76,10 @@ impl PartitionSpec {
                 alpha,
                 min_size,
             } => dirichlet_label_skew(data, silos, alpha, min_size, rng),
+            PartitionSpec::ByColumn { .. } => Err(Error::config(
+                "partition.kind",
+                "by-column needs a csv source (the column is read from the file)",
+            )),
         }
     }
 }
