@@ -111,14 +111,7 @@ pub fn account_release(
     dataset_size: Option<u64>,
     accountant: &str,
 ) -> PyResult<String> {
-    let r = parse_release(
-        mechanism,
-        sampling,
-        rate,
-        steps,
-        neighbouring,
-        dataset_size,
-    )?;
+    let r = parse_release(mechanism, sampling, rate, steps, neighbouring, dataset_size)?;
     let acc = self::accountant("--accountant", accountant)?;
     let delta = self::delta("--delta", delta)?;
     check_noise_multiplier(noise_multiplier).map_err(refused)?;
@@ -161,14 +154,7 @@ pub fn calibrate_release(
     dataset_size: Option<u64>,
     accountant: &str,
 ) -> PyResult<String> {
-    let r = parse_release(
-        mechanism,
-        sampling,
-        rate,
-        steps,
-        neighbouring,
-        dataset_size,
-    )?;
+    let r = parse_release(mechanism, sampling, rate, steps, neighbouring, dataset_size)?;
     let acc = self::accountant("--accountant", accountant)?;
     let eps = Epsilon::new(epsilon).map_err(|e| privacy("--epsilon", e))?;
     let delta = self::delta("--delta", delta)?;

@@ -20,7 +20,10 @@ fn load(dir: &PathBuf) -> PyResult<SavedModel> {
 pub fn load_model(py: Python<'_>, dir: PathBuf) -> PyResult<(String, Vec<u8>)> {
     let m = py.detach(|| load(&dir))?;
     let meta = serde_json::to_string(&m.meta).map_err(|e| ConfigError::new_err(e.to_string()))?;
-    Ok((meta, m.weights.iter().flat_map(|w| w.to_le_bytes()).collect()))
+    Ok((
+        meta,
+        m.weights.iter().flat_map(|w| w.to_le_bytes()).collect(),
+    ))
 }
 
 /// `dpfl predict`: one prediction (class name or value, as text) per data row of `data`.
