@@ -23,6 +23,9 @@ if [ ! -x "$venv/bin/python" ]; then
 fi
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
   "maturin==1.16.0" "numpy>=1.21" "pytest>=7" "pandas>=1.3"
+# Flower for the dpfl.flower tests (skipped, and said so, if it does not install).
+"$venv/bin/python" -m pip install --quiet --disable-pip-version-check "flwr==1.41.0" ||
+  echo "flwr did not install: the Flower tests (python/tests/test_flower.py) are skipped" >&2
 # The extension is its own cargo workspace (python/Cargo.toml says why). Built into the main
 # target/ in the dev profile, it reuses the dependencies the cargo step compiled (the dev and
 # test profiles build dependencies identically); `--profile test` would make maturin build a

@@ -6,6 +6,9 @@
 * ``dpfl.GaussianMechanism``, ``DiscreteGaussianMechanism``, ``TruncatedDiscreteLaplace``,
   ``StochasticQuantizer``: mechanisms on numpy arrays, seedable.
 * ``dpfl.train``: an experiment as ``dpfl train`` runs it; results load into pandas.
+* ``dpfl.init`` / ``dpfl.check_config``: an experiment for your own CSV (silos from a column);
+  ``dpfl.load_model``: a saved model, its weights in numpy, ``predict`` / ``evaluate``.
+* ``dpfl.flower``: a Flower ``NumPyClient`` wrapper adding dpfl's calibrated noise and ledger.
 
 Errors: ``ConfigError`` (bad parameter or config; the CLI's exit code 2) and ``RunError``
 (a failed run or computation; exit code 1), both ``DpflError``, with the CLI's messages.
@@ -42,6 +45,7 @@ from .mechanisms import (
     TruncatedDiscreteLaplace,
     qtdl_theorem1,
 )
+from .models import SavedModel, check_config, init, load_model
 from .training import ReproduceResult, TrainResult, reproduce, train
 
 __all__ = [
@@ -73,6 +77,10 @@ __all__ = [
     "StochasticQuantizer",
     "TruncatedDiscreteLaplace",
     "qtdl_theorem1",
+    "SavedModel",
+    "check_config",
+    "init",
+    "load_model",
     "ReproduceResult",
     "TrainResult",
     "reproduce",

@@ -11,6 +11,9 @@ use dpfl_privacy::accountant::AccountantKind;
 use dpfl_privacy::accountant::lower_bound::epsilon_lower_bound;
 use dpfl_privacy::calibration::{analytic_gaussian_noise_multiplier, calibrate_noise_multiplier};
 use dpfl_privacy::event::Sampling;
+use dpfl_privacy::release::{
+    Release, ReleaseError, ReleaseMechanism, SamplingKind, check_noise_multiplier,
+};
 use dpfl_privacy::{Delta, Epsilon, Neighbouring, PrivacyEvent};
 
 use crate::errors::{RunError, config, privacy};
@@ -62,160 +65,34 @@ fn delta(field: &str, d: f64) -> PyResult<Delta> {
     Delta::new(d).map_err(|e| privacy(field, e))
 }
 
-#[derive(Clone, Copy, PartialEq)]
-enum Mechanism {
-    Gaussian,
-    Laplace,
-    DiscreteGaussian,
-    DiscreteLaplace,
+fn refused(e: ReleaseError) -> PyErr {
+    config(e.field, e.reason)
 }
 
-#[derive(Clone, Copy, PartialEq)]
-enum SamplingArg {
-    Poisson,
-    WithReplacement,
-    WithoutReplacement,
-    None,
-}
-
-/// `ReleaseArgs` of the CLI: what is released, how often, how records are sampled.
-struct Release {
-    mechanism: Mechanism,
-    sampling: SamplingArg,
+/// `ReleaseArgs` of the CLI, parsed from the names the CLI accepts; the checks and the event
+/// are `dpfl_privacy::release`'s, shared with the CLI.
+fn parse_release(
+    mechanism: &str,
+    sampling: Option<&str>,
     rate: Option<f64>,
     steps: u64,
-    neighbouring: Option<Neighbouring>,
+    neighbouring_: Option<&str>,
     dataset_size: Option<u64>,
-    accountant: AccountantKind,
-}
-
-impl Release {
-    #[allow(clippy::too_many_arguments)]
-    fn parse(
-        mechanism: &str,
-        sampling: Option<&str>,
-        rate: Option<f64>,
-        steps: u64,
-        neighbouring_: Option<&str>,
-        dataset_size: Option<u64>,
-        accountant_: &str,
-    ) -> PyResult<Self> {
-        use Mechanism::*;
-        Ok(Release {
-            mechanism: one_of(
-                "--mechanism",
-                mechanism,
-                &[
-                    ("gaussian", Gaussian),
-                    ("laplace", Laplace),
-                    ("discrete-gaussian", DiscreteGaussian),
-                    ("discrete-laplace", DiscreteLaplace),
-                ],
-            )?,
-            sampling: one_of(
-                "--sampling",
-                sampling.unwrap_or("none"),
-                &[
-                    ("poisson", SamplingArg::Poisson),
-                    ("with-replacement", SamplingArg::WithReplacement),
-                    ("without-replacement", SamplingArg::WithoutReplacement),
-                    ("none", SamplingArg::None),
-                ],
-            )?,
-            rate,
-            steps,
-            neighbouring: neighbouring_
-                .map(|n| neighbouring("--neighbouring", n))
-                .transpose()?,
-            dataset_size,
-            accountant: accountant("--accountant", accountant_)?,
-        })
-    }
-
-    fn neighbouring(&self) -> Neighbouring {
-        match (self.neighbouring, self.sampling) {
-            (Some(n), _) => n,
-            (None, SamplingArg::WithReplacement | SamplingArg::WithoutReplacement) => {
-                Neighbouring::ReplaceOne
-            }
-            (None, _) => Neighbouring::AddRemove,
-        }
-    }
-
-    fn sampling(&self) -> PyResult<Option<Sampling>> {
-        if self.steps == 0 {
-            return Err(config("--steps", "must be at least 1"));
-        }
-        let rate = || -> PyResult<f64> {
-            match self.rate {
-                Some(q) if q > 0.0 && q <= 1.0 => Ok(q),
-                Some(q) => Err(config("--rate", format!("{q} must lie in (0, 1]"))),
-                None => Err(config("--rate", "required with this --sampling")),
-            }
-        };
-        let batch = |q: f64| -> PyResult<(u64, u64)> {
-            let n = match self.dataset_size {
-                Some(n) if n > 0 => n,
-                Some(_) => return Err(config("--dataset-size", "must be at least 1")),
-                None => {
-                    return Err(config(
-                        "--dataset-size",
-                        "required for with-replacement and without-replacement sampling",
-                    ));
-                }
-            };
-            let k = q * n as f64;
-            let kr = k.round();
-            if (k - kr).abs() > 1e-6 * k.max(1.0) || kr < 1.0 {
-                return Err(config(
-                    "--rate",
-                    format!("rate x dataset-size = {k} is not a whole batch size >= 1"),
-                ));
-            }
-            Ok((n, kr as u64))
-        };
-        Ok(match self.sampling {
-            SamplingArg::None => {
-                if self.rate.is_some() {
-                    return Err(config("--rate", "given, but --sampling is none"));
-                }
-                None
-            }
-            SamplingArg::Poisson => Some(Sampling::Poisson { rate: rate()? }),
-            SamplingArg::WithReplacement => {
-                let (population, draws) = batch(rate()?)?;
-                Some(Sampling::WithReplacement { population, draws })
-            }
-            SamplingArg::WithoutReplacement => {
-                let (population, size) = batch(rate()?)?;
-                Some(Sampling::WithoutReplacement { population, size })
-            }
-        })
-    }
-
-    fn event(&self, z: f64, sampling: &Option<Sampling>) -> PrivacyEvent {
-        let base = match self.mechanism {
-            Mechanism::Gaussian => PrivacyEvent::Gaussian {
-                noise_multiplier: z,
-            },
-            Mechanism::Laplace => PrivacyEvent::Laplace {
-                noise_multiplier: z,
-            },
-            Mechanism::DiscreteGaussian => PrivacyEvent::discrete_gaussian_scalar(z),
-            Mechanism::DiscreteLaplace => PrivacyEvent::DiscreteLaplace {
-                noise_multiplier: z,
-            },
-        };
-        let step = match sampling {
-            Some(s) => base.sampled(s.clone()),
-            None => base,
-        };
-        if self.steps == 1 {
-            step
-        } else {
-            step.repeated(self.steps)
-        }
-    }
+) -> PyResult<Release> {
+    Ok(Release {
+        mechanism: one_of("--mechanism", mechanism, &ReleaseMechanism::NAMES)?,
+        sampling: one_of(
+            "--sampling",
+            sampling.unwrap_or("none"),
+            &SamplingKind::NAMES,
+        )?,
+        rate,
+        steps,
+        neighbouring: neighbouring_
+            .map(|n| neighbouring("--neighbouring", n))
+            .transpose()?,
+        dataset_size,
+    })
 }
 
 /// `dpfl account`: the same JSON object the CLI prints.
@@ -234,26 +111,13 @@ pub fn account_release(
     dataset_size: Option<u64>,
     accountant: &str,
 ) -> PyResult<String> {
-    let r = Release::parse(
-        mechanism,
-        sampling,
-        rate,
-        steps,
-        neighbouring,
-        dataset_size,
-        accountant,
-    )?;
+    let r = parse_release(mechanism, sampling, rate, steps, neighbouring, dataset_size)?;
+    let acc = self::accountant("--accountant", accountant)?;
     let delta = self::delta("--delta", delta)?;
-    if !(noise_multiplier.is_finite() && noise_multiplier > 0.0) {
-        return Err(config(
-            "--noise-multiplier",
-            format!("{noise_multiplier} must be finite and > 0"),
-        ));
-    }
-    let sampling = r.sampling()?;
+    check_noise_multiplier(noise_multiplier).map_err(refused)?;
+    let sampling = r.sampling().map_err(refused)?;
     let event = r.event(noise_multiplier, &sampling);
     let nb = r.neighbouring();
-    let acc = r.accountant;
     let (eps, lower) = py.detach(|| {
         let eps = acc.epsilon(nb, &event, delta);
         let lower = epsilon_lower_bound(&event, nb, delta);
@@ -290,19 +154,11 @@ pub fn calibrate_release(
     dataset_size: Option<u64>,
     accountant: &str,
 ) -> PyResult<String> {
-    let r = Release::parse(
-        mechanism,
-        sampling,
-        rate,
-        steps,
-        neighbouring,
-        dataset_size,
-        accountant,
-    )?;
+    let r = parse_release(mechanism, sampling, rate, steps, neighbouring, dataset_size)?;
+    let acc = self::accountant("--accountant", accountant)?;
     let eps = Epsilon::new(epsilon).map_err(|e| privacy("--epsilon", e))?;
     let delta = self::delta("--delta", delta)?;
-    let sampling = r.sampling()?;
-    let acc = r.accountant;
+    let sampling = r.sampling().map_err(refused)?;
     let nb = r.neighbouring();
     let z = py
         .detach(|| calibrate_noise_multiplier(|z| r.event(z, &sampling), acc, nb, eps, delta))
@@ -320,7 +176,7 @@ pub fn calibrate_release(
         "steps": r.steps,
         "event": r.event(z, &sampling),
     });
-    if sampling.is_none() && r.steps == 1 && r.mechanism == Mechanism::Gaussian {
+    if sampling.is_none() && r.steps == 1 && r.mechanism == ReleaseMechanism::Gaussian {
         let a =
             analytic_gaussian_noise_multiplier(eps, delta).map_err(|e| privacy("--epsilon", e))?;
         out["analytic_gaussian_noise_multiplier"] = json!(a);

@@ -10,6 +10,7 @@
 mod accounting;
 mod errors;
 mod mechanisms;
+mod models;
 mod train;
 
 use pyo3::prelude::*;
@@ -31,6 +32,11 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(mechanisms::qtdl_theorem1, m)?)?;
     m.add_function(wrap_pyfunction!(train::train, m)?)?;
     m.add_function(wrap_pyfunction!(train::reproduce, m)?)?;
+    m.add_function(wrap_pyfunction!(models::load_model, m)?)?;
+    m.add_function(wrap_pyfunction!(models::predict_csv, m)?)?;
+    m.add_function(wrap_pyfunction!(models::evaluate_csv, m)?)?;
+    m.add_function(wrap_pyfunction!(models::init_experiment, m)?)?;
+    m.add_function(wrap_pyfunction!(models::check_config, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

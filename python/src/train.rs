@@ -88,6 +88,8 @@ pub fn train(
                 one_line(&e)
             ))
         })?;
+        let title = experiment::curves::title(&spec, &run);
+        experiment::curves::plot_curves(&run, &title, dir).map_err(dpfl_error)?;
     }
     experiment::check_finite(&spec, &run).map_err(dpfl_error)?;
     Ok(json!({ "rounds": run.rounds, "summary": run.summary }).to_string())

@@ -8,8 +8,10 @@ use dpfl_privacy::accountant::AccountantKind;
 use dpfl_privacy::calibration::{
     analytic_gaussian_noise_multiplier, calibrate_noise_multiplier_with_progress,
 };
-use dpfl_privacy::event::Sampling;
-use dpfl_privacy::{Delta, Epsilon, Neighbouring, PrivacyError, PrivacyEvent};
+use dpfl_privacy::release::{
+    Release, ReleaseError, ReleaseMechanism, SamplingKind, check_noise_multiplier,
+};
+use dpfl_privacy::{Delta, Epsilon, Neighbouring, PrivacyError};
 
 #[derive(Clone, Copy, ValueEnum)]
 pub enum Mechanism {
@@ -121,105 +123,43 @@ impl ReleaseArgs {
         }
     }
 
-    fn neighbouring(&self) -> Neighbouring {
-        match (self.neighbouring, self.sampling) {
-            (Some(NeighbouringArg::AddRemove), _) => Neighbouring::AddRemove,
-            (Some(NeighbouringArg::ReplaceOne), _) => Neighbouring::ReplaceOne,
-            (None, SamplingArg::WithReplacement | SamplingArg::WithoutReplacement) => {
-                Neighbouring::ReplaceOne
-            }
-            (None, _) => Neighbouring::AddRemove,
-        }
-    }
-
-    fn sampling(&self) -> anyhow::Result<Option<Sampling>> {
-        if self.steps == 0 {
-            return Err(config("--steps", "must be at least 1"));
-        }
-        let rate = || -> anyhow::Result<f64> {
-            match self.rate {
-                Some(q) if q > 0.0 && q <= 1.0 => Ok(q),
-                Some(q) => Err(config("--rate", format!("{q} must lie in (0, 1]"))),
-                None => Err(config("--rate", "required with this --sampling")),
-            }
-        };
-        let batch = |q: f64| -> anyhow::Result<(u64, u64)> {
-            let n = match self.dataset_size {
-                Some(n) if n > 0 => n,
-                Some(_) => return Err(config("--dataset-size", "must be at least 1")),
-                None => {
-                    return Err(config(
-                        "--dataset-size",
-                        "required for with-replacement and without-replacement sampling",
-                    ));
-                }
-            };
-            let k = q * n as f64;
-            let kr = k.round();
-            if (k - kr).abs() > 1e-6 * k.max(1.0) || kr < 1.0 {
-                return Err(config(
-                    "--rate",
-                    format!("rate x dataset-size = {k} is not a whole batch size >= 1"),
-                ));
-            }
-            Ok((n, kr as u64))
-        };
-        Ok(match self.sampling {
-            SamplingArg::None => {
-                if self.rate.is_some() {
-                    return Err(config("--rate", "given, but --sampling is none"));
-                }
-                None
-            }
-            SamplingArg::Poisson => Some(Sampling::Poisson { rate: rate()? }),
-            SamplingArg::WithReplacement => {
-                let (population, draws) = batch(rate()?)?;
-                Some(Sampling::WithReplacement { population, draws })
-            }
-            SamplingArg::WithoutReplacement => {
-                let (population, size) = batch(rate()?)?;
-                Some(Sampling::WithoutReplacement { population, size })
-            }
-        })
-    }
-
-    fn event(&self, z: f64, sampling: &Option<Sampling>) -> PrivacyEvent {
-        let base = match self.mechanism {
-            Mechanism::Gaussian => PrivacyEvent::Gaussian {
-                noise_multiplier: z,
+    /// The release these flags describe; its checks are shared with the Python package.
+    fn release(&self) -> Release {
+        Release {
+            mechanism: match self.mechanism {
+                Mechanism::Gaussian => ReleaseMechanism::Gaussian,
+                Mechanism::Laplace => ReleaseMechanism::Laplace,
+                Mechanism::DiscreteGaussian => ReleaseMechanism::DiscreteGaussian,
+                Mechanism::DiscreteLaplace => ReleaseMechanism::DiscreteLaplace,
             },
-            Mechanism::Laplace => PrivacyEvent::Laplace {
-                noise_multiplier: z,
+            sampling: match self.sampling {
+                SamplingArg::Poisson => SamplingKind::Poisson,
+                SamplingArg::WithReplacement => SamplingKind::WithReplacement,
+                SamplingArg::WithoutReplacement => SamplingKind::WithoutReplacement,
+                SamplingArg::None => SamplingKind::None,
             },
-            Mechanism::DiscreteGaussian => PrivacyEvent::discrete_gaussian_scalar(z),
-            Mechanism::DiscreteLaplace => PrivacyEvent::DiscreteLaplace {
-                noise_multiplier: z,
-            },
-        };
-        let step = match sampling {
-            Some(s) => base.sampled(s.clone()),
-            None => base,
-        };
-        if self.steps == 1 {
-            step
-        } else {
-            step.repeated(self.steps)
+            rate: self.rate,
+            steps: self.steps,
+            neighbouring: self.neighbouring.map(|n| match n {
+                NeighbouringArg::AddRemove => Neighbouring::AddRemove,
+                NeighbouringArg::ReplaceOne => Neighbouring::ReplaceOne,
+            }),
+            dataset_size: self.dataset_size,
         }
     }
 }
 
+fn refused(e: ReleaseError) -> anyhow::Error {
+    config(e.field, e.reason)
+}
+
 pub fn account(args: &AccountArgs) -> anyhow::Result<()> {
-    let r = &args.release;
+    let acc = args.release.accountant();
+    let r = &args.release.release();
     let delta = Delta::new(args.delta).map_err(|e| privacy("--delta", e))?;
-    if !(args.noise_multiplier.is_finite() && args.noise_multiplier > 0.0) {
-        return Err(config(
-            "--noise-multiplier",
-            format!("{} must be finite and > 0", args.noise_multiplier),
-        ));
-    }
-    let sampling = r.sampling()?;
+    check_noise_multiplier(args.noise_multiplier).map_err(refused)?;
+    let sampling = r.sampling().map_err(refused)?;
     let event = r.event(args.noise_multiplier, &sampling);
-    let acc = r.accountant();
     let eps = acc
         .epsilon(r.neighbouring(), &event, delta)
         .map_err(|e| privacy("--accountant", e))?;
@@ -243,11 +183,11 @@ pub fn account(args: &AccountArgs) -> anyhow::Result<()> {
 }
 
 pub fn calibrate(args: &CalibrateArgs) -> anyhow::Result<()> {
-    let r = &args.release;
+    let acc = args.release.accountant();
+    let r = &args.release.release();
     let eps = Epsilon::new(args.epsilon).map_err(|e| privacy("--epsilon", e))?;
     let delta = Delta::new(args.delta).map_err(|e| privacy("--delta", e))?;
-    let sampling = r.sampling()?;
-    let acc = r.accountant();
+    let sampling = r.sampling().map_err(refused)?;
     let nb = r.neighbouring();
     // A PLD search can take a while (issue 12: it ran minutes silently): a spinner on a
     // terminal, a line every 10 s off one, naming the evaluations so far.
@@ -285,7 +225,7 @@ pub fn calibrate(args: &CalibrateArgs) -> anyhow::Result<()> {
         "event": r.event(z, &sampling),
     });
     // One Gaussian release: the analytic Gaussian mechanism is exact (Balle & Wang 2018).
-    if sampling.is_none() && r.steps == 1 && matches!(r.mechanism, Mechanism::Gaussian) {
+    if sampling.is_none() && r.steps == 1 && r.mechanism == ReleaseMechanism::Gaussian {
         let a =
             analytic_gaussian_noise_multiplier(eps, delta).map_err(|e| privacy("--epsilon", e))?;
         out["analytic_gaussian_noise_multiplier"] = json!(a);

@@ -7,6 +7,8 @@
 mod account;
 mod audit;
 mod fmt;
+mod init;
+mod model;
 mod net;
 mod progress;
 mod reproduce;
@@ -37,6 +39,17 @@ enum Command {
         #[command(subcommand)]
         command: train::DataCommand,
     },
+    /// Write an experiment file for your own CSV (private defaults; silos from a column).
+    Init(init::InitArgs),
+    /// Check experiment files.
+    Config {
+        #[command(subcommand)]
+        command: init::ConfigCommand,
+    },
+    /// Predict with a model `dpfl train --out` saved; writes one prediction per CSV row.
+    Predict(model::PredictArgs),
+    /// The test metric of a saved model on a labelled CSV file; prints JSON.
+    Evaluate(model::EvaluateArgs),
     /// Account the privacy of a composed, possibly sampled mechanism; prints one JSON object.
     Account(account::AccountArgs),
     /// Find the smallest noise multiplier reaching a target (epsilon, delta); prints JSON.
@@ -113,6 +126,10 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Train(args) => train::train(&args),
         Command::Data { command } => train::data(&command),
+        Command::Init(args) => init::init(&args),
+        Command::Config { command } => init::config(&command),
+        Command::Predict(args) => model::predict(&args),
+        Command::Evaluate(args) => model::evaluate(&args),
         Command::Account(args) => account::account(&args),
         Command::Calibrate(args) => account::calibrate(&args),
         Command::Server(args) => net::server(&args),
@@ -147,6 +164,14 @@ fn one_line(e: &anyhow::Error) -> String {
         out.push_str(&text);
     }
     out.replace('\n', " ")
+}
+
+/// The directory of `file` (its parent; "." for a bare file name).
+pub fn base_dir(file: &std::path::Path) -> &std::path::Path {
+    match file.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => std::path::Path::new("."),
+    }
 }
 
 /// A config or spec file named on the command line that cannot be read: a usage error.

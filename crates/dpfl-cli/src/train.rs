@@ -93,6 +93,16 @@ pub fn train(args: &TrainArgs) -> anyhow::Result<()> {
             dir.join("rounds.csv").display(),
             dir.join("summary.json").display()
         );
+        let title = experiment::curves::title(&spec, &out);
+        experiment::curves::plot_curves(&out, &title, dir)
+            .with_context(|| format!("plotting the curves into {}", dir.display()))?;
+        println!(
+            "wrote {} and {} (training curves) and {} model(s) under {} (dpfl predict --model)",
+            dir.join("curves.svg").display(),
+            dir.join("curves.png").display(),
+            out.models.len(),
+            dir.join("models").display()
+        );
     }
     // After the outputs are written, so a diverged run's curves can be inspected.
     experiment::check_finite(&spec, &out)?;

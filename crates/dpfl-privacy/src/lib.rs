@@ -14,7 +14,9 @@
 //! * [`qtdl`]: DP-NormFedAvg's quantizer, truncated discrete Laplace noise (exact sampler),
 //!   Theorem 1 calculator, Binomial baseline calculator and accounting;
 //! * [`event`], [`accountant`], [`ledger`]: composable privacy events, accountants that turn
-//!   them into (ε, δ), and the per-silo ledger that refuses releases past a budget.
+//!   them into (ε, δ), and the per-silo ledger that refuses releases past a budget;
+//! * [`release`]: a release given by its parameters (mechanism, sampling, steps), checked
+//!   once for `dpfl account` / `dpfl calibrate` and the Python package.
 //!
 //! Invariant: this crate depends on no ML, async or network crate.
 
@@ -28,6 +30,7 @@ pub mod ledger;
 pub mod mechanism;
 pub mod params;
 pub mod qtdl;
+pub mod release;
 pub mod rng;
 pub mod sampler;
 pub mod shuffle;

@@ -282,7 +282,7 @@ impl AlgorithmSpec {
             AlgorithmSpec::NormFedAvg(a) => normfedavg::halves::build(ctx, a),
             _ => Err(crate::Error::config(
                 "algorithm",
-                format!("{} is built from its plan", self.label()),
+                format!("{} is built from its plan", self.default_label()),
             )),
         }
     }

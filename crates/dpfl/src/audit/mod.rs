@@ -174,7 +174,11 @@ pub fn audit(
         .collect::<Result<Vec<_>>>()?;
     let classes = silos[0].train.target().num_classes();
     let model = spec.model.build(d + m, classes)?;
-    let trial = TrialData { silos, model };
+    let trial = TrialData {
+        silos,
+        model,
+        preprocessing: Default::default(),
+    };
     let ctx = build_context(spec, &trial)?;
     let (claimed, delta) = ctx.silos[0]
         .budget

@@ -186,7 +186,7 @@ impl CsvSchema {
             })
     }
 
-    fn fit(path: &Path, spec: &CsvSpec, table: &Table) -> Result<Self> {
+    pub(crate) fn fit(path: &Path, spec: &CsvSpec, table: &Table) -> Result<Self> {
         let find = |field: &str, name: &str| -> Result<usize> {
             table.header.iter().position(|h| h == name).ok_or_else(|| {
                 Error::config(
@@ -284,7 +284,7 @@ impl CsvSchema {
         })
     }
 
-    fn encode(&self, path: &Path, table: &Table) -> Result<Dataset> {
+    pub(crate) fn encode(&self, path: &Path, table: &Table) -> Result<Dataset> {
         let p = self.feature_names.len();
         let n = table.rows.len();
         let mut x = Vec::with_capacity(n * p);
@@ -341,13 +341,13 @@ impl CsvSchema {
 }
 
 /// The raw cells of a CSV file, with the line number of each record.
-struct Table {
-    header: Vec<String>,
-    header_line: usize,
-    rows: Vec<(usize, csv::StringRecord)>,
+pub(crate) struct Table {
+    pub(crate) header: Vec<String>,
+    pub(crate) header_line: usize,
+    pub(crate) rows: Vec<(usize, csv::StringRecord)>,
 }
 
-fn read_table(path: &Path) -> Result<Table> {
+pub(crate) fn read_table(path: &Path) -> Result<Table> {
     let reader = io::open(path)?;
     let mut rdr = csv::ReaderBuilder::new()
         .has_headers(false)

@@ -16,6 +16,7 @@ pub mod pca;
 pub mod preprocess;
 pub mod registry;
 pub mod shards;
+pub mod silos;
 pub mod synthetic;
 
 pub use inspect::{describe_dataset, describe_silos};

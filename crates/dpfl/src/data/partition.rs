@@ -52,6 +52,9 @@ pub enum PartitionSpec {
     },
     /// DP-NormFedAvg's label shards (`super::shards`): `silos` × `per_silo` shards.
     LabelShards { silos: usize, per_silo: usize },
+    /// One silo per distinct value of a CSV column (data already split, e.g. by hospital;
+    /// see [`super::silos`]). Only for a `csv` source, which applies it while loading.
+    ByColumn { column: String },
 }
 
 fn default_scale() -> f64 {
@@ -78,6 +81,10 @@ impl PartitionSpec {
             PartitionSpec::LabelShards { silos, per_silo } => {
                 super::shards::label_shards(data, silos, per_silo, rng)
             }
+            PartitionSpec::ByColumn { .. } => Err(Error::config(
+                "partition.kind",
+                "by-column needs a csv source (the column is read from the file)",
+            )),
         }
     }
 }

@@ -13,6 +13,8 @@ use crate::plan::Setup;
 pub struct TrialData {
     pub silos: Vec<SiloData>,
     pub model: std::sync::Arc<dyn Model>,
+    /// How rows became features (saved with the models).
+    pub preprocessing: super::saved::Preprocessing,
 }
 
 /// Loads and splits the data for trial `trial` and builds the model.
@@ -21,7 +23,7 @@ pub fn prepare_trial(
     data_dir: Option<&std::path::Path>,
     rng: &mut DpRng,
 ) -> crate::Result<TrialData> {
-    let silos = spec.data.load(data_dir, rng)?;
+    let (silos, preprocessing) = spec.data.load_prepared(data_dir, rng)?;
     let first = silos
         .first()
         .ok_or_else(|| crate::Error::config("data.partition", "produced no silos"))?;
@@ -40,7 +42,11 @@ pub fn prepare_trial(
             ));
         }
     }
-    Ok(TrialData { silos, model })
+    Ok(TrialData {
+        silos,
+        model,
+        preprocessing,
+    })
 }
 
 /// The caveat a run with a data-derived L carries in its report and `summary.json`.

@@ -13,14 +13,16 @@ use serde::{Deserialize, Serialize};
 
 use dpfl_privacy::DpRng;
 
-use crate::data::csv::{CsvSpec, load_csv};
+use crate::data::csv::{CsvSchema, CsvSpec, load_csv};
 use crate::data::libsvm::{LibsvmSpec, load_libsvm};
 use crate::data::partition::{PartitionSpec, balance_train, train_test_split};
 use crate::data::pca::Pca;
 use crate::data::preprocess::standardize_silos;
 use crate::data::registry::{DataDirs, KnownDataset, Part, insurance_spec, obesity_spec};
+use crate::data::silos;
 use crate::data::synthetic::{self, SyntheticTask};
 use crate::data::{Dataset, SiloData};
+use crate::experiment::saved::Preprocessing;
 
 /// The data section of an experiment.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -66,6 +68,8 @@ pub enum Source {
     W8a,
     /// Any CSV file with a header row.
     Csv { path: PathBuf, spec: CsvSpec },
+    /// One CSV file per silo, all with one header (no `partition`; see [`crate::data::silos`]).
+    CsvSilos { paths: Vec<PathBuf>, spec: CsvSpec },
     /// Any LIBSVM file.
     Libsvm { path: PathBuf, spec: LibsvmSpec },
     /// Generated data (see [`crate::data::synthetic`]); already one data set per silo.
@@ -83,12 +87,25 @@ pub enum Source {
 impl DataSpec {
     /// Loads, partitions, splits, standardises and (optionally) balances the data.
     pub fn load(&self, data_dir: Option<&Path>, rng: &mut DpRng) -> crate::Result<Vec<SiloData>> {
+        Ok(self.load_prepared(data_dir, rng)?.0)
+    }
+
+    /// [`Self::load`], and how rows became features (for saved models to repeat).
+    pub fn load_prepared(
+        &self,
+        data_dir: Option<&Path>,
+        rng: &mut DpRng,
+    ) -> crate::Result<(Vec<SiloData>, Preprocessing)> {
         if !(self.test_fraction >= 0.0 && self.test_fraction < 1.0) {
             return Err(crate::Error::config(
                 "data.test_fraction",
                 format!("must lie in [0, 1), got {}", self.test_fraction),
             ));
         }
+        let mut prep = Preprocessing {
+            source: source_kind(&self.source),
+            ..Preprocessing::default()
+        };
         if let Source::Synthetic {
             task,
             silos,
@@ -99,13 +116,19 @@ impl DataSpec {
         } = &self.source
         {
             let s = synthetic::generate(*task, *silos, *train, *test, *features, *shift, rng)?;
-            return if self.balance {
-                balance_train(s, rng)
+            let s = if self.balance {
+                balance_train(s, rng)?
             } else {
-                Ok(s)
+                s
             };
+            return Ok((s, prep));
         }
-        let (whole, standardize) = self.load_whole(data_dir)?;
+        if let Some((parts, schema)) = self.load_split()? {
+            prep.csv = Some(schema);
+            return self.finish(parts, prep, rng);
+        }
+        let (whole, schema) = self.load_whole(data_dir)?;
+        prep.csv = schema;
         if whole.is_empty() {
             let what = match &self.source {
                 Source::Csv { path, .. } | Source::Libsvm { path, .. } => {
@@ -119,44 +142,106 @@ impl DataSpec {
             crate::Error::config("data.partition", "name how rows are split into silos")
         })?;
         let parts = partition.apply(&whole, rng)?;
+        self.finish(parts, prep, rng)
+    }
+
+    /// Split, standardise and balance silos.
+    fn finish(
+        &self,
+        parts: Vec<Dataset>,
+        mut prep: Preprocessing,
+        rng: &mut DpRng,
+    ) -> crate::Result<(Vec<SiloData>, Preprocessing)> {
+        let standardize = self.standardize();
         let mut silos = train_test_split(parts, self.test_fraction, rng)?;
         if !standardize.is_empty() {
-            standardize_silos(&mut silos, &standardize)?;
+            prep.standardizer = Some(standardize_silos(&mut silos, &standardize)?);
         }
         if self.balance {
             silos = balance_train(silos, rng)?;
         }
-        Ok(silos)
+        Ok((silos, prep))
     }
 
-    /// The whole data set before partitioning, and the columns to standardise after splitting.
-    fn load_whole(&self, data_dir: Option<&Path>) -> crate::Result<(Dataset, Vec<String>)> {
+    /// The columns standardised after splitting.
+    fn standardize(&self) -> Vec<String> {
+        match &self.source {
+            Source::Obesity => obesity_spec().standardize,
+            Source::Insurance => insurance_spec().standardize,
+            Source::Csv { spec, .. } | Source::CsvSilos { spec, .. } => spec.standardize.clone(),
+            _ => vec![],
+        }
+    }
+
+    /// Data that arrive split into silos: a CSV with a silo column, or one CSV per silo.
+    fn load_split(&self) -> crate::Result<Option<(Vec<Dataset>, CsvSchema)>> {
+        let by_column = match &self.partition {
+            Some(PartitionSpec::ByColumn { column }) => Some(column),
+            _ => None,
+        };
+        Ok(match (&self.source, by_column) {
+            (Source::Csv { path, spec }, Some(column)) => {
+                let (parts, _, schema) = silos::by_column(path, spec, column)?;
+                Some((parts, schema))
+            }
+            (Source::CsvSilos { paths, spec }, None) => {
+                if self.partition.is_some() {
+                    return Err(crate::Error::config(
+                        "data.partition",
+                        "csv-silos data are already one file per silo; remove the partition",
+                    ));
+                }
+                Some(silos::csv_files(paths, spec)?)
+            }
+            (Source::CsvSilos { .. }, Some(_)) => {
+                return Err(crate::Error::config(
+                    "data.partition",
+                    "csv-silos data are already one file per silo; remove the partition",
+                ));
+            }
+            (_, Some(_)) => {
+                return Err(crate::Error::config(
+                    "partition.kind",
+                    "by-column needs a csv source (the column is read from the file)",
+                ));
+            }
+            _ => None,
+        })
+    }
+
+    /// The whole data set before partitioning, and its fitted CSV schema (CSV sources).
+    fn load_whole(&self, data_dir: Option<&Path>) -> crate::Result<(Dataset, Option<CsvSchema>)> {
         let dirs = DataDirs::new(data_dir);
         Ok(match &self.source {
-            Source::Obesity => (
-                dirs.load(KnownDataset::Obesity, Part::Train)?,
-                obesity_spec().standardize,
-            ),
-            Source::Insurance => (
-                dirs.load(KnownDataset::Insurance, Part::Train)?,
-                insurance_spec().standardize,
-            ),
-            Source::A9a => (dirs.load(KnownDataset::A9a, Part::Train)?, vec![]),
-            Source::W8a => (dirs.load(KnownDataset::W8a, Part::Train)?, vec![]),
-            Source::Mnist { pca } => (images(&dirs, KnownDataset::Mnist, *pca)?, vec![]),
+            Source::Obesity => (dirs.load(KnownDataset::Obesity, Part::Train)?, None),
+            Source::Insurance => (dirs.load(KnownDataset::Insurance, Part::Train)?, None),
+            Source::A9a => (dirs.load(KnownDataset::A9a, Part::Train)?, None),
+            Source::W8a => (dirs.load(KnownDataset::W8a, Part::Train)?, None),
+            Source::Mnist { pca } => (images(&dirs, KnownDataset::Mnist, *pca)?, None),
             Source::FashionMnist { pca } => {
-                (images(&dirs, KnownDataset::FashionMnist, *pca)?, vec![])
+                (images(&dirs, KnownDataset::FashionMnist, *pca)?, None)
             }
-            Source::Csv { path, spec } => (load_csv(path, spec)?.0, spec.standardize.clone()),
-            Source::Libsvm { path, spec } => (load_libsvm(path, spec)?, vec![]),
-            Source::Synthetic { .. } => {
+            Source::Csv { path, spec } => {
+                let (data, schema) = load_csv(path, spec)?;
+                (data, Some(schema))
+            }
+            Source::Libsvm { path, spec } => (load_libsvm(path, spec)?, None),
+            Source::Synthetic { .. } | Source::CsvSilos { .. } => {
                 return Err(crate::Error::config(
                     "data.source",
-                    "synthetic data are generated per silo",
+                    "this source is already split into silos",
                 ));
             }
         })
     }
+}
+
+/// The `kind` of a source, as written in the experiment file.
+fn source_kind(source: &Source) -> String {
+    serde_json::to_value(source)
+        .ok()
+        .and_then(|v| v.get("kind").and_then(|k| k.as_str()).map(String::from))
+        .unwrap_or_default()
 }
 
 type PcaKey = (KnownDataset, PathBuf, usize);

@@ -36,9 +36,12 @@ use crate::algo::AlgorithmSpec;
 use crate::sim::Simulator;
 
 mod context;
+pub mod curves;
 pub mod datasource;
+pub mod init;
 mod output;
 pub mod paths;
+pub mod saved;
 mod spec;
 mod summary;
 

@@ -1,4 +1,5 @@
-//! A run's outputs: `rounds.csv` and `summary.json`, each written atomically
+//! A run's outputs: `rounds.csv`, `summary.json` and `models/` (see [`super::saved`]), each
+//! file written atomically
 //! ([`crate::output`]), and the check that a run did not diverge.
 
 use std::path::Path;
@@ -30,6 +31,10 @@ pub fn write_outputs(out: &RunOutput, dir: &Path) -> crate::Result<()> {
     let json = serde_json::to_string_pretty(&out.summary)
         .map_err(|e| crate::Error::data("summary.json", e.to_string()))?;
     atomic_write(&dir.join("summary.json"), (json + "\n").as_bytes())?;
+    for (k, m) in out.models.iter().enumerate() {
+        let name = format!("{}-{}", k + 1, super::saved::slug(&m.meta.algorithm));
+        m.save(&dir.join("models").join(name))?;
+    }
     Ok(())
 }
 

@@ -14,6 +14,11 @@ impl DataSpec {
             Source::Csv { path, .. } | Source::Libsvm { path, .. } if path.is_relative() => {
                 *path = base.join(&*path);
             }
+            Source::CsvSilos { paths, .. } => {
+                for path in paths.iter_mut().filter(|p| p.is_relative()) {
+                    *path = base.join(&*path);
+                }
+            }
             _ => {}
         }
     }

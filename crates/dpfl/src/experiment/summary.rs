@@ -91,7 +91,7 @@ pub const SEEDED_CAVEAT: &str = "seeded run: one seed (the experiment's `seed`) 
      to draw every generator from the operating system.";
 
 /// One silo's promised and accounted privacy.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SiloPrivacy {
     pub silo: usize,
     /// The paper's target (ε_i, δ_i).
@@ -262,6 +262,9 @@ fn silo_privacy(
 pub struct RunOutput {
     pub rounds: Vec<RoundRow>,
     pub summary: Vec<AlgorithmSummary>,
+    /// Each algorithm's final model of trial 1, with its metadata (`models/` of `--out`).
+    #[serde(skip)]
+    pub models: Vec<super::saved::SavedModel>,
 }
 
 /// Result of training one algorithm once.
@@ -285,6 +288,7 @@ pub struct SingleRun {
 pub struct RunAccumulator {
     rows: Vec<RoundRow>,
     acc: Vec<Option<AlgorithmSummary>>,
+    models: Vec<Option<super::saved::SavedModel>>,
 }
 
 impl RunAccumulator {
@@ -292,6 +296,7 @@ impl RunAccumulator {
         RunAccumulator {
             rows: Vec::new(),
             acc: vec![None; spec.algorithms.len()],
+            models: vec![None; spec.algorithms.len()],
         }
     }
 
@@ -319,7 +324,22 @@ impl RunAccumulator {
             });
         }
         match &mut self.acc[a] {
-            slot @ None => *slot = Some(summary_of(spec, entry, trial, run)),
+            slot @ None => {
+                let summary = summary_of(spec, entry, trial, run);
+                let first = trial.silos.first().map(|s| &s.train);
+                let model = super::saved::FinalModel {
+                    algorithm: label,
+                    weights: run.final_model.clone(),
+                    feature_names: first.map_or(vec![], |d| d.feature_names().to_vec()),
+                    classes: first.and_then(|d| match d.target() {
+                        crate::data::Target::Classes { names } => Some(names.clone()),
+                        crate::data::Target::Real => None,
+                    }),
+                    preprocessing: trial.preprocessing.clone(),
+                };
+                self.models[a] = Some(super::saved::SavedModel::new(spec, &model, &summary));
+                *slot = Some(summary);
+            }
             Some(s) => {
                 s.final_train_loss += run.final_train_loss;
                 s.test_metric += run.test_metric;
@@ -344,6 +364,7 @@ impl RunAccumulator {
         RunOutput {
             rounds: self.rows,
             summary,
+            models: self.models.into_iter().flatten().collect(),
         }
     }
 }

@@ -1,0 +1,368 @@
+//! Saved models: every `dpfl train --out DIR` writes each algorithm's final model to
+//! `DIR/models/<k>-<label>/` as two files:
+//!
+//! * `model.safetensors`: one tensor `weights`, dtype F64, shape `[num_params]` (the flat
+//!   parameter vector the model's `predict` takes: for softmax, class-major rows of
+//!   `num_features` weights);
+//! * `model.json`: [`ModelMeta`]: `format = "dpfl-model"`, `format_version` (this module reads
+//!   only [`FORMAT_VERSION`]), the SHA-256 of `model.safetensors` (checked on load), the model
+//!   spec, feature names, classes, the preprocessing (the fitted CSV schema: header, category
+//!   orders; the standardiser's means and scales), and the privacy guarantee of the run that
+//!   produced it (the summary's per-silo targets and certified ε).
+//!
+//! Decisions: the saved model is trial 1's (the trial whose calibration and accounting
+//! `summary.json` reports); a file to predict on must hold every feature column of the
+//! training file, its target and silo columns may be absent, and extra columns are ignored.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use super::summary::{AlgorithmSummary, SiloPrivacy};
+use crate::data::Dataset;
+use crate::data::csv::{CsvSchema, Table, TargetSpec, read_table};
+use crate::data::preprocess::Standardizer;
+use crate::model::{Metric, ModelSpec, metric_value};
+use crate::output::atomic_write;
+use crate::{Error, Result};
+
+pub const FORMAT: &str = "dpfl-model";
+pub const FORMAT_VERSION: u32 = 1;
+pub const WEIGHTS_FILE: &str = "model.safetensors";
+pub const META_FILE: &str = "model.json";
+const TENSOR: &str = "weights";
+
+/// How raw rows became features: what `predict` repeats on a new file.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Preprocessing {
+    /// The source kind of the experiment (`csv`, `csv-silos`, `obesity`, …).
+    pub source: String,
+    /// The CSV schema fitted on the training file(s); `None` for non-CSV sources.
+    pub csv: Option<CsvSchema>,
+    /// The standardisation fitted on the pooled training rows, if any.
+    pub standardizer: Option<Standardizer>,
+}
+
+/// A final model as training leaves it, before the summary exists.
+#[derive(Debug, Clone)]
+pub struct FinalModel {
+    pub algorithm: String,
+    pub weights: Vec<f64>,
+    pub feature_names: Vec<String>,
+    pub classes: Option<Vec<String>>,
+    pub preprocessing: Preprocessing,
+}
+
+/// The privacy guarantee of the run that trained the model.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ModelPrivacy {
+    pub private: bool,
+    pub epsilon: Option<f64>,
+    pub delta: Option<f64>,
+    /// The tighter sound accountant's ε, largest over silos (what is certified).
+    pub certified_epsilon: Option<f64>,
+    pub silos: Vec<SiloPrivacy>,
+}
+
+/// `model.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ModelMeta {
+    pub format: String,
+    pub format_version: u32,
+    pub dpfl_version: String,
+    pub experiment: String,
+    pub algorithm: String,
+    pub seed: Option<u64>,
+    pub model: ModelSpec,
+    pub num_features: usize,
+    pub feature_names: Vec<String>,
+    /// Class names in code order (a class target), else `None` (a real target).
+    pub classes: Option<Vec<String>>,
+    pub preprocessing: Preprocessing,
+    pub privacy: ModelPrivacy,
+    pub weights_file: String,
+    pub weights_sha256: String,
+    pub num_params: usize,
+}
+
+/// A model with its metadata.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SavedModel {
+    pub meta: ModelMeta,
+    pub weights: Vec<f64>,
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+fn bad(path: &Path, reason: impl Into<String>) -> Error {
+    Error::data(path.display().to_string(), reason.into())
+}
+
+/// A directory name from a label: lower-case ASCII letters and digits, `-` elsewhere.
+pub fn slug(label: &str) -> String {
+    let s: String = label
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_lowercase()
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    let parts: Vec<&str> = s.split('-').filter(|p| !p.is_empty()).collect();
+    parts.join("-")
+}
+
+impl SavedModel {
+    pub fn new(
+        spec: &super::ExperimentSpec,
+        model: &FinalModel,
+        summary: &AlgorithmSummary,
+    ) -> Self {
+        let meta = ModelMeta {
+            format: FORMAT.into(),
+            format_version: FORMAT_VERSION,
+            dpfl_version: env!("CARGO_PKG_VERSION").into(),
+            experiment: spec.name.clone(),
+            algorithm: model.algorithm.clone(),
+            seed: spec.seed,
+            model: spec.model.clone(),
+            num_features: model.feature_names.len(),
+            feature_names: model.feature_names.clone(),
+            classes: model.classes.clone(),
+            preprocessing: model.preprocessing.clone(),
+            privacy: ModelPrivacy {
+                private: summary.private,
+                epsilon: summary.epsilon,
+                delta: summary.delta,
+                certified_epsilon: summary.max_certified_epsilon(),
+                silos: summary.privacy.clone(),
+            },
+            weights_file: WEIGHTS_FILE.into(),
+            weights_sha256: String::new(),
+            num_params: model.weights.len(),
+        };
+        SavedModel {
+            meta,
+            weights: model.weights.clone(),
+        }
+    }
+
+    /// Writes `model.safetensors` and `model.json` into `dir` (created if needed).
+    pub fn save(&self, dir: &Path) -> Result<()> {
+        std::fs::create_dir_all(dir).map_err(|source| Error::Io {
+            path: dir.to_path_buf(),
+            source,
+        })?;
+        let bytes: Vec<u8> = self.weights.iter().flat_map(|w| w.to_le_bytes()).collect();
+        let view = safetensors::tensor::TensorView::new(
+            safetensors::Dtype::F64,
+            vec![self.weights.len()],
+            &bytes,
+        )
+        .map_err(|e| bad(&dir.join(WEIGHTS_FILE), e.to_string()))?;
+        let file = safetensors::serialize([(TENSOR, view)], None)
+            .map_err(|e| bad(&dir.join(WEIGHTS_FILE), e.to_string()))?;
+        let mut meta = self.meta.clone();
+        meta.weights_sha256 = sha256_hex(&file);
+        meta.num_params = self.weights.len();
+        atomic_write(&dir.join(WEIGHTS_FILE), &file)?;
+        let json = serde_json::to_string_pretty(&meta)
+            .map_err(|e| bad(&dir.join(META_FILE), e.to_string()))?;
+        atomic_write(&dir.join(META_FILE), (json + "\n").as_bytes())
+    }
+
+    /// Reads a model directory, checking format, version, checksum and shape.
+    pub fn load(dir: &Path) -> Result<Self> {
+        let read = |p: PathBuf| std::fs::read(&p).map_err(|source| Error::Io { path: p, source });
+        let meta_path = dir.join(META_FILE);
+        let text = read(meta_path.clone())?;
+        let value: serde_json::Value =
+            serde_json::from_slice(&text).map_err(|e| bad(&meta_path, format!("not JSON: {e}")))?;
+        if value.get("format").and_then(|f| f.as_str()) != Some(FORMAT) {
+            return Err(bad(
+                &meta_path,
+                format!("not a {FORMAT} file (no `format = \"{FORMAT}\"`)"),
+            ));
+        }
+        let version = value.get("format_version").and_then(|v| v.as_u64());
+        if version != Some(u64::from(FORMAT_VERSION)) {
+            return Err(bad(
+                &meta_path,
+                format!(
+                    "format_version {version:?}; this dpfl ({}) reads version {FORMAT_VERSION}",
+                    env!("CARGO_PKG_VERSION")
+                ),
+            ));
+        }
+        let meta: ModelMeta = serde_json::from_value(value)
+            .map_err(|e| bad(&meta_path, format!("malformed: {e}")))?;
+        let weights_path = dir.join(&meta.weights_file);
+        let file = read(weights_path.clone())?;
+        let sum = sha256_hex(&file);
+        if sum != meta.weights_sha256 {
+            return Err(bad(
+                &weights_path,
+                format!(
+                    "SHA-256 {sum} differs from {} recorded in {META_FILE}: the file is damaged or was changed",
+                    meta.weights_sha256
+                ),
+            ));
+        }
+        let tensors = safetensors::SafeTensors::deserialize(&file)
+            .map_err(|e| bad(&weights_path, e.to_string()))?;
+        let t = tensors
+            .tensor(TENSOR)
+            .map_err(|e| bad(&weights_path, e.to_string()))?;
+        if t.dtype() != safetensors::Dtype::F64 || t.shape() != [meta.num_params] {
+            return Err(bad(
+                &weights_path,
+                format!(
+                    "tensor `{TENSOR}` is {:?} {:?}, expected F64 [{}]",
+                    t.dtype(),
+                    t.shape(),
+                    meta.num_params
+                ),
+            ));
+        }
+        let weights = t
+            .data()
+            .chunks_exact(8)
+            .map(|c| f64::from_le_bytes(c.try_into().unwrap_or([0; 8])))
+            .collect();
+        Ok(SavedModel { meta, weights })
+    }
+
+    fn model(&self) -> Result<std::sync::Arc<dyn crate::model::Model>> {
+        let m = self.meta.model.build(
+            self.meta.num_features,
+            self.meta.classes.as_ref().map(Vec::len),
+        )?;
+        if m.num_params() != self.weights.len() {
+            return Err(Error::Dimension(format!(
+                "the model needs {} parameters, the file holds {}",
+                m.num_params(),
+                self.weights.len()
+            )));
+        }
+        Ok(m)
+    }
+
+    /// Reads `path` as the training file was read (same schema and standardisation); with
+    /// `need_target`, the target column must be present.
+    fn read_csv(&self, path: &Path, need_target: bool) -> Result<(Dataset, bool)> {
+        let schema = self.meta.preprocessing.csv.as_ref().ok_or_else(|| {
+            Error::config(
+                "--model",
+                format!(
+                    "the model was trained on a `{}` source; predict and evaluate read CSV files \
+                     with the training file's columns, which only csv and csv-silos sources record",
+                    self.meta.preprocessing.source
+                ),
+            )
+        })?;
+        let table = read_table(path)?;
+        let (table, has_target) = align(schema, path, table, need_target)?;
+        let mut data = schema.encode(path, &table)?;
+        if let Some(s) = &self.meta.preprocessing.standardizer {
+            s.apply(&mut data)?;
+        }
+        Ok((data, has_target))
+    }
+
+    /// One prediction per data row of `path`: the class name (a class target) or the value.
+    pub fn predict_csv(&self, path: &Path) -> Result<Vec<String>> {
+        let model = self.model()?;
+        let (data, _) = self.read_csv(path, false)?;
+        Ok((0..data.len())
+            .map(|i| {
+                let p = model.predict(&self.weights, data.row(i).0);
+                match &self.meta.classes {
+                    Some(c) => c.get(p as usize).cloned().unwrap_or_else(|| p.to_string()),
+                    None => p.to_string(),
+                }
+            })
+            .collect())
+    }
+
+    /// The test metric (error rate or RMSE, as `summary.json`'s) on a labelled file, and its
+    /// name.
+    pub fn evaluate_csv(&self, path: &Path) -> Result<(f64, &'static str, usize)> {
+        let model = self.model()?;
+        let (data, _) = self.read_csv(path, true)?;
+        let name = match model.metric() {
+            Metric::ErrorRate => "test_error",
+            Metric::Rmse => "test_rmse",
+        };
+        Ok((
+            metric_value(model.as_ref(), &self.weights, &data),
+            name,
+            data.len(),
+        ))
+    }
+}
+
+/// `table` with the fitted header's columns in the fitted order: missing target/silo/dropped
+/// columns filled with a placeholder (a known class, or 0), extra columns left out.
+fn align(
+    schema: &CsvSchema,
+    path: &Path,
+    table: Table,
+    need_target: bool,
+) -> Result<(Table, bool)> {
+    let spec = schema.spec();
+    let target = spec.target.column();
+    let filler = match (&spec.target, schema.classes()) {
+        (TargetSpec::Class { .. }, Some(c)) => c.first().cloned().unwrap_or_default(),
+        _ => "0".to_string(),
+    };
+    let mut source = Vec::with_capacity(schema.header().len());
+    for name in schema.header() {
+        let at = table.header.iter().position(|h| h == name);
+        let optional = (name == target && !need_target) || spec.drop.contains(name);
+        if at.is_none() && !optional {
+            return Err(Error::Parse {
+                path: path.to_path_buf(),
+                line: table.header_line,
+                reason: format!(
+                    "no column `{name}`, which the model was trained with (training columns: {})",
+                    schema.header().join(", ")
+                ),
+            });
+        }
+        source.push(at);
+    }
+    let has_target = table.header.iter().any(|h| h == target);
+    let rows = table
+        .rows
+        .iter()
+        .map(|(line, r)| {
+            let fields: Vec<&str> = schema
+                .header()
+                .iter()
+                .zip(&source)
+                .map(|(name, at)| match at {
+                    Some(j) => r.get(*j).unwrap_or(""),
+                    None if name == target => filler.as_str(),
+                    None => "",
+                })
+                .collect();
+            (*line, csv::StringRecord::from(fields))
+        })
+        .collect();
+    Ok((
+        Table {
+            header: schema.header().to_vec(),
+            header_line: table.header_line,
+            rows,
+        },
+        has_target,
+    ))
+}

@@ -1,0 +1,78 @@
+"""Saved models and your own data.
+
+``dpfl train --out DIR`` (and ``dpfl.train(..., out=DIR)``) saves each algorithm's final model
+in ``DIR/models/<k>-<label>/`` as ``model.safetensors`` (one F64 tensor ``weights``) and
+``model.json`` (format ``dpfl-model`` version 1: model kind, feature names, classes, the fitted
+preprocessing, the run's privacy guarantee, the SHA-256 of the weights file).
+:func:`load_model` reads one, checking format, version and checksum, as ``dpfl predict`` does.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from typing import Any, Dict, List, Optional
+
+import numpy as np
+
+from . import _core
+
+PathLike = "str | os.PathLike[str]"
+
+
+@dataclass
+class SavedModel:
+    """A model ``dpfl train`` saved. ``weights``: the flat parameter vector (float64);
+    ``meta``: ``model.json`` as a dict."""
+
+    path: str
+    meta: Dict[str, Any]
+    weights: np.ndarray
+
+    @property
+    def classes(self) -> Optional[List[str]]:
+        return self.meta.get("classes")
+
+    @property
+    def feature_names(self) -> List[str]:
+        return list(self.meta["feature_names"])
+
+    @property
+    def certified_epsilon(self) -> Optional[float]:
+        """The accountants' ε for the run that trained the model (largest over silos)."""
+        return self.meta["privacy"].get("certified_epsilon")
+
+    def predict(self, data: PathLike) -> np.ndarray:
+        """One prediction per row of the CSV file ``data`` (class names as str, or float
+        values), exactly as ``dpfl predict`` writes them."""
+        preds = _core.predict_csv(self.path, os.fspath(data))
+        if self.classes is not None:
+            return np.array(preds, dtype=object)
+        return np.array([float(p) for p in preds], dtype="f8")
+
+    def evaluate(self, data: PathLike) -> Dict[str, Any]:
+        """The test metric on a labelled CSV file, as ``dpfl evaluate`` prints it."""
+        value, metric, rows = _core.evaluate_csv(self.path, os.fspath(data))
+        return {"metric": metric, "value": value, "rows": rows}
+
+
+def load_model(path: PathLike) -> SavedModel:
+    """Reads a saved model directory (raises ``RunError`` naming the file if it is damaged)."""
+    p = os.fspath(path)
+    meta, raw = _core.load_model(p)
+    return SavedModel(path=p, meta=json.loads(meta), weights=np.frombuffer(bytes(raw), dtype="<f8").copy())
+
+
+def init(data: PathLike, label: str, silo_column: Optional[str] = None) -> str:
+    """The experiment TOML ``dpfl init --data DATA --label LABEL [--silo-column C]`` writes:
+    private defaults (ε = 1, δ = 1/n², a public clip bound, accountant calibration), silos
+    from ``silo_column``."""
+    return _core.init_experiment(os.fspath(data), label, silo_column)
+
+
+def check_config(path: PathLike, data_dir: Optional[PathLike] = None) -> str:
+    """``dpfl config check``: validates an experiment file (fields, data, model,
+    calibration) without training; returns the report or raises ``ConfigError``/``RunError``."""
+    dd = os.fspath(data_dir) if data_dir is not None else None
+    return _core.check_config(os.fspath(path), dd)
