@@ -8,6 +8,8 @@
 //!      │
 //!   lowy/        Lowy & Razaviyayn (ICLR 2023): MB-SGD (Alg. 2/7), AC-SA (Alg. 1), Local SGD,
 //!      │         per-silo calibration, the theorems' parameter rules
+//!   soteria/     Li, Zhao, Li & Chi (NeurIPS 2022): CDP-SGD, SoteriaFL (GD/SGD/SVRG/SAGA),
+//!      │         LDP-SGD, LDP-SVRG; shifted compression, calibration
 //!      ▼
 //!   floor        half.rs      SiloHalf / ServerHalf, HalfState, FederationInfo, SiloInfo
 //!                message.rs   Broadcast, SiloMessage, Payload, Reply
@@ -55,10 +57,11 @@ pub mod half;
 pub mod lowy;
 pub mod message;
 pub mod server;
+pub mod soteria;
 pub mod spec;
 
 pub use context::{BuildContext, BuiltAlgorithm, SiloCalibration};
-pub use half::{FederationInfo, HalfState, ServerHalf, SiloHalf, SiloInfo};
+pub use half::{FederationInfo, HalfState, ServerHalf, SiloCounters, SiloHalf, SiloInfo};
 pub use lowy::calibration::Calibration;
 pub use message::{Broadcast, PackedInts, Payload, Reply, Round, SiloMessage};
 pub use server::OutputRule;

@@ -6,6 +6,7 @@ use super::context::{BuildContext, BuiltAlgorithm};
 use super::lowy;
 use super::lowy::calibration::Calibration;
 use super::server::OutputRule;
+use super::soteria;
 
 /// An algorithm as named in a config file.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -44,6 +45,15 @@ pub enum AlgorithmSpec {
     /// Noisy MB-SGD in its general form (Algorithm 7: weights, per-silo K_i) with the
     /// theorems' parameter rules; see [`lowy::mbsgd::NoisyMbSgdSpec`].
     NoisyMbSgd(lowy::mbsgd::NoisyMbSgdSpec),
+    /// SoteriaFL (Li et al. 2022, Algorithms 2–3): shifted compression with a local
+    /// estimator; see [`soteria::SoteriaSpec`].
+    SoteriaFl(soteria::SoteriaSpec),
+    /// CDP-SGD (SoteriaFL Algorithm 1): perturb, then compress.
+    CdpSgd(soteria::SoteriaSpec),
+    /// LDP-SGD: CDP-SGD uncompressed (SoteriaFL §5 baseline).
+    LdpSgd(soteria::SoteriaSpec),
+    /// LDP-SVRG: SoteriaFL-SVRG uncompressed (SoteriaFL §5 baseline).
+    LdpSvrg(soteria::SoteriaSpec),
 }
 
 impl AlgorithmSpec {
@@ -64,6 +74,10 @@ impl AlgorithmSpec {
                 "ISRL-DP MB-SGD (Alg. 7)".into()
             }
             AlgorithmSpec::NoisyMbSgd(_) => "MB-SGD (Alg. 7)".into(),
+            _ => match self.soteria() {
+                Some((m, s)) => s.label(m),
+                None => String::new(),
+            },
         }
     }
     pub fn is_private(&self) -> bool {
@@ -72,6 +86,19 @@ impl AlgorithmSpec {
             AlgorithmSpec::LocalSgd { private, .. } => *private,
             AlgorithmSpec::AcceleratedMbSgd(a) => a.calibration.is_some(),
             AlgorithmSpec::NoisyMbSgd(a) => a.calibration.is_some(),
+            _ => self.soteria().is_some_and(|(_, s)| s.is_private()),
+        }
+    }
+
+    /// The SoteriaFL wing's method and config, if this is one of its kinds.
+    pub fn soteria(&self) -> Option<(soteria::Method, &soteria::SoteriaSpec)> {
+        use soteria::Method;
+        match self {
+            AlgorithmSpec::SoteriaFl(s) => Some((Method::SoteriaFl, s)),
+            AlgorithmSpec::CdpSgd(s) => Some((Method::CdpSgd, s)),
+            AlgorithmSpec::LdpSgd(s) => Some((Method::LdpSgd, s)),
+            AlgorithmSpec::LdpSvrg(s) => Some((Method::LdpSvrg, s)),
+            _ => None,
         }
     }
     /// The configured step size; `None` where `params = "theory"` computes it.
@@ -82,6 +109,10 @@ impl AlgorithmSpec {
             }
             AlgorithmSpec::AcceleratedMbSgd(a) => a.step_size,
             AlgorithmSpec::NoisyMbSgd(a) => a.step_size,
+            AlgorithmSpec::SoteriaFl(a)
+            | AlgorithmSpec::CdpSgd(a)
+            | AlgorithmSpec::LdpSgd(a)
+            | AlgorithmSpec::LdpSvrg(a) => Some(a.step_size),
         }
     }
     /// The same algorithm with another step size (for grid searches).
@@ -93,6 +124,10 @@ impl AlgorithmSpec {
             }
             AlgorithmSpec::AcceleratedMbSgd(a) => a.step_size = Some(eta),
             AlgorithmSpec::NoisyMbSgd(a) => a.step_size = Some(eta),
+            AlgorithmSpec::SoteriaFl(a)
+            | AlgorithmSpec::CdpSgd(a)
+            | AlgorithmSpec::LdpSgd(a)
+            | AlgorithmSpec::LdpSvrg(a) => a.step_size = eta,
         }
         s
     }
@@ -131,6 +166,10 @@ impl AlgorithmSpec {
             } => lowy::local_sgd::build(ctx, *step_size, *private, *local_steps, *output),
             AlgorithmSpec::AcceleratedMbSgd(a) => lowy::acsa::build(ctx, a),
             AlgorithmSpec::NoisyMbSgd(a) => lowy::mbsgd::build_general(ctx, a),
+            _ => match self.soteria() {
+                Some((m, s)) => soteria::spec::build(ctx, m, s),
+                None => Err(crate::Error::config("algorithm.kind", "unknown algorithm")),
+            },
         }
     }
 }

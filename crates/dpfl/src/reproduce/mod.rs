@@ -39,6 +39,8 @@ pub mod checkpoint;
 pub mod newton;
 mod output;
 pub mod plot;
+pub mod soteria;
+pub mod soteria_out;
 
 pub use output::write_outputs;
 
@@ -393,6 +395,7 @@ impl ReproSpec {
             algorithms: Vec::new(),
             // A grid point that diverges ranks last in the selection (module docs).
             expect_divergence: true,
+            extended_metrics: None,
         }
     }
 }
@@ -406,6 +409,10 @@ fn configure(spec: &AlgorithmSpec, k: Option<usize>, eta: f64) -> AlgorithmSpec 
             AlgorithmSpec::LocalSgd { local_steps, .. } => *local_steps = Some(k),
             AlgorithmSpec::AcceleratedMbSgd(a) => a.batch_size = Some(k),
             AlgorithmSpec::NoisyMbSgd(_) => {}
+            AlgorithmSpec::SoteriaFl(a)
+            | AlgorithmSpec::CdpSgd(a)
+            | AlgorithmSpec::LdpSgd(a)
+            | AlgorithmSpec::LdpSvrg(a) => a.batch_size = Some(k),
         }
     }
     s

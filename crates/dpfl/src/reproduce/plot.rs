@@ -20,7 +20,7 @@ pub const FIGURE_HEIGHT: u32 = 480;
 
 const FONT: &[u8] = include_bytes!("../../assets/DejaVuSans.ttf");
 
-fn ensure_font() -> crate::Result<()> {
+pub(crate) fn ensure_font() -> crate::Result<()> {
     static DONE: OnceLock<Result<(), String>> = OnceLock::new();
     DONE.get_or_init(|| {
         plotters::style::register_font("sans-serif", FontStyle::Normal, FONT)
@@ -30,7 +30,7 @@ fn ensure_font() -> crate::Result<()> {
     .map_err(|e| crate::Error::data("plot", e))
 }
 
-const COLORS: [RGBColor; 6] = [
+pub(crate) const COLORS: [RGBColor; 6] = [
     RGBColor(31, 119, 180),
     RGBColor(214, 39, 40),
     RGBColor(44, 160, 44),
@@ -39,7 +39,7 @@ const COLORS: [RGBColor; 6] = [
     RGBColor(127, 127, 127),
 ];
 
-fn plot_err(e: impl std::fmt::Display) -> crate::Error {
+pub(crate) fn plot_err(e: impl std::fmt::Display) -> crate::Error {
     crate::Error::data("plot", e.to_string())
 }
 
