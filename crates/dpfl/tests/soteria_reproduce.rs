@@ -77,3 +77,17 @@ fn soteria_mnist_quick_runs_when_the_data_is_present() {
             .all(|r| r.test_accuracy.is_finite() && r.utility.is_finite())
     );
 }
+
+/// The full a9a reproduction (75 runs), writing into `$SOTERIA_OUT` (default a temporary
+/// directory): `cargo test -p dpfl --test soteria_reproduce -- --ignored`.
+#[test]
+#[ignore]
+fn soteria_a9a_full() {
+    let plan = Plan::new("soteria-a9a", false).unwrap();
+    let fed = soteria::load(&plan, None).unwrap();
+    let rows = soteria::run(&plan, &fed, &|d, t| eprintln!("{d}/{t}")).unwrap();
+    let bands = soteria::bands(&rows);
+    let tmp = tempfile::tempdir().unwrap();
+    let out = std::env::var_os("SOTERIA_OUT").map_or(tmp.path().to_path_buf(), std::path::PathBuf::from);
+    dpfl::reproduce::soteria_out::write(&plan, &rows, &bands, &out).unwrap();
+}
