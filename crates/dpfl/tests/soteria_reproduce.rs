@@ -88,6 +88,7 @@ fn soteria_a9a_full() {
     let rows = soteria::run(&plan, &fed, &|d, t| eprintln!("{d}/{t}")).unwrap();
     let bands = soteria::bands(&rows);
     let tmp = tempfile::tempdir().unwrap();
-    let out = std::env::var_os("SOTERIA_OUT").map_or(tmp.path().to_path_buf(), std::path::PathBuf::from);
+    let out =
+        std::env::var_os("SOTERIA_OUT").map_or(tmp.path().to_path_buf(), std::path::PathBuf::from);
     dpfl::reproduce::soteria_out::write(&plan, &rows, &bands, &out).unwrap();
 }

@@ -154,22 +154,22 @@ fn draw<DB: DrawingBackend>(
             .filter_map(|a| {
                 rows.iter()
                     .filter(|b| b.algorithm == *a)
-                    .map(|b| x(*b))
+                    .map(|b| x(b))
                     .reduce(f64::max)
             })
             .fold(f64::INFINITY, f64::min)
             * 1.1
     } else {
-        rows.iter().map(|b| x(*b)).fold(0.0, f64::max)
+        rows.iter().map(|b| x(b)).fold(0.0, f64::max)
     };
-    let vis: Vec<&BandRow> = rows.iter().copied().filter(|b| x(*b) <= x_max).collect();
+    let vis: Vec<&BandRow> = rows.iter().copied().filter(|b| x(b) <= x_max).collect();
     let lo = vis
         .iter()
-        .map(|b| metric(plan, *b).0 - metric(plan, *b).1)
+        .map(|b| metric(plan, b).0 - metric(plan, b).1)
         .fold(f64::INFINITY, f64::min);
     let hi = vis
         .iter()
-        .map(|b| metric(plan, *b).0 + metric(plan, *b).1)
+        .map(|b| metric(plan, b).0 + metric(plan, b).1)
         .fold(f64::NEG_INFINITY, f64::max);
     let (lo, hi) = if lo.is_finite() && hi > lo {
         (lo.max(0.0), hi)
@@ -207,8 +207,8 @@ fn draw<DB: DrawingBackend>(
             .iter()
             .filter(|b| b.algorithm == *a)
             .map(|b| {
-                let (m, s) = metric(plan, *b);
-                (x(*b), m, s)
+                let (m, s) = metric(plan, b);
+                (x(b), m, s)
             })
             .collect();
         if pts.is_empty() {

@@ -30,10 +30,10 @@
 //! 8. One shared SVRG coin per round, drawn by the server from stream (coin_seed, Server, r)
 //!    and broadcast; w^{t+1} = x^t; ∇f_i(w) is the B term, accounted with G_B = G.
 //! 9. GD (b = m) is accounted as plain Gaussian composition (sensitivity 2G/m).
-//! 10–13. Data handling lives with the data loaders and reproductions; L = 1 in the default
-//!    SGD batch rule as in the code.
+//! 10. (to 13.) Data handling lives with the data loaders and reproductions; L = 1 in the
+//!     default SGD batch rule as in the code.
 //! 15. k = ⌊d/20⌋ by default, ω = d/k − 1 unrounded; bits are the exact encoding (indices by a
-//!    64-bit seed by default), the paper's 64-bit-per-float count is reported separately.
+//!     64-bit seed by default), the paper's 64-bit-per-float count is reported separately.
 //! 17. Random-k is the paper's keep-k operator.
 //!
 //! Participation: every silo must answer every round ([`server`] module doc); the build

@@ -181,16 +181,15 @@ fn shifts_never_drift_for_any_estimator_in_the_simulator() {
             assert_eq!(rep.message_bits, 4 * 128, "{est}");
             let s = sim.server_state().vector("shift", 3).unwrap();
             let states = sim.silo_states();
-            for j in 0..3 {
+            for (j, sj) in s.iter().enumerate() {
                 let mean: f64 = states
                     .iter()
                     .map(|st| st.vector("shift", 3).unwrap()[j])
                     .sum::<f64>()
                     / 4.0;
                 assert!(
-                    (mean - s[j]).abs() <= 1e-12 * (1.0 + s[j].abs()),
-                    "{est} round {r} coord {j}: {mean} vs {}",
-                    s[j]
+                    (mean - sj).abs() <= 1e-12 * (1.0 + sj.abs()),
+                    "{est} round {r} coord {j}: {mean} vs {sj}"
                 );
             }
             if est == "saga" {
@@ -255,9 +254,8 @@ fn the_identity_compressor_reduces_soteria_to_the_uncompressed_baselines() {
     let xa = run(&format!(
         "kind = \"soteria-fl\"\nstep_size = 0.5\nbatch_size = 6\n{cf}{id}"
     ));
-    let xb = run(&format!(
-        "kind = \"ldp-sgd\"\nstep_size = 0.5\nbatch_size = 6\ncalibration = \"paper-code\"\n"
-    ));
+    let xb =
+        run("kind = \"ldp-sgd\"\nstep_size = 0.5\nbatch_size = 6\ncalibration = \"paper-code\"\n");
     // 32·G²/4 = 8G²: the same σ as the code's LDP-SGD preset.
     for (u, v) in xa.iter().zip(&xb) {
         assert!((u - v).abs() < 1e-10, "{xa:?} vs {xb:?}");
