@@ -3,8 +3,9 @@
 
 use std::sync::Arc;
 
+use super::spec::{Method, SoteriaSpec, build};
+use crate::algo::context::{BuildContext, BuiltAlgorithm};
 use crate::algo::half::{FederationInfo, SiloInfo};
-use crate::algo::{AlgorithmSpec, BuildContext};
 use crate::data::{Dataset, SiloData, Target};
 use crate::linalg::Matrix;
 use crate::model::{GradientOracle, LinearRegression, Model, NonconvexLogistic, Projection};
@@ -54,8 +55,31 @@ fn ctx(
     }
 }
 
-fn spec(text: &str) -> AlgorithmSpec {
-    toml::from_str(text).unwrap()
+/// A config of this wing (`kind` picks the method; the wing may not import `algo::spec`).
+struct Alg(Method, SoteriaSpec);
+
+impl Alg {
+    fn build(&self, ctx: &BuildContext) -> crate::Result<BuiltAlgorithm> {
+        build(ctx, self.0, &self.1)
+    }
+}
+
+fn parse(text: &str) -> Result<Alg, String> {
+    let mut t: toml::Table = toml::from_str(text).map_err(|e| e.to_string())?;
+    let kind = t.remove("kind").and_then(|k| k.as_str().map(String::from));
+    let method = match kind.as_deref() {
+        Some("soteria-fl") => Method::SoteriaFl,
+        Some("cdp-sgd") => Method::CdpSgd,
+        Some("ldp-sgd") => Method::LdpSgd,
+        Some("ldp-svrg") => Method::LdpSvrg,
+        other => return Err(format!("kind {other:?}")),
+    };
+    let spec: SoteriaSpec = t.try_into().map_err(|e: toml::de::Error| e.to_string())?;
+    Ok(Alg(method, spec))
+}
+
+fn spec(text: &str) -> Alg {
+    parse(text).unwrap()
 }
 
 /// Two silos of one record each under least squares: silo 0 (x = (1, 0), y = 1), silo 1
@@ -302,9 +326,7 @@ fn partial_participation_and_bad_configs_are_refused_with_the_field_named() {
         err("kind = \"soteria-fl\"\nstep_size = 0.1\nshift_step = 2.0")
             .contains("algorithm.shift_step")
     );
-    let unknown = toml::from_str::<AlgorithmSpec>(
-        "kind = \"soteria-fl\"\nstep_size = 0.1\nestimator = \"spider\"",
-    );
+    let unknown = parse("kind = \"soteria-fl\"\nstep_size = 0.1\nestimator = \"spider\"");
     assert!(unknown.err().unwrap().to_string().contains("spider"));
     // The server refuses a round with a missing silo: its shift would drift.
     let built = spec("kind = \"soteria-fl\"\nstep_size = 0.1")
