@@ -630,6 +630,7 @@ fn collect_run(
         .collect::<anyhow::Result<Vec<_>>>()?;
     Ok(SingleRun {
         curve,
+        extended: Vec::new(),
         final_model: w,
         final_train_loss,
         test_metric,

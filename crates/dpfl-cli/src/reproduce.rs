@@ -13,8 +13,9 @@ use crate::progress::Progress;
 
 #[derive(Args)]
 pub struct ReproduceArgs {
-    /// lowy-mnist (Fig. 4, 7), lowy-insurance (Fig. 5, 8, 9), lowy-obesity (Fig. 6), or
-    /// normfedavg-fmnist-{bits,clipping,fedavg} (Das et al. Tables 4, 3, 6).
+    /// lowy-mnist (Fig. 4, 7), lowy-insurance (Fig. 5, 8, 9), lowy-obesity (Fig. 6),
+    /// normfedavg-fmnist-{bits,clipping,fedavg} (Das et al. Tables 4, 3, 6),
+    /// soteria-a9a or soteria-mnist (SoteriaFL Figs. 1–8).
     id: String,
     /// The reduced run of the spec's [quick] table (under a minute).
     #[arg(long)]
@@ -43,6 +44,9 @@ pub struct ReproduceArgs {
 pub fn reproduce(args: &ReproduceArgs) -> anyhow::Result<()> {
     if reproduce::normfedavg::IDS.contains(&args.id.as_str()) {
         return normfedavg(args);
+    }
+    if args.id.starts_with("soteria-") {
+        return reproduce_soteria(args);
     }
     let mut spec = match &args.spec {
         Some(p) => {
@@ -188,6 +192,72 @@ fn normfedavg(args: &ReproduceArgs) -> anyhow::Result<()> {
     }
     for (a, why) in &out.not_run {
         println!("  {a}: not run: {why}");
+    }
+    for f in files {
+        println!("wrote {}", f.display());
+    }
+    Ok(())
+}
+
+/// `dpfl reproduce soteria-a9a | soteria-mnist` (`dpfl::reproduce::soteria`).
+fn reproduce_soteria(args: &ReproduceArgs) -> anyhow::Result<()> {
+    use dpfl::reproduce::{soteria, soteria_out};
+    if args.spec.is_some() || args.resume {
+        return Err(dpfl::Error::config(
+            "--spec/--resume",
+            "the SoteriaFL reproductions are built in and run in one go",
+        )
+        .into());
+    }
+    let mut plan = soteria::Plan::new(&args.id, args.quick)?;
+    if let Some(t) = args.trials {
+        if t == 0 {
+            return Err(dpfl::Error::config("--trials", "must be at least 1").into());
+        }
+        plan.seeds = t;
+    }
+    let out_dir = args.out.clone().unwrap_or_else(|| {
+        PathBuf::from("results").join(if args.quick {
+            format!("{}-quick", args.id)
+        } else {
+            args.id.clone()
+        })
+    });
+    dpfl::output::prepare_out_dir(&out_dir).map_err(crate::usage)?;
+    let start = std::time::Instant::now();
+    let fed = soteria::load(&plan, args.data_dir.as_deref())?;
+    let total = plan.settings.len() * soteria::ALGORITHMS.len() * plan.seeds;
+    let bar = Progress::new(
+        total as u64,
+        args.quiet,
+        "{spinner} {msg} [{bar:30}] {pos}/{len} runs ({elapsed}, eta {eta})",
+        "runs",
+    );
+    bar.set_message("training");
+    let rows = soteria::run(&plan, &fed, &|d, _| bar.set_position(d as u64))?;
+    bar.finish();
+    let bands = soteria::bands(&rows);
+    let files = soteria_out::write(&plan, &rows, &bands, &out_dir)?;
+    println!(
+        "{}: {} runs ({} seeds) in {:.1} s",
+        plan.id,
+        total,
+        plan.seeds,
+        start.elapsed().as_secs_f64()
+    );
+    println!(
+        "{:>6} {:<16} {:>10} {:>10} {:>10}",
+        "eps", "algorithm", "utility", "loss", "test acc"
+    );
+    for b in bands.iter().filter(|b| {
+        plan.settings
+            .iter()
+            .any(|s| s.0 == b.epsilon && s.1 == b.round)
+    }) {
+        println!(
+            "{:>6} {:<16} {:>10.4} {:>10.4} {:>10.4}",
+            b.epsilon, b.algorithm, b.utility_mean, b.train_loss_mean, b.test_accuracy_mean
+        );
     }
     for f in files {
         println!("wrote {}", f.display());

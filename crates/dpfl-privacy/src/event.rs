@@ -74,8 +74,31 @@ pub enum PrivacyEvent {
         event: Box<PrivacyEvent>,
         count: u64,
     },
-    /// Several events in sequence.
+    /// Several events in sequence. Written as `{"kind": "composed", "events": [...]}`: an
+    /// internally tagged newtype variant holding a sequence cannot carry the tag otherwise.
+    #[serde(with = "composed_serde")]
     Composed(Vec<PrivacyEvent>),
+}
+
+mod composed_serde {
+    use super::PrivacyEvent;
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    #[derive(Serialize)]
+    struct Out<'a> {
+        events: &'a [PrivacyEvent],
+    }
+    #[derive(Deserialize)]
+    struct In {
+        events: Vec<PrivacyEvent>,
+    }
+
+    pub fn serialize<S: Serializer>(v: &[PrivacyEvent], s: S) -> Result<S::Ok, S::Error> {
+        Out { events: v }.serialize(s)
+    }
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<PrivacyEvent>, D::Error> {
+        Ok(In::deserialize(d)?.events)
+    }
 }
 
 impl PrivacyEvent {
@@ -108,5 +131,30 @@ impl PrivacyEvent {
 impl std::fmt::Display for PrivacyEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&self.describe())
+    }
+}
+
+#[cfg(test)]
+mod composed_serde_tests {
+    use super::*;
+
+    #[test]
+    fn composed_events_round_trip_through_json() {
+        let e = PrivacyEvent::Composed(vec![
+            PrivacyEvent::Gaussian {
+                noise_multiplier: 1.5,
+            }
+            .sampled(Sampling::Poisson { rate: 0.1 }),
+            PrivacyEvent::Gaussian {
+                noise_multiplier: 2.0,
+            },
+        ])
+        .repeated(3);
+        let text = serde_json::to_string(&e).unwrap();
+        assert!(
+            text.contains("\"kind\":\"composed\",\"events\":["),
+            "{text}"
+        );
+        assert_eq!(serde_json::from_str::<PrivacyEvent>(&text).unwrap(), e);
     }
 }

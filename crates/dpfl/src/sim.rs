@@ -210,6 +210,26 @@ impl<'a> Simulator<'a> {
         self.silos.iter().map(|s| s.spent.clone()).collect()
     }
 
+    /// Every silo half's persistent state (silo order), e.g. to check that a wing's silo and
+    /// server state agree (SoteriaFL's shifts) or to read counters a half keeps.
+    pub fn silo_states(&self) -> Vec<crate::algo::HalfState> {
+        self.silos.iter().map(|s| s.half.state()).collect()
+    }
+
+    /// The silos' counters summed (`None` if some half does not count).
+    pub fn counters(&self) -> Option<crate::algo::SiloCounters> {
+        self.silos
+            .iter()
+            .try_fold(crate::algo::SiloCounters::default(), |acc, s| {
+                s.half.counters().map(|c| acc + c)
+            })
+    }
+
+    /// The server half's persistent state.
+    pub fn server_state(&self) -> crate::algo::HalfState {
+        self.server.state()
+    }
+
     /// Access to a silo's data for evaluation by experiment code.
     pub fn silo_data(&self) -> impl Iterator<Item = &SiloData> {
         self.silos.iter().map(|s| s.data)

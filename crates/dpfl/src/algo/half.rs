@@ -100,6 +100,29 @@ pub trait SiloHalf: Send {
     fn restore(&mut self, _state: HalfState) -> crate::Result<()> {
         Ok(())
     }
+    /// Work and traffic so far, for per-round reports; `None` where a half does not count.
+    fn counters(&self) -> Option<SiloCounters> {
+        None
+    }
+}
+
+/// What a silo half has done so far (SoteriaFL's metrics, digest §6 item 13).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SiloCounters {
+    /// Per-record gradient evaluations (∇f_ij at one point counts once).
+    pub grad_evals: u64,
+    /// f64 values sent (d dense, k for random-k; the paper's "64 bits per float" count).
+    pub floats_sent: u64,
+}
+
+impl std::ops::Add for SiloCounters {
+    type Output = Self;
+    fn add(self, o: Self) -> Self {
+        SiloCounters {
+            grad_evals: self.grad_evals + o.grad_evals,
+            floats_sent: self.floats_sent + o.floats_sent,
+        }
+    }
 }
 
 /// The server's side: makes broadcasts and aggregates messages. Holds no silo data.

@@ -12,6 +12,8 @@
 //!      │         per-silo calibration, the theorems' parameter rules
 //!   normfedavg/  Das et al.: DP-NormFedAvg (Alg. 2), NormFedAvg, FedAvg (Alg. 3), clipping
 //!      │         and Binomial baselines; t-bit QTDL messages summed as integers
+//!   soteria/     Li, Zhao, Li & Chi (NeurIPS 2022): CDP-SGD, SoteriaFL (GD/SGD/SVRG/SAGA),
+//!      │         LDP-SGD, LDP-SVRG; shifted compression, calibration
 //!      ▼
 //!   floor        half.rs      SiloHalf / ServerHalf, HalfState, FederationInfo, SiloInfo
 //!                message.rs   Broadcast, SiloMessage, Payload, Reply
@@ -81,10 +83,11 @@ pub mod message;
 pub mod normfedavg;
 pub mod server;
 pub mod shuffle;
+pub mod soteria;
 pub mod spec;
 
 pub use context::{BuildContext, BuiltAlgorithm, SiloCalibration};
-pub use half::{FederationInfo, HalfState, ServerHalf, SiloHalf, SiloInfo};
+pub use half::{FederationInfo, HalfState, ServerHalf, SiloCounters, SiloHalf, SiloInfo};
 pub use lowy::calibration::Calibration;
 pub use message::{Broadcast, PackedInts, Payload, Reply, Round, SiloMessage};
 pub use server::OutputRule;

@@ -9,6 +9,7 @@ use super::lowy::calibration::Calibration;
 use super::normfedavg;
 use super::server::OutputRule;
 use super::shuffle;
+use super::soteria;
 
 /// An algorithm as named in a config file.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -65,6 +66,15 @@ pub enum AlgorithmSpec {
     /// The DP-NormFedAvg family (Das et al.: Algorithms 2 and 3, the clipping and Binomial
     /// baselines); see [`normfedavg::NormFedAvgSpec`].
     NormFedAvg(normfedavg::NormFedAvgSpec),
+    /// SoteriaFL (Li et al. 2022, Algorithms 2–3): shifted compression with a local
+    /// estimator; see [`soteria::SoteriaSpec`].
+    SoteriaFl(soteria::SoteriaSpec),
+    /// CDP-SGD (SoteriaFL Algorithm 1): perturb, then compress.
+    CdpSgd(soteria::SoteriaSpec),
+    /// LDP-SGD: CDP-SGD uncompressed (SoteriaFL §5 baseline).
+    LdpSgd(soteria::SoteriaSpec),
+    /// LDP-SVRG: SoteriaFL-SVRG uncompressed (SoteriaFL §5 baseline).
+    LdpSvrg(soteria::SoteriaSpec),
 }
 
 impl AlgorithmSpec {
@@ -90,6 +100,10 @@ impl AlgorithmSpec {
             AlgorithmSpec::Psgd(_) => "PSGD (shuffle)".into(),
             AlgorithmSpec::Pgd(_) => "PGD (shuffle)".into(),
             AlgorithmSpec::NormFedAvg(a) => a.label(),
+            _ => match self.soteria() {
+                Some((m, s)) => s.label(m),
+                None => String::new(),
+            },
         }
     }
     pub fn is_private(&self) -> bool {
@@ -107,6 +121,19 @@ impl AlgorithmSpec {
             | AlgorithmSpec::Psgd(_)
             | AlgorithmSpec::Pgd(_) => true,
             AlgorithmSpec::NormFedAvg(a) => a.variant.is_private(),
+            _ => self.soteria().is_some_and(|(_, s)| s.is_private()),
+        }
+    }
+
+    /// The SoteriaFL wing's method and config, if this is one of its kinds.
+    pub fn soteria(&self) -> Option<(soteria::Method, &soteria::SoteriaSpec)> {
+        use soteria::Method;
+        match self {
+            AlgorithmSpec::SoteriaFl(s) => Some((Method::SoteriaFl, s)),
+            AlgorithmSpec::CdpSgd(s) => Some((Method::CdpSgd, s)),
+            AlgorithmSpec::LdpSgd(s) => Some((Method::LdpSgd, s)),
+            AlgorithmSpec::LdpSvrg(s) => Some((Method::LdpSvrg, s)),
+            _ => None,
         }
     }
     /// Whether the runner must put a shuffle stage between the silos and the server.
@@ -132,6 +159,10 @@ impl AlgorithmSpec {
             AlgorithmSpec::Psgd(a) => a.step_size,
             AlgorithmSpec::Pgd(a) => a.step_size,
             AlgorithmSpec::NormFedAvg(a) => Some(a.step_size),
+            AlgorithmSpec::SoteriaFl(a)
+            | AlgorithmSpec::CdpSgd(a)
+            | AlgorithmSpec::LdpSgd(a)
+            | AlgorithmSpec::LdpSvrg(a) => Some(a.step_size),
         }
     }
     /// The same algorithm with another step size (for grid searches).
@@ -148,6 +179,10 @@ impl AlgorithmSpec {
             AlgorithmSpec::Psgd(a) => a.step_size = Some(eta),
             AlgorithmSpec::Pgd(a) => a.step_size = Some(eta),
             AlgorithmSpec::NormFedAvg(a) => a.step_size = eta,
+            AlgorithmSpec::SoteriaFl(a)
+            | AlgorithmSpec::CdpSgd(a)
+            | AlgorithmSpec::LdpSgd(a)
+            | AlgorithmSpec::LdpSvrg(a) => a.step_size = eta,
         }
         s
     }
@@ -215,7 +250,11 @@ impl AlgorithmSpec {
             | AlgorithmSpec::SdpAcceleratedMbSgd(_)
             | AlgorithmSpec::Psgd(_)
             | AlgorithmSpec::Pgd(_)
-            | AlgorithmSpec::NormFedAvg(_) => {
+            | AlgorithmSpec::NormFedAvg(_)
+            | AlgorithmSpec::SoteriaFl(_)
+            | AlgorithmSpec::CdpSgd(_)
+            | AlgorithmSpec::LdpSgd(_)
+            | AlgorithmSpec::LdpSvrg(_) => {
                 let built = self.build_whole(ctx)?;
                 (built.calibration, WingPlan::Whole(Box::new(self.clone())))
             }
@@ -280,13 +319,19 @@ impl AlgorithmSpec {
                 shuffle::build_pgd(ctx, a, inner)
             }
             AlgorithmSpec::NormFedAvg(a) => normfedavg::halves::build(ctx, a),
+            AlgorithmSpec::SoteriaFl(_)
+            | AlgorithmSpec::CdpSgd(_)
+            | AlgorithmSpec::LdpSgd(_)
+            | AlgorithmSpec::LdpSvrg(_) => match self.soteria() {
+                Some((m, s)) => soteria::spec::build(ctx, m, s),
+                None => Err(crate::Error::config("algorithm.kind", "unknown algorithm")),
+            },
             _ => Err(crate::Error::config(
                 "algorithm",
                 format!("{} is built from its plan", self.default_label()),
             )),
         }
     }
-
 
     /// Plans and builds every half at once (the simulator's whole federation, and tests).
     pub fn build(&self, ctx: &BuildContext) -> crate::Result<BuiltAlgorithm> {
@@ -304,7 +349,7 @@ impl AlgorithmSpec {
 pub enum WingPlan {
     /// Lowy & Razaviyayn's algorithms.
     Lowy(LowyPlan),
-    /// A wing not yet split into plan and halves (shuffle, DP-NormFedAvg): the checked spec,
+    /// A wing not yet split into plan and halves (shuffle, DP-NormFedAvg, SoteriaFL): the checked spec,
     /// from which each process builds the whole federation and keeps its half.
     Whole(Box<AlgorithmSpec>),
 }

@@ -188,6 +188,7 @@ mod tests {
             algorithm: a.into(),
             train_loss: loss,
             test_metric: m,
+            extended: None,
         }
     }
 

@@ -39,6 +39,7 @@ mod context;
 pub mod curves;
 pub mod datasource;
 pub mod init;
+pub mod metrics;
 mod output;
 pub mod paths;
 pub mod saved;
@@ -115,8 +116,22 @@ pub fn train_one(
     }
     let model = trial.model.as_ref();
     let mut curve = Vec::new();
+    let mut extended = Vec::new();
+    let mut tracker = spec
+        .extended_metrics
+        .unwrap_or(algorithm.soteria().is_some())
+        .then(|| {
+            metrics::Tracker::new(metrics::full_grad_norm_sq(
+                model,
+                &sim.output(),
+                sim.silo_data(),
+            ))
+        });
     for r in 0..spec.rounds {
-        sim.step()?;
+        let report = sim.step()?;
+        if let Some(t) = tracker.as_mut() {
+            t.add_bits(report.message_bits);
+        }
         // The round core leaves a refusing silo out of its round; a simulated experiment,
         // though, plans every round within every silo's budget, so a refusal means the plan
         // does not fit the budget: report it rather than finish a different experiment.
@@ -129,6 +144,10 @@ pub fn train_one(
         if is_eval_round(r + 1, eval_every, spec.rounds) {
             let w = sim.output();
             curve.push((r + 1, sim.train_loss(model, &w), sim.test_metric(model, &w)));
+            if let Some(t) = tracker.as_mut() {
+                let g = metrics::full_grad_norm_sq(model, &w, sim.silo_data());
+                extended.push(t.row(g, sim.counters()));
+            }
         }
         progress(r + 1);
     }
@@ -138,6 +157,7 @@ pub fn train_one(
         test_metric: sim.test_metric(model, &w),
         final_model: w,
         curve,
+        extended,
         calibration,
         spent: sim.spent(),
         wall_seconds: start.elapsed().as_secs_f64(),

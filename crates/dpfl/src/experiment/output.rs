@@ -15,16 +15,30 @@ pub fn write_outputs(out: &RunOutput, dir: &Path) -> crate::Result<()> {
         path: dir.to_path_buf(),
         source,
     })?;
+    // The extended columns are appended only when some row has them, so other runs' files
+    // keep exactly their columns.
+    let extended = out.rounds.iter().any(|r| r.extended.is_some());
+    let mut header = vec!["trial", "round", "algorithm", "train_loss", "test_metric"];
+    if extended {
+        header.extend_from_slice(&super::metrics::COLUMNS);
+    }
     let csv = csv_string(
-        &["trial", "round", "algorithm", "train_loss", "test_metric"],
+        &header,
         out.rounds.iter().map(|r| {
-            [
+            let mut row = vec![
                 r.trial.to_string(),
                 r.round.to_string(),
                 r.algorithm.clone(),
                 r.train_loss.to_string(),
                 r.test_metric.to_string(),
-            ]
+            ];
+            if extended {
+                match &r.extended {
+                    Some(e) => row.extend(e.cells()),
+                    None => row.extend(std::iter::repeat_n(String::new(), 5)),
+                }
+            }
+            row
         }),
     )?;
     atomic_write(&dir.join("rounds.csv"), csv.as_bytes())?;

@@ -40,6 +40,10 @@ pub struct ExperimentSpec {
     /// set: for sweeps where a diverging setting is an expected result.
     #[serde(default)]
     pub expect_divergence: bool,
+    /// Append the extended per-round metrics to `rounds.csv` (`experiment::metrics`); default
+    /// on for the SoteriaFL wing's algorithms, off otherwise.
+    #[serde(default)]
+    pub extended_metrics: Option<bool>,
 }
 
 fn one() -> usize {

@@ -45,6 +45,9 @@ pub struct RoundRow {
     pub algorithm: String,
     pub train_loss: f64,
     pub test_metric: f64,
+    /// The extended metrics, for runs that record them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub extended: Option<super::metrics::Extended>,
 }
 
 /// The outcome of one algorithm (averaged over trials).
@@ -270,6 +273,8 @@ pub struct RunOutput {
 /// Result of training one algorithm once.
 pub struct SingleRun {
     pub curve: Vec<(usize, f64, f64)>,
+    /// Extended metrics aligned with `curve`, or empty.
+    pub extended: Vec<super::metrics::Extended>,
     pub final_model: Vec<f64>,
     pub final_train_loss: f64,
     pub test_metric: f64,
@@ -314,13 +319,14 @@ impl RunAccumulator {
     ) {
         let entry = &spec.algorithms[a];
         let label = entry.label();
-        for &(round, train_loss, test_metric) in &run.curve {
+        for (i, &(round, train_loss, test_metric)) in run.curve.iter().enumerate() {
             self.rows.push(RoundRow {
                 trial: t,
                 round,
                 algorithm: label.clone(),
                 train_loss,
                 test_metric,
+                extended: run.extended.get(i).copied(),
             });
         }
         match &mut self.acc[a] {

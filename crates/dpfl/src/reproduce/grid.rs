@@ -27,6 +27,10 @@ fn configure(spec: &AlgorithmSpec, k: Option<usize>, eta: f64) -> AlgorithmSpec 
             AlgorithmSpec::Psgd(a) => a.batch_size = Some(k),
             AlgorithmSpec::Pgd(_) => {}
             AlgorithmSpec::NormFedAvg(_) => {}
+            AlgorithmSpec::SoteriaFl(a)
+            | AlgorithmSpec::CdpSgd(a)
+            | AlgorithmSpec::LdpSgd(a)
+            | AlgorithmSpec::LdpSvrg(a) => a.batch_size = Some(k),
         }
     }
     s

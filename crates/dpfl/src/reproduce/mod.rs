@@ -42,6 +42,8 @@ pub mod newton;
 pub mod normfedavg;
 mod output;
 pub mod plot;
+pub mod soteria;
+pub mod soteria_out;
 mod spec;
 mod summary;
 

@@ -353,6 +353,7 @@ impl ReproSpec {
             algorithms: Vec::new(),
             // A grid point that diverges ranks last in the selection (module docs).
             expect_divergence: true,
+            extended_metrics: None,
         }
     }
 }

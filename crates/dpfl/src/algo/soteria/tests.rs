@@ -1,0 +1,367 @@
+//! The wing's tests: one round by hand, ω = 0 reduces to the uncompressed baselines, shifts
+//! never drift in the simulator, participation and config errors.
+
+use std::sync::Arc;
+
+use super::spec::{Method, SoteriaSpec, build};
+use crate::algo::context::{BuildContext, BuiltAlgorithm};
+use crate::algo::half::{FederationInfo, SiloInfo};
+use crate::data::{Dataset, SiloData, Target};
+use crate::linalg::Matrix;
+use crate::model::{GradientOracle, LinearRegression, Model, NonconvexLogistic, Projection};
+use crate::sim::{Participation, Simulator};
+
+fn dataset(rows: &[(&[f64], f64)], target: Target) -> Dataset {
+    let d = rows[0].0.len();
+    let x: Vec<f64> = rows.iter().flat_map(|r| r.0.iter().copied()).collect();
+    Dataset::new(
+        Matrix::from_vec(rows.len(), d, x).unwrap(),
+        rows.iter().map(|r| r.1).collect(),
+        target,
+        (0..d).map(|j| format!("x{j}")).collect(),
+    )
+    .unwrap()
+}
+
+fn ctx(
+    model: Arc<dyn Model>,
+    records: &[usize],
+    rounds: usize,
+    g: f64,
+    budget: Option<(f64, f64)>,
+) -> BuildContext {
+    let d = model.num_params();
+    BuildContext {
+        federation: FederationInfo {
+            dim: d,
+            silos: records.len(),
+            rounds,
+            expected_participants: records.len() as f64,
+        },
+        silos: records
+            .iter()
+            .enumerate()
+            .map(|(i, &n)| SiloInfo {
+                id: i as u32,
+                records: n,
+                budget,
+            })
+            .collect(),
+        oracle: GradientOracle::new(model, None).unwrap(),
+        lipschitz: g,
+        projection: Projection::None,
+        init: vec![0.0; d],
+        noise: Default::default(),
+    }
+}
+
+/// A config of this wing (`kind` picks the method; the wing may not import `algo::spec`).
+struct Alg(Method, SoteriaSpec);
+
+impl Alg {
+    fn build(&self, ctx: &BuildContext) -> crate::Result<BuiltAlgorithm> {
+        build(ctx, self.0, &self.1)
+    }
+}
+
+fn parse(text: &str) -> Result<Alg, String> {
+    let mut t: toml::Table = toml::from_str(text).map_err(|e| e.to_string())?;
+    let kind = t.remove("kind").and_then(|k| k.as_str().map(String::from));
+    let method = match kind.as_deref() {
+        Some("soteria-fl") => Method::SoteriaFl,
+        Some("cdp-sgd") => Method::CdpSgd,
+        Some("ldp-sgd") => Method::LdpSgd,
+        Some("ldp-svrg") => Method::LdpSvrg,
+        other => return Err(format!("kind {other:?}")),
+    };
+    let spec: SoteriaSpec = t.try_into().map_err(|e: toml::de::Error| e.to_string())?;
+    Ok(Alg(method, spec))
+}
+
+fn spec(text: &str) -> Alg {
+    parse(text).unwrap()
+}
+
+/// Two silos of one record each under least squares: silo 0 (x = (1, 0), y = 1), silo 1
+/// (x = (0, 2), y = 1).
+fn two_silos() -> Vec<SiloData> {
+    let rows: [(&[f64], f64); 2] = [(&[1.0, 0.0], 1.0), (&[0.0, 2.0], 1.0)];
+    rows.iter()
+        .map(|r| SiloData {
+            train: dataset(&[*r], Target::Real),
+            test: dataset(&[*r], Target::Real),
+        })
+        .collect()
+}
+
+#[test]
+fn two_rounds_of_soteria_gd_by_hand() {
+    // η = 0.1, γ = 0.5, identity compressor, no noise, G = 100 (no clipping), x⁰ = 0.
+    // Round 0: g_0 = (−1, 0), g_1 = (0, −2); v̄ = (−0.5, −1); x¹ = (0.05, 0.1);
+    //   s = 0.5·v̄ = (−0.25, −0.5); s_0 = (−0.5, 0), s_1 = (0, −1).
+    // Round 1: g_0 = (0.05 − 1)(1, 0) = (−0.95, 0), g_1 = (0.2 − 1)(0, 2) = (0, −1.6);
+    //   v_0 = g_0 − s_0 = (−0.45, 0), v_1 = (0, −0.6), v̄ = (−0.225, −0.3);
+    //   x² = x¹ − 0.1·(s + v̄) = x¹ − 0.1·(−0.475, −0.8) = (0.0975, 0.18);
+    //   s = (−0.25, −0.5) + 0.5·v̄ = (−0.3625, −0.65).
+    let data = two_silos();
+    let c = ctx(Arc::new(LinearRegression::new(2)), &[1, 1], 2, 100.0, None);
+    let built = spec(
+        "kind = \"soteria-fl\"\nestimator = \"gd\"\nstep_size = 0.1\nshift_step = 0.5\ncalibration = \"none\"\ncompressor = { kind = \"identity\" }",
+    )
+    .build(&c)
+    .unwrap();
+    let mut sim = Simulator::new(&data, built, Participation::All, Some(1)).unwrap();
+    sim.step().unwrap();
+    let x1 = sim.output();
+    assert!(
+        (x1[0] - 0.05).abs() < 1e-15 && (x1[1] - 0.1).abs() < 1e-15,
+        "{x1:?}"
+    );
+    sim.step().unwrap();
+    let x2 = sim.output();
+    assert!(
+        (x2[0] - 0.0975).abs() < 1e-15 && (x2[1] - 0.18).abs() < 1e-15,
+        "{x2:?}"
+    );
+    let s = sim.server_state().vector("shift", 2).unwrap();
+    assert!(
+        (s[0] + 0.3625).abs() < 1e-15 && (s[1] + 0.65).abs() < 1e-15,
+        "{s:?}"
+    );
+    let si: Vec<Vec<f64>> = sim
+        .silo_states()
+        .iter()
+        .map(|st| st.vector("shift", 2).unwrap())
+        .collect();
+    // s_0 = (−0.5, 0) + 0.5·(−0.45, 0) = (−0.725, 0); s_1 = (0, −1) + 0.5·(0, −0.6) = (0, −1.3).
+    assert!((si[0][0] + 0.725).abs() < 1e-15 && si[0][1] == 0.0);
+    assert!(si[1][0] == 0.0 && (si[1][1] + 1.3).abs() < 1e-15);
+}
+
+/// A small non-IID federation of 4 silos × 30 records, a9a-like (bias feature, labels {0,1}).
+fn logistic_silos() -> Vec<SiloData> {
+    let mut rng = dpfl_privacy::DpRng::from_seed(3, dpfl_privacy::rng::Purpose::Data, 0);
+    let mut noise = vec![0.0; 4 * 30 * 3];
+    use dpfl_privacy::VectorMechanism;
+    dpfl_privacy::GaussianMechanism::new(1.0, 1.0)
+        .unwrap()
+        .privatize(&mut noise, &mut rng);
+    (0..4)
+        .map(|s| {
+            let rows: Vec<(Vec<f64>, f64)> = (0..30)
+                .map(|j| {
+                    let z = &noise[(s * 30 + j) * 3..(s * 30 + j + 1) * 3];
+                    let y = if s >= 2 { 1.0 } else { 0.0 };
+                    (vec![z[0] + y, z[1] - y, 1.0], y)
+                })
+                .collect();
+            let refs: Vec<(&[f64], f64)> = rows.iter().map(|(x, y)| (x.as_slice(), *y)).collect();
+            SiloData {
+                train: dataset(
+                    &refs,
+                    Target::Classes {
+                        names: vec!["0".into(), "1".into()],
+                    },
+                ),
+                test: dataset(
+                    &refs[..5],
+                    Target::Classes {
+                        names: vec!["0".into(), "1".into()],
+                    },
+                ),
+            }
+        })
+        .collect()
+}
+
+fn logistic_ctx(rounds: usize, budget: Option<(f64, f64)>) -> BuildContext {
+    ctx(
+        Arc::new(NonconvexLogistic::new(3, 0.2).unwrap()),
+        &[30; 4],
+        rounds,
+        0.5,
+        budget,
+    )
+}
+
+#[test]
+fn shifts_never_drift_for_any_estimator_in_the_simulator() {
+    let data = logistic_silos();
+    for est in ["gd", "sgd", "svrg", "saga"] {
+        let c = logistic_ctx(40, Some((2.0, 1e-3)));
+        let text = format!(
+            "kind = \"soteria-fl\"\nestimator = \"{est}\"\nstep_size = 0.3\ncalibration = \"paper-code\"\ncompressor = {{ kind = \"random-k\", k = 1 }}\nsnapshot_probability = 0.3"
+        );
+        let text = if est == "svrg" {
+            text
+        } else {
+            text.replace("\nsnapshot_probability = 0.3", "")
+        };
+        let built = spec(&text).build(&c).unwrap();
+        let mut sim = Simulator::new(&data, built, Participation::All, Some(9)).unwrap();
+        for r in 0..40 {
+            let rep = sim.step().unwrap();
+            // random-k with explicit indices: 32 + 32·1 + 64·1 bits per silo.
+            assert_eq!(rep.message_bits, 4 * 128, "{est}");
+            let s = sim.server_state().vector("shift", 3).unwrap();
+            let states = sim.silo_states();
+            for (j, sj) in s.iter().enumerate() {
+                let mean: f64 = states
+                    .iter()
+                    .map(|st| st.vector("shift", 3).unwrap()[j])
+                    .sum::<f64>()
+                    / 4.0;
+                assert!(
+                    (mean - sj).abs() <= 1e-12 * (1.0 + sj.abs()),
+                    "{est} round {r} coord {j}: {mean} vs {sj}"
+                );
+            }
+            if est == "saga" {
+                // The table's stored mean stays the mean of its rows.
+                let st = &states[0];
+                let t = st.vector("saga_table", 90).unwrap();
+                let mu = st.vector("saga_mean", 3).unwrap();
+                for j in 0..3 {
+                    let m: f64 = (0..30).map(|i| t[i * 3 + j]).sum::<f64>() / 30.0;
+                    assert!((m - mu[j]).abs() < 1e-12);
+                }
+            }
+        }
+        assert!(sim.output().iter().all(|v| v.is_finite()));
+    }
+}
+
+#[test]
+fn the_identity_compressor_reduces_soteria_to_the_uncompressed_baselines() {
+    // Same streams: SoteriaFL-SGD with ω = 0 gives LDP-SGD's iterates (v = s + mean(g − s_i)
+    // = mean g), SoteriaFL-SVRG gives LDP-SVRG's, and CDP-SGD with the identity is LDP-SGD.
+    let data = logistic_silos();
+    let run = |text: &str| {
+        let built = spec(text)
+            .build(&logistic_ctx(15, Some((4.0, 1e-3))))
+            .unwrap();
+        let mut sim = Simulator::new(&data, built, Participation::All, Some(5)).unwrap();
+        for _ in 0..15 {
+            sim.step().unwrap();
+        }
+        sim.output()
+    };
+    let common = "step_size = 0.5\ncalibration = \"paper-code\"\nbatch_size = 6\n";
+    let id = "compressor = { kind = \"identity\" }\n";
+    let pairs = [
+        (
+            format!("kind = \"soteria-fl\"\n{common}{id}"),
+            format!("kind = \"ldp-sgd\"\n{common}"),
+        ),
+        (
+            format!("kind = \"soteria-fl\"\nestimator = \"svrg\"\n{common}{id}"),
+            format!("kind = \"ldp-svrg\"\n{common}"),
+        ),
+        (
+            format!("kind = \"cdp-sgd\"\n{common}{id}"),
+            format!("kind = \"ldp-sgd\"\n{common}"),
+        ),
+    ];
+    for (a, b) in pairs {
+        let (xa, xb) = (run(&a), run(&b));
+        // paper-code σ differs between SoteriaFL-SGD (c = 48) and LDP-SGD (8G²), so compare at
+        // equal σ only where the presets agree (SVRG, CDP); for SGD check closeness of the
+        // noise-free part through the identical sampling instead.
+        if a.contains("svrg") || a.contains("cdp") {
+            for (u, v) in xa.iter().zip(&xb) {
+                assert!((u - v).abs() < 1e-10, "{a}\n{xa:?} vs {xb:?}");
+            }
+        }
+    }
+    // SoteriaFL-SGD vs LDP-SGD at the same closed form.
+    let cf = "calibration = \"closed-form\"\nnoise_constant = 32.0\n";
+    let xa = run(&format!(
+        "kind = \"soteria-fl\"\nstep_size = 0.5\nbatch_size = 6\n{cf}{id}"
+    ));
+    let xb =
+        run("kind = \"ldp-sgd\"\nstep_size = 0.5\nbatch_size = 6\ncalibration = \"paper-code\"\n");
+    // 32·G²/4 = 8G²: the same σ as the code's LDP-SGD preset.
+    for (u, v) in xa.iter().zip(&xb) {
+        assert!((u - v).abs() < 1e-10, "{xa:?} vs {xb:?}");
+    }
+}
+
+#[test]
+fn partial_participation_and_bad_configs_are_refused_with_the_field_named() {
+    let mut c = logistic_ctx(5, Some((1.0, 1e-3)));
+    c.federation.expected_participants = 3.0;
+    let e = spec("kind = \"soteria-fl\"\nstep_size = 0.1")
+        .build(&c)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains("participation"), "{e}");
+    let c = logistic_ctx(5, Some((1.0, 1e-3)));
+    let err = |t: &str| spec(t).build(&c).err().expect(t).to_string();
+    assert!(
+        err("kind = \"cdp-sgd\"\nestimator = \"svrg\"\nstep_size = 0.1")
+            .contains("algorithm.estimator")
+    );
+    assert!(
+        err("kind = \"ldp-sgd\"\nstep_size = 0.1\ncompressor = { kind = \"random-k\", k = 1 }")
+            .contains("algorithm.compressor")
+    );
+    assert!(
+        err("kind = \"soteria-fl\"\nstep_size = 0.1\ncompressor = { kind = \"random-k\", k = 0 }")
+            .contains("k")
+    );
+    assert!(
+        err("kind = \"soteria-fl\"\nstep_size = 0.1\ncompressor = { kind = \"random-k\", k = 4 }")
+            .contains("k")
+    );
+    assert!(
+        err("kind = \"soteria-fl\"\nstep_size = 0.1\nbatch_size = 31")
+            .contains("algorithm.batch_size")
+    );
+    assert!(
+        err("kind = \"soteria-fl\"\nestimator = \"gd\"\nstep_size = 0.1\nbatch_size = 5")
+            .contains("algorithm.batch_size")
+    );
+    assert!(
+        err("kind = \"soteria-fl\"\nstep_size = 0.1\nshift_step = 2.0")
+            .contains("algorithm.shift_step")
+    );
+    let unknown = parse("kind = \"soteria-fl\"\nstep_size = 0.1\nestimator = \"spider\"");
+    assert!(unknown.err().unwrap().to_string().contains("spider"));
+    // The server refuses a round with a missing silo: its shift would drift.
+    let built = spec("kind = \"soteria-fl\"\nstep_size = 0.1")
+        .build(&c)
+        .unwrap();
+    let mut server = built.server;
+    let b = server.broadcast(0);
+    assert!(server.aggregate(0, &[]).is_err());
+    assert_eq!(
+        server.broadcast(0).point,
+        b.point,
+        "a refused round leaves the model unchanged"
+    );
+}
+
+#[test]
+fn reports_carry_the_accounted_event_and_aggregate_clipping_is_marked() {
+    let c = logistic_ctx(25, Some((1.0, 1e-3)));
+    let b = spec("kind = \"soteria-fl\"\nestimator = \"svrg\"\nstep_size = 0.1\ncalibration = \"accountant\"")
+        .build(&c)
+        .unwrap();
+    let cal = &b.calibration[0];
+    let e = dpfl_privacy::accountant::AccountantKind::Rdp
+        .epsilon(
+            dpfl_privacy::Neighbouring::ReplaceOne,
+            cal.run_event.as_ref().unwrap(),
+            dpfl_privacy::Delta::new(1e-3).unwrap(),
+        )
+        .unwrap();
+    assert!(
+        e <= 1.0 && e > 0.9,
+        "accountant calibration lands just under the target: {e}"
+    );
+    let agg = spec("kind = \"cdp-sgd\"\nstep_size = 0.1\ncalibration = \"paper-code\"\nclipping = \"aggregate-no-guarantee\"")
+        .build(&c)
+        .unwrap();
+    assert!(agg.calibration[0].formula.contains("NO FORMAL GUARANTEE"));
+}
