@@ -685,7 +685,12 @@ fn a_silo_killed_mid_round_again_and_again_loses_nothing_and_releases_nothing_tw
         )
         .unwrap();
     }
-    fed.edit(|t| t.replace("round_deadline_ms = 30000", "round_deadline_ms = 5000"));
+    // Rounds of at least 60 ms: 40 rounds outlast the kill schedule below even when silos
+    // start fast (a silo that finished all rounds before its first kill tests nothing).
+    fed.edit(|t| {
+        t.replace("round_deadline_ms = 30000", "round_deadline_ms = 5000")
+            .replace("min_round_ms = 0", "min_round_ms = 60")
+    });
     let cfg = fed.cfg();
     let logs = tmp.path();
     let mut server = spawn(
@@ -705,12 +710,14 @@ fn a_silo_killed_mid_round_again_and_again_loses_nothing_and_releases_nothing_tw
     let mut seen: std::collections::BTreeMap<u64, Vec<Vec<u8>>> = Default::default();
     let mut last_round = None;
     let (mut kills, mut checked_resends) = (0, 0);
+    let mut finished = false;
     for (k, d) in delays_ms.iter().enumerate() {
         let mut silo0 = spawn(&strs(&args0), &logs.join(format!("silo-0-run{k}.log")));
         std::thread::sleep(Duration::from_millis(*d));
         if let Some(s) = silo0.try_wait().unwrap() {
             // Only a finished federation ends a silo on its own.
             assert!(s.success(), "{}", read_logs(logs));
+            finished = true;
             break;
         }
         silo0.kill().unwrap(); // SIGKILL: no destructor, no flush
@@ -739,9 +746,9 @@ fn a_silo_killed_mid_round_again_and_again_loses_nothing_and_releases_nothing_tw
             break;
         }
     }
-    // The last run of silo 0 goes to the end of training.
-    let mut silo0 = spawn(&strs(&args0), &logs.join("silo-0-last.log"));
-    for c in others.iter_mut().chain([&mut silo0, &mut server]) {
+    // The last run of silo 0 goes to the end of training (unless a run already did).
+    let mut last = (!finished).then(|| spawn(&strs(&args0), &logs.join("silo-0-last.log")));
+    for c in others.iter_mut().chain(last.as_mut()).chain([&mut server]) {
         let s = wait_exit(c, Duration::from_secs(180));
         assert!(s.success(), "{}", read_logs(logs));
     }
@@ -754,11 +761,14 @@ fn a_silo_killed_mid_round_again_and_again_loses_nothing_and_releases_nothing_tw
     // Nothing released twice: each round charged once in the silo's one ledger.
     let rounds = charged(&s0);
     assert!(rounds.windows(2).all(|w| w[0] < w[1]), "{rounds:?}");
+    // The ledger is charged before the state is stored, so a kill in between leaves one round
+    // charged and never sent (spent, the safe direction); if the server then finished that
+    // round without silo 0, nothing asks for it again. Never more than that one round.
     let (r, _) = stored(&s0).unwrap();
-    assert_eq!(
-        rounds.last(),
-        Some(&r),
-        "the last charged round is the stored one"
+    let last = *rounds.last().unwrap();
+    assert!(
+        last == r || (last == r + 1 && !rounds.contains(&(r + 2))),
+        "the last charged round {last} is the stored one {r} or the one after it"
     );
     eprintln!(
         "killed silo 0 {kills} times; {} stored rounds checked; silo 0 answered {} of 40 rounds",

@@ -206,11 +206,30 @@ fn train_runs_the_embedded_demo_from_any_directory_and_writes_atomically() {
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
     names.sort();
+    // Training also writes its curves and saved models (issue 16 items 4–5).
     assert_eq!(
         names,
-        ["rounds.csv", "summary.json"],
+        [
+            "curves.png",
+            "curves.svg",
+            "models",
+            "rounds.csv",
+            "summary.json"
+        ],
         "no temporary files are left"
     );
+    for model in std::fs::read_dir(out_dir.join("models")).unwrap() {
+        let mut files: Vec<String> = std::fs::read_dir(model.unwrap().path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        files.sort();
+        assert_eq!(
+            files,
+            ["model.json", "model.safetensors"],
+            "no temporary files are left"
+        );
+    }
     // A missing large set names the embedded data among the places searched, not a path of
     // the build machine.
     std::fs::write(

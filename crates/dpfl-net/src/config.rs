@@ -275,15 +275,25 @@ impl Federation {
         let p = &self.config.public;
         let setup = &self.plan.setup;
         let records: Vec<usize> = setup.silos.iter().map(|s| s.records).collect();
-        if records != p.records
-            || setup.features != p.features
-            || setup.classes != p.classes
-            || setup.lipschitz.to_bits() != p.lipschitz.to_bits()
-        {
+        // Name the first public fact the plan disagrees with, as the data checks do.
+        let field = if let Some(i) = records.iter().zip(&p.records).position(|(a, b)| a != b) {
+            Some(format!("public.records[{i}]"))
+        } else if records.len() != p.records.len() {
+            Some("public.records".to_string())
+        } else if setup.features != p.features {
+            Some("public.features".to_string())
+        } else if setup.classes != p.classes {
+            Some("public.classes".to_string())
+        } else if setup.lipschitz.to_bits() != p.lipschitz.to_bits() {
+            Some("public.lipschitz".to_string())
+        } else {
+            None
+        };
+        if let Some(field) = field {
             return Err(NetError::config(
-                "plan.setup",
-                "disagrees with [public] (records, features, classes or lipschitz): the plan \
-                 was made for another federation",
+                field,
+                "disagrees with the federation's [plan] (plan.setup): the plan was made for \
+                 another federation, or [public] was edited after planning",
             ));
         }
         if p.records.is_empty() {

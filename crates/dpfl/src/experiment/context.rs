@@ -14,7 +14,7 @@ pub struct TrialData {
     pub silos: Vec<SiloData>,
     pub model: std::sync::Arc<dyn Model>,
     /// How rows became features (saved with the models).
-    pub preprocessing: super::saved::Preprocessing,
+    pub preprocessing: super::preprocessing::Preprocessing,
 }
 
 /// Loads and splits the data for trial `trial` and builds the model.

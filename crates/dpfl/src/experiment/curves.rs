@@ -21,9 +21,15 @@ pub const HEIGHT: u32 = 460;
 /// One algorithm's mean curve: (round, mean train loss, mean test metric).
 pub type Curve = (String, Vec<(usize, f64, f64)>);
 
+/// Sums per evaluated round while averaging: (round, Σ loss, Σ metric, trials).
+type CurveSums = (String, Vec<(usize, f64, f64, usize)>);
+
+/// A panel: its y label and the point's coordinate it plots.
+type Panel<'a> = (&'a str, fn(&(usize, f64, f64)) -> f64);
+
 /// The mean over trials of each algorithm's evaluated rounds, algorithms in first-seen order.
 pub fn mean_curves(out: &RunOutput) -> Vec<Curve> {
-    let mut curves: Vec<(String, Vec<(usize, f64, f64, usize)>)> = Vec::new();
+    let mut curves: Vec<CurveSums> = Vec::new();
     for r in &out.rounds {
         let i = match curves.iter().position(|c| c.0 == r.algorithm) {
             Some(i) => i,
@@ -113,8 +119,7 @@ fn draw<DB: DrawingBackend>(
     root.fill(&WHITE).map_err(plot_err)?;
     let root = root.titled(title, ("sans-serif", 17)).map_err(plot_err)?;
     let areas = root.split_evenly((1, 2));
-    let panels: [(&str, fn(&(usize, f64, f64)) -> f64); 2] =
-        [("training loss", |p| p.1), (metric, |p| p.2)];
+    let panels: [Panel; 2] = [("training loss", |p| p.1), (metric, |p| p.2)];
     let x_max = curves
         .iter()
         .flat_map(|c| c.1.iter().map(|p| p.0))

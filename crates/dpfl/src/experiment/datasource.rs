@@ -22,7 +22,7 @@ use crate::data::registry::{DataDirs, KnownDataset, Part, insurance_spec, obesit
 use crate::data::silos;
 use crate::data::synthetic::{self, SyntheticTask};
 use crate::data::{Dataset, SiloData};
-use crate::experiment::saved::Preprocessing;
+use crate::experiment::preprocessing::Preprocessing;
 
 /// The data section of an experiment.
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -42,7 +42,9 @@ pub mod init;
 pub mod metrics;
 mod output;
 pub mod paths;
+pub mod preprocessing;
 pub mod saved;
+mod silo_privacy;
 mod spec;
 mod summary;
 

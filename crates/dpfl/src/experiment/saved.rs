@@ -19,10 +19,9 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use super::summary::{AlgorithmSummary, SiloPrivacy};
+use super::silo_privacy::SiloPrivacy;
 use crate::data::Dataset;
 use crate::data::csv::{CsvSchema, Table, TargetSpec, read_table};
-use crate::data::preprocess::Standardizer;
 use crate::model::{Metric, ModelSpec, metric_value};
 use crate::output::atomic_write;
 use crate::{Error, Result};
@@ -33,16 +32,7 @@ pub const WEIGHTS_FILE: &str = "model.safetensors";
 pub const META_FILE: &str = "model.json";
 const TENSOR: &str = "weights";
 
-/// How raw rows became features: what `predict` repeats on a new file.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct Preprocessing {
-    /// The source kind of the experiment (`csv`, `csv-silos`, `obesity`, …).
-    pub source: String,
-    /// The CSV schema fitted on the training file(s); `None` for non-CSV sources.
-    pub csv: Option<CsvSchema>,
-    /// The standardisation fitted on the pooled training rows, if any.
-    pub standardizer: Option<Standardizer>,
-}
+pub use super::preprocessing::Preprocessing;
 
 /// A final model as training leaves it, before the summary exists.
 #[derive(Debug, Clone)]
@@ -121,11 +111,7 @@ pub fn slug(label: &str) -> String {
 }
 
 impl SavedModel {
-    pub fn new(
-        spec: &super::ExperimentSpec,
-        model: &FinalModel,
-        summary: &AlgorithmSummary,
-    ) -> Self {
+    pub fn new(spec: &super::ExperimentSpec, model: &FinalModel, privacy: ModelPrivacy) -> Self {
         let meta = ModelMeta {
             format: FORMAT.into(),
             format_version: FORMAT_VERSION,
@@ -138,13 +124,7 @@ impl SavedModel {
             feature_names: model.feature_names.clone(),
             classes: model.classes.clone(),
             preprocessing: model.preprocessing.clone(),
-            privacy: ModelPrivacy {
-                private: summary.private,
-                epsilon: summary.epsilon,
-                delta: summary.delta,
-                certified_epsilon: summary.max_certified_epsilon(),
-                silos: summary.privacy.clone(),
-            },
+            privacy,
             weights_file: WEIGHTS_FILE.into(),
             weights_sha256: String::new(),
             num_params: model.weights.len(),

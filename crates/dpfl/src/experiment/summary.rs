@@ -93,26 +93,7 @@ pub const SEEDED_CAVEAT: &str = "seeded run: one seed (the experiment's `seed`) 
      only against parties who do not know the seed (simulation, not deployment). Omit `seed` \
      to draw every generator from the operating system.";
 
-/// One silo's promised and accounted privacy.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct SiloPrivacy {
-    pub silo: usize,
-    /// The paper's target (ε_i, δ_i).
-    pub target_epsilon: f64,
-    pub target_delta: f64,
-    /// ε at `target_delta` of the events the silo released, by the RDP accountant
-    /// (replace-one neighbouring); null if it cannot account them (see `notes`).
-    pub rdp_epsilon: Option<f64>,
-    /// The same by the PLD accountant (for sampled Gaussians under replace-one, the Balle,
-    /// Barthe & Gaboardi 2018 profile: `dpfl_privacy::accountant::sampled_pld`).
-    pub pld_epsilon: Option<f64>,
-    /// A lower bound on the true ε at `target_delta` from a concrete neighbouring pair
-    /// (`dpfl_privacy::accountant::lower_bound`); null where no pair is implemented.
-    #[serde(default)]
-    pub lower_epsilon: Option<f64>,
-    /// Why an accountant gave no number.
-    pub notes: Vec<String>,
-}
+pub use super::silo_privacy::SiloPrivacy;
 
 impl AlgorithmSummary {
     /// The largest accounted ε over silos (None if any silo has none).
@@ -343,7 +324,14 @@ impl RunAccumulator {
                     }),
                     preprocessing: trial.preprocessing.clone(),
                 };
-                self.models[a] = Some(super::saved::SavedModel::new(spec, &model, &summary));
+                let privacy = super::saved::ModelPrivacy {
+                    private: summary.private,
+                    epsilon: summary.epsilon,
+                    delta: summary.delta,
+                    certified_epsilon: summary.max_certified_epsilon(),
+                    silos: summary.privacy.clone(),
+                };
+                self.models[a] = Some(super::saved::SavedModel::new(spec, &model, privacy));
                 *slot = Some(summary);
             }
             Some(s) => {

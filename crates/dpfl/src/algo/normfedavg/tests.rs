@@ -144,7 +144,7 @@ fn dp_normfedavg_sends_t_bit_integers_and_the_server_sums_them_then_scales_once(
         (w[0] + 0.0125).abs() < 1e-15 && (w[1] - 0.075).abs() < 1e-15,
         "{w:?}"
     );
-    assert_eq!(server.state().scalar("rejected").unwrap(), 2.0);
+    assert_eq!(server.state().get::<u64>("rejected").unwrap(), 2);
     // A real round: each message is exactly t·d = 8 bits.
     let (_, bits) = one_round(&spec);
     assert_eq!(bits, 2 * 8);

@@ -1,0 +1,25 @@
+//! One silo's promised and accounted privacy: a row of `summary.json` and of a saved model's
+//! `model.json`. Its own file so that `saved` does not import `summary` (which imports it).
+
+use serde::{Deserialize, Serialize};
+
+/// One silo's promised and accounted privacy.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SiloPrivacy {
+    pub silo: usize,
+    /// The paper's target (ε_i, δ_i).
+    pub target_epsilon: f64,
+    pub target_delta: f64,
+    /// ε at `target_delta` of the events the silo released, by the RDP accountant
+    /// (replace-one neighbouring); null if it cannot account them (see `notes`).
+    pub rdp_epsilon: Option<f64>,
+    /// The same by the PLD accountant (for sampled Gaussians under replace-one, the Balle,
+    /// Barthe & Gaboardi 2018 profile: `dpfl_privacy::accountant::sampled_pld`).
+    pub pld_epsilon: Option<f64>,
+    /// A lower bound on the true ε at `target_delta` from a concrete neighbouring pair
+    /// (`dpfl_privacy::accountant::lower_bound`); null where no pair is implemented.
+    #[serde(default)]
+    pub lower_epsilon: Option<f64>,
+    /// Why an accountant gave no number.
+    pub notes: Vec<String>,
+}
