@@ -59,10 +59,6 @@ def test_noise_scale_ledger_and_refusal():
     assert fl is not None
 
 
-@pytest.mark.xfail(strict=True, raises=dpfl.RunError, reason=(
-    "known bug: dpfl.account always computes the PLD lower bound, which fails "
-    "('loss window does not fit the grid') for small noise multipliers, so the ledger cannot "
-    "charge them; the clipping itself is not reached"))
 def test_update_is_clipped_before_the_noise():
     # A huge update (100 per coordinate) is clipped to norm 0.5: what arrives is noise around
     # a vector of norm 0.5, never around the raw update.

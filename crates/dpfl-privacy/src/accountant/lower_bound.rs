@@ -26,7 +26,7 @@ use super::pld::Pmf;
 use super::sampled_pld::OccurrenceLaw;
 use super::special::log_erfc;
 use super::{check_multiplier, check_sampling};
-use crate::error::{PrivacyError, Result};
+use crate::error::Result;
 use crate::event::{Neighbouring, PrivacyEvent, Sampling};
 use crate::params::Delta;
 
@@ -95,8 +95,10 @@ impl Mixture {
     }
 }
 
-/// Optimistic PMFs of one round in both orders: (P‖Q, Q‖P).
-fn lower_pmfs(law: &OccurrenceLaw, z: f64, h: f64) -> Result<(Pmf, Pmf)> {
+/// Optimistic PMFs of one round in both orders: (P‖Q, Q‖P); `None` when the loss window is
+/// too wide for the grid (tiny noise multipliers): then dpfl states no lower bound, which is
+/// always sound, rather than failing the accounting it accompanies.
+fn lower_pmfs(law: &OccurrenceLaw, z: f64, h: f64) -> Result<Option<(Pmf, Pmf)>> {
     check_multiplier(z)?;
     let mix = Mixture::new(law, z);
     let c_top = mix.log_w.last().map_or(0.0, |t| t.0);
@@ -104,11 +106,8 @@ fn lower_pmfs(law: &OccurrenceLaw, z: f64, h: f64) -> Result<(Pmf, Pmf)> {
     let (l_min, _) = mix.loss(x_min);
     let (l_max, _) = mix.loss(x_max);
     let (i0, i1) = ((l_min / h).ceil() as i64, (l_max / h).floor() as i64);
-    if i1 < i0 || (i1 - i0) as usize > MAX_GRID {
-        return Err(PrivacyError::Numerical {
-            context: "lower-bound PLD",
-            reason: format!("loss window [{l_min}, {l_max}] does not fit the grid"),
-        });
+    if !(l_min.is_finite() && l_max.is_finite()) || i1 < i0 || (i1 - i0) as usize > MAX_GRID {
+        return Ok(None);
     }
     // x_i = ℓ⁻¹(i·h) for i = i0..=i1, by safeguarded Newton from the previous point
     // (ℓ is increasing and convex: a log-sum-exp of linear functions).
@@ -173,10 +172,10 @@ fn lower_pmfs(law: &OccurrenceLaw, z: f64, h: f64) -> Result<(Pmf, Pmf)> {
     };
     scale(&mut p);
     scale(&mut q);
-    Ok((
+    Ok(Some((
         Pmf::from_masses(h, p_lo, p, 0.0)?,
         Pmf::from_masses(h, q_lo, q, 0.0)?,
-    ))
+    )))
 }
 
 /// The occurrence law of a leaf this module can bound, with its noise multiplier.
@@ -243,7 +242,9 @@ pub fn epsilon_lower_bound(
         let Some((law, z)) = leaf_law(&e, neighbouring)? else {
             return Ok(None);
         };
-        let (p, q) = lower_pmfs(&law, z, LOWER_DISCRETIZATION)?;
+        let Some((p, q)) = lower_pmfs(&law, z, LOWER_DISCRETIZATION)? else {
+            return Ok(None);
+        };
         let (p, q) = (p.self_compose(count)?, q.self_compose(count)?);
         compositions += 1;
         fwd = Some(match fwd {
@@ -276,6 +277,24 @@ pub fn epsilon_lower_bound(
 mod tests {
     use super::*;
     use crate::accountant::sampled_pld::upper_profile;
+
+    #[test]
+    fn a_loss_window_too_wide_for_the_grid_gives_no_bound_not_an_error() {
+        // z = 0.02: the privacy loss spans ±(1/(2z²) + 8/z) ≈ ±1650, wider than the grid; the
+        // accounting it accompanies must not fail for it (it did: "does not fit the grid").
+        let d = Delta::new(1e-5).unwrap();
+        for z in [1e-3, 0.02] {
+            let lb = epsilon_lower_bound(
+                &PrivacyEvent::Gaussian {
+                    noise_multiplier: z,
+                },
+                Neighbouring::ReplaceOne,
+                d,
+            )
+            .unwrap();
+            assert_eq!(lb, None, "z = {z}");
+        }
+    }
 
     #[test]
     fn plain_gaussian_lower_bound_meets_the_exact_value() {
@@ -322,7 +341,7 @@ mod tests {
         // K = 3 draws of n = 3, z = 0.7: the concrete pair's exact δ must sit between the
         // optimistic PMF's and the BBG profile's at every ε.
         let law = OccurrenceLaw::binomial(3, 1.0 / 3.0);
-        let (p, _) = lower_pmfs(&law, 0.7, 1e-3).unwrap();
+        let (p, _) = lower_pmfs(&law, 0.7, 1e-3).unwrap().unwrap();
         for &e in &[0.0, 0.3, 1.0, 2.0, 3.0] {
             let exact = mixture_delta(law.probs(), 0.7, e);
             let lower = p.delta_for_epsilon(e);
