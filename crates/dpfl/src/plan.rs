@@ -121,6 +121,28 @@ impl Plan {
         })
     }
 
+    /// [`Plan::with_context`] and every half on `ctx` (the simulator's whole federation), each
+    /// built once: a wing planned as [`WingPlan::Whole`] built them
+    /// while planning.
+    pub fn with_halves(
+        setup: Setup,
+        algorithm: &AlgorithmSpec,
+        ctx: &BuildContext,
+    ) -> crate::Result<(Self, BuiltAlgorithm)> {
+        let (calibration, wing, whole) = algorithm.plan_parts(ctx)?;
+        let plan = Plan {
+            setup,
+            algorithm: algorithm.clone(),
+            calibration,
+            wing,
+        };
+        let built = match whole {
+            Some(built) => built,
+            None => plan.build_with(ctx)?,
+        };
+        Ok((plan, built))
+    }
+
     /// The public build context.
     pub fn context(&self) -> crate::Result<BuildContext> {
         self.setup.context()

@@ -192,6 +192,16 @@ impl AlgorithmSpec {
     /// `ctx` holds only public information and the gradient oracle (a model without data);
     /// see the module doc of [`crate::algo`].
     pub fn plan(&self, ctx: &BuildContext) -> crate::Result<(Vec<SiloCalibration>, WingPlan)> {
+        self.plan_parts(ctx)
+            .map(|(calibration, wing, _)| (calibration, wing))
+    }
+
+    /// [`AlgorithmSpec::plan`], plus the whole federation where planning already built it (a
+    /// [`WingPlan::Whole`] wing calibrates by building), so that the simulator builds it once.
+    pub(crate) fn plan_parts(
+        &self,
+        ctx: &BuildContext,
+    ) -> crate::Result<(Vec<SiloCalibration>, WingPlan, Option<BuiltAlgorithm>)> {
         if let Some(eta) = self.explicit_step_size()
             && !(eta.is_finite() && eta > 0.0)
         {
@@ -200,7 +210,8 @@ impl AlgorithmSpec {
                 format!("must be finite and > 0, got {eta}"),
             ));
         }
-        Ok(match self {
+        let mut whole = None;
+        let (calibration, wing) = match self {
             AlgorithmSpec::MbSgd {
                 step_size,
                 calibration,
@@ -256,9 +267,12 @@ impl AlgorithmSpec {
             | AlgorithmSpec::LdpSgd(_)
             | AlgorithmSpec::LdpSvrg(_) => {
                 let built = self.build_whole(ctx)?;
-                (built.calibration, WingPlan::Whole(Box::new(self.clone())))
+                let calibration = built.calibration.clone();
+                whole = Some(built);
+                (calibration, WingPlan::Whole(Box::new(self.clone())))
             }
-        })
+        };
+        Ok((calibration, wing, whole))
     }
 
     /// The whole federation of a wing that has no plan of its own yet (see [`WingPlan::Whole`]).
@@ -335,8 +349,10 @@ impl AlgorithmSpec {
 
     /// Plans and builds every half at once (the simulator's whole federation, and tests).
     pub fn build(&self, ctx: &BuildContext) -> crate::Result<BuiltAlgorithm> {
-        let (calibration, wing) = self.plan(ctx)?;
-        wing.build(ctx, calibration)
+        match self.plan_parts(ctx)? {
+            (_, _, Some(built)) => Ok(built),
+            (calibration, wing, None) => wing.build(ctx, calibration),
+        }
     }
 }
 

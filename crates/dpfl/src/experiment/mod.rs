@@ -77,8 +77,7 @@ pub fn train_one(
     // One plan per run: every silo calibrated once, every half built from it.
     let setup = setup(spec, trial)?;
     let ctx = setup.context_with(trial.model.clone())?;
-    let plan = crate::plan::Plan::with_context(setup, algorithm, &ctx)?;
-    let built = plan.build_with(&ctx)?;
+    let (plan, built) = crate::plan::Plan::with_halves(setup, algorithm, &ctx)?;
     let calibration = plan.calibration.clone();
     let mut sim = Simulator::new(&trial.silos, built, spec.participation.clone(), seed)?;
     if algorithm.needs_shuffler() {
