@@ -254,6 +254,16 @@ impl AlgorithmSpec {
                 let (p, c) = lowy::mbsgd::plan_general(ctx, a)?;
                 (c, WingPlan::Lowy(LowyPlan::MbSgd(p)))
             }
+            AlgorithmSpec::SoteriaFl(s)
+            | AlgorithmSpec::CdpSgd(s)
+            | AlgorithmSpec::LdpSgd(s)
+            | AlgorithmSpec::LdpSvrg(s) => {
+                let method = self
+                    .soteria()
+                    .map_or(soteria::Method::SoteriaFl, |(m, _)| m);
+                let (p, c) = soteria::plan::plan(ctx, method, s)?;
+                (c, WingPlan::Soteria(Box::new(p)))
+            }
             // Not yet split into plan and halves: planned by building the whole federation
             // once, and each process builds the whole again and keeps its own half (their
             // calibrations are closed forms or cached searches).
@@ -261,11 +271,7 @@ impl AlgorithmSpec {
             | AlgorithmSpec::SdpAcceleratedMbSgd(_)
             | AlgorithmSpec::Psgd(_)
             | AlgorithmSpec::Pgd(_)
-            | AlgorithmSpec::NormFedAvg(_)
-            | AlgorithmSpec::SoteriaFl(_)
-            | AlgorithmSpec::CdpSgd(_)
-            | AlgorithmSpec::LdpSgd(_)
-            | AlgorithmSpec::LdpSvrg(_) => {
+            | AlgorithmSpec::NormFedAvg(_) => {
                 let built = self.build_whole(ctx)?;
                 let calibration = built.calibration.clone();
                 whole = Some(built);
@@ -333,13 +339,6 @@ impl AlgorithmSpec {
                 shuffle::build_pgd(ctx, a, inner)
             }
             AlgorithmSpec::NormFedAvg(a) => normfedavg::halves::build(ctx, a),
-            AlgorithmSpec::SoteriaFl(_)
-            | AlgorithmSpec::CdpSgd(_)
-            | AlgorithmSpec::LdpSgd(_)
-            | AlgorithmSpec::LdpSvrg(_) => match self.soteria() {
-                Some((m, s)) => soteria::spec::build(ctx, m, s),
-                None => Err(crate::Error::config("algorithm.kind", "unknown algorithm")),
-            },
             _ => Err(crate::Error::config(
                 "algorithm",
                 format!("{} is built from its plan", self.default_label()),
@@ -365,7 +364,9 @@ impl AlgorithmSpec {
 pub enum WingPlan {
     /// Lowy & Razaviyayn's algorithms.
     Lowy(LowyPlan),
-    /// A wing not yet split into plan and halves (shuffle, DP-NormFedAvg, SoteriaFL): the checked spec,
+    /// The SoteriaFL wing's algorithms.
+    Soteria(Box<soteria::plan::SoteriaPlan>),
+    /// A wing not yet split into plan and halves (shuffle, DP-NormFedAvg): the checked spec,
     /// from which each process builds the whole federation and keeps its half.
     Whole(Box<AlgorithmSpec>),
 }
@@ -389,6 +390,7 @@ impl WingPlan {
             WingPlan::Lowy(LowyPlan::MbSgd(p)) => p.silos.len(),
             WingPlan::Lowy(LowyPlan::Acsa(p)) => p.silos.len(),
             WingPlan::Lowy(LowyPlan::LocalSgd(p)) => p.silos.len(),
+            WingPlan::Soteria(p) => p.silos.len(),
             WingPlan::Whole(_) => 0,
         }
     }
@@ -399,6 +401,7 @@ impl WingPlan {
             WingPlan::Lowy(LowyPlan::MbSgd(p)) => p.server_half(ctx),
             WingPlan::Lowy(LowyPlan::Acsa(p)) => p.server_half(ctx),
             WingPlan::Lowy(LowyPlan::LocalSgd(p)) => p.server_half(ctx),
+            WingPlan::Soteria(p) => p.server_half(ctx),
             WingPlan::Whole(spec) => Ok(spec.build_whole(ctx)?.server),
         }
     }
@@ -409,6 +412,7 @@ impl WingPlan {
             WingPlan::Lowy(LowyPlan::MbSgd(p)) => p.silo_half(ctx, silo),
             WingPlan::Lowy(LowyPlan::Acsa(p)) => p.silo_half(ctx, silo),
             WingPlan::Lowy(LowyPlan::LocalSgd(p)) => p.silo_half(ctx, silo),
+            WingPlan::Soteria(p) => p.silo_half(ctx, silo),
             WingPlan::Whole(spec) => {
                 let mut built = spec.build_whole(ctx)?;
                 let n = built.silos.len();

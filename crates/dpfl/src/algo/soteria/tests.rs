@@ -365,3 +365,104 @@ fn reports_carry_the_accounted_event_and_aggregate_clipping_is_marked() {
         .unwrap();
     assert!(agg.calibration[0].formula.contains("NO FORMAL GUARANTEE"));
 }
+
+/// A fingerprint of a short simulated run: the output's bits, every round's message bits and
+/// every silo's σ, folded (FNV-style) into one number.
+fn run_fingerprint(alg: &Alg, rounds: usize) -> u64 {
+    let data = logistic_silos();
+    let built = alg.build(&logistic_ctx(rounds, Some((2.0, 1e-3)))).unwrap();
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut fold = |v: u64| h = (h ^ v).wrapping_mul(0x0100_0000_01b3);
+    for c in &built.calibration {
+        fold(c.sigma.to_bits());
+        fold(c.batch_size as u64);
+    }
+    let mut sim = Simulator::new(&data, built, Participation::All, Some(9)).unwrap();
+    for _ in 0..rounds {
+        fold(sim.step().unwrap().message_bits);
+    }
+    for v in sim.output() {
+        fold(v.to_bits());
+    }
+    h
+}
+
+/// Configs covering every method, estimator, calibration rule, clipping, sampling, x⁰ rule
+/// and compressor of the wing.
+const FINGERPRINTED: [&str; 8] = [
+    "kind = \"soteria-fl\"\nestimator = \"sgd\"\nstep_size = 0.3\ncalibration = \"paper-code\"\ncompressor = { kind = \"random-k\", k = 1 }",
+    "kind = \"soteria-fl\"\nestimator = \"svrg\"\nstep_size = 0.3\ncompressor = { kind = \"random-k\", k = 2, indices = \"explicit\" }\nsnapshot_probability = 0.3\ncoin_seed = 4",
+    "kind = \"soteria-fl\"\nestimator = \"saga\"\nstep_size = 0.3\ncalibration = \"closed-form\"\nnoise_constant = 10.0\ncompressor = { kind = \"qsgd\", levels = 2 }",
+    "kind = \"soteria-fl\"\nestimator = \"gd\"\nstep_size = 0.3\ncompressor = { kind = \"natural\" }",
+    "kind = \"cdp-sgd\"\nstep_size = 0.2\nsampling = \"without-replacement\"\nbatch_size = 7",
+    "kind = \"ldp-sgd\"\nstep_size = 0.2\ncalibration = \"paper-code\"\ninit = { std = 0.2, seed = 0 }",
+    "kind = \"ldp-svrg\"\nstep_size = 0.2\ncalibration = \"paper-code\"\nclipping = \"aggregate-no-guarantee\"",
+    "kind = \"soteria-fl\"\nestimator = \"sgd\"\nstep_size = 0.3\ncalibration = \"none\"\nbatch_size = 5",
+];
+
+/// The fingerprints of [`FINGERPRINTED`] computed by the wing before it was split into plan
+/// and halves (commit 3eaec42): the split changes no bit of a simulated run.
+const BEFORE_THE_SPLIT: [u64; 8] = [
+    0xaef7e5f805f7d2bb,
+    0x34a958d5a8bb5de9,
+    0xca7d1f7cfc871485,
+    0x062522e258835ff5,
+    0xccd87e2875cca7c5,
+    0x06208686694d73ce,
+    0xa71bba65098b4cc7,
+    0xf99bca00e2eaf8e6,
+];
+
+#[test]
+fn runs_are_bit_for_bit_those_of_the_unsplit_wing() {
+    for (t, want) in FINGERPRINTED.iter().zip(BEFORE_THE_SPLIT) {
+        assert_eq!(run_fingerprint(&spec(t), 6), want, "{t}");
+    }
+}
+
+#[test]
+fn a_plan_calibrates_each_silo_once_and_its_halves_calibrate_nothing() {
+    use crate::algo::context::calibrations_on_this_thread;
+    // SVRG under the accountant: one RDP search per silo (4 silos).
+    let alg = spec(FINGERPRINTED[1]);
+    let c = logistic_ctx(6, Some((2.0, 1e-3)));
+    let before = calibrations_on_this_thread();
+    let (plan, calibration) = super::plan::plan(&c, alg.0, &alg.1).unwrap();
+    assert_eq!(calibrations_on_this_thread() - before, 4);
+    // The plan crosses a process boundary as text, f64s exactly.
+    let text = toml::to_string(&plan).unwrap();
+    let back: super::plan::SoteriaPlan = toml::from_str(&text).unwrap();
+    assert_eq!(back, plan, "{text}");
+    let before = calibrations_on_this_thread();
+    let server = back.server_half(&c).unwrap();
+    let silos: Vec<_> = (0..4).map(|i| back.silo_half(&c, i).unwrap()).collect();
+    assert_eq!(calibrations_on_this_thread(), before);
+    assert_eq!(server.dim(), 3);
+    for (s, row) in silos.iter().zip(&calibration) {
+        assert_eq!(s.noise_std().to_bits(), row.sigma.to_bits());
+        assert!(row.sigma > 0.0);
+    }
+    let e = back.silo_half(&c, 4).err().unwrap().to_string();
+    assert!(e.contains("no silo 4"), "{e}");
+    // Halves built one by one from the text plan run exactly as the planner's federation.
+    let data = logistic_silos();
+    let built = crate::algo::context::BuiltAlgorithm {
+        server,
+        silos,
+        calibration,
+    };
+    let mut a = Simulator::new(&data, built, Participation::All, Some(9)).unwrap();
+    let mut b = Simulator::new(&data, alg.build(&c).unwrap(), Participation::All, Some(9)).unwrap();
+    for _ in 0..6 {
+        assert_eq!(
+            a.step().unwrap().message_bits,
+            b.step().unwrap().message_bits
+        );
+    }
+    let bits = |v: Vec<f64>| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    assert_eq!(bits(a.output()), bits(b.output()));
+    // Closed forms count no calibration.
+    let before = calibrations_on_this_thread();
+    super::plan::plan(&c, Method::SoteriaFl, &spec(FINGERPRINTED[0]).1).unwrap();
+    assert_eq!(calibrations_on_this_thread(), before);
+}
