@@ -75,6 +75,10 @@ pub enum AlgorithmSpec {
     LdpSgd(soteria::SoteriaSpec),
     /// LDP-SVRG: SoteriaFL-SVRG uncompressed (SoteriaFL §5 baseline).
     LdpSvrg(soteria::SoteriaSpec),
+    /// Q-DPSGD-1 (Ding et al. 2021; SoteriaFL's Table 1 baseline): silos keep their own
+    /// models and send them compressed; see [`soteria::qdpsgd`].
+    #[serde(rename = "q-dpsgd-1")]
+    QDpsgd1(soteria::SoteriaSpec),
 }
 
 impl AlgorithmSpec {
@@ -133,6 +137,7 @@ impl AlgorithmSpec {
             AlgorithmSpec::CdpSgd(s) => Some((Method::CdpSgd, s)),
             AlgorithmSpec::LdpSgd(s) => Some((Method::LdpSgd, s)),
             AlgorithmSpec::LdpSvrg(s) => Some((Method::LdpSvrg, s)),
+            AlgorithmSpec::QDpsgd1(s) => Some((Method::QDpsgd1, s)),
             _ => None,
         }
     }
@@ -162,7 +167,8 @@ impl AlgorithmSpec {
             AlgorithmSpec::SoteriaFl(a)
             | AlgorithmSpec::CdpSgd(a)
             | AlgorithmSpec::LdpSgd(a)
-            | AlgorithmSpec::LdpSvrg(a) => Some(a.step_size),
+            | AlgorithmSpec::LdpSvrg(a)
+            | AlgorithmSpec::QDpsgd1(a) => Some(a.step_size),
         }
     }
     /// The same algorithm with another step size (for grid searches).
@@ -182,7 +188,8 @@ impl AlgorithmSpec {
             AlgorithmSpec::SoteriaFl(a)
             | AlgorithmSpec::CdpSgd(a)
             | AlgorithmSpec::LdpSgd(a)
-            | AlgorithmSpec::LdpSvrg(a) => a.step_size = eta,
+            | AlgorithmSpec::LdpSvrg(a)
+            | AlgorithmSpec::QDpsgd1(a) => a.step_size = eta,
         }
         s
     }
@@ -257,7 +264,8 @@ impl AlgorithmSpec {
             AlgorithmSpec::SoteriaFl(s)
             | AlgorithmSpec::CdpSgd(s)
             | AlgorithmSpec::LdpSgd(s)
-            | AlgorithmSpec::LdpSvrg(s) => {
+            | AlgorithmSpec::LdpSvrg(s)
+            | AlgorithmSpec::QDpsgd1(s) => {
                 let method = self
                     .soteria()
                     .map_or(soteria::Method::SoteriaFl, |(m, _)| m);

@@ -1,7 +1,8 @@
 //! The wing of Li, Zhao, Li & Chi, "SoteriaFL: A Unified Framework for Private Federated
 //! Learning with Communication Compression" (NeurIPS 2022; digest `soteriafl.md`): CDP-SGD
 //! (Algorithm 1), the SoteriaFL framework (Algorithm 2) with the GD/SGD/SVRG/SAGA estimators
-//! of Algorithm 3, and the uncompressed baselines LDP-SGD and LDP-SVRG (§3.4).
+//! of Algorithm 3, the uncompressed baselines LDP-SGD and LDP-SVRG (§3.4), and Q-DPSGD-1
+//! (§3.5, `qdpsgd.rs`).
 //!
 //! - `spec.rs` — the config (`kind = "soteria-fl" | "cdp-sgd" | "ldp-sgd" | "ldp-svrg"`).
 //! - `plan.rs` — the checked, calibrated plan (σ_i calibrated once per run) and the halves
@@ -44,6 +45,7 @@
 
 pub mod calibration;
 pub mod plan;
+pub mod qdpsgd;
 pub mod server;
 pub mod silo;
 pub mod spec;

@@ -15,8 +15,9 @@ use dpfl_privacy::sampler::{BatchSampler, RecordSampling};
 
 use super::calibration::{
     CODE_DIRECT_FACTOR, CODE_SHIFTED_CONSTANT, Estimator, accountant_sigma, closed_form_sigma,
-    default_batch, round_event, shift_step, split_sigma,
+    default_batch, qdpsgd_code_sigma, round_event, shift_step, split_sigma,
 };
+use super::qdpsgd::{QdpsgdServer, QdpsgdSilo};
 use super::server::SoteriaServer;
 use super::silo::{SiloNoise, SoteriaSilo};
 use super::spec::{Clipping, InitSpec, Method, NoiseCalibration, SoteriaSpec};
@@ -55,9 +56,14 @@ pub struct SoteriaPlan {
     pub coin: Option<(f64, u64)>,
     /// x⁰'s rule; `None`: the model's own initial parameters.
     pub init: Option<InitSpec>,
+    /// Q-DPSGD-1's ε_c (`Some` exactly for that method).
+    pub consensus: Option<f64>,
     /// One per silo, in silo order.
     pub silos: Vec<SoteriaSiloPlan>,
 }
+
+/// Q-DPSGD-1's default consensus step (the authors' code's `epsilon=0.9`).
+pub const QDPSGD_CONSENSUS: f64 = 0.9;
 
 fn bad(field: &str, reason: impl Into<String>) -> crate::Error {
     crate::Error::config(format!("algorithm.{field}"), reason)
@@ -85,7 +91,9 @@ pub fn plan(
     let est = match (method, spec.estimator) {
         (Method::SoteriaFl, e) => e.unwrap_or_default(),
         (Method::LdpSvrg, None | Some(Estimator::Svrg)) => Estimator::Svrg,
-        (Method::CdpSgd | Method::LdpSgd, None | Some(Estimator::Sgd)) => Estimator::Sgd,
+        (Method::CdpSgd | Method::LdpSgd | Method::QDpsgd1, None | Some(Estimator::Sgd)) => {
+            Estimator::Sgd
+        }
         (_, Some(e)) => {
             return Err(bad(
                 "estimator",
@@ -121,8 +129,20 @@ pub fn plan(
         Some(g) => g,
         None => shift_step(omega),
     };
+    let consensus = match (method, spec.consensus) {
+        (Method::QDpsgd1, None) => Some(QDPSGD_CONSENSUS),
+        (Method::QDpsgd1, Some(c)) if c.is_finite() && c > 0.0 && c <= 1.0 => Some(c),
+        (Method::QDpsgd1, Some(c)) => {
+            return Err(bad("consensus", format!("must be in (0, 1], got {c}")));
+        }
+        (_, None) => None,
+        (_, Some(_)) => return Err(bad("consensus", "only q-dpsgd-1 takes a consensus step")),
+    };
     let g_clip = ctx.lipschitz;
     let aggregate = spec.clipping == Clipping::AggregateNoGuarantee;
+    if aggregate && method == Method::QDpsgd1 {
+        return Err(bad("clipping", "Q-DPSGD-1 clips per record only"));
+    }
     // The halves' oracle; built here so that a bad clip fails at planning.
     oracle(ctx, spec.clipping)?;
     if let Some(c) = spec.noise_constant
@@ -219,6 +239,10 @@ pub fn plan(
                     ),
                 )
             }
+            NoiseCalibration::PaperCode if method == Method::QDpsgd1 => (
+                qdpsgd_code_sigma(t, m, eps, delta),
+                "sigma^2 = 16 T (2 ln(1/delta)/eps + 1)/(m^2 eps) (official SoteriaFL code's Q-DPSGD-1 preset, no G)".to_string(),
+            ),
             NoiseCalibration::PaperCode => {
                 let (c, f) = match method {
                     Method::CdpSgd | Method::LdpSgd => (CODE_DIRECT_FACTOR, 1.0),
@@ -275,6 +299,7 @@ pub fn plan(
         step_size: spec.step_size,
         coin: coin_p.map(|p| (p, spec.coin_seed)),
         init: spec.init,
+        consensus,
         silos,
     };
     Ok((plan, report))
@@ -337,6 +362,9 @@ impl SoteriaPlan {
                 x
             }
         };
+        if self.consensus.is_some() {
+            return Ok(Box::new(QdpsgdServer::new(init, self.silos.len())));
+        }
         Ok(Box::new(SoteriaServer::new(
             init,
             self.step_size,
@@ -381,6 +409,20 @@ impl SoteriaPlan {
                 })
             }
         };
+        if let Some(eps_c) = self.consensus {
+            let sampler = sampler.ok_or_else(|| bad("estimator", "Q-DPSGD-1 samples"))?;
+            return Ok(Box::new(QdpsgdSilo::new(
+                oracle(ctx, self.clipping)?,
+                sampler,
+                m,
+                b,
+                noise,
+                self.compressor.build(ctx.federation.dim)?,
+                eps_c,
+                self.step_size,
+                self.silos.len(),
+            )));
+        }
         Ok(Box::new(SoteriaSilo::new(
             est,
             oracle(ctx, self.clipping)?,

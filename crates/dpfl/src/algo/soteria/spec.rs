@@ -2,7 +2,7 @@
 //!
 //! ```toml
 //! [[algorithms]]
-//! kind = "soteria-fl"            # or "cdp-sgd", "ldp-sgd", "ldp-svrg"
+//! kind = "soteria-fl"            # or "cdp-sgd", "ldp-sgd", "ldp-svrg", "q-dpsgd-1"
 //! estimator = "svrg"             # gd | sgd | svrg | saga (soteria-fl only)
 //! step_size = 0.6
 //! calibration = "paper-code"     # accountant (default) | closed-form | paper-code | none
@@ -30,6 +30,9 @@ pub enum Method {
     LdpSgd,
     /// SoteriaFL-SVRG with the identity compressor (digest §3.4).
     LdpSvrg,
+    /// Q-DPSGD-1 (digest §3.5; [`super::qdpsgd`]).
+    #[serde(rename = "q-dpsgd-1")]
+    QDpsgd1,
 }
 
 /// How σ is chosen.
@@ -109,6 +112,10 @@ pub struct SoteriaSpec {
     /// x⁰; default the model's own initial parameters.
     #[serde(default)]
     pub init: Option<InitSpec>,
+    /// Q-DPSGD-1's consensus step ε_c in (0, 1] (default 0.9, the authors' code); only
+    /// `kind = "q-dpsgd-1"` takes one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub consensus: Option<f64>,
 }
 
 impl SoteriaSpec {
@@ -126,6 +133,7 @@ impl SoteriaSpec {
             Method::CdpSgd => "CDP-SGD".into(),
             Method::LdpSgd => "LDP-SGD".into(),
             Method::LdpSvrg => "LDP-SVRG".into(),
+            Method::QDpsgd1 => "Q-DPSGD-1".into(),
         }
     }
     pub fn is_private(&self) -> bool {

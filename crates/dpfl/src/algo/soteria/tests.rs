@@ -72,6 +72,7 @@ fn parse(text: &str) -> Result<Alg, String> {
         Some("cdp-sgd") => Method::CdpSgd,
         Some("ldp-sgd") => Method::LdpSgd,
         Some("ldp-svrg") => Method::LdpSvrg,
+        Some("q-dpsgd-1") => Method::QDpsgd1,
         other => return Err(format!("kind {other:?}")),
     };
     let spec: SoteriaSpec = t.try_into().map_err(|e: toml::de::Error| e.to_string())?;
@@ -465,4 +466,114 @@ fn a_plan_calibrates_each_silo_once_and_its_halves_calibrate_nothing() {
     let before = calibrations_on_this_thread();
     super::plan::plan(&c, Method::SoteriaFl, &spec(FINGERPRINTED[0]).1).unwrap();
     assert_eq!(calibrations_on_this_thread(), before);
+}
+
+#[test]
+fn two_rounds_of_q_dpsgd_1_by_hand() {
+    // η = 0.1, ε_c = 0.5, n = 2, identity compressor, no noise, G = 100, x⁰ = 0:
+    // keep = 1 − ε_c + ε_c/n = 0.75, own = ε_c/n = 0.25.
+    // Round 0: x_0 = x_1 = 0, z = 0, z̄⁰ = 0; g_0 = (−1, 0), g_1 = (0, −2).
+    // Round 1: x_0 = −0.5·0.1·(−1, 0) = (0.05, 0), x_1 = (0, 0.1); z̄¹ = (0.025, 0.05);
+    //   g_0 = (0.05 − 1)(1, 0) = (−0.95, 0), g_1 = (0.2 − 1)(0, 2) = (0, −1.6).
+    // Round 2: x_0 = 0.75(0.05, 0) + 0.5(0.025, 0.05) − 0.25(0.05, 0) − 0.05(−0.95, 0)
+    //   = (0.085, 0.025); x_1 = 0.75(0, 0.1) + 0.5(0.025, 0.05) − 0.25(0, 0.1) − 0.05(0, −1.6)
+    //   = (0.0125, 0.155); z̄² = (0.04875, 0.09).
+    let data = two_silos();
+    let c = ctx(Arc::new(LinearRegression::new(2)), &[1, 1], 3, 100.0, None);
+    let built = spec(
+        "kind = \"q-dpsgd-1\"\nstep_size = 0.1\nconsensus = 0.5\nbatch_size = 1\ncalibration = \"none\"\ncompressor = { kind = \"identity\" }",
+    )
+    .build(&c)
+    .unwrap();
+    let mut sim = Simulator::new(&data, built, Participation::All, Some(1)).unwrap();
+    let close = |a: &[f64], b: [f64; 2]| (a[0] - b[0]).abs() < 1e-15 && (a[1] - b[1]).abs() < 1e-15;
+    sim.step().unwrap();
+    assert!(close(&sim.output(), [0.0, 0.0]), "{:?}", sim.output());
+    sim.step().unwrap();
+    assert!(close(&sim.output(), [0.025, 0.05]), "{:?}", sim.output());
+    sim.step().unwrap();
+    assert!(close(&sim.output(), [0.04875, 0.09]), "{:?}", sim.output());
+    let x: Vec<Vec<f64>> = sim
+        .silo_states()
+        .iter()
+        .map(|st| st.vector("x", 2).unwrap())
+        .collect();
+    assert!(
+        close(&x[0], [0.085, 0.025]) && close(&x[1], [0.0125, 0.155]),
+        "{x:?}"
+    );
+    // Round 2's g_0 at x_0 = (0.085, 0.025): (0.085 − 1)(1, 0), kept for round 3's update.
+    let g0 = sim.silo_states()[0].vector("pending_g", 2).unwrap();
+    assert!(close(&g0, [0.085 - 1.0, 0.0]), "{g0:?}");
+}
+
+#[test]
+fn q_dpsgd_1_noise_rules_state_and_errors() {
+    use super::calibration::qdpsgd_code_sigma;
+    // The code's preset: sqrt(16·25·(2 ln 1000 + 1)/3256²) = 0.0236431 (a9a ε = 1, T = 25).
+    assert!((qdpsgd_code_sigma(25, 3256, 1.0, 1e-3) - 0.023_643_072_3).abs() < 1e-9);
+    let c = logistic_ctx(25, Some((1.0, 1e-3)));
+    let q = spec("kind = \"q-dpsgd-1\"\nstep_size = 0.1\ncalibration = \"paper-code\"")
+        .build(&c)
+        .unwrap();
+    // sqrt(16·25·(2 ln 1000 + 1)/30²) for m = 30.
+    let want = (400.0 * (2.0 * 1000f64.ln() + 1.0) / 900.0).sqrt();
+    assert!((q.calibration[0].sigma - want).abs() < 1e-12 * want);
+    // Under the accountant a round is SoteriaFL-SGD's sampled Gaussian: the same σ as CDP-SGD
+    // with the same batch.
+    let acc = |kind: &str| {
+        spec(&format!(
+            "kind = \"{kind}\"\nstep_size = 0.1\nbatch_size = 6"
+        ))
+        .build(&c)
+        .unwrap()
+        .calibration[0]
+            .clone()
+    };
+    let (a, b) = (acc("q-dpsgd-1"), acc("cdp-sgd"));
+    assert_eq!(a.sigma.to_bits(), b.sigma.to_bits());
+    assert_eq!(a.run_event, b.run_event);
+    // A silo's state round-trips: a restored half answers as the original.
+    let data = logistic_silos();
+    let mut halves = spec("kind = \"q-dpsgd-1\"\nstep_size = 0.1\nbatch_size = 6")
+        .build(&c)
+        .unwrap();
+    let bcast = halves.server.broadcast(0);
+    let mut rng = dpfl_privacy::DpRng::from_seed(1, dpfl_privacy::rng::Purpose::Data, 0);
+    halves.silos[0]
+        .respond(&bcast, &data[0].train, &mut rng)
+        .unwrap();
+    let st = halves.silos[0].state();
+    let mut fresh = spec("kind = \"q-dpsgd-1\"\nstep_size = 0.1\nbatch_size = 6")
+        .build(&c)
+        .unwrap()
+        .silos
+        .swap_remove(0);
+    fresh.restore(st).unwrap();
+    let mut b1 = bcast.clone();
+    b1.round = 1;
+    let fresh_rng = || dpfl_privacy::DpRng::from_seed(2, dpfl_privacy::rng::Purpose::Data, 0);
+    let (mut r1, mut r2) = (fresh_rng(), fresh_rng());
+    let m1 = halves.silos[0]
+        .respond(&b1, &data[0].train, &mut r1)
+        .unwrap();
+    let m2 = fresh.respond(&b1, &data[0].train, &mut r2).unwrap();
+    assert_eq!(m1, m2);
+    let err = |t: &str| spec(t).build(&c).err().expect(t).to_string();
+    assert!(
+        err("kind = \"q-dpsgd-1\"\nstep_size = 0.1\nconsensus = 1.5")
+            .contains("algorithm.consensus")
+    );
+    assert!(
+        err("kind = \"soteria-fl\"\nstep_size = 0.1\nconsensus = 0.5")
+            .contains("algorithm.consensus")
+    );
+    assert!(
+        err("kind = \"q-dpsgd-1\"\nstep_size = 0.1\nclipping = \"aggregate-no-guarantee\"")
+            .contains("algorithm.clipping")
+    );
+    assert!(
+        err("kind = \"q-dpsgd-1\"\nstep_size = 0.1\nestimator = \"svrg\"")
+            .contains("algorithm.estimator")
+    );
 }
