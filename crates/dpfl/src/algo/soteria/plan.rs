@@ -305,6 +305,17 @@ pub fn plan(
     Ok((plan, report))
 }
 
+/// Plans `method` and builds every half from the plan (the simulator's whole federation, and
+/// tests).
+pub fn build(
+    ctx: &BuildContext,
+    method: Method,
+    spec: &SoteriaSpec,
+) -> crate::Result<BuiltAlgorithm> {
+    let (plan, calibration) = self::plan(ctx, method, spec)?;
+    plan.build(ctx, calibration)
+}
+
 /// The oracle of every silo half: per-record clipping at min(configured clip, G), or none
 /// under aggregate clipping (the silo clips the whole estimator instead).
 fn oracle(ctx: &BuildContext, clipping: Clipping) -> crate::Result<crate::model::GradientOracle> {
@@ -376,10 +387,12 @@ impl SoteriaPlan {
 
     /// Silo `silo`'s half (index in silo order); no calibration.
     pub fn silo_half(&self, ctx: &BuildContext, silo: usize) -> crate::Result<Box<dyn SiloHalf>> {
-        let p = self
-            .silos
-            .get(silo)
-            .ok_or_else(|| crate::algo::lowy::mbsgd::no_silo(silo, self.silos.len()))?;
+        let p = self.silos.get(silo).ok_or_else(|| {
+            crate::Error::config(
+                "silo",
+                format!("the plan has {} silos, no silo {silo}", self.silos.len()),
+            )
+        })?;
         let (est, g, m, b) = (self.estimator, self.clip, p.records, p.batch_size);
         let aggregate = self.clipping == Clipping::AggregateNoGuarantee;
         let sampler = sampler(est, self.sampling, m, b)?;

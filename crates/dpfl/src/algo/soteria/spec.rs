@@ -15,7 +15,6 @@ use serde::{Deserialize, Serialize};
 use dpfl_privacy::sampler::RecordSampling;
 
 use super::calibration::Estimator;
-use crate::algo::context::{BuildContext, BuiltAlgorithm};
 use crate::compress::CompressorSpec;
 
 /// Which algorithm of the paper (digest §3).
@@ -139,15 +138,4 @@ impl SoteriaSpec {
     pub fn is_private(&self) -> bool {
         self.calibration != NoiseCalibration::None
     }
-}
-
-/// Plans `method` and builds every half from the plan (the simulator's whole federation, and
-/// tests); see [`super::plan`].
-pub fn build(
-    ctx: &BuildContext,
-    method: Method,
-    spec: &SoteriaSpec,
-) -> crate::Result<BuiltAlgorithm> {
-    let (plan, calibration) = super::plan::plan(ctx, method, spec)?;
-    plan.build(ctx, calibration)
 }

@@ -3,7 +3,8 @@
 
 use std::sync::Arc;
 
-use super::spec::{Method, SoteriaSpec, build};
+use super::plan::build;
+use super::spec::{Method, SoteriaSpec};
 use crate::algo::context::{BuildContext, BuiltAlgorithm};
 use crate::algo::half::{FederationInfo, SiloInfo};
 use crate::data::{Dataset, SiloData, Target};
