@@ -172,8 +172,8 @@ fn assert_charged_once(alg: &Path, silos: usize, rounds: u64) {
     }
 }
 
-const SOTERIA_FEATURES: usize = 6000;
-const SOTERIA_ROUNDS: u32 = 24;
+const SOTERIA_FEATURES: usize = 10_000;
+const SOTERIA_ROUNDS: u32 = 30;
 
 fn soteria_experiment() -> String {
     format!(
@@ -202,17 +202,18 @@ compressor = {{ kind = "random-k", fraction = 0.05, indices = "seed" }}
 
 /// Issue 13 item 6: SoteriaFL-SVRG with random-k (seed-encoded indices) over the network. Silo
 /// 1 is SIGKILLed mid-run and restarted; the round waits for it (SoteriaFL needs every silo
-/// every round), the silo resumes from its stored shift, SVRG snapshot and generator, and:
+/// every round), the silo resumes from its stored shift, SVRG snapshot and generator; later
+/// the server is SIGKILLed and restarted from its checkpoint; and:
 /// every round aggregated all three silos, every ledger charged each round once, the final
 /// model is the simulator's bit for bit, the server's shift is the mean of the silos' shifts,
-/// and the bytes the server received in the rounds are within 1.2x of the compressor's exact
-/// encoded bits (the simulator's `uplink_bits`).
+/// and the bytes the (resumed) server received in its rounds are within 1.2x of the
+/// compressor's exact encoded bits (the simulator's `uplink_bits`).
 #[test]
 fn soteria_svrg_survives_a_killed_silo_with_its_shifts_in_sync() {
     let tmp = tempfile::tempdir().unwrap();
     let exp = tmp.path().join("exp.toml");
     std::fs::write(&exp, soteria_experiment()).unwrap();
-    let (cfg, shards) = prepare(tmp.path(), &exp, &[], "min_round_ms = 120");
+    let (cfg, shards) = prepare(tmp.path(), &exp, &[], "min_round_ms = 150");
     let alg = cfg.parent().unwrap().join("alg-0");
     let logs = tmp.path();
     let c = cfg.to_str().unwrap();
@@ -237,11 +238,24 @@ fn soteria_svrg_survives_a_killed_silo_with_its_shifts_in_sync() {
     );
     assert!(server.try_wait().unwrap().is_none(), "the server stopped");
     silos[1] = spawn_silo(&cfg, 1, &shards[1], &logs.join("silo-1-again.log"));
+    // Then the server is SIGKILLed too, and restarted: it resumes from its checkpoint (its
+    // shift included) and the silos answer the re-opened round with their stored bytes.
+    wait_until(
+        "four rounds with silo 1 back",
+        Duration::from_secs(60),
+        || checkpoint_round(&alg) >= killed_at + 4,
+    );
+    server.kill().unwrap();
+    server.wait().unwrap();
+    let server_killed_at = checkpoint_round(&alg);
+    assert!(server_killed_at < SOTERIA_ROUNDS, "killed mid-training");
+    let mut server = spawn(&["server", "--config", c], &logs.join("server-again.log"));
     let status = wait_exit(&mut server, Duration::from_secs(120));
+    let server_log = std::fs::read_to_string(logs.join("server-again.log")).unwrap();
+    assert!(status.success(), "{server_log}");
     assert!(
-        status.success(),
-        "{}",
-        std::fs::read_to_string(logs.join("server.log")).unwrap()
+        server_log.contains("resuming from checkpoint"),
+        "{server_log}"
     );
     for s in &mut silos {
         assert!(wait_exit(s, Duration::from_secs(30)).success());
@@ -277,13 +291,22 @@ fn soteria_svrg_survives_a_killed_silo_with_its_shifts_in_sync() {
 
     // Wire bytes against the compressor's exact bits.
     let exact_bits = sim.extended.last().unwrap().uplink_bits;
+    // Every message has k = 5% of d values and a seed: the same exact size. The restarted
+    // server counts its own rounds (silo reconnections included).
+    let per_message_bits = exact_bits / (3 * u64::from(SOTERIA_ROUNDS));
+    assert_eq!(per_message_bits * 3 * u64::from(SOTERIA_ROUNDS), exact_bits);
     let (received, messages) = wire(&alg);
-    assert_eq!(messages, 3 * u64::from(SOTERIA_ROUNDS));
-    let ratio = received as f64 / (exact_bits as f64 / 8.0);
+    assert_eq!(
+        messages,
+        3 * u64::from(SOTERIA_ROUNDS - server_killed_at),
+        "the resumed server's rounds"
+    );
+    let exact = messages * per_message_bits / 8;
+    let ratio = received as f64 / exact as f64;
     eprintln!(
-        "soteria wire: {received} bytes received in the rounds, {} bytes of exact encoded \
-         messages ({exact_bits} bits), ratio {ratio:.3}",
-        exact_bits / 8
+        "soteria wire: {received} bytes received in the resumed server's {messages} messages' \
+         rounds, {exact} bytes of exact encoded messages ({per_message_bits} bits each), \
+         ratio {ratio:.3}"
     );
     assert!((1.0..=1.2).contains(&ratio), "ratio {ratio}");
 }
@@ -520,4 +543,52 @@ fn psgd_trains_through_the_real_shuffler_which_sees_only_shares() {
         assert!(counts.iter().all(|&c| c < 1 << 32), "{counts:?}");
     }
     assert_charged_once(&alg, 4, 5);
+}
+
+/// A SoteriaFL silo that does not come back: the round is never aggregated short. At
+/// `round_deadline_ms` the server exits 1 naming the silo, its checkpoint still at that round
+/// (with the shift of the last full round), so a restart of both resumes there.
+#[test]
+fn a_soteria_round_missing_a_silo_past_the_deadline_stops_the_server_without_aggregating() {
+    let tmp = tempfile::tempdir().unwrap();
+    let exp = tmp.path().join("exp.toml");
+    let text =
+        soteria_experiment().replace(&format!("features = {SOTERIA_FEATURES}"), "features = 50");
+    std::fs::write(&exp, text).unwrap();
+    let (cfg, shards) = prepare(
+        tmp.path(),
+        &exp,
+        &["--deadline-ms", "2500"],
+        "min_round_ms = 100",
+    );
+    let alg = cfg.parent().unwrap().join("alg-0");
+    let logs = tmp.path();
+    let c = cfg.to_str().unwrap();
+    let mut server = spawn(&["server", "--config", c], &logs.join("server.log"));
+    let mut silos: Vec<Child> = shards
+        .iter()
+        .enumerate()
+        .map(|(i, s)| spawn_silo(&cfg, i, s, &logs.join(format!("silo-{i}.log"))))
+        .collect();
+    wait_until("round 3", Duration::from_secs(60), || {
+        checkpoint_round(&alg) >= 3
+    });
+    silos[2].kill().unwrap();
+    silos[2].wait().unwrap();
+    let status = wait_exit(&mut server, Duration::from_secs(30));
+    let text = std::fs::read_to_string(logs.join("server.log")).unwrap();
+    assert_eq!(status.code(), Some(1), "{text}");
+    assert!(text.contains("needs every silo every round"), "{text}");
+    assert!(text.contains("[2]"), "{text}");
+    let ckpt = checkpoint(&alg).unwrap();
+    assert!(ckpt.next_round < SOTERIA_ROUNDS);
+    assert!(
+        ckpt.log.iter().all(|l| l.participants == 3),
+        "{:?}",
+        ckpt.log
+    );
+    for s in &mut silos[..2] {
+        let _ = s.kill();
+        let _ = s.wait();
+    }
 }

@@ -326,7 +326,12 @@ impl Server {
                 "received_in_rounds": wire.received().saturating_sub(received_before_rounds),
                 "received": wire.received(),
                 "sent": wire.sent(),
-                "messages": log.iter().map(|l| l.participants as u64).sum::<u64>(),
+                // This process's rounds only (a resumed server's log holds earlier ones).
+                "rounds": this_process,
+                "messages": log[log.len().saturating_sub(this_process)..]
+                    .iter()
+                    .map(|l| l.participants as u64)
+                    .sum::<u64>(),
             });
             crate::store::write_atomic(
                 &state_dir.join("wire.json"),
