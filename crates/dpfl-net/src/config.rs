@@ -400,6 +400,14 @@ impl Federation {
     pub fn needs_every_silo(&self) -> bool {
         self.algorithm.soteria().is_some()
     }
+    /// Whether the silos send PVEC's compact shares through the shuffler (`share`): the
+    /// PVEC-based shuffle algorithms (explicit transport is refused over the network).
+    pub fn compact_shares(&self) -> bool {
+        matches!(
+            self.algorithm,
+            AlgorithmSpec::SdpAcceleratedMbSgd(_) | AlgorithmSpec::Psgd(_) | AlgorithmSpec::Pgd(_)
+        ) && self.shuffle()
+    }
     pub fn tls_dir(&self) -> PathBuf {
         self.path(&self.config.tls.dir)
     }

@@ -72,6 +72,8 @@ struct Shared {
     rounds: usize,
     silos: usize,
     shuffle: bool,
+    /// The algorithm sends compact PVEC shares (`share`); else a share body is rejected.
+    shares: bool,
     /// The algorithm needs every silo's message every round (SoteriaFL's shifts): a round
     /// waits for silos that are gone, and one still short at the deadline stops the server.
     every_silo: bool,
@@ -200,6 +202,7 @@ impl Server {
             rounds: fed.rounds(),
             silos: fed.silos(),
             shuffle: fed.shuffle(),
+            shares: fed.compact_shares(),
             every_silo: fed.needs_every_silo(),
             epoch,
             hpke_sk,

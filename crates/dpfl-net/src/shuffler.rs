@@ -36,6 +36,8 @@ struct Collecting {
 struct Shared {
     dim: usize,
     silos: usize,
+    /// The algorithm sends compact PVEC shares (`share`); else a share body is refused.
+    shares: bool,
     current: Mutex<Option<Collecting>>,
     changed: watch::Sender<u64>,
 }
@@ -103,6 +105,7 @@ impl ShufflerProcess {
         let shared = Arc::new(Shared {
             dim,
             silos: fed.silos(),
+            shares: fed.compact_shares(),
             current: Mutex::new(None),
             changed,
         });
@@ -345,6 +348,12 @@ impl ShufflerRpc for Service {
         let mut shares = 0;
         for b in sealed.iter().filter(|b| crate::share::is_share_body(b)) {
             shares += 1;
+            if !s.shares {
+                return Err(NetError::Rejected(
+                    "a share body, but this federation's algorithm sends no PVEC shares".into(),
+                )
+                .into());
+            }
             if let Err(e) = crate::share::decode(b, h.round, s.dim).and_then(|(c, _)| {
                 (c == 1)
                     .then_some(())

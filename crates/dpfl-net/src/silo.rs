@@ -231,6 +231,7 @@ impl Silo {
             Err(dpfl::Error::Ledger(e)) => return Err(NetError::Budget(e.to_string())),
             Err(e) => return Err(e.into()),
         };
+        let shares = self.fed.compact_shares();
         let bodies = match seal_to {
             None => vec![codec::encode_answer(&reply)],
             // A compact PVEC share for the shuffler goes unsealed (it sums the shares and
@@ -239,7 +240,7 @@ impl Silo {
                 .messages
                 .iter()
                 .map(|m| {
-                    if crate::share::is_shuffler_share(m) {
+                    if shares && crate::share::is_shuffler_share(m) {
                         Ok(crate::share::encode(1, m))
                     } else {
                         crate::share::seal(pk, round, &codec::encode_message(m))

@@ -376,7 +376,13 @@ impl FederationRpc for Service {
             }
             // The shuffler's sum of compact PVEC shares comes unsealed (`share`).
             let msgs = if crate::share::is_share_body(sealed) {
-                crate::share::expand(sealed, open.round, s.dim, s.silos)
+                if s.shares {
+                    crate::share::expand(sealed, open.round, s.dim, s.silos)
+                } else {
+                    Err(NetError::Rejected(
+                        "a share sum, but this federation's algorithm sends no PVEC shares".into(),
+                    ))
+                }
             } else {
                 crate::seal::open(&s.hpke_sk, open.round, sealed)
                     .and_then(|plain| codec::decode_message(&plain, open.round, s.dim))
