@@ -592,3 +592,54 @@ fn a_soteria_round_missing_a_silo_past_the_deadline_stops_the_server_without_agg
         let _ = s.wait();
     }
 }
+
+/// Over the network PVEC's explicit transport is refused (one sealed message per bit), and
+/// a shuffle-model federation file without its `[shuffler]` is refused: exit 2, the field named.
+#[test]
+fn explicit_pvec_and_a_shuffle_algorithm_without_a_shuffler_are_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let exp = tmp.path().join("exp.toml");
+    std::fs::write(
+        &exp,
+        shuffle_experiment("kind = \"psgd\"\nstep_size = 0.5\ntransport = \"explicit\""),
+    )
+    .unwrap();
+    let out = tmp.path().join("explicit");
+    let o = dpfl(&[
+        "federate",
+        "--config",
+        exp.to_str().unwrap(),
+        "--local",
+        "--prepare-only",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("algorithm.transport") && err.contains("compact"),
+        "{err}"
+    );
+
+    std::fs::write(
+        &exp,
+        shuffle_experiment(
+            "kind = \"sdp-mb-sgd\"\nstep_size = 0.5\ncalibration = { kind = \"accountant\" }",
+        ),
+    )
+    .unwrap();
+    let (cfg, _) = prepare(tmp.path(), &exp, &[], "min_round_ms = 0");
+    let text = std::fs::read_to_string(&cfg).unwrap();
+    let start = text.find("[shuffler]").expect("federate adds a shuffler");
+    let end = text[start + 1..]
+        .find("\n[")
+        .map_or(text.len(), |e| start + 1 + e + 1);
+    std::fs::write(&cfg, format!("{}{}", &text[..start], &text[end..])).unwrap();
+    let o = dpfl(&["server", "--config", cfg.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("shuffler") && err.contains("needs a [shuffler]"),
+        "{err}"
+    );
+}
