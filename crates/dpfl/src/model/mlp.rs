@@ -46,6 +46,7 @@ use dpfl_privacy::rng::Purpose;
 /// Rows per batched chunk: bounds the workspace (256·784 f64 = 1.6 MB) for full-gradient calls.
 const CHUNK: usize = 256;
 
+/// A one-hidden-layer sigmoid network with a softmax output and cross-entropy loss.
 #[derive(Debug, Clone)]
 pub struct Mlp {
     features: usize,
@@ -63,6 +64,7 @@ impl Mlp {
         a.checked_add(b)
     }
 
+    /// A network of `features` → `hidden` → `classes`, parameters drawn N(0, `init_std`²) from `init_seed`.
     pub fn new(
         features: usize,
         hidden: usize,
@@ -95,9 +97,11 @@ impl Mlp {
         })
     }
 
+    /// Hidden units h.
     pub fn hidden(&self) -> usize {
         self.hidden
     }
+    /// Classes C.
     pub fn classes(&self) -> usize {
         self.classes
     }

@@ -5,7 +5,11 @@
 //! constant of its loss over inputs of bounded norm, and noise is calibrated to it (or to the
 //! clip threshold, which bounds every per-example gradient regardless of the data).
 
+#![warn(missing_docs)]
+
 mod batch;
+// Being optimised in another lane; documented there.
+#[allow(missing_docs)]
 mod deep_mlp;
 mod hinge;
 mod linear;
@@ -39,6 +43,7 @@ pub enum Metric {
 
 /// A differentiable per-example loss.
 pub trait Model: Send + Sync + std::fmt::Debug {
+    /// Short name for reports.
     fn name(&self) -> &'static str;
     /// Length of the parameter vector w.
     fn num_params(&self) -> usize;
@@ -50,6 +55,7 @@ pub trait Model: Send + Sync + std::fmt::Debug {
     fn add_grad(&self, w: &[f64], x: &[f64], y: f64, scale: f64, out: &mut [f64]);
     /// Predicted class index, or predicted value.
     fn predict(&self, w: &[f64], x: &[f64]) -> f64;
+    /// The evaluation metric that suits the model.
     fn metric(&self) -> Metric;
     /// Lipschitz constant of w ↦ f(w; x, y) over inputs with ‖x‖₂ ≤ `max_norm`, if finite.
     fn lipschitz(&self, max_norm: f64) -> Option<f64>;
@@ -188,6 +194,7 @@ pub struct GradientOracle {
 }
 
 impl GradientOracle {
+    /// An oracle for `model`, clipping every per-example gradient at `clip` if given (> 0, finite).
     pub fn new(model: std::sync::Arc<dyn Model>, clip: Option<f64>) -> crate::Result<Self> {
         if let Some(c) = clip
             && !(c.is_finite() && c > 0.0)
@@ -224,12 +231,15 @@ impl GradientOracle {
                 .fetch_add(n, std::sync::atomic::Ordering::Relaxed);
         }
     }
+    /// The model.
     pub fn model(&self) -> &dyn Model {
         self.model.as_ref()
     }
+    /// The model, shared.
     pub fn model_arc(&self) -> std::sync::Arc<dyn Model> {
         self.model.clone()
     }
+    /// The per-example clip norm, if any.
     pub fn clip(&self) -> Option<f64> {
         self.clip
     }
@@ -299,7 +309,10 @@ pub enum Projection {
     #[default]
     None,
     /// W = {w : ‖w‖₂ ≤ radius}; diameter D = 2·radius.
-    L2Ball { radius: f64 },
+    L2Ball {
+        /// The ball's radius.
+        radius: f64,
+    },
 }
 
 impl Projection {
@@ -368,6 +381,7 @@ pub fn metric_value(model: &dyn Model, w: &[f64], data: &Dataset) -> f64 {
 pub enum ModelSpec {
     /// Binary logistic regression on labels {0, 1}; `logit_clip` clamps ⟨w,x⟩ to ±clip.
     Logistic {
+        /// Clamp of ⟨w,x⟩, if any.
         #[serde(default)]
         logit_clip: Option<f64>,
     },
@@ -379,22 +393,30 @@ pub enum ModelSpec {
     /// (Lowy & Razaviyayn Thm D.2 / F.2), which is β-smooth and reports 2L as its Lipschitz
     /// constant (Lemma D.7).
     Hinge {
+        /// The Moreau envelope's β, if smoothed.
         #[serde(default)]
         smoothing: Option<f64>,
     },
     /// Binary logistic regression with λ·Σ w_j²/(1 + w_j²) in every per-example loss
     /// (SoteriaFL's a9a model, λ = 0.2 there).
-    NonconvexLogistic { lambda: f64 },
+    NonconvexLogistic {
+        /// The regulariser's weight λ ≥ 0.
+        lambda: f64,
+    },
     /// A one-hidden-layer network: inputs → `hidden` sigmoid units → softmax over the classes,
     /// cross-entropy (SoteriaFL's MNIST model: 784 → 64 → 10). `inputs`, if given, must equal
     /// the data's feature count; parameters start at N(0, `init_std`²) drawn from `init_seed`.
     Mlp {
+        /// Input width, checked against the data.
         #[serde(default)]
         inputs: Option<usize>,
+        /// Hidden units.
         #[serde(default = "default_hidden")]
         hidden: usize,
+        /// Seed of the initial parameters.
         #[serde(default)]
         init_seed: u64,
+        /// Standard deviation of the initial parameters.
         #[serde(default = "default_init_std")]
         init_std: f64,
     },
@@ -402,11 +424,15 @@ pub enum ModelSpec {
     /// (ReLU by default) → softmax, cross-entropy, PyTorch's default initialisation from
     /// `init_seed` (DP-NormFedAvg's 784 → 300 → 300 → 10 is `hidden = [300, 300]`).
     DeepMlp {
+        /// Input width, checked against the data.
         #[serde(default)]
         inputs: Option<usize>,
+        /// Hidden layer widths.
         hidden: Vec<usize>,
+        /// Hidden activation.
         #[serde(default)]
         activation: Activation,
+        /// Seed of the initial parameters.
         #[serde(default)]
         init_seed: u64,
     },

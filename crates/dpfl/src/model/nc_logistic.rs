@@ -19,6 +19,7 @@ use crate::linalg::{axpy, clip_factor, dot, dot_and_sq};
 /// max_w |2w/(1 + w²)²| = 9/(8√3), at w² = 1/3.
 const REG_GRAD_MAX: f64 = 0.649_519_052_838_329;
 
+/// Binary logistic regression with the nonconvex regulariser λ·Σ w_j²/(1 + w_j²).
 #[derive(Debug, Clone)]
 pub struct NonconvexLogistic {
     features: usize,
@@ -36,6 +37,7 @@ impl NonconvexLogistic {
         }
         Ok(NonconvexLogistic { features, lambda })
     }
+    /// The regularisation weight λ.
     pub fn lambda(&self) -> f64 {
         self.lambda
     }

@@ -7,6 +7,7 @@ use super::{Metric, Model};
 use crate::data::Dataset;
 use crate::linalg::softmax_in_place;
 
+/// Multinomial logistic (softmax) regression: a C×p weight matrix, cross-entropy loss.
 #[derive(Debug, Clone)]
 pub struct SoftmaxRegression {
     features: usize,
@@ -14,6 +15,7 @@ pub struct SoftmaxRegression {
 }
 
 impl SoftmaxRegression {
+    /// Softmax regression on `features` inputs and `classes` ≥ 2 classes.
     pub fn new(features: usize, classes: usize) -> crate::Result<Self> {
         if classes < 2 {
             return Err(crate::Error::config(
@@ -23,6 +25,7 @@ impl SoftmaxRegression {
         }
         Ok(SoftmaxRegression { features, classes })
     }
+    /// Classes C.
     pub fn classes(&self) -> usize {
         self.classes
     }
