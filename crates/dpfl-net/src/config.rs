@@ -571,7 +571,7 @@ pub fn check_plan(fed: &Federation, id: u32, local: &LocalBudget) -> Result<Opti
         return Err(NetError::config("--id", format!("no half for silo {id}")));
     }
     // Silo `id`'s half only, from the plan: no calibration.
-    let half = dpfl::plan::silo_half(&fed.plan, id)?;
+    let half = dpfl::plan::silo_half(&fed.plan, dpfl::units::SiloId::new(id))?;
     let events: Vec<dpfl_privacy::PrivacyEvent> = (0..fed.rounds())
         .filter_map(|r| u32::try_from(r).ok().and_then(|r| half.round_event(r)))
         .collect();
