@@ -109,28 +109,7 @@ impl Model for NonconvexLogistic {
         axpy(scale * (sigmoid(dot(w, x)) - y), x, out);
         axpy(scale, &self.reg_grad(w), out);
     }
-    fn add_batch_grad(
-        &self,
-        w: &[f64],
-        data: &Dataset,
-        idx: &[usize],
-        scale: f64,
-        out: &mut [f64],
-    ) {
-        self.batch(w, data, idx, None, scale, out);
-    }
-    fn add_clipped_batch_grad(
-        &self,
-        w: &[f64],
-        data: &Dataset,
-        idx: &[usize],
-        clip: f64,
-        scale: f64,
-        out: &mut [f64],
-        _scratch: &mut [f64],
-    ) {
-        self.batch(w, data, idx, Some(clip), scale, out);
-    }
+    batch_grads_from_loop!();
     fn predict(&self, w: &[f64], x: &[f64]) -> f64 {
         if dot(w, x) > 0.0 { 1.0 } else { 0.0 }
     }
