@@ -16,8 +16,7 @@ use criterion::{Criterion, criterion_group, criterion_main};
 use dpfl::algo::{
     Broadcast, BuiltAlgorithm, HalfState, Payload, Round, ServerHalf, SiloHalf, SiloMessage,
 };
-use dpfl::data::{Dataset, SiloData, Target};
-use dpfl::linalg::Matrix;
+use dpfl::data::{Dataset, SiloData};
 use dpfl::sim::{Participation, Simulator};
 use dpfl_net::Federation;
 use dpfl_privacy::{DpRng, PrivacyEvent};
@@ -84,19 +83,7 @@ impl ServerHalf for Mean {
 }
 
 fn tiny() -> SiloData {
-    let d = || {
-        Dataset::new(
-            Matrix::zeros(1, 1),
-            vec![0.0],
-            Target::Real,
-            vec!["x".into()],
-        )
-        .unwrap()
-    };
-    SiloData {
-        train: d(),
-        test: d(),
-    }
+    dpfl_testkit::tiny_silo(1)
 }
 
 fn federation_dir(dir: &Path) -> std::path::PathBuf {

@@ -28,23 +28,32 @@ const OLD_MAGIC: &[u8; 4] = b"DPK1";
 /// One line of the round log (`rounds.jsonl`).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct RoundLog {
+    /// The round this line logs.
     pub round: Round,
+    /// The server process's start count (incremented at every restart).
     pub epoch: u64,
     /// |S_r|.
     pub selected: usize,
     /// M_r: messages aggregated.
     pub participants: usize,
+    /// Messages dropped as malformed or late.
     pub rejected: usize,
+    /// Wall time of the round.
     pub seconds: f64,
 }
 
 /// What a restarted server resumes from.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Checkpoint {
+    /// The first round not yet aggregated.
     pub next_round: Round,
+    /// The start count of the process that wrote the checkpoint.
     pub epoch: u64,
+    /// The server half's typed, binary state.
     pub half: HalfState,
+    /// The participation stream's position.
     pub participation: RngState,
+    /// Every round aggregated so far.
     pub log: Vec<RoundLog>,
 }
 

@@ -79,6 +79,7 @@ pub fn decode_answer(bytes: &[u8], round: u32, dim: usize) -> Result<Reply> {
     }
 }
 
+/// Encodes a broadcast (round, point, auxiliary vectors) as protocol bytes.
 pub fn encode_broadcast(b: &Broadcast) -> Vec<u8> {
     let n = b.point.len() + b.aux.iter().map(Vec::len).sum::<usize>();
     let mut out = Vec::with_capacity(16 + 4 * b.aux.len() + 8 * n);
@@ -96,6 +97,7 @@ pub fn encode_broadcast(b: &Broadcast) -> Vec<u8> {
     out
 }
 
+/// Decodes a broadcast, validating the point's dimension `dim` once.
 pub fn decode_broadcast(bytes: &[u8], dim: usize) -> Result<Broadcast> {
     let mut r = Reader::new(bytes, "broadcast");
     r.magic(BROADCAST_MAGIC)?;
@@ -124,6 +126,7 @@ pub fn decode_broadcast(bytes: &[u8], dim: usize) -> Result<Broadcast> {
     Ok(Broadcast { round, point, aux })
 }
 
+/// Encodes one silo message (round, silo, payload) as protocol bytes; every payload kind has its own arm.
 pub fn encode_message(m: &SiloMessage) -> Vec<u8> {
     let mut out = Vec::with_capacity(8 + payload_bytes(&m.payload) as usize);
     out.extend_from_slice(MESSAGE_MAGIC);

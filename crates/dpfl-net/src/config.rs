@@ -43,6 +43,7 @@ use dpfl::plan::Plan;
 
 use crate::error::{NetError, Result};
 
+/// A federation file (`federation.toml`): what every process of one federation reads.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct NetConfig {
@@ -56,12 +57,16 @@ pub struct NetConfig {
     /// the server could recompute every silo's noise: use it for tests only.
     #[serde(default)]
     pub seed: Option<u64>,
+    /// Facts every party may know (n_i, d, classes, L).
     pub public: PublicFacts,
+    /// Where and how the server runs.
     pub server: ServerSection,
     /// Present: shuffle mode (messages are sealed to the server and go through the shuffler).
     #[serde(default)]
     pub shuffler: Option<ShufflerSection>,
+    /// Where the certificates are.
     pub tls: TlsSection,
+    /// Silo state directories and heartbeat.
     #[serde(default)]
     pub silo: SiloSection,
     /// The run's plan, computed once (`dpfl federate` writes it); every process builds its
@@ -80,6 +85,7 @@ pub type Planner<'a> = &'a dyn Fn(&Path, usize, &PublicFacts) -> dpfl::Result<Pl
 pub struct PublicFacts {
     /// n_i for every silo, in silo order (N = its length).
     pub records: Vec<usize>,
+    /// Number of features d.
     pub features: usize,
     /// Number of classes (classification) or none (regression).
     #[serde(default)]
@@ -88,6 +94,7 @@ pub struct PublicFacts {
     pub lipschitz: f64,
 }
 
+/// The `[server]` section.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ServerSection {
@@ -130,16 +137,21 @@ pub struct ServerSection {
     pub record_models_every: Option<usize>,
 }
 
+/// The `[shuffler]` section: where the shuffler listens.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ShufflerSection {
+    /// host:port the silos connect to; port 0 lets the OS pick.
     pub address: String,
+    /// Where the shuffler writes the address it listens on.
     #[serde(default)]
     pub address_file: Option<PathBuf>,
+    /// Name the silos verify the shuffler's certificate against.
     #[serde(default = "shuffler_name")]
     pub server_name: String,
 }
 
+/// The `[tls]` section.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TlsSection {
@@ -147,12 +159,14 @@ pub struct TlsSection {
     pub dir: PathBuf,
 }
 
+/// The `[silo]` section.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SiloSection {
     /// State directory of silo i: this path with `{id}` replaced by i.
     #[serde(default = "silo_state")]
     pub state_dir: String,
+    /// Interval between a silo's heartbeats.
     #[serde(default = "heartbeat")]
     pub heartbeat_ms: u64,
 }
@@ -383,15 +397,19 @@ impl Federation {
         Ok(())
     }
 
+    /// `p` resolved against the federation file's directory.
     pub fn path(&self, p: &Path) -> PathBuf {
         self.base.join(p)
     }
+    /// Number of silos N.
     pub fn silos(&self) -> usize {
         self.config.public.records.len()
     }
+    /// Number of rounds R of the plan.
     pub fn rounds(&self) -> usize {
         self.plan.setup.rounds
     }
+    /// Whether messages go through a shuffler.
     pub fn shuffle(&self) -> bool {
         self.config.shuffler.is_some()
     }
@@ -408,12 +426,15 @@ impl Federation {
             AlgorithmSpec::SdpAcceleratedMbSgd(_) | AlgorithmSpec::Psgd(_) | AlgorithmSpec::Pgd(_)
         ) && self.shuffle()
     }
+    /// The certificate directory, resolved.
     pub fn tls_dir(&self) -> PathBuf {
         self.path(&self.config.tls.dir)
     }
+    /// The server's state directory, resolved.
     pub fn server_state_dir(&self) -> PathBuf {
         self.path(&self.config.server.state_dir)
     }
+    /// Silo `id`'s state directory, resolved.
     pub fn silo_state_dir(&self, id: u32) -> PathBuf {
         self.path(Path::new(
             &self.config.silo.state_dir.replace("{id}", &id.to_string()),
@@ -434,6 +455,7 @@ impl Federation {
         )
     }
 
+    /// The address of the shuffler (from its address file when one is configured and present); an error without a `[shuffler]` section.
     pub fn shuffler_address(&self) -> Result<Option<String>> {
         match &self.config.shuffler {
             None => Err(NetError::config("shuffler", "no [shuffler] section")),
@@ -478,8 +500,10 @@ pub struct LocalBudget {
     /// δ_i; required when `enforce`.
     #[serde(default)]
     pub delta: Option<f64>,
+    /// The neighbouring relation ε_i, δ_i are stated under.
     #[serde(default = "replace_one")]
     pub neighbouring: dpfl_privacy::Neighbouring,
+    /// Whether the silo refuses a round that would exceed its budget.
     #[serde(default = "yes")]
     pub enforce: bool,
 }
@@ -551,7 +575,9 @@ impl LocalBudget {
 /// the RDP accountant (the ledger's) at the local δ_i under the local neighbouring relation.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PlanSpend {
+    /// Rounds of the plan.
     pub rounds: usize,
+    /// The ε those rounds spend at δ_i.
     pub epsilon: f64,
 }
 
@@ -576,7 +602,7 @@ pub fn check_plan(fed: &Federation, id: u32, local: &LocalBudget) -> Result<Opti
         return Err(NetError::config("--id", format!("no half for silo {id}")));
     }
     // Silo `id`'s half only, from the plan: no calibration.
-    let half = dpfl::plan::silo_half(&fed.plan, id)?;
+    let half = dpfl::plan::silo_half(&fed.plan, dpfl::units::SiloId::new(id))?;
     let events: Vec<dpfl_privacy::PrivacyEvent> = (0..fed.rounds())
         .filter_map(|r| u32::try_from(r).ok().and_then(|r| half.round_event(r)))
         .collect();

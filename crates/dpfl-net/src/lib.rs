@@ -16,6 +16,8 @@
 //! Only this crate knows prost and tonic types; errors become `tonic::Status` in one place
 //! ([`error`]).
 
+#![warn(missing_docs)]
+
 pub mod certs;
 pub mod checkpoint;
 pub mod codec;
@@ -36,7 +38,7 @@ pub mod store;
 pub mod tls;
 
 /// The generated protocol types and services (package `dpfl.v1`).
-#[allow(clippy::all, missing_docs)]
+#[allow(clippy::all, missing_docs, unused_qualifications, unreachable_pub)]
 pub mod proto {
     tonic::include_proto!("dpfl.v1");
 }

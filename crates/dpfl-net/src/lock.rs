@@ -24,6 +24,7 @@ pub struct DirLock {
 }
 
 impl DirLock {
+    /// The locked directory.
     pub fn path(&self) -> &Path {
         &self.path
     }

@@ -102,7 +102,9 @@ impl Shared {
 /// What a finished run leaves behind.
 #[derive(Debug)]
 pub struct ServerOutcome {
+    /// The final model.
     pub model: Vec<f64>,
+    /// One line per round.
     pub log: Vec<RoundLog>,
     /// Whether this process ran to the end (false: stopped by `stop_after_rounds`).
     pub finished: bool,
@@ -146,6 +148,7 @@ impl Server {
         })
     }
 
+    /// The address the server actually listens on.
     pub fn local_addr(&self) -> Result<std::net::SocketAddr> {
         self.listener
             .local_addr()
@@ -375,6 +378,7 @@ pub fn write_model(path: &std::path::Path, w: &[f64]) -> Result<()> {
     crate::store::write_atomic(path, &bytes)
 }
 
+/// Reads a model written by [`write_model`] (little-endian f64s).
 pub fn read_model(path: &std::path::Path) -> Result<Vec<f64>> {
     let b = std::fs::read(path).map_err(NetError::io(path))?;
     if b.len() % 8 != 0 {

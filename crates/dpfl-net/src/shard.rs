@@ -33,6 +33,7 @@ struct Shape {
     feature_names: Vec<String>,
 }
 
+/// Writes a silo's data shard (checksummed, atomically).
 pub fn write(path: &Path, data: &SiloData) -> Result<()> {
     let shape = Shape {
         train_rows: data.train.len(),
@@ -57,6 +58,7 @@ pub fn write(path: &Path, data: &SiloData) -> Result<()> {
     crate::store::write_atomic(path, &out)
 }
 
+/// Reads a data shard, refusing a damaged one.
 pub fn read(path: &Path) -> Result<SiloData> {
     let bytes = std::fs::read(path).map_err(NetError::io(path))?;
     if bytes.starts_with(MAGIC_V1) {

@@ -97,6 +97,7 @@ pub struct Accumulator {
 }
 
 impl Accumulator {
+    /// An empty sum of `dim`-dimensional shares.
     pub fn new(dim: usize) -> Self {
         Accumulator {
             sum: ShareSum::new(dim),

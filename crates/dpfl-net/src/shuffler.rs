@@ -42,6 +42,7 @@ struct Shared {
     changed: watch::Sender<u64>,
 }
 
+/// The shuffler process: takes sealed messages from silos and forwards them, shuffled, to the server.
 pub struct ShufflerProcess {
     fed: Federation,
     listener: tokio::net::TcpListener,
@@ -52,6 +53,7 @@ pub struct ShufflerProcess {
 }
 
 impl ShufflerProcess {
+    /// Binds the shuffler's listener (and writes its address file, under a lock, when one is configured).
     pub async fn bind(fed: Federation) -> Result<Self> {
         let section = fed.config.shuffler.clone().ok_or_else(|| {
             NetError::config("shuffler", "the federation has no [shuffler] section")

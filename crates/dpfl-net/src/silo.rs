@@ -31,11 +31,15 @@ use state::Persisted;
 /// What a silo did, for tests and logs.
 #[derive(Debug, Default, Clone)]
 pub struct SiloReport {
+    /// Rounds answered.
     pub answered: Vec<u32>,
+    /// Rounds whose stored answer was sent again (after a restart).
     pub resent: Vec<u32>,
+    /// Rounds refused (budget).
     pub refused: Vec<u32>,
 }
 
+/// One silo process: its data, its half, its generator and its one ledger.
 pub struct Silo {
     fed: Federation,
     id: u32,
@@ -98,12 +102,8 @@ impl Silo {
             Some(l) => l.budget()?,
             None => match ctx.silos.get(id as usize).and_then(|s| s.budget) {
                 Some((eps, delta)) if fed.plan.setup.enforce_budget => Some(
-                    dpfl_privacy::ledger::Budget::new(
-                        eps,
-                        delta,
-                        dpfl_privacy::Neighbouring::ReplaceOne,
-                    )
-                    .map_err(|e| NetError::config("privacy", e.to_string()))?,
+                    Budget::new(eps, delta, dpfl_privacy::Neighbouring::ReplaceOne)
+                        .map_err(|e| NetError::config("privacy", e.to_string()))?,
                 ),
                 _ => None,
             },

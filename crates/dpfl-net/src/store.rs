@@ -23,6 +23,7 @@ use sha2::{Digest, Sha256};
 
 use crate::error::{NetError, Result};
 
+/// Writes `bytes` to `path` atomically: a synced temporary file renamed over it.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).map_err(NetError::io(dir))?;
@@ -35,6 +36,7 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     std::fs::rename(&tmp, path).map_err(NetError::io(path))
 }
 
+/// The file's bytes, or none when it does not exist.
 pub fn read_opt(path: &Path) -> Result<Option<Vec<u8>>> {
     match std::fs::read(path) {
         Ok(b) => Ok(Some(b)),

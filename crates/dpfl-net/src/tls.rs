@@ -108,14 +108,18 @@ pub fn client_endpoint_with(addr: &str, tls: ClientTlsConfig) -> Result<Endpoint
 /// Bytes received and sent on a server's sockets.
 #[derive(Debug, Clone, Default)]
 pub struct WireCounter {
+    /// Bytes received.
     pub received: Arc<AtomicU64>,
+    /// Bytes sent.
     pub sent: Arc<AtomicU64>,
 }
 
 impl WireCounter {
+    /// Bytes received so far.
     pub fn received(&self) -> u64 {
         self.received.load(Ordering::Relaxed)
     }
+    /// Bytes sent so far.
     pub fn sent(&self) -> u64 {
         self.sent.load(Ordering::Relaxed)
     }
@@ -168,6 +172,7 @@ impl AsyncWrite for Counted {
     }
 }
 
+/// A server-side TLS stream over a byte-counting socket.
 pub type TlsConn = tokio_rustls::server::TlsStream<Counted>;
 
 /// Accepts TCP connections on `listener` and completes TLS handshakes concurrently; a failed

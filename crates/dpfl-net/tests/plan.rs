@@ -76,7 +76,7 @@ fn a_run_is_planned_once_and_each_process_builds_only_its_half() {
             .unwrap()
             .unwrap();
         assert_eq!(spend.rounds, 4);
-        let half = dpfl::plan::silo_half(&silo.plan, id).unwrap();
+        let half = dpfl::plan::silo_half(&silo.plan, dpfl::units::SiloId::new(id)).unwrap();
         assert_eq!(
             half.noise_std().to_bits(),
             fed.plan.calibration[id as usize].sigma.to_bits()

@@ -7,122 +7,23 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
-use dpfl::algo::{
-    Broadcast, BuiltAlgorithm, HalfState, PackedInts, Payload, Reply, Round, ServerHalf, SiloHalf,
-    SiloMessage,
-};
-use dpfl::data::{Dataset, SiloData, Target};
-use dpfl::linalg::Matrix;
+use dpfl::algo::{BuiltAlgorithm, SiloHalf};
+use dpfl::data::SiloData;
 use dpfl::sim::{Participation, Simulator};
+use dpfl_privacy::Neighbouring;
 use dpfl_privacy::accountant::AccountantKind;
 use dpfl_privacy::ledger::{Budget, Ledger};
-use dpfl_privacy::{DpRng, Neighbouring, PrivacyEvent};
+use dpfl_testkit::{MESSAGES, Seen, ToyServer, ToySilo, tiny_silo};
 
 const SILOS: u32 = 3;
 const ROUNDS: usize = 3;
-const MESSAGES: u32 = 4;
 /// The silo whose budget cannot pay one release.
 const REFUSING: u32 = 1;
 
-/// Per round, the (label, first value) of every message the server aggregated, in order.
-type Seen = Arc<Mutex<Vec<Vec<(u32, u64)>>>>;
-
-/// Silo `id` answers every round with `MESSAGES` messages, message k labelled k and holding
-/// `dim` copies of the 8-bit integer 10·id + k.
-struct ToySilo {
-    id: u32,
-    dim: usize,
-}
-
-impl SiloHalf for ToySilo {
-    fn round_event(&self, _round: Round) -> Option<PrivacyEvent> {
-        Some(PrivacyEvent::Gaussian {
-            noise_multiplier: 0.5,
-        })
-    }
-    fn respond(&mut self, _: &Broadcast, _: &Dataset, _: &mut DpRng) -> dpfl::Result<SiloMessage> {
-        unreachable!("the runners ask for the whole reply")
-    }
-    fn respond_reply(&mut self, b: &Broadcast, _: &Dataset, _: &mut DpRng) -> dpfl::Result<Reply> {
-        let messages = (0..MESSAGES)
-            .map(|k| {
-                let value = PackedInts::pack(8, &vec![u64::from(10 * self.id + k); self.dim])?;
-                Ok(SiloMessage {
-                    round: b.round,
-                    payload: Payload::Labelled {
-                        label: k,
-                        payload: Box::new(Payload::Packed(value)),
-                    },
-                })
-            })
-            .collect::<dpfl::Result<Vec<_>>>()?;
-        Ok(Reply {
-            round: b.round,
-            messages,
-        })
-    }
-    fn noise_std(&self) -> f64 {
-        0.0
-    }
-}
-
-struct ToyServer {
-    seen: Seen,
-    dim: usize,
-}
-
-impl ServerHalf for ToyServer {
-    fn broadcast(&mut self, round: Round) -> Broadcast {
-        Broadcast {
-            round,
-            point: vec![0.0; self.dim],
-            aux: vec![],
-        }
-    }
-    fn aggregate(&mut self, _round: Round, messages: &[SiloMessage]) -> dpfl::Result<()> {
-        let got = messages
-            .iter()
-            .map(|m| match &m.payload {
-                Payload::Labelled { label, payload } => match payload.as_ref() {
-                    Payload::Packed(p) => (*label, p.get(0)),
-                    other => panic!("unexpected inner payload {other:?}"),
-                },
-                other => panic!("unexpected payload {other:?}"),
-            })
-            .collect();
-        self.seen.lock().unwrap().push(got);
-        Ok(())
-    }
-    fn output(&self) -> Vec<f64> {
-        vec![0.0; self.dim]
-    }
-    fn dim(&self) -> usize {
-        self.dim
-    }
-    fn state(&self) -> HalfState {
-        HalfState::default()
-    }
-    fn restore(&mut self, _: HalfState) -> dpfl::Result<()> {
-        Ok(())
-    }
-}
-
 fn tiny() -> SiloData {
-    let d = || {
-        Dataset::new(
-            Matrix::zeros(1, 1),
-            vec![0.0],
-            Target::Real,
-            vec!["x".into()],
-        )
-        .unwrap()
-    };
-    SiloData {
-        train: d(),
-        test: d(),
-    }
+    tiny_silo(1)
 }
 
 fn budget(id: u32) -> Option<Budget> {
@@ -180,7 +81,11 @@ async fn network(shuffle: bool) -> (Vec<Vec<(u32, u64)>>, Vec<usize>) {
     };
     let silos: Vec<_> = (0..SILOS)
         .map(|id| {
-            let half = Box::new(ToySilo { id, dim });
+            let half = Box::new(ToySilo {
+                id,
+                dim,
+                private: true,
+            });
             let s = dpfl_net::silo::Silo::with_half_and_budget(
                 fed.clone(),
                 id,
@@ -222,7 +127,13 @@ fn simulated() -> Vec<Vec<(u32, u64)>> {
             dim: 1,
         }),
         silos: (0..SILOS)
-            .map(|id| Box::new(ToySilo { id, dim: 1 }) as Box<dyn SiloHalf>)
+            .map(|id| {
+                Box::new(ToySilo {
+                    id,
+                    dim: 1,
+                    private: true,
+                }) as Box<dyn SiloHalf>
+            })
             .collect(),
         calibration: vec![],
     };

@@ -93,10 +93,12 @@ mod composed_serde {
         events: Vec<PrivacyEvent>,
     }
 
-    pub fn serialize<S: Serializer>(v: &[PrivacyEvent], s: S) -> Result<S::Ok, S::Error> {
+    pub(super) fn serialize<S: Serializer>(v: &[PrivacyEvent], s: S) -> Result<S::Ok, S::Error> {
         Out { events: v }.serialize(s)
     }
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<PrivacyEvent>, D::Error> {
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<Vec<PrivacyEvent>, D::Error> {
         Ok(In::deserialize(d)?.events)
     }
 }

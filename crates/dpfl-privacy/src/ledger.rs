@@ -36,32 +36,33 @@ const FORMAT: &str = "dpfl-ledger/1";
 /// A silo's privacy budget: (ε, δ) under a neighbouring relation.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Budget {
-    epsilon: f64,
-    delta: f64,
+    epsilon: Epsilon,
+    delta: Delta,
     neighbouring: Neighbouring,
 }
 
 impl Budget {
+    /// A budget of checked `epsilon` and `delta` (stored ledgers are checked again when read).
     pub fn new(epsilon: f64, delta: f64, neighbouring: Neighbouring) -> Result<Self> {
-        Epsilon::new(epsilon)?;
-        Delta::new(delta)?;
         Ok(Budget {
-            epsilon,
-            delta,
+            epsilon: Epsilon::new(epsilon)?,
+            delta: Delta::new(delta)?,
             neighbouring,
         })
     }
+    /// ε.
     pub fn epsilon(&self) -> f64 {
-        self.epsilon
+        self.epsilon.get()
     }
+    /// δ.
     pub fn delta(&self) -> f64 {
-        self.delta
+        self.delta.get()
     }
     pub fn neighbouring(&self) -> Neighbouring {
         self.neighbouring
     }
     fn checked_delta(&self) -> Result<Delta> {
-        Delta::new(self.delta)
+        Ok(self.delta)
     }
 }
 
@@ -301,7 +302,7 @@ impl Ledger {
         }
         let requested = self.compose(Some(event))?;
         // Written so that NaN (a numerical failure) refuses.
-        let within = self.limits.budget.is_none_or(|b| requested <= b.epsilon);
+        let within = self.limits.budget.is_none_or(|b| requested <= b.epsilon());
         if let Some(budget) = self.limits.budget
             && !within
         {
@@ -309,8 +310,8 @@ impl Ledger {
                 release,
                 spent: self.spent,
                 requested,
-                budget: budget.epsilon,
-                delta: budget.delta,
+                budget: budget.epsilon(),
+                delta: budget.delta(),
             });
         }
         self.releases.push(Release {
@@ -328,7 +329,7 @@ impl Ledger {
     /// Whether charging `event` now would stay within the budget (records nothing).
     pub fn would_allow(&self, event: &PrivacyEvent) -> Result<bool> {
         let requested = self.compose(Some(event))?;
-        Ok(self.limits.budget.is_none_or(|b| requested <= b.epsilon))
+        Ok(self.limits.budget.is_none_or(|b| requested <= b.epsilon()))
     }
 
     /// ε spent so far at the budget's δ, by the ledger's accountant (0 without a budget).
@@ -372,7 +373,7 @@ impl Ledger {
         // the demo's shape); when it would refuse, ask the sampled PLD too (also sound, Balle-Barthe-
         // Gaboardi profile; coarse grid, still pessimistic). The minimum of two upper bounds is
         // an upper bound, so a release is refused only if neither certifies it.
-        if eps > budget.epsilon
+        if eps > budget.epsilon()
             && accountant == AccountantKind::Rdp
             && budget.neighbouring == Neighbouring::ReplaceOne
         {

@@ -11,7 +11,8 @@
 //! * [`round`]: the round core both runners drive (participation, RNG streams, the silo step
 //!   with its one refusal rule, collection, the shuffle stage);
 //! * [`sim`]: the in-process simulator, a transport under the round core;
-//! * [`experiment`]: TOML experiment specs, runs and their outputs.
+//! * [`experiment`]: TOML experiment specs, runs and their outputs;
+//! * [`units`]: checked newtypes for numbers that carry meaning (silo id, step size, clip).
 //!
 //! See `ARCHITECTURE.md` at the repository root for the invariants.
 
@@ -28,5 +29,6 @@ pub mod plan;
 pub mod reproduce;
 pub mod round;
 pub mod sim;
+pub mod units;
 
 pub use error::{Error, Result};

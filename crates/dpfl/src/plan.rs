@@ -16,6 +16,8 @@
 //! and its ledger charges every round, so a wrong plan can stop a silo but not make it
 //! over-spend.
 
+#![warn(missing_docs)]
+
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
@@ -27,6 +29,7 @@ use crate::algo::{
 };
 use crate::model::{GradientOracle, Model, ModelSpec, Projection};
 use crate::round::Participation;
+use crate::units::{ClipNorm, SiloId};
 
 /// The public facts of a run: everything [`BuildContext`] is built from, serialisable.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -39,7 +42,7 @@ pub struct Setup {
     /// Number of classes (classification) or none (regression).
     pub classes: Option<usize>,
     /// The configured per-example clip, if any.
-    pub clip: Option<f64>,
+    pub clip: Option<ClipNorm>,
     /// The per-example gradient bound L the noise is calibrated to.
     pub lipschitz: f64,
     /// R.
@@ -77,7 +80,7 @@ impl Setup {
             },
             silos: self.silos.clone(),
             init: vec![0.0; model.num_params()],
-            oracle: GradientOracle::new(model, self.clip)?,
+            oracle: GradientOracle::clipping(model, self.clip),
             lipschitz: self.lipschitz,
             projection: self.projection,
             noise: self.noise,
@@ -165,8 +168,8 @@ pub fn server_half(plan: &Plan) -> crate::Result<Box<dyn ServerHalf>> {
 }
 
 /// Silo `silo`'s half of `plan` (no calibration, no other silo's half).
-pub fn silo_half(plan: &Plan, silo: u32) -> crate::Result<Box<dyn SiloHalf>> {
-    plan.wing.silo_half(&plan.context()?, silo as usize)
+pub fn silo_half(plan: &Plan, silo: SiloId) -> crate::Result<Box<dyn SiloHalf>> {
+    plan.wing.silo_half(&plan.context()?, silo.index())
 }
 
 #[cfg(test)]
@@ -211,12 +214,12 @@ mod tests {
         assert_eq!(back, plan, "{text}");
         let before = calibrations_on_this_thread();
         let server = server_half(&back).unwrap();
-        let silo = silo_half(&back, 2).unwrap();
+        let silo = silo_half(&back, SiloId::new(2)).unwrap();
         assert_eq!(calibrations_on_this_thread(), before);
         assert_eq!(server.dim(), plan.context().unwrap().federation.dim);
         // The silo half's noise is the plan's σ_2, bit for bit.
         assert_eq!(silo.noise_std(), plan.calibration[2].sigma);
-        assert!(silo_half(&back, 3).is_err());
+        assert!(silo_half(&back, SiloId::new(3)).is_err());
         // Building the whole federation the old way calibrates N more times.
         let before = calibrations_on_this_thread();
         alg.build(&plan.context().unwrap()).unwrap();

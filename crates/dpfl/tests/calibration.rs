@@ -2,28 +2,22 @@
 //! accountant for the target (ε, δ), tightly, and the silo ledgers accept every round.
 
 use dpfl::experiment::{ExperimentSpec, run};
+use dpfl_testkit::SyntheticBinary;
 
 fn spec(calibration: &str, participation: &str, extra: &str) -> ExperimentSpec {
-    let text = format!(
-        r#"
-name = "calibration"
-rounds = 40
-seed = 3
-participation = {participation}
-[data]
-source = {{ kind = "synthetic", task = "binary", silos = 4, train = 300, test = 50, features = 8, shift = 0.5 }}
-[model]
-kind = "logistic"
-[privacy]
-epsilon = 2.0
-delta = 1e-5
-lipschitz = 1.0
-{extra}
-[[algorithms]]
-kind = "mb-sgd"
-calibration = "{calibration}"
-step_size = 0.2
-"#
+    let text = SyntheticBinary {
+        name: "calibration",
+        rounds: 40,
+        participation,
+        silos: 4,
+        train: 300,
+        features: 8,
+    }
+    .toml(
+        extra,
+        &format!(
+            "[[algorithms]]\nkind = \"mb-sgd\"\ncalibration = \"{calibration}\"\nstep_size = 0.2\n"
+        ),
     );
     ExperimentSpec::from_toml(&text, "calibration.toml").unwrap()
 }
@@ -98,26 +92,19 @@ fn partial_participation_spends_less_than_the_target() {
 }
 
 fn local_sgd_spec(rule: &str) -> ExperimentSpec {
-    let text = format!(
-        r#"
-name = "local-sgd-calibration"
-rounds = 40
-seed = 3
-participation = {{ kind = "all" }}
-[data]
-source = {{ kind = "synthetic", task = "binary", silos = 3, train = 300, test = 50, features = 8, shift = 0.5 }}
-[model]
-kind = "logistic"
-[privacy]
-epsilon = 2.0
-delta = 1e-5
-lipschitz = 1.0
-[[algorithms]]
-kind = "local-sgd"
-{rule}
-step_size = 0.05
-local_steps = 5
-"#
+    let text = SyntheticBinary {
+        name: "local-sgd-calibration",
+        rounds: 40,
+        participation: "{ kind = \"all\" }",
+        silos: 3,
+        train: 300,
+        features: 8,
+    }
+    .toml(
+        "",
+        &format!(
+            "[[algorithms]]\nkind = \"local-sgd\"\n{rule}\nstep_size = 0.05\nlocal_steps = 5\n"
+        ),
     );
     ExperimentSpec::from_toml(&text, "local-sgd.toml").unwrap()
 }

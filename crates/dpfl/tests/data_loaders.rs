@@ -91,7 +91,7 @@ fn mnist_matches_sources() {
     );
     let px = train.x().as_slice();
     assert!(px.iter().all(|&v| (0.0..=1.0).contains(&v)));
-    assert_eq!(px.iter().cloned().fold(0.0, f64::max), 1.0);
+    assert_eq!(px.iter().copied().fold(0.0, f64::max), 1.0);
     let test = dirs.load(KnownDataset::Mnist, Part::Test).unwrap();
     assert_eq!(test.len(), 10_000);
 }

@@ -103,8 +103,8 @@ fn insurance_sorted_into_ten_silos() {
     let sizes: Vec<usize> = silos.iter().map(Dataset::len).collect();
     assert_eq!(sizes, [vec![134; 9], vec![132]].concat());
     for w in silos.windows(2) {
-        let hi = w[0].y().iter().cloned().fold(f64::NEG_INFINITY, f64::max);
-        let lo = w[1].y().iter().cloned().fold(f64::INFINITY, f64::min);
+        let hi = w[0].y().iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        let lo = w[1].y().iter().copied().fold(f64::INFINITY, f64::min);
         assert!(hi <= lo, "silos are not ordered by target");
     }
     let sizes3: Vec<usize> = by_sorted_target(&d, 3)

@@ -2,129 +2,16 @@
 //! the simulator's shuffle stage, and the one refusal rule (a refusing silo is left out of
 //! its round; the others answer).
 
-use dpfl::algo::{
-    Broadcast, BuiltAlgorithm, HalfState, PackedInts, Payload, Reply, Round, ServerHalf, SiloHalf,
-    SiloMessage,
-};
-use dpfl::data::{Dataset, SiloData, Target};
-use dpfl::linalg::Matrix;
+use dpfl::data::SiloData;
 use dpfl::sim::{Participation, Simulator};
-use dpfl_privacy::{DpRng, PrivacyEvent};
-use std::sync::{Arc, Mutex};
-
-const MESSAGES: u32 = 4;
-
-/// Per round, the (label, value) of every message the server received, in arrival order.
-type Seen = Arc<Mutex<Vec<Vec<(u32, u64)>>>>;
-
-/// Silo `id` answers every round with `MESSAGES` messages, message k labelled k and holding
-/// the 8-bit integer 10·id + k.
-struct ToySilo {
-    id: u32,
-    private: bool,
-}
-
-impl SiloHalf for ToySilo {
-    fn round_event(&self, _round: Round) -> Option<PrivacyEvent> {
-        self.private.then_some(PrivacyEvent::Gaussian {
-            noise_multiplier: 0.5,
-        })
-    }
-    fn respond(&mut self, _: &Broadcast, _: &Dataset, _: &mut DpRng) -> dpfl::Result<SiloMessage> {
-        unreachable!("the runners ask for the whole reply")
-    }
-    fn respond_reply(&mut self, b: &Broadcast, _: &Dataset, _: &mut DpRng) -> dpfl::Result<Reply> {
-        let messages = (0..MESSAGES)
-            .map(|k| {
-                let value = PackedInts::pack(8, &[u64::from(10 * self.id + k)])?;
-                Ok(SiloMessage {
-                    round: b.round,
-                    payload: Payload::Labelled {
-                        label: k,
-                        payload: Box::new(Payload::Packed(value)),
-                    },
-                })
-            })
-            .collect::<dpfl::Result<Vec<_>>>()?;
-        Ok(Reply {
-            round: b.round,
-            messages,
-        })
-    }
-    fn noise_std(&self) -> f64 {
-        0.0
-    }
-}
-
-/// Records, per round, the (label, value) of every message in the order it arrived.
-struct ToyServer {
-    seen: Seen,
-}
-
-impl ServerHalf for ToyServer {
-    fn broadcast(&mut self, round: Round) -> Broadcast {
-        Broadcast {
-            round,
-            point: vec![0.0],
-            aux: vec![],
-        }
-    }
-    fn aggregate(&mut self, _round: Round, messages: &[SiloMessage]) -> dpfl::Result<()> {
-        let got = messages
-            .iter()
-            .map(|m| match &m.payload {
-                Payload::Labelled { label, payload } => match payload.as_ref() {
-                    Payload::Packed(p) => (*label, p.get(0)),
-                    other => panic!("unexpected inner payload {other:?}"),
-                },
-                other => panic!("unexpected payload {other:?}"),
-            })
-            .collect();
-        self.seen.lock().unwrap().push(got);
-        Ok(())
-    }
-    fn output(&self) -> Vec<f64> {
-        vec![0.0]
-    }
-    fn dim(&self) -> usize {
-        1
-    }
-    fn state(&self) -> HalfState {
-        HalfState::default()
-    }
-    fn restore(&mut self, _: HalfState) -> dpfl::Result<()> {
-        Ok(())
-    }
-}
+use dpfl_testkit::{MESSAGES, tiny_silo, toy_algorithm};
 
 fn data(silos: usize) -> Vec<SiloData> {
-    let ds = || {
-        Dataset::new(
-            Matrix::zeros(2, 1),
-            vec![0.0, 1.0],
-            Target::Real,
-            vec!["x".into()],
-        )
-        .unwrap()
-    };
-    (0..silos)
-        .map(|_| SiloData {
-            train: ds(),
-            test: ds(),
-        })
-        .collect()
+    (0..silos).map(|_| tiny_silo(2)).collect()
 }
 
-fn toy(silos: u32, private: bool) -> (BuiltAlgorithm, Seen) {
-    let seen = Arc::new(Mutex::new(Vec::new()));
-    let built = BuiltAlgorithm {
-        server: Box::new(ToyServer { seen: seen.clone() }),
-        silos: (0..silos)
-            .map(|id| Box::new(ToySilo { id, private }) as Box<dyn SiloHalf>)
-            .collect(),
-        calibration: vec![],
-    };
-    (built, seen)
+fn toy(silos: u32, private: bool) -> (dpfl::algo::BuiltAlgorithm, dpfl_testkit::Seen) {
+    toy_algorithm(silos, 1, private)
 }
 
 fn in_silo_order(silos: u32) -> Vec<(u32, u64)> {

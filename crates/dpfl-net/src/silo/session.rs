@@ -295,9 +295,9 @@ async fn connect_shuffler(fed: &Federation, name: &str) -> Result<ShufflerClient
 async fn send_with_retry<F, Fut>(mut f: F) -> Result<()>
 where
     F: FnMut() -> Fut,
-    Fut: std::future::Future<
-            Output = std::result::Result<tonic::Response<crate::proto::PushReply>, tonic::Status>,
-        >,
+    Fut: Future<
+        Output = std::result::Result<tonic::Response<crate::proto::PushReply>, tonic::Status>,
+    >,
 {
     let mut wait = Duration::from_millis(50);
     for _ in 0..40 {

@@ -7,12 +7,12 @@ use dpfl_net::config::PublicFacts;
 
 /// Loads a hand-written federation file: its plan comes from the experiment it names, as
 /// the `dpfl` binary's planner computes it.
-pub fn load(path: &Path) -> Federation {
+pub(crate) fn load(path: &Path) -> Federation {
     Federation::load_with(path, Some(&planner)).expect("federation file")
 }
 
 /// The experiment planner the `dpfl` binary uses.
-pub fn planner(
+pub(crate) fn planner(
     experiment: &Path,
     algorithm: usize,
     p: &PublicFacts,

@@ -1,5 +1,7 @@
 //! What an algorithm is built from (public facts only) and what building yields.
 
+#![warn(missing_docs)]
+
 use serde::{Deserialize, Serialize};
 
 use super::half::{FederationInfo, ServerHalf, SiloHalf, SiloInfo};
@@ -8,14 +10,18 @@ use crate::model::{GradientOracle, Projection};
 /// Everything public an algorithm is built from.
 #[derive(Debug, Clone)]
 pub struct BuildContext {
+    /// Public facts about the federation (d, N, R, expected M).
     pub federation: FederationInfo,
+    /// Public facts about each silo, in silo order.
     pub silos: Vec<SiloInfo>,
     /// The model's gradients, with the per-example clip that enforces `lipschitz`.
     pub oracle: GradientOracle,
     /// The per-example gradient bound L the noise is calibrated to. The silo halves clip every
     /// per-example gradient at L, so the bound holds for any record, not only the data seen.
     pub lipschitz: f64,
+    /// The parameter domain W the server projects onto.
     pub projection: Projection,
+    /// The initial model w_0.
     pub init: Vec<f64>,
     /// The noise of every Gaussian mechanism (`privacy.mechanism`); see [`Self::gaussian`].
     pub noise: dpfl_privacy::GaussianNoise,
@@ -61,6 +67,7 @@ impl BuildContext {
 
 /// The halves of one algorithm instance.
 pub struct BuiltAlgorithm {
+    /// The server half.
     pub server: Box<dyn ServerHalf>,
     /// One half per silo, in silo order.
     pub silos: Vec<Box<dyn SiloHalf>>,
@@ -71,6 +78,7 @@ pub struct BuiltAlgorithm {
 /// The calibration a silo half uses, for reports and summaries.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SiloCalibration {
+    /// The silo's index.
     pub silo: u32,
     /// Noise standard deviation per coordinate (0 if non-private).
     pub sigma: f64,

@@ -4,6 +4,8 @@
 //! (with or without replacement, Poisson, or one pass over disjoint batches) is the sampling
 //! of the round's privacy event, so the ledger and the accountant see exactly what was drawn.
 
+#![warn(missing_docs)]
+
 use dpfl_privacy::event::Sampling;
 use dpfl_privacy::mechanism::{GaussianMechanism, VectorMechanism};
 use dpfl_privacy::sampler::{BatchSampler, DisjointBatches, RecordSampling};
@@ -22,12 +24,20 @@ pub enum BatchSource {
     /// A fresh batch of (expected) size K every round from the configured record sampler:
     /// with replacement (Lowy & Razaviyayn Algorithm 1 ERM branch, Algorithms 2 and 7),
     /// without replacement, or Poisson.
-    Sampled { n: usize, sampler: BatchSampler },
+    Sampled {
+        /// Records n_i.
+        n: usize,
+        /// The record sampler.
+        sampler: BatchSampler,
+    },
     /// One pass over disjoint batches of K; the permutation is drawn from the silo's own
     /// generator when the first round is answered.
     OnePass {
+        /// Records n_i.
         n: usize,
+        /// Batch size K.
         k: usize,
+        /// The permutation's batches, once drawn.
         batches: Option<DisjointBatches>,
     },
 }
@@ -40,6 +50,7 @@ impl BatchSource {
             sampler: BatchSampler::new(kind, n, k)?,
         })
     }
+    /// One pass over disjoint batches of K of the `n` records (the permutation is drawn at the first round).
     pub fn one_pass(n: usize, k: usize) -> Self {
         BatchSource::OnePass {
             n,
@@ -82,6 +93,7 @@ pub struct GradientSilo {
 }
 
 impl GradientSilo {
+    /// A gradient silo: clipped minibatch gradients from `source`, plus the Gaussian noise of its calibration.
     pub fn new(
         oracle: GradientOracle,
         source: BatchSource,

@@ -1,6 +1,8 @@
 //! The two halves of every algorithm and the public facts they are built from (the floor's
 //! contract; see [`crate::algo`] for the trust boundary these types enforce).
 
+#![warn(missing_docs)]
+
 use serde::{Deserialize, Serialize};
 
 use super::message::{Broadcast, Reply, Round, SiloMessage};
@@ -97,6 +99,7 @@ pub trait SiloHalf: Send {
     fn state(&self) -> HalfState {
         HalfState::default()
     }
+    /// Restores the state [`Self::state`] saved.
     fn restore(&mut self, _state: HalfState) -> crate::Result<()> {
         Ok(())
     }
@@ -136,7 +139,9 @@ pub trait ServerHalf: Send {
     fn output(&self) -> Vec<f64>;
     /// Number of parameters of the model.
     fn dim(&self) -> usize;
+    /// The server's state, for checkpoints.
     fn state(&self) -> HalfState;
+    /// Restores a checkpoint [`Self::state`] wrote.
     fn restore(&mut self, state: HalfState) -> crate::Result<()>;
 }
 
@@ -157,7 +162,9 @@ pub struct FederationInfo {
 /// treats n_i as public) and its privacy budget.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SiloInfo {
+    /// The silo's index.
     pub id: u32,
+    /// Its record count n_i.
     pub records: usize,
     /// (ε_i, δ_i) for private algorithms.
     pub budget: Option<(f64, f64)>,

@@ -8,6 +8,8 @@
 //! A payload is validated once, by [`Payload::validate`], when the round core receives it from
 //! a silo half or a codec decodes it.
 
+#![warn(missing_docs)]
+
 pub mod compressed;
 
 use serde::{Deserialize, Serialize};
@@ -18,6 +20,7 @@ pub type Round = u32;
 /// What the server sends to every participating silo at the start of a round.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Broadcast {
+    /// The round this broadcast opens.
     pub round: Round,
     /// The point at which silos evaluate gradients (w_r, or w_r^md for AC-SA).
     pub point: Vec<f64>,
@@ -130,12 +133,15 @@ impl PackedInts {
         Ok(PackedInts { bits, len, bytes })
     }
 
+    /// Bits per value t.
     pub fn bits(&self) -> u8 {
         self.bits
     }
+    /// Number of values.
     pub fn len(&self) -> usize {
         self.len as usize
     }
+    /// Whether there are no values.
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
@@ -180,15 +186,23 @@ pub enum Payload {
     Dense(Vec<f64>),
     /// A sparse vector of length `dim` (compressed messages).
     Sparse {
+        /// The vector's length.
         dim: u32,
+        /// Indices of the non-zero coordinates, increasing.
         indices: Vec<u32>,
+        /// Their values.
         values: Vec<f64>,
     },
     /// t-bit unsigned integers (quantised messages); represents the vector of their values.
     Packed(PackedInts),
     /// One labelled message of a multi-message reply (e.g. the coordinate a PVEC bit is for);
     /// the label travels with the message through a shuffler. Not nested.
-    Labelled { label: u32, payload: Box<Payload> },
+    Labelled {
+        /// What the message is for (e.g. a coordinate).
+        label: u32,
+        /// The message; not itself labelled.
+        payload: Box<Payload>,
+    },
     /// A compressed vector in a compressor's own encoding (seeded random-k, quantisation
     /// levels, powers of two): see `crate::compress`.
     Compressed(compressed::Compressed),
@@ -314,7 +328,9 @@ fn finite(v: &[f64]) -> crate::Result<()> {
 /// tell messages apart, and aggregation must not depend on their order.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SiloMessage {
+    /// The round the message answers.
     pub round: Round,
+    /// The body.
     pub payload: Payload,
 }
 
@@ -322,7 +338,9 @@ pub struct SiloMessage {
 /// multi-message protocols. A shuffle stage permutes the messages of all replies together.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Reply {
+    /// The round the reply answers.
     pub round: Round,
+    /// Its messages, one or several.
     pub messages: Vec<SiloMessage>,
 }
 

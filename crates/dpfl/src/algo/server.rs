@@ -1,6 +1,8 @@
 //! Server helpers every wing shares: averaging a round's messages and the iterate a server
 //! outputs (average, last, or the exponential weights of Lowy & Razaviyayn Thm 2.1).
 
+#![warn(missing_docs)]
+
 use serde::{Deserialize, Serialize};
 
 use super::half::HalfState;
@@ -17,7 +19,10 @@ pub enum OutputRule {
     Last,
     /// ŵ_R = Σ γ_r w_r / Σ γ_r with γ_r = (1 − decay)^{−(r+1)}: Thm 2.1 / D.1's strongly
     /// convex weights (Stich's Lemma D.5) for decay = μη ∈ [0, 1).
-    Exponential { decay: f64 },
+    Exponential {
+        /// μη ∈ [0, 1).
+        decay: f64,
+    },
 }
 
 /// Running average of iterates (γ_r = 1/R) or the last iterate.
@@ -29,6 +34,7 @@ pub struct IterateOutput {
 }
 
 impl IterateOutput {
+    /// An accumulator of d-dimensional iterates under `rule`.
     pub fn new(rule: OutputRule, d: usize) -> Self {
         IterateOutput {
             rule,
@@ -60,10 +66,12 @@ impl IterateOutput {
             OutputRule::Exponential { .. } => self.sum.clone(),
         }
     }
+    /// Writes the accumulator into a half's state.
     pub fn save(&self, state: &mut HalfState) {
         state.put("iterate_sum", &self.sum);
         state.put("iterate_count", &self.count);
     }
+    /// Reads the accumulator back from a half's state.
     pub fn load(&mut self, state: &HalfState) -> crate::Result<()> {
         self.sum = state.vector("iterate_sum", self.sum.len())?;
         self.count = state.scalar("iterate_count")?;

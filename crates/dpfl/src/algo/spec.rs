@@ -209,13 +209,8 @@ impl AlgorithmSpec {
         &self,
         ctx: &BuildContext,
     ) -> crate::Result<(Vec<SiloCalibration>, WingPlan, Option<BuiltAlgorithm>)> {
-        if let Some(eta) = self.explicit_step_size()
-            && !(eta.is_finite() && eta > 0.0)
-        {
-            return Err(crate::Error::config(
-                "algorithm.step_size",
-                format!("must be finite and > 0, got {eta}"),
-            ));
+        if let Some(eta) = self.explicit_step_size() {
+            crate::units::StepSize::new(eta)?;
         }
         let mut whole = None;
         let (calibration, wing) = match self {
@@ -228,7 +223,7 @@ impl AlgorithmSpec {
             } => {
                 let (p, c) = lowy::mbsgd::plan(
                     ctx,
-                    *step_size,
+                    crate::units::StepSize::new(*step_size)?,
                     *calibration,
                     *batch_size,
                     *output,
@@ -250,7 +245,13 @@ impl AlgorithmSpec {
                     (None, true) => Some(Calibration::Experiment),
                     (None, false) => None,
                 };
-                let (p, c) = lowy::local_sgd::plan(ctx, *step_size, rule, *local_steps, *output)?;
+                let (p, c) = lowy::local_sgd::plan(
+                    ctx,
+                    crate::units::StepSize::new(*step_size)?,
+                    rule,
+                    *local_steps,
+                    *output,
+                )?;
                 (c, WingPlan::Lowy(LowyPlan::LocalSgd(p)))
             }
             AlgorithmSpec::AcceleratedMbSgd(a) => {
@@ -469,6 +470,7 @@ fn lowy_mbsgd_server(
     output: OutputRule,
     sampling: dpfl_privacy::sampler::RecordSampling,
 ) -> crate::Result<Box<dyn ServerHalf>> {
+    let step_size = crate::units::StepSize::new(step_size)?;
     let (p, _) = lowy::mbsgd::plan(ctx, step_size, calibration, batch_size, output, sampling)?;
     p.server_half(ctx)
 }

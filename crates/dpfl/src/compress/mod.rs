@@ -180,7 +180,7 @@ pub(crate) mod test_util {
 
     /// Monte Carlo estimates over `n` draws: (max_j |mean_j − x_j| / ‖x‖, mean ‖C(x) − x‖² /
     /// ‖x‖²), with each draw's payload checked against the compressor's bit count.
-    pub fn monte_carlo(c: &dyn Compressor, x: &[f64], n: usize, seed: u64) -> (f64, f64) {
+    pub(crate) fn monte_carlo(c: &dyn Compressor, x: &[f64], n: usize, seed: u64) -> (f64, f64) {
         let mut rng = DpRng::from_seed(seed, dpfl_privacy::rng::Purpose::Silo, 0);
         let d = x.len();
         let (mut mean, mut err) = (vec![0.0; d], 0.0);
@@ -202,7 +202,7 @@ pub(crate) mod test_util {
     }
 
     /// A fixed test vector with mixed signs, magnitudes and a zero.
-    pub fn vector(d: usize) -> Vec<f64> {
+    pub(crate) fn vector(d: usize) -> Vec<f64> {
         (0..d)
             .map(|j| {
                 if j == 3 {

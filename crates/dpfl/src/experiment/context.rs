@@ -209,7 +209,7 @@ pub fn setup_from(
         model: spec.model.clone(),
         features,
         classes,
-        clip: spec.clip,
+        clip: spec.clip.map(crate::units::ClipNorm::new).transpose()?,
         lipschitz: l,
         rounds: spec.rounds,
         participation: spec.participation.clone(),

@@ -72,6 +72,7 @@ impl HingeLoss {
         })
     }
 
+    /// The Moreau envelope's β, if smoothed.
     pub fn smoothing(&self) -> Option<f64> {
         self.smoothing
     }

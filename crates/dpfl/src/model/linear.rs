@@ -7,12 +7,14 @@ use super::{Metric, Model};
 use crate::data::Dataset;
 use crate::linalg::{axpy, dot};
 
+/// Least squares, f = (⟨w,x⟩ − y)²/2 (no separate bias: add a constant feature for one).
 #[derive(Debug, Clone)]
 pub struct LinearRegression {
     features: usize,
 }
 
 impl LinearRegression {
+    /// Least squares on `features` inputs.
     pub fn new(features: usize) -> Self {
         LinearRegression { features }
     }

@@ -10,6 +10,7 @@ use super::{Metric, Model};
 use crate::data::Dataset;
 use crate::linalg::{axpy, dot};
 
+/// Binary logistic regression on labels {0, 1} (no separate bias term).
 #[derive(Debug, Clone)]
 pub struct LogisticRegression {
     features: usize,
@@ -17,6 +18,7 @@ pub struct LogisticRegression {
 }
 
 impl LogisticRegression {
+    /// Logistic regression on `features` inputs; ⟨w,x⟩ clamped to ±`logit_clip` if given.
     pub fn new(features: usize, logit_clip: Option<f64>) -> crate::Result<Self> {
         if let Some(c) = logit_clip
             && !(c.is_finite() && c > 0.0)

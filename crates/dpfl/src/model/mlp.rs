@@ -46,6 +46,7 @@ use dpfl_privacy::rng::Purpose;
 /// Rows per batched chunk: bounds the workspace (256·784 f64 = 1.6 MB) for full-gradient calls.
 const CHUNK: usize = 256;
 
+/// A one-hidden-layer sigmoid network with a softmax output and cross-entropy loss.
 #[derive(Debug, Clone)]
 pub struct Mlp {
     features: usize,
@@ -63,6 +64,7 @@ impl Mlp {
         a.checked_add(b)
     }
 
+    /// A network of `features` → `hidden` → `classes`, parameters drawn N(0, `init_std`²) from `init_seed`.
     pub fn new(
         features: usize,
         hidden: usize,
@@ -95,9 +97,11 @@ impl Mlp {
         })
     }
 
+    /// Hidden units h.
     pub fn hidden(&self) -> usize {
         self.hidden
     }
+    /// Classes C.
     pub fn classes(&self) -> usize {
         self.classes
     }
@@ -328,38 +332,11 @@ impl Model for Mlp {
         }
         axpy(scale, &z, oc2);
     }
-    fn add_batch_grad(
-        &self,
-        w: &[f64],
-        data: &Dataset,
-        idx: &[usize],
-        scale: f64,
-        out: &mut [f64],
-    ) {
-        self.batch(w, data, idx, None, scale, out);
-    }
-    fn add_clipped_batch_grad(
-        &self,
-        w: &[f64],
-        data: &Dataset,
-        idx: &[usize],
-        clip: f64,
-        scale: f64,
-        out: &mut [f64],
-        _scratch: &mut [f64],
-    ) {
-        self.batch(w, data, idx, Some(clip), scale, out);
-    }
+    batch_grads_from_loop!();
     fn predict(&self, w: &[f64], x: &[f64]) -> f64 {
         let (mut a, mut z) = (vec![0.0; self.hidden], vec![0.0; self.classes]);
         self.forward(w, x, &mut a, &mut z);
-        let mut best = 0;
-        for k in 1..z.len() {
-            if z[k] > z[best] {
-                best = k;
-            }
-        }
-        best as f64
+        super::argmax(&z) as f64
     }
     fn metric(&self) -> Metric {
         Metric::ErrorRate

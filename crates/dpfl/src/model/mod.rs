@@ -5,7 +5,42 @@
 //! constant of its loss over inputs of bounded norm, and noise is calibrated to it (or to the
 //! clip threshold, which bounds every per-example gradient regardless of the data).
 
+#![warn(missing_docs)]
+
+/// The two batch-gradient methods of [`Model`] for a model whose one per-example loop is an
+/// inherent `fn batch(&self, w, data, idx, clip: Option<f64>, scale, out)` (out += scale·Σ_i
+/// clip(∇f_i) over the rows `idx`, no clipping with `None`): the unclipped and the clipped
+/// gradient are the same loop, so they cannot drift apart.
+macro_rules! batch_grads_from_loop {
+    () => {
+        fn add_batch_grad(
+            &self,
+            w: &[f64],
+            data: &Dataset,
+            idx: &[usize],
+            scale: f64,
+            out: &mut [f64],
+        ) {
+            self.batch(w, data, idx, None, scale, out);
+        }
+        fn add_clipped_batch_grad(
+            &self,
+            w: &[f64],
+            data: &Dataset,
+            idx: &[usize],
+            clip: f64,
+            scale: f64,
+            out: &mut [f64],
+            _scratch: &mut [f64],
+        ) {
+            self.batch(w, data, idx, Some(clip), scale, out);
+        }
+    };
+}
+
 mod batch;
+// Being optimised in another lane; documented there.
+#[allow(missing_docs)]
 mod deep_mlp;
 mod hinge;
 mod linear;
@@ -26,6 +61,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::data::Dataset;
 use crate::linalg::{axpy, norm2, scale};
+use crate::units::ClipNorm;
 
 /// How a model's predictions are scored.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -39,6 +75,7 @@ pub enum Metric {
 
 /// A differentiable per-example loss.
 pub trait Model: Send + Sync + std::fmt::Debug {
+    /// Short name for reports.
     fn name(&self) -> &'static str;
     /// Length of the parameter vector w.
     fn num_params(&self) -> usize;
@@ -50,6 +87,7 @@ pub trait Model: Send + Sync + std::fmt::Debug {
     fn add_grad(&self, w: &[f64], x: &[f64], y: f64, scale: f64, out: &mut [f64]);
     /// Predicted class index, or predicted value.
     fn predict(&self, w: &[f64], x: &[f64]) -> f64;
+    /// The evaluation metric that suits the model.
     fn metric(&self) -> Metric;
     /// Lipschitz constant of w ↦ f(w; x, y) over inputs with ‖x‖₂ ≤ `max_norm`, if finite.
     fn lipschitz(&self, max_norm: f64) -> Option<f64>;
@@ -85,10 +123,8 @@ pub trait Model: Send + Sync + std::fmt::Debug {
         scale: f64,
         out: &mut [f64],
     ) {
-        if self.input_coefficient(0.0, 0.0, 0.0).is_some() {
-            return rank_one_batch(w, data, idx, None, scale, out, |z, xx, y| {
-                self.input_coefficient(z, xx, y).unwrap_or(0.0)
-            });
+        if rank_one_by_coefficient(self, w, data, idx, None, scale, out) {
+            return;
         }
         for &i in idx {
             let (x, y) = data.row(i);
@@ -113,10 +149,8 @@ pub trait Model: Send + Sync + std::fmt::Debug {
         out: &mut [f64],
         scratch: &mut [f64],
     ) {
-        if self.input_coefficient(0.0, 0.0, 0.0).is_some() {
-            return rank_one_batch(w, data, idx, Some(clip), scale, out, |z, xx, y| {
-                self.input_coefficient(z, xx, y).unwrap_or(0.0)
-            });
+        if rank_one_by_coefficient(self, w, data, idx, Some(clip), scale, out) {
+            return;
         }
         clipped_batch_grad_per_example(self, w, data, idx, clip, scale, out, scratch);
     }
@@ -146,6 +180,54 @@ pub fn clipped_batch_grad_per_example<M: Model + ?Sized>(
             axpy(scale * f, scratch, out);
         }
     }
+}
+
+/// The default batch kernels' fast path: for a model with an [`Model::input_coefficient`],
+/// runs [`rank_one_batch`] on it and returns true; false (nothing done) for other models.
+fn rank_one_by_coefficient<M: Model + ?Sized>(
+    model: &M,
+    w: &[f64],
+    data: &Dataset,
+    idx: &[usize],
+    clip: Option<f64>,
+    scale: f64,
+    out: &mut [f64],
+) -> bool {
+    if model.input_coefficient(0.0, 0.0, 0.0).is_none() {
+        return false;
+    }
+    rank_one_batch(w, data, idx, clip, scale, out, |z, xx, y| {
+        model.input_coefficient(z, xx, y).unwrap_or(0.0)
+    });
+    true
+}
+
+/// The index of the largest of `z` (the first on ties): a classifier's predicted class.
+pub(crate) fn argmax(z: &[f64]) -> usize {
+    let mut best = 0;
+    for k in 1..z.len() {
+        if z[k] > z[best] {
+            best = k;
+        }
+    }
+    best
+}
+
+/// A network's class count, checking its configured `inputs` against the data's `features`.
+fn network_classes(
+    inputs: Option<usize>,
+    features: usize,
+    classes: Option<usize>,
+) -> crate::Result<usize> {
+    if let Some(n) = inputs
+        && n != features
+    {
+        return Err(crate::Error::config(
+            "model.inputs",
+            format!("the network takes {n} inputs, the data has {features} features"),
+        ));
+    }
+    classes.ok_or_else(|| crate::Error::config("model.kind", "the network needs a class target"))
 }
 
 /// Batch kernel for losses whose per-example gradient is a·x with a = `coef(⟨w,x⟩, ‖x‖², y)`
@@ -181,27 +263,25 @@ pub(crate) fn rank_one_batch(
 #[derive(Debug, Clone)]
 pub struct GradientOracle {
     model: std::sync::Arc<dyn Model>,
-    clip: Option<f64>,
+    clip: Option<ClipNorm>,
     /// Non-finite per-example gradients zeroed by clipping, shared by the clones (one per
     /// silo) of one oracle and its [`Self::with_clip`] copies.
     nonfinite: std::sync::Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl GradientOracle {
+    /// An oracle for `model`, clipping every per-example gradient at `clip` if given (> 0, finite).
     pub fn new(model: std::sync::Arc<dyn Model>, clip: Option<f64>) -> crate::Result<Self> {
-        if let Some(c) = clip
-            && !(c.is_finite() && c > 0.0)
-        {
-            return Err(crate::Error::config(
-                "clip",
-                format!("must be finite and > 0, got {c}"),
-            ));
-        }
-        Ok(GradientOracle {
+        Ok(Self::clipping(model, clip.map(ClipNorm::new).transpose()?))
+    }
+
+    /// An oracle for `model`, clipping every per-example gradient at the checked `clip` if given.
+    pub fn clipping(model: std::sync::Arc<dyn Model>, clip: Option<ClipNorm>) -> Self {
+        GradientOracle {
             model,
             clip,
             nonfinite: Default::default(),
-        })
+        }
     }
 
     /// This oracle clipping at `clip`, sharing its count of non-finite gradients.
@@ -224,20 +304,23 @@ impl GradientOracle {
                 .fetch_add(n, std::sync::atomic::Ordering::Relaxed);
         }
     }
+    /// The model.
     pub fn model(&self) -> &dyn Model {
         self.model.as_ref()
     }
+    /// The model, shared.
     pub fn model_arc(&self) -> std::sync::Arc<dyn Model> {
         self.model.clone()
     }
+    /// The per-example clip norm, if any.
     pub fn clip(&self) -> Option<f64> {
-        self.clip
+        self.clip.map(ClipNorm::get)
     }
 
     /// The L2 bound on every per-example gradient this oracle returns over inputs with
     /// ‖x‖ ≤ `max_norm`: the clip threshold, or the model's Lipschitz constant if smaller.
     pub fn gradient_bound(&self, max_norm: f64) -> Option<f64> {
-        match (self.clip, self.model.lipschitz(max_norm)) {
+        match (self.clip(), self.model.lipschitz(max_norm)) {
             (Some(c), Some(l)) => Some(c.min(l)),
             (Some(c), None) => Some(c),
             (None, l) => l,
@@ -258,7 +341,7 @@ impl GradientOracle {
             return;
         }
         let s = 1.0 / idx.len() as f64;
-        match self.clip {
+        match self.clip() {
             None => self.model.add_batch_grad(w, data, idx, s, out),
             Some(c) => {
                 let before = crate::linalg::nonfinite_count();
@@ -272,7 +355,7 @@ impl GradientOracle {
     /// out = clip(∇f(w; x, y)).
     pub fn clipped_grad(&self, w: &[f64], x: &[f64], y: f64, out: &mut [f64]) {
         self.per_example_grad(w, x, y, out);
-        if let Some(c) = self.clip {
+        if let Some(c) = self.clip() {
             let before = crate::linalg::nonfinite_count();
             let f = crate::linalg::clip_factor(norm2(out), c);
             if f == 0.0 {
@@ -299,7 +382,10 @@ pub enum Projection {
     #[default]
     None,
     /// W = {w : ‖w‖₂ ≤ radius}; diameter D = 2·radius.
-    L2Ball { radius: f64 },
+    L2Ball {
+        /// The ball's radius.
+        radius: f64,
+    },
 }
 
 impl Projection {
@@ -368,6 +454,7 @@ pub fn metric_value(model: &dyn Model, w: &[f64], data: &Dataset) -> f64 {
 pub enum ModelSpec {
     /// Binary logistic regression on labels {0, 1}; `logit_clip` clamps ⟨w,x⟩ to ±clip.
     Logistic {
+        /// Clamp of ⟨w,x⟩, if any.
         #[serde(default)]
         logit_clip: Option<f64>,
     },
@@ -379,22 +466,30 @@ pub enum ModelSpec {
     /// (Lowy & Razaviyayn Thm D.2 / F.2), which is β-smooth and reports 2L as its Lipschitz
     /// constant (Lemma D.7).
     Hinge {
+        /// The Moreau envelope's β, if smoothed.
         #[serde(default)]
         smoothing: Option<f64>,
     },
     /// Binary logistic regression with λ·Σ w_j²/(1 + w_j²) in every per-example loss
     /// (SoteriaFL's a9a model, λ = 0.2 there).
-    NonconvexLogistic { lambda: f64 },
+    NonconvexLogistic {
+        /// The regulariser's weight λ ≥ 0.
+        lambda: f64,
+    },
     /// A one-hidden-layer network: inputs → `hidden` sigmoid units → softmax over the classes,
     /// cross-entropy (SoteriaFL's MNIST model: 784 → 64 → 10). `inputs`, if given, must equal
     /// the data's feature count; parameters start at N(0, `init_std`²) drawn from `init_seed`.
     Mlp {
+        /// Input width, checked against the data.
         #[serde(default)]
         inputs: Option<usize>,
+        /// Hidden units.
         #[serde(default = "default_hidden")]
         hidden: usize,
+        /// Seed of the initial parameters.
         #[serde(default)]
         init_seed: u64,
+        /// Standard deviation of the initial parameters.
         #[serde(default = "default_init_std")]
         init_std: f64,
     },
@@ -402,11 +497,15 @@ pub enum ModelSpec {
     /// (ReLU by default) → softmax, cross-entropy, PyTorch's default initialisation from
     /// `init_seed` (DP-NormFedAvg's 784 → 300 → 300 → 10 is `hidden = [300, 300]`).
     DeepMlp {
+        /// Input width, checked against the data.
         #[serde(default)]
         inputs: Option<usize>,
+        /// Hidden layer widths.
         hidden: Vec<usize>,
+        /// Hidden activation.
         #[serde(default)]
         activation: Activation,
+        /// Seed of the initial parameters.
         #[serde(default)]
         init_seed: u64,
     },
@@ -492,17 +591,7 @@ impl ModelSpec {
                 init_seed,
                 init_std,
             } => {
-                if let Some(n) = inputs
-                    && *n != features
-                {
-                    return Err(crate::Error::config(
-                        "model.inputs",
-                        format!("the network takes {n} inputs, the data has {features} features"),
-                    ));
-                }
-                let c = classes.ok_or_else(|| {
-                    crate::Error::config("model.kind", "the network needs a class target")
-                })?;
+                let c = network_classes(*inputs, features, classes)?;
                 std::sync::Arc::new(Mlp::new(features, *hidden, c, *init_seed, *init_std)?)
             }
             ModelSpec::DeepMlp {
@@ -511,17 +600,7 @@ impl ModelSpec {
                 activation,
                 init_seed,
             } => {
-                if let Some(n) = inputs
-                    && *n != features
-                {
-                    return Err(crate::Error::config(
-                        "model.inputs",
-                        format!("the network takes {n} inputs, the data has {features} features"),
-                    ));
-                }
-                let c = classes.ok_or_else(|| {
-                    crate::Error::config("model.kind", "the network needs a class target")
-                })?;
+                let c = network_classes(*inputs, features, classes)?;
                 std::sync::Arc::new(DeepMlp::new(features, hidden, c, *activation, *init_seed)?)
             }
         })

@@ -19,6 +19,7 @@ use crate::linalg::{axpy, clip_factor, dot, dot_and_sq};
 /// max_w |2w/(1 + w²)²| = 9/(8√3), at w² = 1/3.
 const REG_GRAD_MAX: f64 = 0.649_519_052_838_329;
 
+/// Binary logistic regression with the nonconvex regulariser λ·Σ w_j²/(1 + w_j²).
 #[derive(Debug, Clone)]
 pub struct NonconvexLogistic {
     features: usize,
@@ -36,6 +37,7 @@ impl NonconvexLogistic {
         }
         Ok(NonconvexLogistic { features, lambda })
     }
+    /// The regularisation weight λ.
     pub fn lambda(&self) -> f64 {
         self.lambda
     }
@@ -107,28 +109,7 @@ impl Model for NonconvexLogistic {
         axpy(scale * (sigmoid(dot(w, x)) - y), x, out);
         axpy(scale, &self.reg_grad(w), out);
     }
-    fn add_batch_grad(
-        &self,
-        w: &[f64],
-        data: &Dataset,
-        idx: &[usize],
-        scale: f64,
-        out: &mut [f64],
-    ) {
-        self.batch(w, data, idx, None, scale, out);
-    }
-    fn add_clipped_batch_grad(
-        &self,
-        w: &[f64],
-        data: &Dataset,
-        idx: &[usize],
-        clip: f64,
-        scale: f64,
-        out: &mut [f64],
-        _scratch: &mut [f64],
-    ) {
-        self.batch(w, data, idx, Some(clip), scale, out);
-    }
+    batch_grads_from_loop!();
     fn predict(&self, w: &[f64], x: &[f64]) -> f64 {
         if dot(w, x) > 0.0 { 1.0 } else { 0.0 }
     }

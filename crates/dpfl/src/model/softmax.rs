@@ -7,6 +7,7 @@ use super::{Metric, Model};
 use crate::data::Dataset;
 use crate::linalg::softmax_in_place;
 
+/// Multinomial logistic (softmax) regression: a C×p weight matrix, cross-entropy loss.
 #[derive(Debug, Clone)]
 pub struct SoftmaxRegression {
     features: usize,
@@ -14,6 +15,7 @@ pub struct SoftmaxRegression {
 }
 
 impl SoftmaxRegression {
+    /// Softmax regression on `features` inputs and `classes` ≥ 2 classes.
     pub fn new(features: usize, classes: usize) -> crate::Result<Self> {
         if classes < 2 {
             return Err(crate::Error::config(
@@ -23,6 +25,7 @@ impl SoftmaxRegression {
         }
         Ok(SoftmaxRegression { features, classes })
     }
+    /// Classes C.
     pub fn classes(&self) -> usize {
         self.classes
     }
@@ -131,38 +134,11 @@ impl Model for SoftmaxRegression {
             }
         })
     }
-    fn add_batch_grad(
-        &self,
-        w: &[f64],
-        data: &Dataset,
-        idx: &[usize],
-        scale: f64,
-        out: &mut [f64],
-    ) {
-        self.batch(w, data, idx, None, scale, out);
-    }
-    fn add_clipped_batch_grad(
-        &self,
-        w: &[f64],
-        data: &Dataset,
-        idx: &[usize],
-        clip: f64,
-        scale: f64,
-        out: &mut [f64],
-        _scratch: &mut [f64],
-    ) {
-        self.batch(w, data, idx, Some(clip), scale, out);
-    }
+    batch_grads_from_loop!();
     fn predict(&self, w: &[f64], x: &[f64]) -> f64 {
         with_scratch(self.classes, |z| {
             self.logits(w, x, z);
-            let mut best = 0;
-            for k in 1..z.len() {
-                if z[k] > z[best] {
-                    best = k;
-                }
-            }
-            best as f64
+            super::argmax(z) as f64
         })
     }
     fn metric(&self) -> Metric {

@@ -14,6 +14,8 @@
 //! runners apply this rule through [`silo_step`]. Any other ledger failure (an I/O error
 //! writing a durable ledger) is an error of the silo, not a refusal.
 
+#![warn(missing_docs)]
+
 mod participation;
 
 pub use participation::Participation;
@@ -43,7 +45,9 @@ pub fn shuffle_rng(seed: Option<u64>) -> crate::Result<DpRng> {
 /// Why a silo did not answer a round.
 #[derive(Debug)]
 pub struct Refusal {
+    /// The refused round.
     pub round: Round,
+    /// Why, for logs.
     pub reason: String,
     /// The accountant's error when the refusal comes from a privacy budget.
     pub privacy: Option<PrivacyError>,
@@ -58,7 +62,9 @@ impl std::fmt::Display for Refusal {
 /// A failed charge: a refusal (the round is not answered) or a failure of the ledger itself.
 #[derive(Debug)]
 pub enum ChargeError {
+    /// The round is refused (a budget): not answered.
     Refused(Refusal),
+    /// The ledger itself failed.
     Failed(Box<dyn std::error::Error + Send + Sync>),
 }
 
@@ -67,6 +73,7 @@ pub enum ChargeError {
 /// spends nothing. Storage is the implementor's: in memory in the simulator, durable cells in
 /// `dpfl-net`.
 pub trait Ledger: Send {
+    /// Charges `event` for `round` before any release.
     fn charge(&mut self, round: Round, event: &PrivacyEvent) -> Result<(), ChargeError>;
 }
 
@@ -101,7 +108,9 @@ impl Ledger for dpfl_privacy::ledger::Ledger {
 /// What a silo answers a round.
 #[derive(Debug)]
 pub enum SiloAnswer {
+    /// The silo's answer.
     Reply(Reply),
+    /// The silo's refusal.
     Refused(Refusal),
 }
 
@@ -141,6 +150,7 @@ pub fn shuffle_stage(rng: &mut DpRng, messages: &mut [SiloMessage]) {
 /// A round's answers in silo order, as the server half receives them.
 #[derive(Debug, Default)]
 pub struct Collected {
+    /// The messages, in silo order (shuffled in shuffle mode).
     pub messages: Vec<SiloMessage>,
     /// Silos that answered (M_r).
     pub replies: usize,

@@ -13,15 +13,29 @@ pub enum Participation {
     #[default]
     All,
     /// M_r = m, a uniform subset each round.
-    Fixed { m: usize },
+    Fixed {
+        /// Participants per round.
+        m: usize,
+    },
     /// Each silo present independently with probability q (M_r ~ Binomial(N, q); a round may
     /// have no silo, in which case the model does not move).
-    Bernoulli { q: f64 },
+    Bernoulli {
+        /// Each silo's probability of taking part.
+        q: f64,
+    },
     /// M_r uniform on {lo..=hi}, then a uniform subset of that size.
-    Uniform { lo: usize, hi: usize },
+    Uniform {
+        /// Fewest participants.
+        lo: usize,
+        /// Most participants.
+        hi: usize,
+    },
     /// M_r drawn from the pmf `probs` (probs[m−1] = P(M_r = m), m = 1..=probs.len() ≤ N;
     /// non-negative, summing to 1 within 1e-9), then a uniform subset of that size.
-    Distribution { probs: Vec<f64> },
+    Distribution {
+        /// probs[m−1] = P(M_r = m).
+        probs: Vec<f64>,
+    },
 }
 
 impl Participation {

@@ -7,14 +7,14 @@ use std::path::PathBuf;
 use dpfl::data::registry::DataDirs;
 
 /// The repository's bundled `data/` directory only.
-pub fn bundled() -> DataDirs {
+pub(crate) fn bundled() -> DataDirs {
     DataDirs::from_parts(None, None, Some(DataDirs::bundled_dir()))
 }
 
 /// The shared data sets: `DPFL_DATA` if set, else `../../../shared/datasets` relative to
 /// this crate, if it exists. `None` (with a note on stderr) when neither is there, so that
 /// tests of the large sets skip on machines without them.
-pub fn shared() -> Option<DataDirs> {
+pub(crate) fn shared() -> Option<DataDirs> {
     let dir = std::env::var_os("DPFL_DATA")
         .filter(|v| !v.is_empty())
         .map(PathBuf::from)
@@ -33,12 +33,12 @@ pub fn shared() -> Option<DataDirs> {
 }
 
 /// A fresh temporary directory.
-pub fn tmp() -> tempfile::TempDir {
+pub(crate) fn tmp() -> tempfile::TempDir {
     tempfile::tempdir().unwrap()
 }
 
 /// Writes `content` to `dir/name` and returns the path.
-pub fn write(dir: &tempfile::TempDir, name: &str, content: impl AsRef<[u8]>) -> PathBuf {
+pub(crate) fn write(dir: &tempfile::TempDir, name: &str, content: impl AsRef<[u8]>) -> PathBuf {
     let p = dir.path().join(name);
     std::fs::write(&p, content).unwrap();
     p

@@ -24,6 +24,7 @@ use crate::algo::message::{Broadcast, Payload, Round, SiloMessage};
 use crate::algo::server::{IterateOutput, OutputRule, average_messages};
 use crate::data::Dataset;
 use crate::model::{GradientOracle, Projection};
+use crate::units::StepSize;
 
 #[derive(Debug)]
 pub struct LocalSgdSilo {
@@ -127,7 +128,7 @@ pub struct LocalSiloPlan {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LocalSgdPlan {
     /// η of the local steps.
-    pub step_size: f64,
+    pub step_size: StepSize,
     /// The output rule of the server half.
     pub output: OutputRule,
     /// One per silo, in silo order.
@@ -166,7 +167,7 @@ impl LocalSgdPlan {
         let d = oracle.model().num_params();
         Ok(Box::new(LocalSgdSilo {
             oracle,
-            step_size: self.step_size,
+            step_size: self.step_size.get(),
             steps: p.steps,
             sampler,
             mechanism,
@@ -180,7 +181,7 @@ impl LocalSgdPlan {
 /// Checks Local SGD's parameters and calibrates every silo once (App. I).
 pub(crate) fn plan(
     ctx: &BuildContext,
-    step_size: f64,
+    step_size: StepSize,
     calibration: Option<Calibration>,
     local_steps: Option<usize>,
     output: OutputRule,

@@ -33,6 +33,7 @@ use crate::algo::half::{HalfState, ServerHalf, SiloHalf};
 use crate::algo::message::{Broadcast, Round, SiloMessage};
 use crate::algo::server::{IterateOutput, OutputRule, average_messages};
 use crate::model::Projection;
+use crate::units::StepSize;
 
 /// Server half of MB-SGD: average, projected step, iterate averaging.
 #[derive(Debug, Clone)]
@@ -106,7 +107,7 @@ pub struct MbSgdPlan {
     /// How each silo draws its K_i records.
     pub sampling: RecordSampling,
     /// η.
-    pub step_size: f64,
+    pub step_size: StepSize,
     /// The output rule of the server half.
     pub output: OutputRule,
 }
@@ -116,7 +117,7 @@ impl MbSgdPlan {
     pub fn server_half(&self, ctx: &BuildContext) -> crate::Result<Box<dyn ServerHalf>> {
         Ok(Box::new(MbSgdServer::new(
             ctx.init.clone(),
-            self.step_size,
+            self.step_size.get(),
             ctx.projection,
             self.output,
         )))
@@ -152,7 +153,7 @@ pub(crate) fn no_silo(silo: usize, silos: usize) -> crate::Error {
 /// `calibration`; the report keeps each rule's own formula (the accountant's per silo).
 pub(crate) fn plan(
     ctx: &BuildContext,
-    step_size: f64,
+    step_size: StepSize,
     calibration: Option<Calibration>,
     batch_size: Option<usize>,
     output: OutputRule,
@@ -298,12 +299,7 @@ pub(crate) fn plan_general(
             (eta, spec.output.unwrap_or(p.output), note)
         }
     };
-    if !(eta.is_finite() && eta > 0.0) {
-        return Err(crate::Error::config(
-            "algorithm.step_size",
-            format!("must be finite and > 0, got {eta}"),
-        ));
-    }
+    let eta = StepSize::new(eta)?;
     let plan = MbSgdPlan {
         silos: plans,
         smoothing: prep.smoothing,

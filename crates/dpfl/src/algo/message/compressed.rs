@@ -25,20 +25,27 @@ pub(crate) fn level_width(s: u32) -> u8 {
     (64 - u64::from(2 * s).leading_zeros()) as u8
 }
 
+/// A compressed vector in a compressor's own wire encoding, with its exact bit count.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum Compressed {
     /// Random-k whose k indices are [`indices_from_seed`]`(seed, dim, k)` with
     /// k = `values.len()`; `values` are the scaled coordinates in increasing index order.
     SeededSparse {
+        /// The vector's length.
         dim: u32,
+        /// The seed the indices derive from.
         seed: u64,
+        /// The scaled coordinates.
         values: Vec<f64>,
     },
     /// s-level quantisation: coordinate j is `scale·(code_j − s)`, codes in {0, …, 2s} packed
     /// in ⌈log₂(2s+1)⌉ bits.
     Levels {
+        /// Levels s.
         s: u32,
+        /// The scale of one level.
         scale: f64,
+        /// The codes, in {0, …, 2s}.
         codes: PackedInts,
     },
     /// Natural compression: coordinate j is the f64 whose 12 high bits (sign, exponent) are
@@ -175,6 +182,7 @@ impl Compressed {
             Compressed::PowersOfTwo(_) => 2,
         }
     }
+    /// Number of compressed kinds (the wire tags are 0..KINDS).
     pub const KINDS: u8 = 3;
 
     /// Appends the content bytes: exactly ⌈[`Self::bits`]/8⌉, little-endian.
