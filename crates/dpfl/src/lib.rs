@@ -24,6 +24,7 @@ pub mod experiment;
 pub mod linalg;
 pub mod model;
 pub mod output;
+pub mod plot;
 pub mod plan;
 pub mod reproduce;
 pub mod round;
