@@ -228,6 +228,7 @@ impl ShufflerProcess {
                         .unwrap_or_default()
                 };
                 sampler::shuffle(&mut rng, &mut messages);
+                crate::metrics::shuffler_batch(messages.len(), messages.iter().map(Vec::len).sum());
                 let count = messages.len() as u32;
                 let mut frames: Vec<Frame> = messages
                     .iter()

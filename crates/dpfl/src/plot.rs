@@ -344,7 +344,11 @@ where
                 .iter()
                 .filter_map(|p| p.spread.map(|s| (p.x, s.1)))
                 .collect();
-            band.extend(pts.iter().rev().filter_map(|p| p.spread.map(|s| (p.x, s.0))));
+            band.extend(
+                pts.iter()
+                    .rev()
+                    .filter_map(|p| p.spread.map(|s| (p.x, s.0))),
+            );
             chart
                 .draw_series(std::iter::once(Polygon::new(band, color.mix(0.15))))
                 .map_err(plot_err)?;
@@ -368,7 +372,10 @@ where
                 }))
                 .map_err(plot_err)?;
             chart
-                .draw_series(pts.iter().map(|p| Circle::new((p.x, p.y), 3, color.filled())))
+                .draw_series(
+                    pts.iter()
+                        .map(|p| Circle::new((p.x, p.y), 3, color.filled())),
+                )
                 .map_err(plot_err)?;
         }
     }
@@ -384,9 +391,7 @@ where
             }))
             .map_err(plot_err)?
             .label(label.as_str())
-            .legend(move |(x, y)| {
-                PathElement::new(vec![(x, y), (x + 8, y)], grey.stroke_width(1))
-            });
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 8, y)], grey.stroke_width(1)));
     }
     chart
         .configure_series_labels()
@@ -457,7 +462,10 @@ mod tests {
     #[test]
     fn trivial_predictor_by_hand() {
         // Training labels 0,0,1 | 1,0 → majority 0; test 1,0 | 1,1 → 3 of 4 wrong.
-        let s = [silo(&[0.0, 0.0, 1.0], &[1.0, 0.0]), silo(&[1.0, 0.0], &[1.0, 1.0])];
+        let s = [
+            silo(&[0.0, 0.0, 1.0], &[1.0, 0.0]),
+            silo(&[1.0, 0.0], &[1.0, 1.0]),
+        ];
         assert_eq!(trivial_metric(&s, true), Some(0.75));
         // Training mean 2/5 = 0.4; test errors 0.6, -0.4, 0.6, 0.6: mse = (3·0.36+0.16)/4.
         let rmse = trivial_metric(&s, false).unwrap();

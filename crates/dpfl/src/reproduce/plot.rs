@@ -22,7 +22,12 @@ pub fn plot_figures(
 ) -> crate::Result<Vec<PathBuf>> {
     let mut written = Vec::new();
     for fig in figures(spec, rows, facts) {
-        written.extend(crate::plot::write(&fig.1, dir, &format!("fig{}", fig.0), true)?);
+        written.extend(crate::plot::write(
+            &fig.1,
+            dir,
+            &format!("fig{}", fig.0),
+            true,
+        )?);
     }
     Ok(written)
 }

@@ -7,9 +7,9 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::plot::{Figure, Panel, Point, Series, Spread};
 use super::soteria::{ALGORITHMS, BandRow, CurveRow, Experiment, Plan};
 use crate::output::{atomic_write, csv_string};
+use crate::plot::{Figure, Panel, Point, Series, Spread};
 
 /// Writes the CSVs and figures into `dir`; returns the files written.
 pub fn write(
