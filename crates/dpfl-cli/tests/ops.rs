@@ -55,7 +55,7 @@ label = "ISRL-DP MB-SGD"
 kind = "mb-sgd"
 calibration = "experiment"
 step_size = 0.3
-batch_size = 20
+batch_size = 30
 output = "last"
 "#;
 
