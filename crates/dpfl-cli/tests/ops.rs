@@ -274,7 +274,17 @@ fn value(text: &str, name: &str) -> Option<f64> {
 #[test]
 fn metrics_endpoints_of_a_short_federation() {
     let tmp = tempfile::tempdir().unwrap();
-    let exp = experiment(tmp.path(), 25);
+    // Enforced budgets (accountant calibration, which the silos' own budgets accept), so each
+    // silo's ledger accounts its spent ε.
+    let exp = tmp.path().join("exp.toml");
+    let text = EXP
+        .replace("rounds = 4", "rounds = 25")
+        .replace("lipschitz = 1.0", "lipschitz = 1.0\nenforce_budget = true")
+        .replace(
+            "calibration = \"experiment\"",
+            "calibration = \"accountant\"",
+        );
+    std::fs::write(&exp, text).unwrap();
     let out = tmp.path().join("fed");
     ok(&[
         "federate",

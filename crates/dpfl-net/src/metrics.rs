@@ -8,7 +8,7 @@
 //!   `dpfl_server_round_participants` (M_r of the last round), `dpfl_server_rejected_total`
 //!   (messages refused), `dpfl_server_wire_{received,sent}_bytes_total`;
 //! * silo i: `dpfl_silo_rounds_total`, `dpfl_silo_refusals_total` (rounds its ledger refused),
-//!   `dpfl_silo_sent_bytes_total`, `dpfl_silo_epsilon_spent{silo="i"}` (its ledger's spent ε);
+//!   `dpfl_silo_sent_bytes_total`, `dpfl_silo_epsilon_spent{silo="i"}` (its ledger's spent ε, when it enforces a budget);
 //! * shuffler: `dpfl_shuffler_batches_total`, `dpfl_shuffler_batch_messages`,
 //!   `dpfl_shuffler_forwarded_bytes_total`.
 //!
@@ -124,10 +124,9 @@ pub fn enable(role: Role) {
                     "Epsilon this silo's ledger has spent (its accountant, at its delta)",
                     m.epsilon.clone(),
                 );
-                // Present from the start (0 before the first charge), for this silo only.
-                m.epsilon
-                    .get_or_create(&vec![("silo".to_string(), i.to_string())])
-                    .set(0.0);
+                // Only this silo's label ever exists; it appears at the first charge against
+                // a budget (a silo that enforces none has no spent ε to show).
+                let _ = i;
             }
             Role::Shuffler => {
                 let r = &mut registry;

@@ -250,7 +250,10 @@ impl Silo {
         crate::metrics::silo_answered(
             self.id as usize,
             bodies.iter().map(Vec::len).sum(),
-            self.ledger.spent_epsilon().ok(),
+            // Without a budget the ledger accounts nothing: no ε to show.
+            self.ledger
+                .budget()
+                .and_then(|_| self.ledger.spent_epsilon().ok()),
         );
         Ok(Some((bodies, false)))
     }
