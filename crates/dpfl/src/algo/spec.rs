@@ -75,6 +75,10 @@ pub enum AlgorithmSpec {
     LdpSgd(soteria::SoteriaSpec),
     /// LDP-SVRG: SoteriaFL-SVRG uncompressed (SoteriaFL §5 baseline).
     LdpSvrg(soteria::SoteriaSpec),
+    /// Q-DPSGD-1 (Ding et al. 2021; SoteriaFL's Table 1 baseline): silos keep their own
+    /// models and send them compressed; see [`soteria::qdpsgd`].
+    #[serde(rename = "q-dpsgd-1")]
+    QDpsgd1(soteria::SoteriaSpec),
 }
 
 impl AlgorithmSpec {
@@ -133,6 +137,7 @@ impl AlgorithmSpec {
             AlgorithmSpec::CdpSgd(s) => Some((Method::CdpSgd, s)),
             AlgorithmSpec::LdpSgd(s) => Some((Method::LdpSgd, s)),
             AlgorithmSpec::LdpSvrg(s) => Some((Method::LdpSvrg, s)),
+            AlgorithmSpec::QDpsgd1(s) => Some((Method::QDpsgd1, s)),
             _ => None,
         }
     }
@@ -162,7 +167,8 @@ impl AlgorithmSpec {
             AlgorithmSpec::SoteriaFl(a)
             | AlgorithmSpec::CdpSgd(a)
             | AlgorithmSpec::LdpSgd(a)
-            | AlgorithmSpec::LdpSvrg(a) => Some(a.step_size),
+            | AlgorithmSpec::LdpSvrg(a)
+            | AlgorithmSpec::QDpsgd1(a) => Some(a.step_size),
         }
     }
     /// The same algorithm with another step size (for grid searches).
@@ -182,7 +188,8 @@ impl AlgorithmSpec {
             AlgorithmSpec::SoteriaFl(a)
             | AlgorithmSpec::CdpSgd(a)
             | AlgorithmSpec::LdpSgd(a)
-            | AlgorithmSpec::LdpSvrg(a) => a.step_size = eta,
+            | AlgorithmSpec::LdpSvrg(a)
+            | AlgorithmSpec::QDpsgd1(a) => a.step_size = eta,
         }
         s
     }
@@ -254,6 +261,17 @@ impl AlgorithmSpec {
                 let (p, c) = lowy::mbsgd::plan_general(ctx, a)?;
                 (c, WingPlan::Lowy(LowyPlan::MbSgd(p)))
             }
+            AlgorithmSpec::SoteriaFl(s)
+            | AlgorithmSpec::CdpSgd(s)
+            | AlgorithmSpec::LdpSgd(s)
+            | AlgorithmSpec::LdpSvrg(s)
+            | AlgorithmSpec::QDpsgd1(s) => {
+                let method = self
+                    .soteria()
+                    .map_or(soteria::Method::SoteriaFl, |(m, _)| m);
+                let (p, c) = soteria::plan::plan(ctx, method, s)?;
+                (c, WingPlan::Soteria(Box::new(p)))
+            }
             // Not yet split into plan and halves: planned by building the whole federation
             // once, and each process builds the whole again and keeps its own half (their
             // calibrations are closed forms or cached searches).
@@ -261,11 +279,7 @@ impl AlgorithmSpec {
             | AlgorithmSpec::SdpAcceleratedMbSgd(_)
             | AlgorithmSpec::Psgd(_)
             | AlgorithmSpec::Pgd(_)
-            | AlgorithmSpec::NormFedAvg(_)
-            | AlgorithmSpec::SoteriaFl(_)
-            | AlgorithmSpec::CdpSgd(_)
-            | AlgorithmSpec::LdpSgd(_)
-            | AlgorithmSpec::LdpSvrg(_) => {
+            | AlgorithmSpec::NormFedAvg(_) => {
                 let built = self.build_whole(ctx)?;
                 let calibration = built.calibration.clone();
                 whole = Some(built);
@@ -333,13 +347,6 @@ impl AlgorithmSpec {
                 shuffle::build_pgd(ctx, a, inner)
             }
             AlgorithmSpec::NormFedAvg(a) => normfedavg::halves::build(ctx, a),
-            AlgorithmSpec::SoteriaFl(_)
-            | AlgorithmSpec::CdpSgd(_)
-            | AlgorithmSpec::LdpSgd(_)
-            | AlgorithmSpec::LdpSvrg(_) => match self.soteria() {
-                Some((m, s)) => soteria::spec::build(ctx, m, s),
-                None => Err(crate::Error::config("algorithm.kind", "unknown algorithm")),
-            },
             _ => Err(crate::Error::config(
                 "algorithm",
                 format!("{} is built from its plan", self.default_label()),
@@ -365,7 +372,9 @@ impl AlgorithmSpec {
 pub enum WingPlan {
     /// Lowy & Razaviyayn's algorithms.
     Lowy(LowyPlan),
-    /// A wing not yet split into plan and halves (shuffle, DP-NormFedAvg, SoteriaFL): the checked spec,
+    /// The SoteriaFL wing's algorithms.
+    Soteria(Box<soteria::plan::SoteriaPlan>),
+    /// A wing not yet split into plan and halves (shuffle, DP-NormFedAvg): the checked spec,
     /// from which each process builds the whole federation and keeps its half.
     Whole(Box<AlgorithmSpec>),
 }
@@ -389,6 +398,7 @@ impl WingPlan {
             WingPlan::Lowy(LowyPlan::MbSgd(p)) => p.silos.len(),
             WingPlan::Lowy(LowyPlan::Acsa(p)) => p.silos.len(),
             WingPlan::Lowy(LowyPlan::LocalSgd(p)) => p.silos.len(),
+            WingPlan::Soteria(p) => p.silos.len(),
             WingPlan::Whole(_) => 0,
         }
     }
@@ -399,6 +409,7 @@ impl WingPlan {
             WingPlan::Lowy(LowyPlan::MbSgd(p)) => p.server_half(ctx),
             WingPlan::Lowy(LowyPlan::Acsa(p)) => p.server_half(ctx),
             WingPlan::Lowy(LowyPlan::LocalSgd(p)) => p.server_half(ctx),
+            WingPlan::Soteria(p) => p.server_half(ctx),
             WingPlan::Whole(spec) => Ok(spec.build_whole(ctx)?.server),
         }
     }
@@ -409,6 +420,7 @@ impl WingPlan {
             WingPlan::Lowy(LowyPlan::MbSgd(p)) => p.silo_half(ctx, silo),
             WingPlan::Lowy(LowyPlan::Acsa(p)) => p.silo_half(ctx, silo),
             WingPlan::Lowy(LowyPlan::LocalSgd(p)) => p.silo_half(ctx, silo),
+            WingPlan::Soteria(p) => p.silo_half(ctx, silo),
             WingPlan::Whole(spec) => {
                 let mut built = spec.build_whole(ctx)?;
                 let n = built.silos.len();

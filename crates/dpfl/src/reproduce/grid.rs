@@ -30,7 +30,8 @@ fn configure(spec: &AlgorithmSpec, k: Option<usize>, eta: f64) -> AlgorithmSpec 
             AlgorithmSpec::SoteriaFl(a)
             | AlgorithmSpec::CdpSgd(a)
             | AlgorithmSpec::LdpSgd(a)
-            | AlgorithmSpec::LdpSvrg(a) => a.batch_size = Some(k),
+            | AlgorithmSpec::LdpSvrg(a)
+            | AlgorithmSpec::QDpsgd1(a) => a.batch_size = Some(k),
         }
     }
     s

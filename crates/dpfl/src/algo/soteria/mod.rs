@@ -1,10 +1,12 @@
 //! The wing of Li, Zhao, Li & Chi, "SoteriaFL: A Unified Framework for Private Federated
 //! Learning with Communication Compression" (NeurIPS 2022; digest `soteriafl.md`): CDP-SGD
 //! (Algorithm 1), the SoteriaFL framework (Algorithm 2) with the GD/SGD/SVRG/SAGA estimators
-//! of Algorithm 3, and the uncompressed baselines LDP-SGD and LDP-SVRG (§3.4).
+//! of Algorithm 3, the uncompressed baselines LDP-SGD and LDP-SVRG (§3.4), and Q-DPSGD-1
+//! (§3.5, `qdpsgd.rs`).
 //!
-//! - `spec.rs` — the config (`kind = "soteria-fl" | "cdp-sgd" | "ldp-sgd" | "ldp-svrg"`) and
-//!   `build`.
+//! - `spec.rs` — the config (`kind = "soteria-fl" | "cdp-sgd" | "ldp-sgd" | "ldp-svrg"`).
+//! - `plan.rs` — the checked, calibrated plan (σ_i calibrated once per run) and the halves
+//!   built from it, one per process.
 //! - `silo.rs` — the silo half: estimator, per-record clipping, noise, compression, shift s_i.
 //! - `server.rs` — the server half: v = s + mean v_i, x ← x − ηv, s ← s + γ·mean v_i; the
 //!   SVRG coin.
@@ -42,6 +44,8 @@
 //! x⁰ is the model's `initial_params` unless `init = { std, seed }` draws it.
 
 pub mod calibration;
+pub mod plan;
+pub mod qdpsgd;
 pub mod server;
 pub mod silo;
 pub mod spec;

@@ -3,7 +3,8 @@
 
 use std::sync::Arc;
 
-use super::spec::{Method, SoteriaSpec, build};
+use super::plan::build;
+use super::spec::{Method, SoteriaSpec};
 use crate::algo::context::{BuildContext, BuiltAlgorithm};
 use crate::algo::half::{FederationInfo, SiloInfo};
 use crate::data::{Dataset, SiloData, Target};
@@ -72,6 +73,7 @@ fn parse(text: &str) -> Result<Alg, String> {
         Some("cdp-sgd") => Method::CdpSgd,
         Some("ldp-sgd") => Method::LdpSgd,
         Some("ldp-svrg") => Method::LdpSvrg,
+        Some("q-dpsgd-1") => Method::QDpsgd1,
         other => return Err(format!("kind {other:?}")),
     };
     let spec: SoteriaSpec = t.try_into().map_err(|e: toml::de::Error| e.to_string())?;
@@ -364,4 +366,215 @@ fn reports_carry_the_accounted_event_and_aggregate_clipping_is_marked() {
         .build(&c)
         .unwrap();
     assert!(agg.calibration[0].formula.contains("NO FORMAL GUARANTEE"));
+}
+
+/// A fingerprint of a short simulated run: the output's bits, every round's message bits and
+/// every silo's σ, folded (FNV-style) into one number.
+fn run_fingerprint(alg: &Alg, rounds: usize) -> u64 {
+    let data = logistic_silos();
+    let built = alg.build(&logistic_ctx(rounds, Some((2.0, 1e-3)))).unwrap();
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut fold = |v: u64| h = (h ^ v).wrapping_mul(0x0100_0000_01b3);
+    for c in &built.calibration {
+        fold(c.sigma.to_bits());
+        fold(c.batch_size as u64);
+    }
+    let mut sim = Simulator::new(&data, built, Participation::All, Some(9)).unwrap();
+    for _ in 0..rounds {
+        fold(sim.step().unwrap().message_bits);
+    }
+    for v in sim.output() {
+        fold(v.to_bits());
+    }
+    h
+}
+
+/// Configs covering every method, estimator, calibration rule, clipping, sampling, x⁰ rule
+/// and compressor of the wing.
+const FINGERPRINTED: [&str; 8] = [
+    "kind = \"soteria-fl\"\nestimator = \"sgd\"\nstep_size = 0.3\ncalibration = \"paper-code\"\ncompressor = { kind = \"random-k\", k = 1 }",
+    "kind = \"soteria-fl\"\nestimator = \"svrg\"\nstep_size = 0.3\ncompressor = { kind = \"random-k\", k = 2, indices = \"explicit\" }\nsnapshot_probability = 0.3\ncoin_seed = 4",
+    "kind = \"soteria-fl\"\nestimator = \"saga\"\nstep_size = 0.3\ncalibration = \"closed-form\"\nnoise_constant = 10.0\ncompressor = { kind = \"qsgd\", levels = 2 }",
+    "kind = \"soteria-fl\"\nestimator = \"gd\"\nstep_size = 0.3\ncompressor = { kind = \"natural\" }",
+    "kind = \"cdp-sgd\"\nstep_size = 0.2\nsampling = \"without-replacement\"\nbatch_size = 7",
+    "kind = \"ldp-sgd\"\nstep_size = 0.2\ncalibration = \"paper-code\"\ninit = { std = 0.2, seed = 0 }",
+    "kind = \"ldp-svrg\"\nstep_size = 0.2\ncalibration = \"paper-code\"\nclipping = \"aggregate-no-guarantee\"",
+    "kind = \"soteria-fl\"\nestimator = \"sgd\"\nstep_size = 0.3\ncalibration = \"none\"\nbatch_size = 5",
+];
+
+/// The fingerprints of [`FINGERPRINTED`] computed by the wing before it was split into plan
+/// and halves (commit 3eaec42): the split changes no bit of a simulated run.
+const BEFORE_THE_SPLIT: [u64; 8] = [
+    0xaef7e5f805f7d2bb,
+    0x34a958d5a8bb5de9,
+    0xca7d1f7cfc871485,
+    0x062522e258835ff5,
+    0xccd87e2875cca7c5,
+    0x06208686694d73ce,
+    0xa71bba65098b4cc7,
+    0xf99bca00e2eaf8e6,
+];
+
+#[test]
+fn runs_are_bit_for_bit_those_of_the_unsplit_wing() {
+    for (t, want) in FINGERPRINTED.iter().zip(BEFORE_THE_SPLIT) {
+        assert_eq!(run_fingerprint(&spec(t), 6), want, "{t}");
+    }
+}
+
+#[test]
+fn a_plan_calibrates_each_silo_once_and_its_halves_calibrate_nothing() {
+    use crate::algo::context::calibrations_on_this_thread;
+    // SVRG under the accountant: one RDP search per silo (4 silos).
+    let alg = spec(FINGERPRINTED[1]);
+    let c = logistic_ctx(6, Some((2.0, 1e-3)));
+    let before = calibrations_on_this_thread();
+    let (plan, calibration) = super::plan::plan(&c, alg.0, &alg.1).unwrap();
+    assert_eq!(calibrations_on_this_thread() - before, 4);
+    // The plan crosses a process boundary as text, f64s exactly.
+    let text = toml::to_string(&plan).unwrap();
+    let back: super::plan::SoteriaPlan = toml::from_str(&text).unwrap();
+    assert_eq!(back, plan, "{text}");
+    let before = calibrations_on_this_thread();
+    let server = back.server_half(&c).unwrap();
+    let silos: Vec<_> = (0..4).map(|i| back.silo_half(&c, i).unwrap()).collect();
+    assert_eq!(calibrations_on_this_thread(), before);
+    assert_eq!(server.dim(), 3);
+    for (s, row) in silos.iter().zip(&calibration) {
+        assert_eq!(s.noise_std().to_bits(), row.sigma.to_bits());
+        assert!(row.sigma > 0.0);
+    }
+    let e = back.silo_half(&c, 4).err().unwrap().to_string();
+    assert!(e.contains("no silo 4"), "{e}");
+    // Halves built one by one from the text plan run exactly as the planner's federation.
+    let data = logistic_silos();
+    let built = crate::algo::context::BuiltAlgorithm {
+        server,
+        silos,
+        calibration,
+    };
+    let mut a = Simulator::new(&data, built, Participation::All, Some(9)).unwrap();
+    let mut b = Simulator::new(&data, alg.build(&c).unwrap(), Participation::All, Some(9)).unwrap();
+    for _ in 0..6 {
+        assert_eq!(
+            a.step().unwrap().message_bits,
+            b.step().unwrap().message_bits
+        );
+    }
+    let bits = |v: Vec<f64>| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    assert_eq!(bits(a.output()), bits(b.output()));
+    // Closed forms count no calibration.
+    let before = calibrations_on_this_thread();
+    super::plan::plan(&c, Method::SoteriaFl, &spec(FINGERPRINTED[0]).1).unwrap();
+    assert_eq!(calibrations_on_this_thread(), before);
+}
+
+#[test]
+fn two_rounds_of_q_dpsgd_1_by_hand() {
+    // η = 0.1, ε_c = 0.5, n = 2, identity compressor, no noise, G = 100, x⁰ = 0:
+    // keep = 1 − ε_c + ε_c/n = 0.75, own = ε_c/n = 0.25.
+    // Round 0: x_0 = x_1 = 0, z = 0, z̄⁰ = 0; g_0 = (−1, 0), g_1 = (0, −2).
+    // Round 1: x_0 = −0.5·0.1·(−1, 0) = (0.05, 0), x_1 = (0, 0.1); z̄¹ = (0.025, 0.05);
+    //   g_0 = (0.05 − 1)(1, 0) = (−0.95, 0), g_1 = (0.2 − 1)(0, 2) = (0, −1.6).
+    // Round 2: x_0 = 0.75(0.05, 0) + 0.5(0.025, 0.05) − 0.25(0.05, 0) − 0.05(−0.95, 0)
+    //   = (0.085, 0.025); x_1 = 0.75(0, 0.1) + 0.5(0.025, 0.05) − 0.25(0, 0.1) − 0.05(0, −1.6)
+    //   = (0.0125, 0.155); z̄² = (0.04875, 0.09).
+    let data = two_silos();
+    let c = ctx(Arc::new(LinearRegression::new(2)), &[1, 1], 3, 100.0, None);
+    let built = spec(
+        "kind = \"q-dpsgd-1\"\nstep_size = 0.1\nconsensus = 0.5\nbatch_size = 1\ncalibration = \"none\"\ncompressor = { kind = \"identity\" }",
+    )
+    .build(&c)
+    .unwrap();
+    let mut sim = Simulator::new(&data, built, Participation::All, Some(1)).unwrap();
+    let close = |a: &[f64], b: [f64; 2]| (a[0] - b[0]).abs() < 1e-15 && (a[1] - b[1]).abs() < 1e-15;
+    sim.step().unwrap();
+    assert!(close(&sim.output(), [0.0, 0.0]), "{:?}", sim.output());
+    sim.step().unwrap();
+    assert!(close(&sim.output(), [0.025, 0.05]), "{:?}", sim.output());
+    sim.step().unwrap();
+    assert!(close(&sim.output(), [0.04875, 0.09]), "{:?}", sim.output());
+    let x: Vec<Vec<f64>> = sim
+        .silo_states()
+        .iter()
+        .map(|st| st.vector("x", 2).unwrap())
+        .collect();
+    assert!(
+        close(&x[0], [0.085, 0.025]) && close(&x[1], [0.0125, 0.155]),
+        "{x:?}"
+    );
+    // Round 2's g_0 at x_0 = (0.085, 0.025): (0.085 − 1)(1, 0), kept for round 3's update.
+    let g0 = sim.silo_states()[0].vector("pending_g", 2).unwrap();
+    assert!(close(&g0, [0.085 - 1.0, 0.0]), "{g0:?}");
+}
+
+#[test]
+fn q_dpsgd_1_noise_rules_state_and_errors() {
+    use super::calibration::qdpsgd_code_sigma;
+    // The code's preset: sqrt(16·25·(2 ln 1000 + 1)/3256²) = 0.0236431 (a9a ε = 1, T = 25).
+    assert!((qdpsgd_code_sigma(25, 3256, 1.0, 1e-3) - 0.023_643_072_3).abs() < 1e-9);
+    let c = logistic_ctx(25, Some((1.0, 1e-3)));
+    let q = spec("kind = \"q-dpsgd-1\"\nstep_size = 0.1\ncalibration = \"paper-code\"")
+        .build(&c)
+        .unwrap();
+    // sqrt(16·25·(2 ln 1000 + 1)/30²) for m = 30.
+    let want = (400.0 * (2.0 * 1000f64.ln() + 1.0) / 900.0).sqrt();
+    assert!((q.calibration[0].sigma - want).abs() < 1e-12 * want);
+    // Under the accountant a round is SoteriaFL-SGD's sampled Gaussian: the same σ as CDP-SGD
+    // with the same batch.
+    let acc = |kind: &str| {
+        spec(&format!(
+            "kind = \"{kind}\"\nstep_size = 0.1\nbatch_size = 6"
+        ))
+        .build(&c)
+        .unwrap()
+        .calibration[0]
+            .clone()
+    };
+    let (a, b) = (acc("q-dpsgd-1"), acc("cdp-sgd"));
+    assert_eq!(a.sigma.to_bits(), b.sigma.to_bits());
+    assert_eq!(a.run_event, b.run_event);
+    // A silo's state round-trips: a restored half answers as the original.
+    let data = logistic_silos();
+    let mut halves = spec("kind = \"q-dpsgd-1\"\nstep_size = 0.1\nbatch_size = 6")
+        .build(&c)
+        .unwrap();
+    let bcast = halves.server.broadcast(0);
+    let mut rng = dpfl_privacy::DpRng::from_seed(1, dpfl_privacy::rng::Purpose::Data, 0);
+    halves.silos[0]
+        .respond(&bcast, &data[0].train, &mut rng)
+        .unwrap();
+    let st = halves.silos[0].state();
+    let mut fresh = spec("kind = \"q-dpsgd-1\"\nstep_size = 0.1\nbatch_size = 6")
+        .build(&c)
+        .unwrap()
+        .silos
+        .swap_remove(0);
+    fresh.restore(st).unwrap();
+    let mut b1 = bcast.clone();
+    b1.round = 1;
+    let fresh_rng = || dpfl_privacy::DpRng::from_seed(2, dpfl_privacy::rng::Purpose::Data, 0);
+    let (mut r1, mut r2) = (fresh_rng(), fresh_rng());
+    let m1 = halves.silos[0]
+        .respond(&b1, &data[0].train, &mut r1)
+        .unwrap();
+    let m2 = fresh.respond(&b1, &data[0].train, &mut r2).unwrap();
+    assert_eq!(m1, m2);
+    let err = |t: &str| spec(t).build(&c).err().expect(t).to_string();
+    assert!(
+        err("kind = \"q-dpsgd-1\"\nstep_size = 0.1\nconsensus = 1.5")
+            .contains("algorithm.consensus")
+    );
+    assert!(
+        err("kind = \"soteria-fl\"\nstep_size = 0.1\nconsensus = 0.5")
+            .contains("algorithm.consensus")
+    );
+    assert!(
+        err("kind = \"q-dpsgd-1\"\nstep_size = 0.1\nclipping = \"aggregate-no-guarantee\"")
+            .contains("algorithm.clipping")
+    );
+    assert!(
+        err("kind = \"q-dpsgd-1\"\nstep_size = 0.1\nestimator = \"svrg\"")
+            .contains("algorithm.estimator")
+    );
 }

@@ -1,0 +1,467 @@
+//! The SoteriaFL wing's plan (issue 10's "checked parameters, built per party"): [`plan`]
+//! checks a [`SoteriaSpec`] against the public [`BuildContext`] and calibrates every silo's σ
+//! once; [`SoteriaPlan::server_half`] and [`SoteriaPlan::silo_half`] build one half each from
+//! the plan and calibrate nothing, so a `dpfl server` or `dpfl silo` process builds only its
+//! own half and never repeats the accountant search.
+//!
+//! The plan is public: per silo n_i, b_i and σ_i, and the run's γ, compressor, sampling, coin
+//! and x⁰ rule. A silo's round event is recomputed from them ([`round_event`], a formula, not
+//! a search), so the event a half charges is the one the planner reported.
+
+use serde::{Deserialize, Serialize};
+
+use dpfl_privacy::mechanism::GaussianMechanism;
+use dpfl_privacy::sampler::{BatchSampler, RecordSampling};
+
+use super::calibration::{
+    CODE_DIRECT_FACTOR, CODE_SHIFTED_CONSTANT, Estimator, accountant_sigma, closed_form_sigma,
+    default_batch, qdpsgd_code_sigma, round_event, shift_step, split_sigma,
+};
+use super::qdpsgd::{QdpsgdServer, QdpsgdSilo};
+use super::server::SoteriaServer;
+use super::silo::{SiloNoise, SoteriaSilo};
+use super::spec::{Clipping, InitSpec, Method, NoiseCalibration, SoteriaSpec};
+use crate::algo::context::{BuildContext, BuiltAlgorithm, SiloCalibration};
+use crate::algo::half::{ServerHalf, SiloHalf};
+use crate::compress::{CompressorSpec, IndexEncoding};
+
+/// One silo's planned parameters.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SoteriaSiloPlan {
+    /// m: the silo's records.
+    pub records: usize,
+    /// b (m for GD).
+    pub batch_size: usize,
+    /// σ_p, the total noise standard deviation per coordinate; `None` when non-private.
+    pub sigma: Option<f64>,
+}
+
+/// A checked, calibrated SoteriaFL-wing run: everything its halves are built from beyond the
+/// public context.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SoteriaPlan {
+    pub method: Method,
+    pub estimator: Estimator,
+    pub compressor: CompressorSpec,
+    /// γ under shifted compression (SoteriaFL), `None` for direct compression.
+    pub shift_step: Option<f64>,
+    /// G, the per-record (or, under aggregate clipping, per-estimator) clip.
+    pub clip: f64,
+    pub clipping: Clipping,
+    pub sampling: RecordSampling,
+    pub step_size: f64,
+    /// SVRG's shared coin: (p, seed).
+    pub coin: Option<(f64, u64)>,
+    /// x⁰'s rule; `None`: the model's own initial parameters.
+    pub init: Option<InitSpec>,
+    /// Q-DPSGD-1's ε_c (`Some` exactly for that method).
+    pub consensus: Option<f64>,
+    /// One per silo, in silo order.
+    pub silos: Vec<SoteriaSiloPlan>,
+}
+
+/// Q-DPSGD-1's default consensus step (the authors' code's `epsilon=0.9`).
+pub const QDPSGD_CONSENSUS: f64 = 0.9;
+
+fn bad(field: &str, reason: impl Into<String>) -> crate::Error {
+    crate::Error::config(format!("algorithm.{field}"), reason)
+}
+
+/// Checks `spec` for `method` on `ctx` and calibrates every silo once (module doc of
+/// [`super`] for the decisions).
+pub fn plan(
+    ctx: &BuildContext,
+    method: Method,
+    spec: &SoteriaSpec,
+) -> crate::Result<(SoteriaPlan, Vec<SiloCalibration>)> {
+    let n = ctx.silos.len();
+    let d = ctx.federation.dim;
+    let t = ctx.federation.rounds;
+    if ctx.federation.expected_participants < n as f64 {
+        return Err(crate::Error::config(
+            "participation",
+            format!(
+                "SoteriaFL needs every silo every round (expected M = {} < N = {n}); use participation = \"all\"",
+                ctx.federation.expected_participants
+            ),
+        ));
+    }
+    let est = match (method, spec.estimator) {
+        (Method::SoteriaFl, e) => e.unwrap_or_default(),
+        (Method::LdpSvrg, None | Some(Estimator::Svrg)) => Estimator::Svrg,
+        (Method::CdpSgd | Method::LdpSgd | Method::QDpsgd1, None | Some(Estimator::Sgd)) => {
+            Estimator::Sgd
+        }
+        (_, Some(e)) => {
+            return Err(bad(
+                "estimator",
+                format!("{e:?} is fixed by this kind; only soteria-fl takes an estimator"),
+            ));
+        }
+    };
+    let identity = CompressorSpec::Identity {};
+    let comp_spec = match (method, &spec.compressor) {
+        (Method::LdpSgd | Method::LdpSvrg, None) => identity,
+        (Method::LdpSgd | Method::LdpSvrg, Some(c)) if *c == identity => identity,
+        (Method::LdpSgd | Method::LdpSvrg, Some(_)) => {
+            return Err(bad(
+                "compressor",
+                "LDP-SGD/LDP-SVRG are uncompressed; use cdp-sgd or soteria-fl",
+            ));
+        }
+        (_, Some(c)) => c.clone(),
+        // k = ⌊d/20⌋ (the experiments' 5%), at least one coordinate.
+        (_, None) => CompressorSpec::RandomK {
+            k: Some((d / 20).max(1)),
+            fraction: None,
+            indices: IndexEncoding::Seed,
+        },
+    };
+    let omega = comp_spec.build(d)?.omega();
+    // LDP-SVRG is SoteriaFL-SVRG with ω = 0, where v = (1/n)Σ g_i exactly: run unshifted.
+    let shifted = method == Method::SoteriaFl;
+    let gamma = match spec.shift_step {
+        Some(g) if !(g.is_finite() && g > 0.0 && g <= 1.0) => {
+            return Err(bad("shift_step", format!("must be in (0, 1], got {g}")));
+        }
+        Some(g) => g,
+        None => shift_step(omega),
+    };
+    let consensus = match (method, spec.consensus) {
+        (Method::QDpsgd1, None) => Some(QDPSGD_CONSENSUS),
+        (Method::QDpsgd1, Some(c)) if c.is_finite() && c > 0.0 && c <= 1.0 => Some(c),
+        (Method::QDpsgd1, Some(c)) => {
+            return Err(bad("consensus", format!("must be in (0, 1], got {c}")));
+        }
+        (_, None) => None,
+        (_, Some(_)) => return Err(bad("consensus", "only q-dpsgd-1 takes a consensus step")),
+    };
+    let g_clip = ctx.lipschitz;
+    let aggregate = spec.clipping == Clipping::AggregateNoGuarantee;
+    if aggregate && method == Method::QDpsgd1 {
+        return Err(bad("clipping", "Q-DPSGD-1 clips per record only"));
+    }
+    // The halves' oracle; built here so that a bad clip fails at planning.
+    oracle(ctx, spec.clipping)?;
+    if let Some(c) = spec.noise_constant
+        && !(c.is_finite() && c > 0.0)
+    {
+        return Err(bad(
+            "noise_constant",
+            format!("must be finite and > 0, got {c}"),
+        ));
+    }
+    if let Some(InitSpec { std, .. }) = spec.init
+        && !(std.is_finite() && std >= 0.0)
+    {
+        return Err(bad(
+            "init.std",
+            format!("must be finite and >= 0, got {std}"),
+        ));
+    }
+    if ctx.noise != dpfl_privacy::GaussianNoise::default() && spec.is_private() {
+        // The events below are computed from the continuous σ; the discrete variant inflates σ.
+        return Err(crate::Error::config(
+            "privacy.mechanism",
+            "the SoteriaFL wing adds the continuous Gaussian only",
+        ));
+    }
+    let mut silos = Vec::with_capacity(n);
+    let mut report = Vec::with_capacity(n);
+    let mut coin_p = None;
+    for info in &ctx.silos {
+        let m = info.records;
+        let (eps, delta) = match info.budget {
+            Some(b) => b,
+            None if !spec.is_private() => (1.0, 0.5),
+            None => {
+                return Err(bad(
+                    "calibration",
+                    format!("silo {} has no privacy budget", info.id),
+                ));
+            }
+        };
+        let b = match (est, spec.batch_size) {
+            (Estimator::Gd, Some(b)) if b != m => {
+                return Err(bad("batch_size", "GD uses every record (b = m)"));
+            }
+            (_, Some(0)) => return Err(bad("batch_size", "must be at least 1")),
+            (_, Some(b)) if b > m => {
+                return Err(bad(
+                    "batch_size",
+                    format!("{b} exceeds silo {}'s {m} records", info.id),
+                ));
+            }
+            (_, Some(b)) => b,
+            (e, None) => default_batch(e, m, n, d, omega, g_clip, eps, delta),
+        };
+        let sampling = event_sampling(est, spec.sampling, m, b)?;
+        if est == Estimator::Svrg {
+            let p = spec.snapshot_probability.unwrap_or(b as f64 / m as f64);
+            if !(p > 0.0 && p <= 1.0) {
+                return Err(bad(
+                    "snapshot_probability",
+                    format!("must be in (0, 1], got {p}"),
+                ));
+            }
+            coin_p = Some(p);
+        }
+        let (sigma, formula) = match spec.calibration {
+            NoiseCalibration::None => (0.0, "non-private".to_string()),
+            NoiseCalibration::Accountant => {
+                let (s, acc) = accountant_sigma(
+                    est,
+                    g_clip,
+                    b,
+                    m,
+                    &sampling,
+                    aggregate,
+                    t,
+                    dpfl_privacy::Epsilon::new(eps)?,
+                    dpfl_privacy::Delta::new(delta)?,
+                )?;
+                crate::algo::context::count_calibration();
+                (
+                    s,
+                    format!(
+                        "sigma = smallest certified by the {acc} accountant for ({eps}, {delta}) over T = {t} rounds"
+                    ),
+                )
+            }
+            NoiseCalibration::ClosedForm => {
+                let c = spec.noise_constant.unwrap_or(CODE_SHIFTED_CONSTANT);
+                (
+                    closed_form_sigma(c, est.noise_factor(), g_clip, t, m, eps, delta),
+                    format!(
+                        "sigma^2 = {c} (G_A^2/4+G_B^2) T ln(1/delta)/(m^2 eps^2) (SoteriaFL Thm 2/4; constant unstated by the paper)"
+                    ),
+                )
+            }
+            NoiseCalibration::PaperCode if method == Method::QDpsgd1 => (
+                qdpsgd_code_sigma(t, m, eps, delta),
+                "sigma^2 = 16 T (2 ln(1/delta)/eps + 1)/(m^2 eps) (official SoteriaFL code's Q-DPSGD-1 preset, no G)".to_string(),
+            ),
+            NoiseCalibration::PaperCode => {
+                let (c, f) = match method {
+                    Method::CdpSgd | Method::LdpSgd => (CODE_DIRECT_FACTOR, 1.0),
+                    _ => (CODE_SHIFTED_CONSTANT, est.noise_factor()),
+                };
+                (
+                    closed_form_sigma(c, f, g_clip, t, m, eps, delta),
+                    format!(
+                        "sigma^2 = {} G^2 T ln(1/delta)/(m^2 eps^2) (official SoteriaFL code preset)",
+                        c * f
+                    ),
+                )
+            }
+        };
+        let formula = if aggregate {
+            format!(
+                "{formula}; aggregate clipping: NO FORMAL GUARANTEE at the target, reported epsilon from sensitivity 2G"
+            )
+        } else {
+            formula
+        };
+        let silo = SoteriaSiloPlan {
+            records: m,
+            batch_size: b,
+            sigma: spec.is_private().then_some(sigma),
+        };
+        let run_event = silo
+            .sigma
+            .map(|s| round_event(est, s, g_clip, b, m, &sampling, aggregate).repeated(t as u64));
+        report.push(SiloCalibration {
+            silo: info.id,
+            sigma,
+            batch_size: b,
+            formula: format!(
+                "{formula}; omega = {omega:.4}{}",
+                if shifted {
+                    format!(", gamma = {gamma:.5}")
+                } else {
+                    String::new()
+                }
+            ),
+            run_event,
+        });
+        silos.push(silo);
+    }
+    let plan = SoteriaPlan {
+        method,
+        estimator: est,
+        compressor: comp_spec,
+        shift_step: shifted.then_some(gamma),
+        clip: g_clip,
+        clipping: spec.clipping,
+        sampling: spec.sampling,
+        step_size: spec.step_size,
+        coin: coin_p.map(|p| (p, spec.coin_seed)),
+        init: spec.init,
+        consensus,
+        silos,
+    };
+    Ok((plan, report))
+}
+
+/// Plans `method` and builds every half from the plan (the simulator's whole federation, and
+/// tests).
+pub fn build(
+    ctx: &BuildContext,
+    method: Method,
+    spec: &SoteriaSpec,
+) -> crate::Result<BuiltAlgorithm> {
+    let (plan, calibration) = self::plan(ctx, method, spec)?;
+    plan.build(ctx, calibration)
+}
+
+/// The oracle of every silo half: per-record clipping at min(configured clip, G), or none
+/// under aggregate clipping (the silo clips the whole estimator instead).
+fn oracle(ctx: &BuildContext, clipping: Clipping) -> crate::Result<crate::model::GradientOracle> {
+    match clipping {
+        Clipping::AggregateNoGuarantee => {
+            crate::model::GradientOracle::new(ctx.oracle.model_arc(), None)
+        }
+        Clipping::PerRecord => ctx.enforcing_oracle(),
+    }
+}
+
+/// The sampler of a silo with m records and batch b (none for GD, which uses every record).
+fn sampler(
+    est: Estimator,
+    sampling: RecordSampling,
+    m: usize,
+    b: usize,
+) -> crate::Result<Option<BatchSampler>> {
+    Ok(match est {
+        Estimator::Gd => None,
+        _ => Some(BatchSampler::new(sampling, m, b)?),
+    })
+}
+
+/// The sampling a round's event is amplified by (GD: every record, rate 1).
+fn event_sampling(
+    est: Estimator,
+    sampling: RecordSampling,
+    m: usize,
+    b: usize,
+) -> crate::Result<dpfl_privacy::event::Sampling> {
+    Ok(sampler(est, sampling, m, b)?
+        .map_or(dpfl_privacy::event::Sampling::Poisson { rate: 1.0 }, |s| {
+            s.sampling()
+        }))
+}
+
+impl SoteriaPlan {
+    /// The server half: x⁰ by the plan's rule, η, γ and the SVRG coin.
+    pub fn server_half(&self, ctx: &BuildContext) -> crate::Result<Box<dyn ServerHalf>> {
+        let d = ctx.federation.dim;
+        let init = match self.init {
+            None => ctx.oracle.model().initial_params(),
+            Some(InitSpec { std, seed }) => {
+                let mut x = vec![0.0; d];
+                if std > 0.0 {
+                    use dpfl_privacy::VectorMechanism;
+                    let mut rng = dpfl_privacy::DpRng::from_seed(
+                        seed,
+                        dpfl_privacy::rng::Purpose::Server,
+                        u32::MAX,
+                    );
+                    GaussianMechanism::new(std, 1.0)?.privatize(&mut x, &mut rng);
+                }
+                x
+            }
+        };
+        if self.consensus.is_some() {
+            return Ok(Box::new(QdpsgdServer::new(init, self.silos.len())));
+        }
+        Ok(Box::new(SoteriaServer::new(
+            init,
+            self.step_size,
+            self.shift_step,
+            self.coin,
+            self.silos.len(),
+        )))
+    }
+
+    /// Silo `silo`'s half (index in silo order); no calibration.
+    pub fn silo_half(&self, ctx: &BuildContext, silo: usize) -> crate::Result<Box<dyn SiloHalf>> {
+        let p = self.silos.get(silo).ok_or_else(|| {
+            crate::Error::config(
+                "silo",
+                format!("the plan has {} silos, no silo {silo}", self.silos.len()),
+            )
+        })?;
+        let (est, g, m, b) = (self.estimator, self.clip, p.records, p.batch_size);
+        let aggregate = self.clipping == Clipping::AggregateNoGuarantee;
+        let sampler = sampler(est, self.sampling, m, b)?;
+        let noise = match p.sigma {
+            None => None,
+            Some(sigma) => {
+                let sampling = event_sampling(est, self.sampling, m, b)?;
+                let event = round_event(est, sigma, g, b, m, &sampling, aggregate);
+                let parts = if est.has_full_term() && !aggregate {
+                    let (sa, sb) = split_sigma(sigma);
+                    vec![
+                        GaussianMechanism::new(sa, 4.0 * g / b as f64)?,
+                        GaussianMechanism::new(sb, 2.0 * g / m as f64)?,
+                    ]
+                } else {
+                    let unit = match (aggregate, est) {
+                        (true, _) => 2.0 * g,
+                        (false, Estimator::Gd) => 2.0 * g / m as f64,
+                        _ => 2.0 * g / b as f64,
+                    };
+                    vec![GaussianMechanism::new(sigma, unit)?]
+                };
+                Some(SiloNoise {
+                    parts,
+                    event,
+                    sigma,
+                })
+            }
+        };
+        if let Some(eps_c) = self.consensus {
+            let sampler = sampler.ok_or_else(|| bad("estimator", "Q-DPSGD-1 samples"))?;
+            return Ok(Box::new(QdpsgdSilo::new(
+                oracle(ctx, self.clipping)?,
+                sampler,
+                m,
+                b,
+                noise,
+                self.compressor.build(ctx.federation.dim)?,
+                eps_c,
+                self.step_size,
+                self.silos.len(),
+            )));
+        }
+        Ok(Box::new(SoteriaSilo::new(
+            est,
+            oracle(ctx, self.clipping)?,
+            aggregate.then_some(g),
+            sampler,
+            m,
+            b,
+            noise,
+            self.compressor.build(ctx.federation.dim)?,
+            self.shift_step,
+        )))
+    }
+
+    /// Every half with the planner's calibration rows (the simulator's whole federation).
+    pub fn build(
+        &self,
+        ctx: &BuildContext,
+        calibration: Vec<SiloCalibration>,
+    ) -> crate::Result<BuiltAlgorithm> {
+        let silos = (0..self.silos.len())
+            .map(|i| self.silo_half(ctx, i))
+            .collect::<crate::Result<Vec<_>>>()?;
+        Ok(BuiltAlgorithm {
+            server: self.server_half(ctx)?,
+            silos,
+            calibration,
+        })
+    }
+}
