@@ -85,6 +85,12 @@ pub fn config(cmd: &ConfigCommand) -> anyhow::Result<()> {
             let spec = crate::train::load_spec(Some(path))?;
             let report = dpfl::experiment::init::check_experiment(&spec, data_dir.as_deref())
                 .map_err(|e| crate::name_file(Some(path), e))?;
+            if crate::json() {
+                crate::print_json(&serde_json::json!({
+                    "file": path, "ok": true, "report": report.to_string(),
+                }));
+                return Ok(());
+            }
             println!("{report}");
             println!("{}: ok", path.display());
             Ok(())

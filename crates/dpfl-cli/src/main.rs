@@ -13,6 +13,7 @@ mod fmt;
 mod init;
 mod model;
 mod net;
+mod ops;
 mod progress;
 mod reproduce;
 mod train;
@@ -24,13 +25,29 @@ use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 #[derive(Parser)]
 #[command(
     name = "dpfl",
-    version,
+    version = concat!(env!("CARGO_PKG_VERSION"), " (git ", env!("DPFL_GIT_REVISION"), ")"),
     about = "Differentially private federated learning without a trusted server",
     arg_required_else_help = true
 )]
 struct Cli {
+    /// Print the results as one JSON object on standard output (progress and notes go to
+    /// standard error); account, calibrate, audit, predict and evaluate always do.
+    #[arg(long, global = true)]
+    json: bool,
     #[command(subcommand)]
     command: Command,
+}
+
+static JSON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+
+/// Whether `--json` was given.
+pub fn json() -> bool {
+    JSON.get().copied().unwrap_or(false)
+}
+
+/// Prints `v` as the command's one JSON result.
+pub fn print_json(v: &serde_json::Value) {
+    println!("{v}");
 }
 
 #[derive(Subcommand)]
@@ -75,6 +92,11 @@ enum Command {
     Audit(audit::AuditArgs),
     /// Regenerate a paper figure: summary.csv and SVG/PNG plots (lowy-mnist, lowy-insurance, lowy-obesity).
     Reproduce(reproduce::ReproduceArgs),
+    /// Print a shell completion script (e.g. `dpfl completions bash > /etc/bash_completion.d/dpfl`).
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
 }
 
 /// The command tree with negative numbers accepted as values everywhere (`--rate -1` is a
@@ -102,6 +124,7 @@ fn command() -> clap::Command {
 }
 
 fn main() -> ExitCode {
+    dpfl::provenance::set_revision(env!("DPFL_GIT_REVISION"));
     // Usage errors are one line (the rest of clap's message is a usage hint), exit code 2.
     let parsed = command()
         .try_get_matches()
@@ -126,6 +149,7 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    let _ = JSON.set(cli.json);
     let result = match cli.command {
         Command::Train(args) => train::train(&args),
         Command::Data { command } => train::data(&command),
@@ -142,6 +166,10 @@ fn main() -> ExitCode {
         Command::Federate(args) => net::federate(&args),
         Command::Reproduce(args) => reproduce::reproduce(&args),
         Command::Audit(args) => audit::audit(&args),
+        Command::Completions { shell } => {
+            clap_complete::generate(shell, &mut command(), "dpfl", &mut std::io::stdout());
+            Ok(())
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

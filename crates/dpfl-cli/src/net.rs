@@ -67,6 +67,9 @@ pub struct ServerArgs {
     /// Federation file (see docs/deployment.md).
     #[arg(long)]
     config: PathBuf,
+    /// Serve Prometheus metrics on this address (`GET /metrics`, plain HTTP; off by default).
+    #[arg(long)]
+    metrics_addr: Option<String>,
 }
 
 #[derive(Args)]
@@ -88,6 +91,9 @@ pub struct SiloArgs {
     /// Seconds to keep trying to reach the server (also after losing it) before giving up.
     #[arg(long, default_value_t = dpfl_net::retry::DEFAULT_CONNECT_TIMEOUT.as_secs_f64())]
     connect_timeout: f64,
+    /// Serve Prometheus metrics on this address (`GET /metrics`, plain HTTP; off by default).
+    #[arg(long)]
+    metrics_addr: Option<String>,
 }
 
 #[derive(Args)]
@@ -98,6 +104,9 @@ pub struct ShufflerArgs {
     /// Seconds to keep trying to reach the server (also after losing it) before giving up.
     #[arg(long, default_value_t = dpfl_net::retry::DEFAULT_CONNECT_TIMEOUT.as_secs_f64())]
     connect_timeout: f64,
+    /// Serve Prometheus metrics on this address (`GET /metrics`, plain HTTP; off by default).
+    #[arg(long)]
+    metrics_addr: Option<String>,
 }
 
 /// A `--connect-timeout` value.
@@ -148,10 +157,14 @@ pub struct FederateArgs {
     /// Run every process on 127.0.0.1 (the only mode so far).
     #[arg(long)]
     local: bool,
-    /// Directory for certificates, each trial's shards and state (trial-<t>/), rounds.csv and
-    /// summary.json.
+    /// Directory for certificates and private keys, each trial's shards and state
+    /// (trial-<t>/), rounds.csv, summary.json and provenance.json. Required: keys and shards
+    /// never go to a temporary directory. An existing non-empty one needs --force.
     #[arg(long)]
     out: Option<PathBuf>,
+    /// Overwrite the files of an existing non-empty --out.
+    #[arg(long)]
+    force: bool,
     /// Route messages through a shuffler, sealed to the server (HPKE).
     #[arg(long)]
     shuffle: bool,
@@ -195,6 +208,11 @@ pub fn server(args: &ServerArgs) -> anyhow::Result<()> {
     init_logs();
     let fed = load(&args.config).map_err(config_file)?;
     let out = runtime()?.block_on(async {
+        crate::ops::metrics(
+            args.metrics_addr.as_deref(),
+            dpfl_net::metrics::Role::Server,
+        )
+        .await?;
         let s = dpfl_net::server::Server::bind(fed).await?;
         s.run().await
     });
@@ -206,7 +224,14 @@ pub fn server(args: &ServerArgs) -> anyhow::Result<()> {
             out.log.len()
         );
     }
-    if out.finished {
+    if crate::json() {
+        crate::print_json(&serde_json::json!({
+            "finished": out.finished,
+            "rounds": out.log.len(),
+            "dim": out.model.len(),
+            "log": out.log,
+        }));
+    } else if out.finished {
         println!(
             "training finished after {} rounds; model of dimension {}",
             out.log.len(),
@@ -255,7 +280,22 @@ pub fn silo(args: &SiloArgs) -> anyhow::Result<()> {
     let data = dpfl_net::shard::read(&args.data).map_err(net)?;
     let mut silo = dpfl_net::silo::Silo::with_budget(fed, args.id, data, &local).map_err(net)?;
     silo.set_connect_timeout(connect_timeout);
-    let report = runtime()?.block_on(silo.run()).map_err(net)?;
+    let role = dpfl_net::metrics::Role::Silo(args.id as usize);
+    let report = runtime()?
+        .block_on(async {
+            crate::ops::metrics(args.metrics_addr.as_deref(), role).await?;
+            silo.run().await
+        })
+        .map_err(net)?;
+    if crate::json() {
+        crate::print_json(&serde_json::json!({
+            "silo": args.id,
+            "answered": report.answered,
+            "resent": report.resent,
+            "refused": report.refused,
+        }));
+        return Ok(());
+    }
     println!(
         "silo {}: answered {} rounds, resent {}, refused {}",
         args.id,
@@ -272,12 +312,21 @@ pub fn shuffler(args: &ShufflerArgs) -> anyhow::Result<()> {
     let fed = load(&args.config).map_err(config_file)?;
     let batches = runtime()?
         .block_on(async {
+            crate::ops::metrics(
+                args.metrics_addr.as_deref(),
+                dpfl_net::metrics::Role::Shuffler,
+            )
+            .await?;
             let mut s = dpfl_net::shuffler::ShufflerProcess::bind(fed).await?;
             s.set_connect_timeout(connect_timeout);
             s.run().await
         })
         .map_err(net)?;
-    println!("shuffler forwarded {batches} batches");
+    if crate::json() {
+        crate::print_json(&serde_json::json!({ "batches": batches }));
+    } else {
+        println!("shuffler forwarded {batches} batches");
+    }
     Ok(())
 }
 
@@ -285,6 +334,11 @@ pub fn certs(cmd: &CertsCommand) -> anyhow::Result<()> {
     match cmd {
         CertsCommand::Init { dir, force } => {
             dpfl_net::certs::init_ca(dir, *force).map_err(net)?;
+            if crate::json() {
+                let files = [dir.join("ca.pem"), dir.join("ca.key")];
+                crate::print_json(&serde_json::json!({ "files": files }));
+                return Ok(());
+            }
             println!(
                 "wrote {} and {}",
                 dir.join("ca.pem").display(),
@@ -300,7 +354,12 @@ pub fn certs(cmd: &CertsCommand) -> anyhow::Result<()> {
         } => {
             let dir = dir.as_deref().unwrap_or(ca_dir);
             dpfl_net::certs::issue(ca_dir, dir, name, san, *force).map_err(net)?;
-            println!("wrote {}", dir.join(format!("{name}.pem")).display());
+            let cert = dir.join(format!("{name}.pem"));
+            if crate::json() {
+                crate::print_json(&serde_json::json!({ "files": [cert] }));
+            } else {
+                println!("wrote {}", cert.display());
+            }
         }
     }
     Ok(())
@@ -669,16 +728,21 @@ pub fn federate(args: &FederateArgs) -> anyhow::Result<()> {
             "federate: only --local is supported; across machines, run dpfl server/silo/shuffler (docs/deployment.md)".into(),
         )));
     }
-    let out = args.out.clone().unwrap_or_else(|| {
-        std::env::temp_dir().join(format!("dpfl-federate-{}", std::process::id()))
-    });
     let mut spec = crate::train::load_spec(Some(&args.config))?;
     if args.seed.is_some() {
         spec.seed = args.seed;
     }
+    // The federation's private keys and every silo's shard are written under --out: never
+    // into a shared temporary directory that outlives the run.
+    let out = args.out.clone().ok_or_else(|| {
+        crate::usage(
+            "federate needs --out DIR: the federation's certificates, private keys and every \
+             silo's data shard are written there (it is not cleaned up)",
+        )
+    })?;
     // Like train and reproduce: an unusable --out is refused before any certificate, shard
     // or process is made.
-    dpfl::output::prepare_out_dir(&out).map_err(crate::usage)?;
+    dpfl::output::prepare_fresh_out_dir(&out, args.force).map_err(crate::usage)?;
     let text = std::fs::read_to_string(&args.config)
         .with_context(|| format!("reading {}", args.config.display()))?;
     let exp_copy = out.join("experiment.toml");
@@ -714,10 +778,13 @@ pub fn federate(args: &FederateArgs) -> anyhow::Result<()> {
             let start = Instant::now();
             run_federation(args, &exe, &logs, a, f, &prep.shards, spec.rounds)?;
             let run = collect_run(f, &prep.trial, eval_every, start)?;
-            println!(
-                "trial {t} {:<28} test metric {:.4}  train loss {:.4}",
-                f.label, run.test_metric, run.final_train_loss
-            );
+            // With --json, stdout holds only the result object.
+            if !crate::json() {
+                println!(
+                    "trial {t} {:<28} test metric {:.4}  train loss {:.4}",
+                    f.label, run.test_metric, run.final_train_loss
+                );
+            }
             acc.add(&spec, a, t, &prep.trial, &run);
         }
     }
@@ -725,8 +792,21 @@ pub fn federate(args: &FederateArgs) -> anyhow::Result<()> {
         return Ok(());
     }
     let output = acc.finish();
-    crate::train::print_report(&spec, &output);
+    if !crate::json() {
+        crate::train::print_report(&spec, &output);
+    }
     experiment::write_outputs(&output, &out)?;
+    let prov = crate::train::provenance("federate", &spec, Some(&args.config), &output)?;
+    let prov_file = prov.write(&out)?;
+    if crate::json() {
+        crate::print_json(&serde_json::json!({
+            "experiment": spec.name,
+            "summary": output.summary,
+            "files": [out.join("rounds.csv"), out.join("summary.json"), prov_file],
+            "provenance": prov,
+        }));
+        return Ok(());
+    }
     println!(
         "wrote {} and {}",
         out.join("rounds.csv").display(),

@@ -39,6 +39,39 @@ pub struct ReproduceArgs {
     /// Continue an interrupted reproduction from DIR/checkpoint.jsonl (same ID, spec and flags).
     #[arg(long)]
     resume: bool,
+    /// Overwrite the files of an existing non-empty output directory.
+    #[arg(long)]
+    force: bool,
+}
+
+/// Checks the output directory before any work: a non-empty one needs --force, unless it
+/// holds an interrupted run's checkpoint (then `Checkpoint::open` decides: --resume continues
+/// it, and without --resume the run is refused so the finished work is not thrown away).
+fn prepare(args: &ReproduceArgs, dir: &std::path::Path) -> anyhow::Result<()> {
+    let interrupted = dir.join(reproduce::checkpoint::FILE_NAME).exists();
+    dpfl::output::prepare_fresh_out_dir(dir, args.force || args.resume || interrupted)
+        .map_err(crate::usage)
+}
+
+/// Writes `dir/provenance.json` for reproduction `args.id` run with `config`.
+fn provenance(
+    args: &ReproduceArgs,
+    seed: Option<u64>,
+    config: &impl serde::Serialize,
+    dir: &std::path::Path,
+) -> anyhow::Result<PathBuf> {
+    let mut p = dpfl::provenance::Provenance::new(
+        &format!(
+            "reproduce {}{}",
+            args.id,
+            if args.quick { " --quick" } else { "" }
+        ),
+        seed,
+        args.spec.as_deref(),
+        config,
+    )?;
+    p.test_metric = None;
+    Ok(p.write(dir)?)
 }
 
 pub fn reproduce(args: &ReproduceArgs) -> anyhow::Result<()> {
@@ -89,7 +122,7 @@ pub fn reproduce(args: &ReproduceArgs) -> anyhow::Result<()> {
         })
     });
     // Before any work: a bad --out must not cost a 40-minute run.
-    dpfl::output::prepare_out_dir(&out_dir).map_err(crate::usage)?;
+    prepare(args, &out_dir)?;
     let jobs = reproduce::jobs(&spec);
     let checkpoint = Checkpoint::open(
         &out_dir.join(reproduce::checkpoint::FILE_NAME),
@@ -124,9 +157,21 @@ pub fn reproduce(args: &ReproduceArgs) -> anyhow::Result<()> {
     )
     .map_err(|e| crate::name_file(args.spec.as_deref(), e))?;
     bar.finish();
-    let files = reproduce::write_outputs(&spec, &out, &out_dir)?;
+    let mut files = reproduce::write_outputs(&spec, &out, &out_dir)?;
+    files.push(provenance(args, Some(spec.seed), &spec, &out_dir)?);
     // The outputs hold everything the checkpoint did.
     checkpoint.remove()?;
+    if crate::json() {
+        crate::print_json(&serde_json::json!({
+            "id": spec.id,
+            "runs": out.runs,
+            "trials": spec.trials,
+            "wall_seconds": out.wall_seconds,
+            "rows": out.rows,
+            "files": files,
+        }));
+        return check_diverged(&spec, &out);
+    }
     println!(
         "{}: {} runs ({} trials) in {:.1} s",
         spec.id, out.runs, spec.trials, out.wall_seconds
@@ -138,6 +183,11 @@ pub fn reproduce(args: &ReproduceArgs) -> anyhow::Result<()> {
         // The paper's rule, kept to reproduce it: say what it costs.
         println!("Caveat: {}", dpfl::experiment::DATA_DERIVED_L_CAVEAT);
     }
+    check_diverged(&spec, &out)
+}
+
+/// A divergence the spec does not expect fails the command (after the outputs are written).
+fn check_diverged(spec: &ReproSpec, out: &reproduce::ReproOutput) -> anyhow::Result<()> {
     if !spec.expect_divergence
         && let Some(r) = out.rows.iter().find(|r| !r.mean.is_finite())
     {
@@ -170,10 +220,27 @@ fn normfedavg(args: &ReproduceArgs) -> anyhow::Result<()> {
             args.id.clone()
         })
     });
-    dpfl::output::prepare_out_dir(&out_dir).map_err(crate::usage)?;
+    prepare(args, &out_dir)?;
     let (train, test) = reproduce::normfedavg::load_fmnist(args.data_dir.as_deref())?;
     let out = reproduce::normfedavg::run(&plan, &train, &test)?;
-    let files = reproduce::normfedavg::write_outputs(&out, &out_dir)?;
+    let mut files = reproduce::normfedavg::write_outputs(&out, &out_dir)?;
+    let config = serde_json::json!({"id": args.id, "quick": args.quick, "seeds": plan.seeds});
+    files.push(provenance(args, None, &config, &out_dir)?);
+    if crate::json() {
+        crate::print_json(&serde_json::json!({
+            "id": plan.id,
+            "wall_seconds": out.wall_seconds,
+            "summary": out.summary.iter().map(|r| serde_json::json!({
+                "algorithm": r.algorithm,
+                "test_error_mean": r.mean,
+                "test_error_std": r.std,
+                "bits_per_coordinate": r.bits_per_coordinate,
+            })).collect::<Vec<_>>(),
+            "not_run": out.not_run,
+            "files": files,
+        }));
+        return Ok(());
+    }
     println!(
         "{}: {} algorithms x {} seeds in {:.1} s",
         plan.id,
@@ -223,7 +290,7 @@ fn reproduce_soteria(args: &ReproduceArgs) -> anyhow::Result<()> {
             args.id.clone()
         })
     });
-    dpfl::output::prepare_out_dir(&out_dir).map_err(crate::usage)?;
+    prepare(args, &out_dir)?;
     let start = std::time::Instant::now();
     let fed = soteria::load(&plan, args.data_dir.as_deref())?;
     let total = plan.settings.len() * soteria::ALGORITHMS.len() * plan.seeds;
@@ -237,7 +304,27 @@ fn reproduce_soteria(args: &ReproduceArgs) -> anyhow::Result<()> {
     let rows = soteria::run(&plan, &fed, &|d, _| bar.set_position(d as u64))?;
     bar.finish();
     let bands = soteria::bands(&rows);
-    let files = soteria_out::write(&plan, &rows, &bands, &out_dir)?;
+    let mut files = soteria_out::write(&plan, &rows, &bands, &out_dir)?;
+    files.push(provenance(args, None, &plan, &out_dir)?);
+    let last: Vec<&soteria::BandRow> = bands
+        .iter()
+        .filter(|b| {
+            plan.settings
+                .iter()
+                .any(|s| s.0 == b.epsilon && s.1 == b.round)
+        })
+        .collect();
+    if crate::json() {
+        crate::print_json(&serde_json::json!({
+            "id": plan.id,
+            "runs": total,
+            "seeds": plan.seeds,
+            "wall_seconds": start.elapsed().as_secs_f64(),
+            "final": last,
+            "files": files,
+        }));
+        return Ok(());
+    }
     println!(
         "{}: {} runs ({} seeds) in {:.1} s",
         plan.id,
@@ -249,11 +336,7 @@ fn reproduce_soteria(args: &ReproduceArgs) -> anyhow::Result<()> {
         "{:>6} {:<16} {:>10} {:>10} {:>10}",
         "eps", "algorithm", "utility", "loss", "test acc"
     );
-    for b in bands.iter().filter(|b| {
-        plan.settings
-            .iter()
-            .any(|s| s.0 == b.epsilon && s.1 == b.round)
-    }) {
+    for b in last {
         println!(
             "{:>6} {:<16} {:>10.4} {:>10.4} {:>10.4}",
             b.epsilon, b.algorithm, b.utility_mean, b.train_loss_mean, b.test_accuracy_mean

@@ -18,9 +18,13 @@ pub struct TrainArgs {
     /// Experiment file (TOML); default: the bundled obesity demo.
     #[arg(long)]
     config: Option<PathBuf>,
-    /// Directory for rounds.csv and summary.json (checked before the run starts).
+    /// Directory for rounds.csv, summary.json, curves, models and provenance.json (checked
+    /// before the run starts; an existing non-empty one needs --force).
     #[arg(long)]
     out: Option<PathBuf>,
+    /// Overwrite the files of an existing non-empty --out.
+    #[arg(long)]
+    force: bool,
     /// Directory holding the larger data sets (else $DPFL_DATA, else the bundled data/).
     #[arg(long)]
     data_dir: Option<PathBuf>,
@@ -65,7 +69,7 @@ pub fn train(args: &TrainArgs) -> anyhow::Result<()> {
         spec.seed = args.seed;
     }
     if let Some(dir) = &args.out {
-        dpfl::output::prepare_out_dir(dir).map_err(crate::usage)?;
+        dpfl::output::prepare_fresh_out_dir(dir, args.force).map_err(crate::usage)?;
     }
     let total = (spec.rounds * spec.trials * spec.algorithms.len()) as u64;
     let bar = Progress::new(
@@ -84,18 +88,37 @@ pub fn train(args: &TrainArgs) -> anyhow::Result<()> {
     let out = experiment::run(&spec, args.data_dir.as_deref(), &progress)
         .map_err(|e| crate::name_file(args.config.as_deref(), e))?;
     bar.finish();
-    print_report(&spec, &out);
+    let json = crate::json();
+    if !json {
+        print_report(&spec, &out);
+    }
+    let mut files: Vec<PathBuf> = Vec::new();
     if let Some(dir) = &args.out {
         experiment::write_outputs(&out, dir)
             .with_context(|| format!("writing results to {}", dir.display()))?;
+        files.extend([dir.join("rounds.csv"), dir.join("summary.json")]);
+        let title = experiment::curves::title(&spec, &out);
+        files.extend(
+            experiment::curves::plot_curves(&out, &title, dir)
+                .with_context(|| format!("plotting the curves into {}", dir.display()))?,
+        );
+        files.push(provenance("train", &spec, args.config.as_deref(), &out)?.write(dir)?);
+    }
+    if json {
+        crate::print_json(&serde_json::json!({
+            "experiment": spec.name,
+            "rounds": spec.rounds,
+            "trials": spec.trials,
+            "summary": out.summary,
+            "files": files,
+            "provenance": provenance("train", &spec, args.config.as_deref(), &out)?,
+        }));
+    } else if let Some(dir) = &args.out {
         println!(
             "wrote {} and {}",
             dir.join("rounds.csv").display(),
             dir.join("summary.json").display()
         );
-        let title = experiment::curves::title(&spec, &out);
-        experiment::curves::plot_curves(&out, &title, dir)
-            .with_context(|| format!("plotting the curves into {}", dir.display()))?;
         println!(
             "wrote {} and {} (training curves) and {} model(s) under {} (dpfl predict --model)",
             dir.join("curves.svg").display(),
@@ -107,6 +130,24 @@ pub fn train(args: &TrainArgs) -> anyhow::Result<()> {
     // After the outputs are written, so a diverged run's curves can be inspected.
     experiment::check_finite(&spec, &out)?;
     Ok(())
+}
+
+/// The provenance of a run's outputs (`dpfl::provenance`): the spec as run, its seed, and
+/// what `test_metric` holds.
+pub(crate) fn provenance(
+    command: &str,
+    spec: &ExperimentSpec,
+    config: Option<&std::path::Path>,
+    out: &RunOutput,
+) -> anyhow::Result<dpfl::provenance::Provenance> {
+    let mut p = dpfl::provenance::Provenance::new(command, spec.seed, config, spec)?;
+    p.test_metric = out.summary.first().map(|s| {
+        serde_json::to_value(s.metric)
+            .ok()
+            .and_then(|v| v.as_str().map(String::from))
+            .unwrap_or_default()
+    });
+    Ok(p)
 }
 
 pub(crate) fn print_report(spec: &ExperimentSpec, out: &RunOutput) {
@@ -234,6 +275,22 @@ pub fn data(cmd: &DataCommand) -> anyhow::Result<()> {
                 .data
                 .load(data_dir.as_deref(), &mut rng)
                 .map_err(|e| crate::name_file(Some(path), e))?;
+            if crate::json() {
+                let first = silos.first().map(|s| &s.train);
+                crate::print_json(&serde_json::json!({
+                    "silos": silos.iter().map(|s| serde_json::json!({
+                        "train_rows": s.train.len(),
+                        "test_rows": s.test.len(),
+                        "train_class_counts": s.train.class_counts(),
+                    })).collect::<Vec<_>>(),
+                    "features": first.map(|d| d.num_features()),
+                    "classes": first.and_then(|d| match d.target() {
+                        dpfl::data::Target::Classes { names } => Some(names.clone()),
+                        dpfl::data::Target::Real => None,
+                    }),
+                }));
+                return Ok(());
+            }
             println!("{}", dpfl::data::describe_silos(&silos));
             Ok(())
         }

@@ -69,11 +69,15 @@ fn fnv(bytes: &[u8]) -> String {
     format!("{h:016x} ({} bytes)", bytes.len())
 }
 
-/// Drops every `wall_seconds` field (the only non-deterministic number in summary.json).
+/// Drops every `wall_seconds` field (the only non-deterministic number in summary.json) and
+/// masks the build's git revision (provenance.json), which changes with every commit.
 fn strip_wall(v: &mut serde_json::Value) {
     match v {
         serde_json::Value::Object(m) => {
             m.remove("wall_seconds");
+            if let Some(r) = m.get_mut("git_revision") {
+                *r = serde_json::Value::String("<REVISION>".into());
+            }
             m.values_mut().for_each(strip_wall);
         }
         serde_json::Value::Array(a) => a.iter_mut().for_each(strip_wall),

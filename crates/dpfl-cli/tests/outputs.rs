@@ -206,13 +206,14 @@ fn train_runs_the_embedded_demo_from_any_directory_and_writes_atomically() {
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
     names.sort();
-    // Training also writes its curves and saved models (issue 16 items 4–5).
+    // Training also writes its curves, saved models and provenance (issue 16 items 4–5, 7).
     assert_eq!(
         names,
         [
             "curves.png",
             "curves.svg",
             "models",
+            "provenance.json",
             "rounds.csv",
             "summary.json"
         ],

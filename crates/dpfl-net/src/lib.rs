@@ -26,6 +26,7 @@ pub mod error;
 pub mod keys;
 pub mod ledger;
 pub mod lock;
+pub mod metrics;
 pub mod models;
 pub mod retry;
 pub mod seal;

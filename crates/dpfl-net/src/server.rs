@@ -300,6 +300,12 @@ impl Server {
                 rejected = entry.rejected,
                 "round closed"
             );
+            crate::metrics::server_round(
+                entry.selected,
+                entry.participants,
+                entry.rejected,
+                (wire.received(), wire.sent()),
+            );
             log.push(entry);
             next_round = r + 1;
             if let Some(rec) = &mut recorder {

@@ -248,6 +248,7 @@ impl ShufflerProcess {
                 }
                 sampler::shuffle(&mut rng, &mut messages);
                 messages.extend(sum.finish(task.round)?);
+                crate::metrics::shuffler_batch(messages.len(), messages.iter().map(Vec::len).sum());
                 let count = messages.len() as u32;
                 let mut frames: Vec<Frame> = messages
                     .iter()

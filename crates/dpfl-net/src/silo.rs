@@ -224,6 +224,7 @@ impl Silo {
         let reply = match answer {
             Ok(SiloAnswer::Reply(r)) => r,
             Ok(SiloAnswer::Refused(r)) => {
+                crate::metrics::silo_refused(self.id as usize);
                 tracing::warn!(silo = self.id, round, "ledger refuses the round: {r}");
                 return Ok(None);
             }
@@ -255,6 +256,14 @@ impl Silo {
         };
         state::write(&mut self.state, &self.state_path, &p, &bodies)?;
         self.last = Some((round, bodies.clone()));
+        crate::metrics::silo_answered(
+            self.id as usize,
+            bodies.iter().map(Vec::len).sum(),
+            // Without a budget the ledger accounts nothing: no ε to show.
+            self.ledger
+                .budget()
+                .and_then(|_| self.ledger.spent_epsilon().ok()),
+        );
         Ok(Some((bodies, false)))
     }
 

@@ -26,6 +26,8 @@ pub mod linalg;
 pub mod model;
 pub mod output;
 pub mod plan;
+pub mod plot;
+pub mod provenance;
 pub mod reproduce;
 pub mod round;
 pub mod sim;

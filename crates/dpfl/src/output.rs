@@ -121,9 +121,45 @@ pub fn prepare_out_dir(dir: &Path) -> Result<()> {
     Ok(())
 }
 
+/// [`prepare_out_dir`] for a new run's results: an existing directory that holds anything is
+/// refused unless `force` (the CLI's `--force`), so a second run never silently mixes its
+/// files with, or overwrites, an earlier run's.
+pub fn prepare_fresh_out_dir(dir: &Path, force: bool) -> Result<()> {
+    if !force
+        && dir.is_dir()
+        && std::fs::read_dir(dir)
+            .map_err(io_err(dir))?
+            .next()
+            .is_some()
+    {
+        return Err(Error::Io {
+            path: dir.to_path_buf(),
+            source: std::io::Error::new(
+                std::io::ErrorKind::AlreadyExists,
+                "the output directory exists and is not empty; pass --force to overwrite \
+                 its files, or choose another --out",
+            ),
+        });
+    }
+    prepare_out_dir(dir)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn fresh_out_dir_refuses_a_non_empty_directory_without_force() {
+        let tmp = tempfile::tempdir().unwrap();
+        let d = tmp.path().join("out");
+        prepare_fresh_out_dir(&d, false).unwrap();
+        // Empty: still fine.
+        prepare_fresh_out_dir(&d, false).unwrap();
+        std::fs::write(d.join("summary.json"), "[]").unwrap();
+        let e = prepare_fresh_out_dir(&d, false).unwrap_err().to_string();
+        assert!(e.contains("--force") && e.contains("out"), "{e}");
+        prepare_fresh_out_dir(&d, true).unwrap();
+    }
 
     /// A writer that accepts `room` bytes and then fails like a full disk (ENOSPC).
     struct FullDisk<W> {

@@ -1,19 +1,17 @@
 //! Training curves of any run (`dpfl train --out`, `dpfl federate`): `curves.svg` and
 //! `curves.png`, two panels — training loss and the test metric against rounds — with one
-//! line per algorithm, the mean over trials at each evaluated round. Drawn as the
-//! reproduction figures are ([`crate::reproduce::plot`]: plotters, the embedded font).
+//! line per algorithm, the mean over trials at each evaluated round, drawn by the one
+//! plotting helper ([`crate::plot`]).
 //!
-//! The title carries the experiment's name, its number of silos N, rounds R, δ and trials.
+//! The title carries the experiment's name, N silos, K, δ, R rounds and trials; the
+//! test-metric panel has the trivial predictor's line (majority class or training mean).
 //! A round where some trial's value is not finite is left out of the line (a diverged run
 //! shows as a line that stops), never plotted as an average of infinities.
 
 use std::path::{Path, PathBuf};
 
-use plotters::coord::Shift;
-use plotters::prelude::*;
-
 use super::RunOutput;
-use crate::reproduce::plot::{COLORS, ensure_font, plot_err};
+use crate::plot::{Figure, Panel, Point, Series, Spread};
 
 pub const WIDTH: u32 = 1100;
 pub const HEIGHT: u32 = 460;
@@ -23,9 +21,6 @@ pub type Curve = (String, Vec<(usize, f64, f64)>);
 
 /// Sums per evaluated round while averaging: (round, Σ loss, Σ metric, trials).
 type CurveSums = (String, Vec<(usize, f64, f64, usize)>);
-
-/// A panel: its y label and the point's coordinate it plots.
-type Panel<'a> = (&'a str, fn(&(usize, f64, f64)) -> f64);
 
 /// The mean over trials of each algorithm's evaluated rounds, algorithms in first-seen order.
 pub fn mean_curves(out: &RunOutput) -> Vec<Curve> {
@@ -61,124 +56,63 @@ pub fn mean_curves(out: &RunOutput) -> Vec<Curve> {
         .collect()
 }
 
-/// The figure's title: the experiment, N silos, R rounds, δ (of the first private
-/// algorithm, largest over silos) and the number of trials.
+/// The figure's title: the experiment, then N silos, K (per algorithm, smallest over
+/// silos), δ (of the first private algorithm, largest over silos), trials, and R rounds.
 pub fn title(spec: &super::ExperimentSpec, out: &RunOutput) -> String {
     let n = out.summary.first().map_or(0, |s| s.silos.len());
-    let delta = out
-        .summary
-        .iter()
-        .find_map(|s| s.delta)
-        .map_or("non-private".to_string(), |d| format!("δ = {d:.1e}"));
+    let k: Vec<usize> = out.summary.iter().map(|s| s.batch_size).collect();
+    let delta = out.summary.iter().find_map(|s| s.delta);
     format!(
-        "{}: N = {n} silos, R = {}, {delta}, {} trial(s)",
-        spec.name, spec.rounds, spec.trials
+        "{}: {}, R = {}",
+        spec.name,
+        crate::plot::setting_title(n, &k, delta, spec.trials),
+        spec.rounds
     )
 }
 
-/// Writes `curves.svg` and `curves.png` into `dir`; `title` heads the figure.
-pub fn plot_curves(out: &RunOutput, title: &str, dir: &Path) -> crate::Result<Vec<PathBuf>> {
-    ensure_font()?;
+/// The figure of `out` under `title` (see the module docs).
+pub fn figure(out: &RunOutput, title: &str) -> Figure {
     let curves = mean_curves(out);
     let metric = out
         .summary
         .first()
         .map_or("test metric", |s| s.metric.label());
-    let size = (WIDTH, HEIGHT);
-    let svg = dir.join("curves.svg");
-    let mut text = String::new();
-    {
-        let root = SVGBackend::with_string(&mut text, size).into_drawing_area();
-        draw(&root, title, metric, &curves)?;
-        root.present().map_err(plot_err)?;
+    let panel = |name: &str, value: fn(&(usize, f64, f64)) -> f64| {
+        let mut p = Panel::new(format!("{name} against rounds"), "round", name);
+        p.spread = Spread::Band;
+        p.series = curves
+            .iter()
+            .map(|(label, pts)| Series {
+                label: label.clone(),
+                points: pts
+                    .iter()
+                    .map(|q| Point {
+                        x: q.0 as f64,
+                        y: value(q),
+                        spread: None,
+                    })
+                    .collect(),
+            })
+            .collect();
+        p
+    };
+    let loss = panel("training loss", |p| p.1);
+    let mut test = panel(metric, |p| p.2);
+    test.y_nonnegative = true;
+    test.reference = out
+        .trivial_test_metric
+        .map(|v| ("trivial predictor".to_string(), v));
+    Figure {
+        title: Some(title.to_string()),
+        panels: vec![loss, test],
+        panel_width: WIDTH / 2,
+        height: HEIGHT,
     }
-    crate::output::atomic_write(&svg, text.as_bytes())?;
-    let png = dir.join("curves.png");
-    crate::output::replace_with(&png, |tmp| {
-        // The bitmap backend picks the encoder from the extension: keep `.png` last.
-        let tmp_png = tmp.with_extension("png");
-        {
-            let root = BitMapBackend::new(&tmp_png, size).into_drawing_area();
-            draw(&root, title, metric, &curves)?;
-            root.present().map_err(plot_err)?;
-        }
-        std::fs::rename(&tmp_png, tmp).map_err(|source| crate::Error::Io {
-            path: png.clone(),
-            source,
-        })
-    })?;
-    Ok(vec![svg, png])
 }
 
-fn draw<DB: DrawingBackend>(
-    root: &DrawingArea<DB, Shift>,
-    title: &str,
-    metric: &str,
-    curves: &[Curve],
-) -> crate::Result<()> {
-    root.fill(&WHITE).map_err(plot_err)?;
-    let root = root.titled(title, ("sans-serif", 17)).map_err(plot_err)?;
-    let areas = root.split_evenly((1, 2));
-    let panels: [Panel; 2] = [("training loss", |p| p.1), (metric, |p| p.2)];
-    let x_max = curves
-        .iter()
-        .flat_map(|c| c.1.iter().map(|p| p.0))
-        .max()
-        .unwrap_or(1)
-        .max(1) as f64;
-    for (area, (name, value)) in areas.iter().zip(panels) {
-        let vals: Vec<f64> = curves
-            .iter()
-            .flat_map(|c| c.1.iter().map(value))
-            .filter(|v| v.is_finite())
-            .collect();
-        let lo = vals.iter().copied().fold(f64::INFINITY, f64::min);
-        let hi = vals.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-        let (lo, hi) = if lo.is_finite() && hi.is_finite() {
-            let pad = ((hi - lo) * 0.08).max(1e-3);
-            (lo - pad, hi + pad)
-        } else {
-            (0.0, 1.0)
-        };
-        let mut chart = ChartBuilder::on(area)
-            .caption(format!("{name} against rounds"), ("sans-serif", 15))
-            .margin(12)
-            .x_label_area_size(40)
-            .y_label_area_size(60)
-            .build_cartesian_2d(0.0..x_max, lo..hi)
-            .map_err(plot_err)?;
-        chart
-            .configure_mesh()
-            .x_desc("round")
-            .y_desc(name)
-            .label_style(("sans-serif", 13))
-            .draw()
-            .map_err(plot_err)?;
-        for (i, (label, pts)) in curves.iter().enumerate() {
-            let color = COLORS[i % COLORS.len()];
-            let line: Vec<(f64, f64)> = pts
-                .iter()
-                .map(|p| (p.0 as f64, value(p)))
-                .filter(|p| p.1.is_finite())
-                .collect();
-            chart
-                .draw_series(LineSeries::new(line, color.stroke_width(2)))
-                .map_err(plot_err)?
-                .label(label.as_str())
-                .legend(move |(x, y)| {
-                    PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
-                });
-        }
-        chart
-            .configure_series_labels()
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .label_font(("sans-serif", 12))
-            .position(SeriesLabelPosition::UpperRight)
-            .draw()
-            .map_err(plot_err)?;
-    }
-    Ok(())
+/// Writes `curves.svg` and `curves.png` into `dir`; `title` heads the figure.
+pub fn plot_curves(out: &RunOutput, title: &str, dir: &Path) -> crate::Result<Vec<PathBuf>> {
+    crate::plot::write(&figure(out, title), dir, "curves", true)
 }
 
 #[cfg(test)]
@@ -209,6 +143,7 @@ mod tests {
             ],
             summary: vec![],
             models: vec![],
+            trivial_test_metric: Some(0.45),
         };
         let c = mean_curves(&out);
         assert_eq!(c.len(), 2);
@@ -219,6 +154,7 @@ mod tests {
         let files = plot_curves(&out, "t (N = 2)", dir.path()).unwrap();
         let svg = std::fs::read_to_string(&files[0]).unwrap();
         assert!(svg.starts_with("<svg") && svg.contains("training loss against rounds"));
+        assert!(svg.contains("trivial predictor"));
         // Legend entries: one per algorithm.
         assert!(svg.contains("t (N = 2)") && svg.contains(">\nA\n<") && svg.contains(">\nB\n<"));
         let png = std::fs::read(&files[1]).unwrap();

@@ -249,6 +249,10 @@ pub struct RunOutput {
     /// Each algorithm's final model of trial 1, with its metadata (`models/` of `--out`).
     #[serde(skip)]
     pub models: Vec<super::saved::SavedModel>,
+    /// The trivial predictor's test metric (majority class, or the training mean; see
+    /// [`crate::plot::trivial_metric`]), mean over trials: the curves' reference line.
+    #[serde(skip)]
+    pub trivial_test_metric: Option<f64>,
 }
 
 /// Result of training one algorithm once.
@@ -275,6 +279,8 @@ pub struct RunAccumulator {
     rows: Vec<RoundRow>,
     acc: Vec<Option<AlgorithmSummary>>,
     models: Vec<Option<super::saved::SavedModel>>,
+    /// Each trial's trivial-predictor test metric (None where it has no test rows).
+    trivial: Vec<Option<f64>>,
 }
 
 impl RunAccumulator {
@@ -283,6 +289,7 @@ impl RunAccumulator {
             rows: Vec::new(),
             acc: vec![None; spec.algorithms.len()],
             models: vec![None; spec.algorithms.len()],
+            trivial: Vec::new(),
         }
     }
 
@@ -300,6 +307,11 @@ impl RunAccumulator {
     ) {
         let entry = &spec.algorithms[a];
         let label = entry.label();
+        if a == 0 {
+            let classification = trial.model.metric() == crate::model::Metric::ErrorRate;
+            self.trivial
+                .push(crate::plot::trivial_metric(&trial.silos, classification));
+        }
         for (i, &(round, train_loss, test_metric)) in run.curve.iter().enumerate() {
             self.rows.push(RoundRow {
                 trial: t,
@@ -355,10 +367,14 @@ impl RunAccumulator {
                 s
             })
             .collect();
+        let trivial: Option<Vec<f64>> = self.trivial.iter().copied().collect();
         RunOutput {
             rounds: self.rows,
             summary,
             models: self.models.into_iter().flatten().collect(),
+            trivial_test_metric: trivial
+                .filter(|t| !t.is_empty())
+                .map(|t| t.iter().sum::<f64>() / t.len() as f64),
         }
     }
 }

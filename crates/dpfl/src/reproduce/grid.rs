@@ -261,3 +261,51 @@ pub fn run_grid(
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `test_error` means the same in `dpfl reproduce` (its summary's `metric`) and in
+    /// `dpfl train` (rounds.csv's `test_metric` of a classifier, summary `metric = test_error`):
+    /// the pooled misclassification rate of the same model on the same test rows.
+    #[test]
+    fn reproduce_test_error_is_train_test_metric() {
+        let exp = crate::experiment::ExperimentSpec::from_toml(
+            r#"
+name = "m"
+rounds = 1
+seed = 4
+[data]
+source = { kind = "synthetic", task = "binary", silos = 3, train = 40, test = 17, features = 3, shift = 0.5 }
+[model]
+kind = "logistic"
+[[algorithms]]
+kind = "mb-sgd"
+step_size = 0.1
+"#,
+            "<test>",
+        )
+        .unwrap();
+        let mut rng = DpRng::from_seed(9, Purpose::Data, 0);
+        let data = prepare_trial(&exp, None, &mut rng).unwrap();
+        let pt = PanelTrial {
+            data,
+            y_train_mean: 0.0,
+        };
+        let model = pt.data.model.clone();
+        for k in 0..4 {
+            let w: Vec<f64> = (0..model.num_params())
+                .map(|i| ((i + k) as f64 * 0.7).sin())
+                .collect();
+            let repro = metric_of(ReproMetric::TestError, model.as_ref(), &w, &pt);
+            let train = crate::sim::test_metric(model.as_ref(), &w, &pt.data.silos);
+            assert!((repro - train).abs() < 1e-12, "{repro} vs {train}");
+            // 51 test rows: a multiple of 1/51.
+            assert!(
+                (repro * 51.0 - (repro * 51.0).round()).abs() < 1e-9,
+                "{repro}"
+            );
+        }
+    }
+}

@@ -53,7 +53,7 @@ pub use spec::{
     BUILTIN, BaseSpec, GridAlgorithm, LogGrid, PanelSpec, QuickSpec, ReproMetric, ReproSpec,
     builtin, obesity_speed_grid,
 };
-pub use summary::{ReproOutput, SummaryRow, quantile, summarize};
+pub use summary::{PanelFacts, ReproOutput, SummaryRow, quantile, summarize};
 
 use std::path::Path;
 
@@ -83,9 +83,11 @@ pub fn run_checkpointed(
     let all = jobs(spec);
     let results = checkpoint::run_grid(spec, &data, &all, progress, checkpoint)?;
     let mut rows = Vec::new();
+    let mut facts = Vec::new();
     for (p, panel) in spec.panels.iter().enumerate() {
         let n_silos = data[p][0].data.silos.len();
         let m = panel.participation.effective_m(n_silos);
+        facts.push(panel_facts(spec, panel, m, &data[p]));
         for (a, alg) in spec.algorithms.iter().enumerate() {
             let eps_list: Vec<Option<usize>> = if alg.spec.is_private() {
                 (0..spec.epsilons.len()).map(Some).collect()
@@ -159,7 +161,30 @@ pub fn run_checkpointed(
         rows,
         wall_seconds: start.elapsed().as_secs_f64(),
         runs: all.len(),
+        panels: facts,
     })
+}
+
+fn panel_facts(spec: &ReproSpec, panel: &PanelSpec, m: f64, trials: &[PanelTrial]) -> PanelFacts {
+    let first = trials.first().map(|t| &t.data.silos[..]).unwrap_or(&[]);
+    let n_min = first.iter().map(|s| s.train.len()).min().unwrap_or(1);
+    let trivial: Option<Vec<f64>> = trials
+        .iter()
+        .map(|t| match spec.metric {
+            ReproMetric::TestError => crate::plot::trivial_metric(&t.data.silos, true),
+            ReproMetric::RelativeRmse => Some(1.0),
+        })
+        .collect();
+    PanelFacts {
+        figure: panel.figure.clone(),
+        m,
+        silos: first.len(),
+        batch_size: panel.batch_size,
+        delta: spec.base.delta.resolve(n_min).ok(),
+        trivial: trivial
+            .filter(|t| !t.is_empty())
+            .map(|t| t.iter().sum::<f64>() / t.len() as f64),
+    }
 }
 
 #[cfg(test)]

@@ -45,6 +45,6 @@ pub fn write_outputs(
     let p = dir.join("summary.csv");
     atomic_write(&p, csv.as_bytes())?;
     let mut written = vec![p];
-    written.extend(plot::plot_figures(spec, &out.rows, dir)?);
+    written.extend(plot::plot_figures(spec, &out.rows, &out.panels, dir)?);
     Ok(written)
 }

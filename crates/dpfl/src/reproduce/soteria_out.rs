@@ -2,15 +2,14 @@
 //! `bands.csv` (mean and standard deviation over seeds), `final.csv` (the last round per ε and
 //! algorithm) and one SVG figure per ε: utility (a9a) or test accuracy (MNIST) against
 //! rounds and against uplink bits (64 per float, the paper's count), mean ± one standard
-//! deviation as a band.
+//! deviation as a band, drawn by the one plotting helper ([`crate::plot`]). The title carries
+//! N, δ and the seeds; K differs per algorithm (the code's batch rules), so it says so.
 
 use std::path::{Path, PathBuf};
 
-use plotters::prelude::*;
-
-use super::plot::{COLORS, ensure_font, plot_err};
 use super::soteria::{ALGORITHMS, BandRow, CurveRow, Experiment, Plan};
 use crate::output::{atomic_write, csv_string};
+use crate::plot::{Figure, Panel, Point, Series, Spread};
 
 /// Writes the CSVs and figures into `dir`; returns the files written.
 pub fn write(
@@ -107,21 +106,8 @@ pub fn write(
         csv_string(&header, last.into_iter().map(band_row))?.as_bytes(),
     )?;
     files.push(p);
-    ensure_font()?;
-    for &(eps, _, _) in &plan.settings {
-        let sel: Vec<&BandRow> = bands.iter().filter(|b| b.epsilon == eps).collect();
-        let mut text = String::new();
-        {
-            let root = SVGBackend::with_string(&mut text, (1280, 480)).into_drawing_area();
-            root.fill(&WHITE).map_err(plot_err)?;
-            let areas = root.split_evenly((1, 2));
-            draw(&areas[0], plan, eps, &sel, false)?;
-            draw(&areas[1], plan, eps, &sel, true)?;
-            root.present().map_err(plot_err)?;
-        }
-        let p = dir.join(format!("{}-eps{eps}.svg", plan.id));
-        atomic_write(&p, text.as_bytes())?;
-        files.push(p);
+    for fig in figures(plan, bands) {
+        files.extend(crate::plot::write(&fig.1, dir, &fig.0, false)?);
     }
     Ok(files)
 }
@@ -133,110 +119,88 @@ fn metric(plan: &Plan, b: &BandRow) -> (f64, f64) {
     }
 }
 
-fn draw<DB: DrawingBackend>(
-    area: &DrawingArea<DB, plotters::coord::Shift>,
-    plan: &Plan,
-    eps: f64,
-    rows: &[&BandRow],
-    by_bits: bool,
-) -> crate::Result<()> {
-    let x = |b: &BandRow| {
-        if by_bits {
-            b.uplink_bits_64
-        } else {
-            b.round as f64
-        }
-    };
-    // Bits axis cut at 1.1× the smallest final bit count (the notebooks' truncation).
-    let x_max = if by_bits {
-        ALGORITHMS
-            .iter()
-            .filter_map(|a| {
-                rows.iter()
-                    .filter(|b| b.algorithm == *a)
-                    .map(|b| x(b))
-                    .reduce(f64::max)
-            })
-            .fold(f64::INFINITY, f64::min)
-            * 1.1
-    } else {
-        rows.iter().map(|b| x(b)).fold(0.0, f64::max)
-    };
-    let vis: Vec<&BandRow> = rows.iter().copied().filter(|b| x(b) <= x_max).collect();
-    let lo = vis
-        .iter()
-        .map(|b| metric(plan, b).0 - metric(plan, b).1)
-        .fold(f64::INFINITY, f64::min);
-    let hi = vis
-        .iter()
-        .map(|b| metric(plan, b).0 + metric(plan, b).1)
-        .fold(f64::NEG_INFINITY, f64::max);
-    let (lo, hi) = if lo.is_finite() && hi > lo {
-        (lo.max(0.0), hi)
-    } else {
-        (0.0, 1.0)
-    };
+/// One figure per ε, as (file stem, figure): the metric against rounds and against uplink
+/// bits; utility on a log axis (see [`crate::plot`]).
+pub fn figures(plan: &Plan, bands: &[BandRow]) -> Vec<(String, Figure)> {
     let ylab = match plan.experiment {
         Experiment::A9a => "utility (running mean of ||grad f||^2)",
         Experiment::Mnist => "test accuracy",
     };
-    let mut chart = ChartBuilder::on(area)
-        .caption(
-            format!("{} eps = {eps}, {} seeds", plan.id, plan.seeds),
-            ("sans-serif", 16),
-        )
-        .margin(12)
-        .x_label_area_size(40)
-        .y_label_area_size(60)
-        .build_cartesian_2d(0.0..x_max.max(1.0), lo..hi)
-        .map_err(plot_err)?;
-    chart
-        .configure_mesh()
-        .x_desc(if by_bits {
-            "uplink bits (64 per float)"
-        } else {
-            "round"
+    plan.settings
+        .iter()
+        .map(|&(eps, _, _)| {
+            let sel: Vec<&BandRow> = bands.iter().filter(|b| b.epsilon == eps).collect();
+            let panel = |by_bits: bool| {
+                let x = |b: &BandRow| {
+                    if by_bits {
+                        b.uplink_bits_64
+                    } else {
+                        b.round as f64
+                    }
+                };
+                let mut p = Panel::new(
+                    format!("{} eps = {eps}", plan.id),
+                    if by_bits {
+                        "uplink bits (64 per float)"
+                    } else {
+                        "round"
+                    },
+                    ylab,
+                );
+                p.spread = Spread::Band;
+                p.log_y = plan.experiment == Experiment::A9a;
+                p.y_nonnegative = true;
+                // Bits axis cut at 1.1x the smallest final bit count (the notebooks'
+                // truncation).
+                if by_bits {
+                    p.x_max = Some(
+                        ALGORITHMS
+                            .iter()
+                            .filter_map(|a| {
+                                sel.iter()
+                                    .filter(|b| b.algorithm == *a)
+                                    .map(|b| x(b))
+                                    .reduce(f64::max)
+                            })
+                            .fold(f64::INFINITY, f64::min)
+                            * 1.1,
+                    )
+                    .filter(|m| m.is_finite());
+                }
+                p.series = ALGORITHMS
+                    .iter()
+                    .map(|a| Series {
+                        label: a.to_string(),
+                        points: sel
+                            .iter()
+                            .filter(|b| b.algorithm == *a)
+                            .map(|b| {
+                                let (m, s) = metric(plan, b);
+                                Point {
+                                    x: x(b),
+                                    y: m,
+                                    spread: Some((m - s, m + s)),
+                                }
+                            })
+                            .collect(),
+                    })
+                    .collect();
+                p
+            };
+            let title = format!(
+                "{} (ε = {eps}, mean ± 1 sd over seeds) — {}",
+                plan.id,
+                crate::plot::setting_title(plan.silos, &[], Some(plan.delta), plan.seeds)
+            );
+            (
+                format!("{}-eps{eps}", plan.id),
+                Figure {
+                    title: Some(title),
+                    panels: vec![panel(false), panel(true)],
+                    panel_width: 640,
+                    height: 480,
+                },
+            )
         })
-        .y_desc(ylab)
-        .label_style(("sans-serif", 12))
-        .draw()
-        .map_err(plot_err)?;
-    for (i, a) in ALGORITHMS.iter().enumerate() {
-        let color = COLORS[i % COLORS.len()];
-        let pts: Vec<(f64, f64, f64)> = vis
-            .iter()
-            .filter(|b| b.algorithm == *a)
-            .map(|b| {
-                let (m, s) = metric(plan, b);
-                (x(b), m, s)
-            })
-            .collect();
-        if pts.is_empty() {
-            continue;
-        }
-        let mut band: Vec<(f64, f64)> = pts.iter().map(|p| (p.0, p.1 + p.2)).collect();
-        band.extend(pts.iter().rev().map(|p| (p.0, p.1 - p.2)));
-        chart
-            .draw_series(std::iter::once(Polygon::new(band, color.mix(0.15))))
-            .map_err(plot_err)?;
-        chart
-            .draw_series(LineSeries::new(
-                pts.iter().map(|p| (p.0, p.1)),
-                color.stroke_width(2),
-            ))
-            .map_err(plot_err)?
-            .label(*a)
-            .legend(move |(x, y)| {
-                PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
-            });
-    }
-    chart
-        .configure_series_labels()
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .label_font(("sans-serif", 12))
-        .position(SeriesLabelPosition::UpperRight)
-        .draw()
-        .map_err(plot_err)?;
-    Ok(())
+        .collect()
 }

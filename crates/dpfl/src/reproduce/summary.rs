@@ -27,6 +27,25 @@ pub struct ReproOutput {
     pub rows: Vec<SummaryRow>,
     pub wall_seconds: f64,
     pub runs: usize,
+    /// The public facts of each panel (spec order) that the figures' titles carry.
+    pub panels: Vec<PanelFacts>,
+}
+
+/// A panel's setting as drawn in its figure's title, and its trivial predictor.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PanelFacts {
+    pub figure: String,
+    pub m: f64,
+    /// N: silos of the first trial's partition.
+    pub silos: usize,
+    /// The panel's K (None: each algorithm's own).
+    pub batch_size: Option<usize>,
+    /// δ of the silo with the fewest records (the largest δ under 1/n²), first trial.
+    pub delta: Option<f64>,
+    /// The trivial predictor's value of the plotted metric, mean over trials: the
+    /// majority-class test error, or exactly 1 for the relative RMSE (its denominator is the
+    /// training-mean predictor's error).
+    pub trivial: Option<f64>,
 }
 
 /// The q-quantile of sorted values, linear interpolation (numpy's default).
