@@ -131,6 +131,25 @@ fn obesity_quick_reproduction() {
     assert!(p9 < value(&rows, "ISRL-DP MB-SGD", 1.0, "test_error"));
     let v = rows.iter().find(|r| r.metric == "v_star_sq").unwrap().mean;
     assert!(v.is_finite() && v > 0.0, "v*^2 = {v}");
+    // Every private point carries its certified ε (in --quick by RDP alone, no lower bound);
+    // non-private ones carry none.
+    for r in rows.iter().filter(|r| r.metric == "test_error") {
+        let private = r.algorithm.starts_with("ISRL-DP");
+        let eps = r.epsilon.unwrap();
+        let has = |m: &str| {
+            rows.iter()
+                .any(|x| x.algorithm == r.algorithm && x.epsilon == Some(eps) && x.metric == m)
+        };
+        assert_eq!(has("certified_epsilon"), private, "{}", r.algorithm);
+        assert!(!has("epsilon_lower_bound"));
+        if private {
+            let up = value(&rows, &r.algorithm, eps, "certified_epsilon");
+            assert!(up.is_finite() && up > 0.0, "{} at {eps}: {up}", r.algorithm);
+        }
+    }
+    // More ε, less noise, more certified ε.
+    let c = |e| value(&rows, "ISRL-DP MB-SGD", e, "certified_epsilon");
+    assert!(c(1.0) < c(9.0), "{} {}", c(1.0), c(9.0));
 }
 
 #[test]

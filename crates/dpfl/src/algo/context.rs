@@ -7,6 +7,13 @@ use serde::{Deserialize, Serialize};
 use super::half::{FederationInfo, ServerHalf, SiloHalf, SiloInfo};
 use crate::model::{GradientOracle, Projection};
 
+#[cfg(test)]
+thread_local! {
+    /// Test-only: scales every σ built on this thread (the audit's under-noised builds without
+    /// a slow recalibration). Not compiled outside tests.
+    pub(crate) static TEST_NOISE_SCALE: std::cell::Cell<f64> = const { std::cell::Cell::new(1.0) };
+}
+
 /// Everything public an algorithm is built from.
 #[derive(Debug, Clone)]
 pub struct BuildContext {
@@ -45,6 +52,8 @@ impl BuildContext {
         sigma: f64,
         sensitivity: f64,
     ) -> crate::Result<dpfl_privacy::GaussianMechanism> {
+        #[cfg(test)]
+        let sigma = sigma * TEST_NOISE_SCALE.with(|c| c.get());
         Ok(dpfl_privacy::GaussianMechanism::with_noise(
             self.noise,
             sigma,

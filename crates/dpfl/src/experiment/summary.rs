@@ -157,7 +157,7 @@ fn memo_epsilon(
 
 /// Accounts each silo's released events at its own target δ (replace-one, the relation the
 /// noise is calibrated in).
-fn silo_privacy(
+pub(crate) fn silo_privacy(
     spec: &ExperimentSpec,
     trial: &TrialData,
     spent: &[Vec<dpfl_privacy::PrivacyEvent>],

@@ -41,6 +41,11 @@ struct Line {
     key: String,
     train_loss: String,
     metric: String,
+    /// Absent in checkpoints written before the certified ε was kept.
+    #[serde(default)]
+    certified_epsilon: Option<f64>,
+    #[serde(default)]
+    lower_epsilon: Option<f64>,
 }
 
 /// The coordinates of a job as text (checked on resume, so a line cannot land on another job).
@@ -148,7 +153,15 @@ impl Checkpoint {
                 else {
                     return Err(parse(i + 1, "numbers are not 16 hex digits".into()));
                 };
-                done.insert(line.job, JobResult { train_loss, metric });
+                done.insert(
+                    line.job,
+                    JobResult {
+                        train_loss,
+                        metric,
+                        certified_epsilon: line.certified_epsilon,
+                        lower_epsilon: line.lower_epsilon,
+                    },
+                );
             }
             let f = std::fs::OpenOptions::new()
                 .write(true)
@@ -190,6 +203,8 @@ impl Checkpoint {
             key: key(job),
             train_loss: format!("{:016x}", r.train_loss.to_bits()),
             metric: format!("{:016x}", r.metric.to_bits()),
+            certified_epsilon: r.certified_epsilon,
+            lower_epsilon: r.lower_epsilon,
         })
         .map_err(|e| Error::data("checkpoint", e.to_string()))?
             + "\n";

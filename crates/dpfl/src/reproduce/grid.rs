@@ -92,6 +92,12 @@ pub struct Job {
 pub struct JobResult {
     pub train_loss: f64,
     pub metric: f64,
+    /// The run's certified ε: per silo the smaller of the RDP and PLD accounts of what its
+    /// ledger released (at its target δ), then the largest over silos; None if a silo could
+    /// not be accounted, or the algorithm is not private.
+    pub certified_epsilon: Option<f64>,
+    /// The largest over silos of the lower bound on the true ε (a concrete pair), if any.
+    pub lower_epsilon: Option<f64>,
 }
 
 /// Every run of a reproduction, in a fixed order.
@@ -238,10 +244,59 @@ pub fn run_job(spec: &ReproSpec, data: &[Vec<PanelTrial>], job: &Job) -> crate::
         other => other,
     })?;
     let metric = metric_of(spec.metric, pt.data.model.as_ref(), &run.final_model, pt);
+    let (certified_epsilon, lower_epsilon) = match (alg.spec.is_private(), spec.rdp_only) {
+        (false, _) => (None, None),
+        (true, false) => certified(&crate::experiment::account_silos(
+            &exp, &pt.data, &run.spent,
+        )),
+        (true, true) => (certified_rdp(&exp, &pt.data, &run.spent), None),
+    };
     Ok(JobResult {
         train_loss: run.final_train_loss,
         metric,
+        certified_epsilon,
+        lower_epsilon,
     })
+}
+
+/// The largest over silos of the RDP account of its released events at its δ (`--quick`).
+fn certified_rdp(
+    exp: &crate::experiment::ExperimentSpec,
+    data: &crate::experiment::TrialData,
+    spent: &[Vec<dpfl_privacy::PrivacyEvent>],
+) -> Option<f64> {
+    let p = exp.privacy.as_ref()?;
+    let mut worst = 0.0f64;
+    for (i, events) in spent.iter().enumerate() {
+        let n = data.silos.get(i).map_or(1, |s| s.train.len());
+        let delta = dpfl_privacy::Delta::new(p.delta.resolve(n).ok()?).ok()?;
+        let all = dpfl_privacy::PrivacyEvent::Composed(events.clone());
+        let e = dpfl_privacy::accountant::AccountantKind::Rdp
+            .epsilon(dpfl_privacy::Neighbouring::ReplaceOne, &all, delta)
+            .ok()?;
+        worst = worst.max(e);
+    }
+    Some(worst)
+}
+
+/// (certified ε, lower bound) of a run from its silos' accounts ([`JobResult`]).
+fn certified(silos: &[crate::experiment::SiloPrivacy]) -> (Option<f64>, Option<f64>) {
+    let mut up = Some(0.0f64);
+    let mut low: Option<f64> = None;
+    for s in silos {
+        let best = match (s.rdp_epsilon, s.pld_epsilon) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        up = match (up, best) {
+            (Some(u), Some(b)) => Some(u.max(b)),
+            _ => None,
+        };
+        if let Some(l) = s.lower_epsilon {
+            low = Some(low.map_or(l, |x| x.max(l)));
+        }
+    }
+    (up.filter(|_| !silos.is_empty()), low)
 }
 
 /// Runs `jobs` in parallel; results in job order.

@@ -104,15 +104,40 @@ pub fn run_checkpointed(
                 }
                 let (mean, lo, hi) = summarize(&values);
                 let (ls, ls_lo, ls_hi) = summarize(&log_steps);
+                // The certified ε (and lower bound) of every run of this point: mean and range.
+                let accounted = |f: fn(&JobResult) -> Option<f64>| -> Option<(f64, f64, f64)> {
+                    let v: Option<Vec<f64>> = all
+                        .iter()
+                        .zip(&results)
+                        .filter(|(j, _)| j.panel == p && j.eps == eps && j.algorithm == a)
+                        .map(|(_, r)| f(r))
+                        .collect();
+                    let v = v.filter(|v| !v.is_empty())?;
+                    let (lo, hi) = v
+                        .iter()
+                        .fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), &x| {
+                            (l.min(x), h.max(x))
+                        });
+                    Some((v.iter().sum::<f64>() / v.len() as f64, lo, hi))
+                };
+                let privacy: Vec<(&str, (f64, f64, f64))> = [
+                    ("certified_epsilon", accounted(|r| r.certified_epsilon)),
+                    ("epsilon_lower_bound", accounted(|r| r.lower_epsilon)),
+                ]
+                .into_iter()
+                .filter_map(|(n, v)| Some((n, v?)))
+                .collect();
                 let targets: Vec<f64> = match eps {
                     Some(e) => vec![spec.epsilons[e]],
                     None => spec.epsilons.clone(),
                 };
                 for e in targets {
-                    for (metric, mean, lo, hi) in [
+                    let rows_of = [
                         (spec.metric.name(), mean, lo, hi),
                         ("selected_ln_step", ls, ls_lo, ls_hi),
-                    ] {
+                    ];
+                    let extra = privacy.iter().map(|&(n, (m, l, h))| (n, m, l, h));
+                    for (metric, mean, lo, hi) in rows_of.into_iter().chain(extra) {
                         rows.push(SummaryRow {
                             figure: panel.figure.clone(),
                             algorithm: alg.label.clone(),

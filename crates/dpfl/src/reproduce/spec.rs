@@ -185,6 +185,10 @@ pub struct ReproSpec {
     /// rank last in the selection.
     #[serde(default)]
     pub expect_divergence: bool,
+    /// `--quick`: each point's certified ε by RDP alone, without the PLD and the lower bound
+    /// (at the paper's large-ε noise those take minutes per point, too slow for a smoke run).
+    #[serde(skip)]
+    pub rdp_only: bool,
 }
 
 impl ReproSpec {
@@ -292,6 +296,7 @@ impl ReproSpec {
         }
         // The reduced spec is final: its panel indices no longer refer to `quick.panels`.
         s.quick = QuickSpec::default();
+        s.rdp_only = true;
         s
     }
 
