@@ -14,6 +14,7 @@
 //! network transport are not here yet.
 
 pub mod amplification;
+pub mod local;
 pub mod params;
 pub mod protocol;
 
