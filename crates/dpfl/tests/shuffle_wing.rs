@@ -615,3 +615,58 @@ fn sdp_mb_sgd_meets_the_budget_without_the_shuffler_unless_trusted() {
             .contains("honest-shuffler round guarantee charged")
     );
 }
+
+#[test]
+fn shuffle_plans_calibrate_each_silo_once_and_halves_calibrate_nothing() {
+    use dpfl::algo::context::calibrations_on_this_thread;
+    use dpfl::algo::spec::WingPlan;
+    use dpfl::plan::{Plan, Setup, server_half, silo_half};
+    let setup = Setup {
+        model: toml::from_str("kind = \"logistic\"").unwrap(),
+        features: 2,
+        classes: Some(2),
+        clip: None,
+        lipschitz: 1.0,
+        rounds: 5,
+        participation: Participation::All,
+        projection: Projection::L2Ball { radius: 10.0 },
+        noise: Default::default(),
+        enforce_budget: false,
+        silos: (0..3)
+            .map(|i| dpfl::algo::SiloInfo {
+                id: i as u32,
+                records: 100 + 10 * i,
+                budget: Some((2.0, 1e-5)),
+            })
+            .collect(),
+    };
+    for text in [
+        "kind = \"sdp-mb-sgd\"\nstep_size = 0.5\ncalibration = { kind = \"accountant\" }",
+        "kind = \"sdp-mb-sgd\"\nstep_size = 0.5\ncalibration = { kind = \"accountant\" }\nshuffler = \"trusted\"",
+        "kind = \"sdp-accelerated-mb-sgd\"\nstep_size = 1.0",
+        "kind = \"psgd\"",
+        "kind = \"pgd\"\nshuffler = \"trusted\"",
+    ] {
+        let alg: AlgorithmSpec = toml::from_str(text).unwrap();
+        let before = calibrations_on_this_thread();
+        let plan = Plan::new(setup.clone(), &alg).unwrap();
+        assert_eq!(calibrations_on_this_thread() - before, 3, "{text}");
+        assert!(matches!(plan.wing, WingPlan::Shuffle(_)), "{text}");
+        let back: Plan = toml::from_str(&toml::to_string(&plan).unwrap()).unwrap();
+        assert_eq!(back, plan, "{text}");
+        let before = calibrations_on_this_thread();
+        let server = server_half(&back).unwrap();
+        let silos: Vec<_> = (0..3).map(|i| silo_half(&back, i).unwrap()).collect();
+        assert_eq!(calibrations_on_this_thread(), before, "{text}");
+        assert_eq!(server.dim(), plan.context().unwrap().federation.dim);
+        for (i, s) in silos.iter().enumerate() {
+            assert_eq!(s.noise_std(), plan.calibration[i].sigma, "{text}");
+            assert_eq!(
+                s.round_event(0).map(|e| e.repeated(5)),
+                plan.calibration[i].run_event,
+                "{text}"
+            );
+        }
+        assert!(silo_half(&back, 3).is_err());
+    }
+}

@@ -108,7 +108,8 @@ pub fn silo_round_guarantee(
     }
     let tv_term = epsilon.exp() + 1.0;
     let tv_term = tv_term * users as f64 * d * tv;
-    if !(tv_term <= half) {
+    // NaN-safe: an incomparable term refuses too.
+    if tv_term.partial_cmp(&half).is_none_or(|o| o.is_gt()) {
         return Err(PrivacyError::OutsideValidity {
             formula: "Cheu et al. 2022 Lemma A.1 (sampler error)",
             reason: format!(

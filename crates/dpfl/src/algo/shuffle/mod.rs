@@ -32,8 +32,12 @@
 //! variant.
 
 pub mod calibration;
+pub mod plan;
+mod presets;
 pub mod pvec;
 pub mod trust;
+
+pub use presets::{pgd_preset, psgd_preset};
 
 use serde::{Deserialize, Serialize};
 
@@ -41,9 +45,13 @@ use dpfl_privacy::sampler::RecordSampling;
 use dpfl_privacy::shuffle::params::Scale;
 
 use self::calibration::{SdpCalibration, SdpInputs, sdp_noise};
+use self::plan::{PvecPlanned, ShuffleSilo};
 use self::pvec::{PvecServer, PvecSilo, Transport};
 use self::trust::{PvecTarget, ShufflerTrust, describe, plan_pvec, silo_guarantees};
-use crate::algo::context::{BuildContext, BuiltAlgorithm, SiloCalibration};
+use crate::algo::context::{BuildContext, BuiltAlgorithm, SiloCalibration, count_calibration};
+
+/// A wing's whole federation with its plan's silos and PVEC parameters.
+pub(crate) type Planned = (BuiltAlgorithm, Vec<ShuffleSilo>, Option<PvecPlanned>);
 use crate::algo::gradient::{BatchSource, GradientSilo};
 use crate::algo::half::{ServerHalf, SiloHalf};
 use crate::algo::server::OutputRule;
@@ -129,7 +137,7 @@ impl SdpAcceleratedSpec {
 
 /// The fixed M the §5 theorems assume (the experiment allows only `all` or `fixed`
 /// participation for shuffle algorithms, where the expected M is exact).
-fn participants(ctx: &BuildContext) -> usize {
+pub(crate) fn participants(ctx: &BuildContext) -> usize {
     (ctx.federation.expected_participants.floor() as usize).clamp(1, ctx.federation.silos.max(1))
 }
 
@@ -138,12 +146,13 @@ pub(crate) fn build_sdp_mbsgd(
     ctx: &BuildContext,
     spec: &SdpMbSgdSpec,
     server: Box<dyn ServerHalf>,
-) -> crate::Result<BuiltAlgorithm> {
+) -> crate::Result<Planned> {
     let oracle = ctx.enforcing_oracle()?;
     let rounds = ctx.federation.rounds;
     let mut silos: Vec<Box<dyn SiloHalf>> = Vec::with_capacity(ctx.silos.len());
     let mut report = Vec::with_capacity(ctx.silos.len());
     let mut solved: Vec<(SdpInputs, calibration::SdpNoise)> = Vec::new();
+    let mut planned = Vec::with_capacity(ctx.silos.len());
     for s in &ctx.silos {
         let (eps, delta) = ctx.budget(s)?;
         let x = SdpInputs {
@@ -209,6 +218,13 @@ pub(crate) fn build_sdp_mbsgd(
             noise.formula,
             spec.shuffler.name()
         );
+        count_calibration();
+        planned.push(ShuffleSilo::Gaussian {
+            sigma,
+            records: s.records,
+            batch_size: spec.batch_size,
+            charged: honest_round.clone(),
+        });
         let half: Box<dyn SiloHalf> = match honest_round {
             Some(event) => Box::new(trust::ChargedAs { inner: silo, event }),
             None => Box::new(silo),
@@ -222,11 +238,15 @@ pub(crate) fn build_sdp_mbsgd(
         });
         silos.push(half);
     }
-    Ok(BuiltAlgorithm {
-        server,
-        silos,
-        calibration: report,
-    })
+    Ok((
+        BuiltAlgorithm {
+            server,
+            silos,
+            calibration: report,
+        },
+        planned,
+        None,
+    ))
 }
 
 /// SDP one-pass accelerated MB-SGD's halves: PVEC silos and the analyzer in front of
@@ -235,7 +255,7 @@ pub(crate) fn build_sdp_acsa(
     ctx: &BuildContext,
     spec: &SdpAcceleratedSpec,
     server: Box<dyn ServerHalf>,
-) -> crate::Result<BuiltAlgorithm> {
+) -> crate::Result<Planned> {
     let k = spec.batch_size(ctx)?;
     let pvec = PvecChoice {
         transport: spec.transport,
@@ -274,67 +294,12 @@ pub struct PsgdSpec {
     pub shuffler: ShufflerTrust,
 }
 
-/// PSGD's K, η and the preset's explanation (Cheu et al. Thm 4.1, digest §2.4): B, then K =
-/// ⌈B/M⌉ clamped to [1, ⌊min n_i/R⌋] (one pass), then η at the realised B = M·K and T = R.
-pub fn psgd_preset(ctx: &BuildContext, spec: &PsgdSpec) -> crate::Result<(usize, f64, String)> {
-    let (eps, delta) = smallest_budget(ctx)?;
-    let d = ctx.federation.dim as f64;
-    let m = participants(ctx);
-    let rounds = ctx.federation.rounds.max(1);
-    let n_min = ctx.silos.iter().map(|s| s.records).min().unwrap_or(0);
-    let ln = (d / delta).ln().max(1.0);
-    let b_theory = d.sqrt() * ln / eps;
-    let k_max = n_min / rounds;
-    let k = match spec.batch_size {
-        Some(k) => k,
-        None => ((b_theory / m as f64).ceil() as usize).clamp(1, k_max.max(1)),
-    };
-    if k == 0 || k * rounds > n_min {
-        return Err(crate::Error::config(
-            "algorithm.batch_size",
-            format!(
-                "one pass of R = {rounds} rounds in batches of K = {k} needs 1 <= K and R·K <= min n_i = {n_min}"
-            ),
-        ));
-    }
-    let b = (m * k) as f64;
-    let eta = match spec.step_size {
-        Some(eta) => eta,
-        None => {
-            let diameter = ctx.projection.diameter();
-            if !diameter.is_finite() {
-                return Err(crate::Error::config(
-                    "algorithm.step_size",
-                    "Thm 4.1's step needs a bounded projection (diameter D); give step_size",
-                ));
-            }
-            diameter * eps * b
-                / (ctx.lipschitz * (rounds as f64).sqrt() * (eps * b + d.sqrt() * ln))
-        }
-    };
-    if !(eta.is_finite() && eta > 0.0) {
-        return Err(crate::Error::config(
-            "algorithm.step_size",
-            format!("must be finite and > 0, got {eta}"),
-        ));
-    }
-    let note = format!(
-        "; PSGD preset (Cheu et al. Thm 4.1): B = sqrt(d) ln(d/delta)/eps = {b_theory:.1}, K = {k} per silo (B = M K = {b}, at most min n_i/R = {k_max}), eta = {eta:.4e}{}",
-        if spec.step_size.is_some() {
-            " (given)"
-        } else {
-            " = D eps B/(L sqrt(T)(eps B + sqrt(d) ln(d/delta)))"
-        }
-    );
-    Ok((k, eta, note))
-}
-
 /// PSGD's halves around `server` (MB-SGD's server: projected step, average iterate).
 pub(crate) fn build_psgd(
     ctx: &BuildContext,
     spec: &PsgdSpec,
     server: Box<dyn ServerHalf>,
-) -> crate::Result<BuiltAlgorithm> {
+) -> crate::Result<Planned> {
     let (k, _, note) = psgd_preset(ctx, spec)?;
     let pvec = PvecChoice {
         transport: spec.transport,
@@ -355,7 +320,7 @@ struct PvecChoice {
 
 /// The smallest (ε, δ) of any silo: one PVEC serves every user, so it meets the tightest
 /// budget (never under-protects).
-fn smallest_budget(ctx: &BuildContext) -> crate::Result<(f64, f64)> {
+pub(crate) fn smallest_budget(ctx: &BuildContext) -> crate::Result<(f64, f64)> {
     let mut eps = f64::INFINITY;
     let mut delta = f64::INFINITY;
     for s in &ctx.silos {
@@ -377,7 +342,7 @@ fn pvec_halves(
     server: Box<dyn ServerHalf>,
     cite: &str,
     note: &str,
-) -> crate::Result<BuiltAlgorithm> {
+) -> crate::Result<Planned> {
     let n_silos = ctx.federation.silos;
     let m_min = choice.min_participants.unwrap_or(participants(ctx));
     if m_min == 0 || m_min > n_silos {
@@ -411,7 +376,15 @@ fn pvec_halves(
     let mut report = Vec::with_capacity(ctx.silos.len());
     let g = silo_guarantees(&plan, &target, k as u64, choice.trust)?;
     let both = describe(&plan, &target, &g, choice.trust);
+    let mut planned = Vec::with_capacity(ctx.silos.len());
     for s in &ctx.silos {
+        count_calibration();
+        planned.push(ShuffleSilo::Pvec {
+            records: s.records,
+            batch_size: k,
+            full: false,
+            charged: g.charged,
+        });
         let silo = PvecSilo::new(
             oracle.clone(),
             plan.pvec.clone(),
@@ -439,11 +412,21 @@ fn pvec_halves(
         });
         silos.push(Box::new(silo));
     }
-    Ok(BuiltAlgorithm {
-        server: Box::new(PvecServer::new(server, plan.pvec, choice.transport, k)),
-        silos,
-        calibration: report,
-    })
+    let pvec = PvecPlanned {
+        params,
+        transport: choice.transport,
+        batch_size: Some(k),
+        users: target.users,
+    };
+    Ok((
+        BuiltAlgorithm {
+            server: Box::new(PvecServer::new(server, plan.pvec, choice.transport, k)),
+            silos,
+            calibration: report,
+        },
+        planned,
+        Some(pvec),
+    ))
 }
 
 /// PGD (Cheu et al. 2022 Algorithm 5, Lemma B.6) as named in a config file: fully
@@ -467,69 +450,13 @@ pub struct PgdSpec {
     pub shuffler: ShufflerTrust,
 }
 
-/// PGD's per-round budget and step: digest §5.2 item 5's sound split, δ₀ = δ/(2T),
-/// ε₀ = ε/(2√(2T ln(2/δ))), checked by advanced composition (Dwork–Roth Thm 3.20) to give at
-/// most (ε, δ) over T = R rounds; η = D/(L√T) (Lemma B.6) unless given.
-pub fn pgd_preset(ctx: &BuildContext, spec: &PgdSpec) -> crate::Result<((f64, f64), f64, String)> {
-    let (eps, delta) = smallest_budget(ctx)?;
-    let t = ctx.federation.rounds.max(1) as f64;
-    let eps0 = eps / (2.0 * (2.0 * t * (2.0 / delta).ln()).sqrt());
-    let delta0 = delta / (2.0 * t);
-    let event = dpfl_privacy::PrivacyEvent::EpsilonDelta {
-        epsilon: eps0,
-        delta: delta0,
-    }
-    .repeated(t as u64);
-    let total = dpfl_privacy::accountant::AccountantKind::Advanced.epsilon(
-        dpfl_privacy::Neighbouring::ReplaceOne,
-        &event,
-        dpfl_privacy::Delta::new(delta)?,
-    )?;
-    if total > eps {
-        return Err(crate::Error::config(
-            "algorithm",
-            format!(
-                "PGD's per-round (eps0, delta0) = ({eps0}, {delta0}) composes to eps = {total} > {eps} over R = {t} rounds"
-            ),
-        ));
-    }
-    let eta = match spec.step_size {
-        Some(e) => e,
-        None => {
-            let diameter = ctx.projection.diameter();
-            if !diameter.is_finite() {
-                return Err(crate::Error::config(
-                    "algorithm.step_size",
-                    "Lemma B.6's step D/(L sqrt(T)) needs a bounded projection; give step_size",
-                ));
-            }
-            diameter / (ctx.lipschitz * t.sqrt())
-        }
-    };
-    if !(eta.is_finite() && eta > 0.0) {
-        return Err(crate::Error::config(
-            "algorithm.step_size",
-            format!("must be finite and > 0, got {eta}"),
-        ));
-    }
-    let note = format!(
-        "; PGD preset (Cheu et al. Alg. 5; digest 5.2 item 5): eps0 = eps/(2 sqrt(2T ln(2/delta))) = {eps0:.5}, delta0 = delta/(2T) = {delta0:.3e}, advanced composition over T = {t} rounds: eps = {total:.4}; eta = {eta:.4e}{}",
-        if spec.step_size.is_some() {
-            " (given)"
-        } else {
-            " = D/(L sqrt(T)) (Lemma B.6)"
-        }
-    );
-    Ok(((eps0, delta0), eta, note))
-}
-
 /// PGD's halves around `server` (MB-SGD's server: projected step, average iterate). Needs
 /// every silo in every round (the analyzer divides by all n = Σ n_i users).
 pub(crate) fn build_pgd(
     ctx: &BuildContext,
     spec: &PgdSpec,
     server: Box<dyn ServerHalf>,
-) -> crate::Result<BuiltAlgorithm> {
+) -> crate::Result<Planned> {
     if participants(ctx) != ctx.federation.silos {
         return Err(crate::Error::config(
             "participation",
@@ -564,9 +491,17 @@ pub(crate) fn build_pgd(
     let oracle = ctx.enforcing_oracle()?;
     let mut silos: Vec<Box<dyn SiloHalf>> = Vec::with_capacity(ctx.silos.len());
     let mut report = Vec::with_capacity(ctx.silos.len());
+    let mut planned = Vec::with_capacity(ctx.silos.len());
     for s in &ctx.silos {
         // Each silo sums its own n_i records: its own no-shuffler guarantee.
         let g = silo_guarantees(&plan, &target, s.records as u64, spec.shuffler)?;
+        count_calibration();
+        planned.push(ShuffleSilo::Pvec {
+            records: s.records,
+            batch_size: s.records,
+            full: true,
+            charged: g.charged,
+        });
         let silo = PvecSilo::full_batch(
             oracle.clone(),
             plan.pvec.clone(),
@@ -590,14 +525,24 @@ pub(crate) fn build_pgd(
         });
         silos.push(Box::new(silo));
     }
-    Ok(BuiltAlgorithm {
-        server: Box::new(PvecServer::full_batch(
-            server,
-            plan.pvec,
-            spec.transport,
-            users,
-        )),
-        silos,
-        calibration: report,
-    })
+    let pvec = PvecPlanned {
+        params,
+        transport: spec.transport,
+        batch_size: None,
+        users,
+    };
+    Ok((
+        BuiltAlgorithm {
+            server: Box::new(PvecServer::full_batch(
+                server,
+                plan.pvec,
+                spec.transport,
+                users,
+            )),
+            silos,
+            calibration: report,
+        },
+        planned,
+        Some(pvec),
+    ))
 }
