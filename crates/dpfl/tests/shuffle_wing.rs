@@ -651,7 +651,7 @@ fn shuffle_plans_calibrate_each_silo_once_and_halves_calibrate_nothing() {
         let before = calibrations_on_this_thread();
         let plan = Plan::new(setup.clone(), &alg).unwrap();
         assert_eq!(calibrations_on_this_thread() - before, 3, "{text}");
-        assert!(matches!(plan.wing, WingPlan::Shuffle(_)), "{text}");
+        assert!(matches!(plan.wing, WingPlan::Shuffle { .. }), "{text}");
         let back: Plan = toml::from_str(&toml::to_string(&plan).unwrap()).unwrap();
         assert_eq!(back, plan, "{text}");
         let before = calibrations_on_this_thread();

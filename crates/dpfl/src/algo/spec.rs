@@ -274,12 +274,14 @@ impl AlgorithmSpec {
                 };
                 let calibration = built.calibration.clone();
                 whole = Some(built);
-                let plan = shuffle::plan::ShufflePlan {
-                    algorithm: Box::new(self.clone()),
-                    silos,
-                    pvec,
-                };
-                (calibration, WingPlan::Shuffle(Box::new(plan)))
+                let plan = shuffle::plan::ShufflePlan { silos, pvec };
+                (
+                    calibration,
+                    WingPlan::Shuffle {
+                        algorithm: Box::new(self.clone()),
+                        plan: Box::new(plan),
+                    },
+                )
             }
             // Not yet split into plan and halves: planned by building the whole federation
             // once, and each process builds the whole again and keeps its own half (their
@@ -389,8 +391,12 @@ impl AlgorithmSpec {
 pub enum WingPlan {
     /// Lowy & Razaviyayn's algorithms.
     Lowy(LowyPlan),
-    /// The shuffle model's algorithms.
-    Shuffle(Box<shuffle::plan::ShufflePlan>),
+    /// The shuffle model's algorithms: the spec (its server half follows by closed forms)
+    /// and the wing's plan.
+    Shuffle {
+        algorithm: Box<AlgorithmSpec>,
+        plan: Box<shuffle::plan::ShufflePlan>,
+    },
     /// A wing not yet split into plan and halves (DP-NormFedAvg, SoteriaFL): the checked spec,
     /// from which each process builds the whole federation and keeps its half.
     Whole(Box<AlgorithmSpec>),
@@ -415,7 +421,7 @@ impl WingPlan {
             WingPlan::Lowy(LowyPlan::MbSgd(p)) => p.silos.len(),
             WingPlan::Lowy(LowyPlan::Acsa(p)) => p.silos.len(),
             WingPlan::Lowy(LowyPlan::LocalSgd(p)) => p.silos.len(),
-            WingPlan::Shuffle(p) => p.silos.len(),
+            WingPlan::Shuffle { plan, .. } => plan.silos.len(),
             WingPlan::Whole(_) => 0,
         }
     }
@@ -426,7 +432,9 @@ impl WingPlan {
             WingPlan::Lowy(LowyPlan::MbSgd(p)) => p.server_half(ctx),
             WingPlan::Lowy(LowyPlan::Acsa(p)) => p.server_half(ctx),
             WingPlan::Lowy(LowyPlan::LocalSgd(p)) => p.server_half(ctx),
-            WingPlan::Shuffle(p) => p.server_half(ctx),
+            WingPlan::Shuffle { algorithm, plan } => {
+                plan.server_half(algorithm.shuffle_inner(ctx)?)
+            }
             WingPlan::Whole(spec) => Ok(spec.build_whole(ctx)?.server),
         }
     }
@@ -437,7 +445,7 @@ impl WingPlan {
             WingPlan::Lowy(LowyPlan::MbSgd(p)) => p.silo_half(ctx, silo),
             WingPlan::Lowy(LowyPlan::Acsa(p)) => p.silo_half(ctx, silo),
             WingPlan::Lowy(LowyPlan::LocalSgd(p)) => p.silo_half(ctx, silo),
-            WingPlan::Shuffle(p) => p.silo_half(ctx, silo),
+            WingPlan::Shuffle { plan, .. } => plan.silo_half(ctx, silo),
             WingPlan::Whole(spec) => {
                 let mut built = spec.build_whole(ctx)?;
                 let n = built.silos.len();

@@ -16,7 +16,6 @@ use super::trust::ChargedAs;
 use crate::algo::context::BuildContext;
 use crate::algo::gradient::{BatchSource, GradientSilo};
 use crate::algo::half::{ServerHalf, SiloHalf};
-use crate::algo::spec::AlgorithmSpec;
 
 /// One silo's half, as planned.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -52,15 +51,13 @@ pub struct PvecPlanned {
 /// The shuffle wing's plan.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ShufflePlan {
-    /// The spec (its server half is derived from it by closed forms).
-    pub algorithm: Box<AlgorithmSpec>,
     pub silos: Vec<ShuffleSilo>,
     pub pvec: Option<PvecPlanned>,
 }
 
 impl ShufflePlan {
-    pub fn server_half(&self, ctx: &BuildContext) -> crate::Result<Box<dyn ServerHalf>> {
-        let inner = self.algorithm.shuffle_inner(ctx)?;
+    /// The analyzer (if PVEC) in front of `inner`, the spec's non-private server half.
+    pub fn server_half(&self, inner: Box<dyn ServerHalf>) -> crate::Result<Box<dyn ServerHalf>> {
         Ok(match &self.pvec {
             None => inner,
             Some(p) => {
