@@ -64,6 +64,16 @@ pub enum PrivacyEvent {
     TruncatedDiscreteLaplace { epsilon: f64, delta: f64 },
     /// A mechanism known only by an (ε, δ) guarantee.
     EpsilonDelta { epsilon: f64, delta: f64 },
+    /// Amplification by shuffling (Feldman, McMillan & Talwar 2021): `reports` users each
+    /// apply a pure `local_epsilon`-DP local randomizer and a trusted shuffler permutes the
+    /// reports. Accounted as (ε, `delta`) with ε the tighter of FMT's Theorem 3.1 and their
+    /// numerical Theorem 3.2 (`shuffle::amplification::amplify`), then composed like any
+    /// (ε, δ) event (RDP and zCDP refuse it: δ > 0).
+    ShuffledLocal {
+        local_epsilon: f64,
+        reports: u64,
+        delta: f64,
+    },
     /// `event` applied to a sample of the records.
     Sampled {
         sampling: Sampling,

@@ -139,7 +139,9 @@ impl CompositionAccountant {
                     }))
                 }
             }
-            PrivacyEvent::SelfComposed { .. } | PrivacyEvent::Composed(_) => {
+            PrivacyEvent::SelfComposed { .. }
+            | PrivacyEvent::Composed(_)
+            | PrivacyEvent::ShuffledLocal { .. } => {
                 return Err(unsupported(
                     name,
                     event,

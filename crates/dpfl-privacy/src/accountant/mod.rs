@@ -247,6 +247,31 @@ fn push(out: &mut Vec<Leaf>, leaf: Leaf) {
 
 fn collect(event: &PrivacyEvent, mult: u64, out: &mut Vec<Leaf>) -> Result<()> {
     match event {
+        // FMT 2021: the shuffled release is (ε, δ)-DP; every accountant sees that leaf.
+        PrivacyEvent::ShuffledLocal {
+            local_epsilon,
+            reports,
+            delta,
+        } => {
+            let amplified =
+                crate::shuffle::amplification::amplify(*reports, *local_epsilon, *delta).map_err(
+                    |e| match e {
+                        crate::shuffle::ShuffleError::Parameter(p) => p,
+                        other => PrivacyError::Numerical {
+                            context: "shuffle amplification",
+                            reason: other.to_string(),
+                        },
+                    },
+                )?;
+            collect(
+                &PrivacyEvent::EpsilonDelta {
+                    epsilon: amplified.epsilon,
+                    delta: amplified.delta,
+                },
+                mult,
+                out,
+            )
+        }
         PrivacyEvent::SelfComposed { event, count } => {
             let m = mult.checked_mul(*count).ok_or_else(|| {
                 PrivacyError::invalid("count", *count as f64, "composition count overflows u64")

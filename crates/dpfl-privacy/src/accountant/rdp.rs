@@ -217,7 +217,9 @@ impl RdpAccountant {
                     )),
                 }
             }
-            PrivacyEvent::SelfComposed { .. } | PrivacyEvent::Composed(_) => Err(unsupported(
+            PrivacyEvent::SelfComposed { .. }
+            | PrivacyEvent::Composed(_)
+            | PrivacyEvent::ShuffledLocal { .. } => Err(unsupported(
                 NAME,
                 event,
                 "composite event reached a leaf rule",

@@ -60,7 +60,9 @@ impl ZcdpAccountant {
                         "zCDP has no subsampling amplification",
                     ));
                 }
-                PrivacyEvent::SelfComposed { .. } | PrivacyEvent::Composed(_) => {
+                PrivacyEvent::SelfComposed { .. }
+                | PrivacyEvent::Composed(_)
+                | PrivacyEvent::ShuffledLocal { .. } => {
                     return Err(unsupported(
                         NAME,
                         &event,

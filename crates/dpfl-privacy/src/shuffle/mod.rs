@@ -8,12 +8,16 @@
 //!   shuffled by Fisher–Yates) and *compact* (per-label counts split into additive shares
 //!   modulo 2⁶⁴, one for the shuffler and one for the server, so only the sum is revealed);
 //! * [`amplification`]: privacy amplification by shuffling of ε₀-LDP reports (Feldman,
-//!   McMillan & Talwar, FOCS 2021), the tighter of the closed form and the numerical bound.
+//!   McMillan & Talwar, FOCS 2021), the tighter of the closed form and the numerical bound;
+//!   as a privacy event, `PrivacyEvent::ShuffledLocal`, which every accountant flattens to
+//!   that (ε, δ) and composes (tests: `tests/shuffle_amplification.rs`, FMT's published
+//!   values);
+//! * [`local`]: a PVEC silo's guarantee without a trusted shuffler (Lemma A.1 per coordinate).
 //!
-//! The optimizers built on PVEC (PSGD, PAGD, PGD), the simulator's shuffle stage and the
-//! network transport are not here yet.
+//! The optimizers built on PVEC live in `dpfl::algo::shuffle`.
 
 pub mod amplification;
+pub mod local;
 pub mod params;
 pub mod protocol;
 

@@ -21,7 +21,7 @@ use super::{Result, ShuffleError};
 pub const MAX_EPSILON: f64 = 15.0;
 
 /// P1D parameters for one call over `n` users with inputs in [0, `range`].
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct P1dParams {
     /// Users in the call (the paper's n; the batch size B inside an optimizer).
     pub n: u64,
@@ -120,7 +120,7 @@ pub enum Scale {
 }
 
 /// What a calibrated PVEC's parameters were derived from (Theorem 3.2's proof).
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct PvecCalibration {
     pub epsilon: f64,
     pub delta: f64,
@@ -133,7 +133,7 @@ pub struct PvecCalibration {
 }
 
 /// PVEC parameters: d independent P1D instances over the shifted coordinates.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct PvecParams {
     /// The common per-coordinate P1D parameters (range 2Δ₂, or 2 at unit scale).
     pub p1d: P1dParams,

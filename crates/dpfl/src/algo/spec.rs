@@ -273,14 +273,39 @@ impl AlgorithmSpec {
                 let (p, c) = soteria::plan::plan(ctx, method, s)?;
                 (c, WingPlan::Soteria(Box::new(p)))
             }
-            // Not yet split into plan and halves: planned by building the whole federation
-            // once, and each process builds the whole again and keeps its own half (their
-            // calibrations are closed forms or cached searches).
+            // The shuffle wing plans while building the whole federation once (kept for the
+            // simulator); other processes build their one half from the plan.
             AlgorithmSpec::SdpMbSgd(_)
             | AlgorithmSpec::SdpAcceleratedMbSgd(_)
             | AlgorithmSpec::Psgd(_)
-            | AlgorithmSpec::Pgd(_)
-            | AlgorithmSpec::NormFedAvg(_) => {
+            | AlgorithmSpec::Pgd(_) => {
+                let inner = self.shuffle_inner(ctx)?;
+                let (built, silos, pvec) = match self {
+                    AlgorithmSpec::SdpMbSgd(a) => shuffle::build_sdp_mbsgd(ctx, a, inner)?,
+                    AlgorithmSpec::SdpAcceleratedMbSgd(a) => {
+                        shuffle::build_sdp_acsa(ctx, a, inner)?
+                    }
+                    AlgorithmSpec::Psgd(a) => shuffle::build_psgd(ctx, a, inner)?,
+                    AlgorithmSpec::Pgd(a) => shuffle::build_pgd(ctx, a, inner)?,
+                    _ => {
+                        return Err(crate::Error::config("algorithm", "not a shuffle algorithm"));
+                    }
+                };
+                let calibration = built.calibration.clone();
+                whole = Some(built);
+                let plan = shuffle::plan::ShufflePlan { silos, pvec };
+                (
+                    calibration,
+                    WingPlan::Shuffle {
+                        algorithm: Box::new(self.clone()),
+                        plan: Box::new(plan),
+                    },
+                )
+            }
+            // Not yet split into plan and halves: planned by building the whole federation
+            // once, and each process builds the whole again and keeps its own half (its
+            // calibration is a closed form).
+            AlgorithmSpec::NormFedAvg(_) => {
                 let built = self.build_whole(ctx)?;
                 let calibration = built.calibration.clone();
                 whole = Some(built);
@@ -290,63 +315,64 @@ impl AlgorithmSpec {
         Ok((calibration, wing, whole))
     }
 
-    /// The whole federation of a wing that has no plan of its own yet (see [`WingPlan::Whole`]).
-    fn build_whole(&self, ctx: &BuildContext) -> crate::Result<BuiltAlgorithm> {
+    /// The non-private Lowy server half behind a shuffle algorithm's analyzer (closed forms
+    /// only: Lowy's plans without calibration and the shuffle presets).
+    pub(crate) fn shuffle_inner(&self, ctx: &BuildContext) -> crate::Result<Box<dyn ServerHalf>> {
         match self {
-            // The shuffle wing brings the silos (and PVEC's analyzer); the server halves are
-            // Lowy's, built non-private (a server half never adds noise).
-            AlgorithmSpec::SdpMbSgd(a) => {
-                let inner = lowy_mbsgd_server(
-                    ctx,
-                    a.step_size,
-                    None,
-                    Some(a.batch_size),
-                    a.output,
-                    dpfl_privacy::sampler::RecordSampling::WithReplacement,
-                )?;
-                shuffle::build_sdp_mbsgd(ctx, a, inner)
-            }
-            AlgorithmSpec::SdpAcceleratedMbSgd(a) => {
-                let inner = lowy_acsa_server(
-                    ctx,
-                    &lowy::acsa::AcceleratedSpec {
-                        sampling: lowy::acsa::AcsaSampling::OnePass,
-                        calibration: None,
-                        params: lowy::inputs::Params::Explicit,
-                        step_size: Some(a.step_size),
-                        batch_size: Some(a.batch_size(ctx)?),
-                        regularization: a.regularization,
-                        smoothing: None,
-                        weights: None,
-                        constants: Default::default(),
-                    },
-                )?;
-                shuffle::build_sdp_acsa(ctx, a, inner)
-            }
+            AlgorithmSpec::SdpMbSgd(a) => lowy_mbsgd_server(
+                ctx,
+                a.step_size,
+                None,
+                Some(a.batch_size),
+                a.output,
+                dpfl_privacy::sampler::RecordSampling::WithReplacement,
+            ),
+            AlgorithmSpec::SdpAcceleratedMbSgd(a) => lowy_acsa_server(
+                ctx,
+                &lowy::acsa::AcceleratedSpec {
+                    sampling: lowy::acsa::AcsaSampling::OnePass,
+                    calibration: None,
+                    params: lowy::inputs::Params::Explicit,
+                    step_size: Some(a.step_size),
+                    batch_size: Some(a.batch_size(ctx)?),
+                    regularization: a.regularization,
+                    smoothing: None,
+                    weights: None,
+                    constants: Default::default(),
+                },
+            ),
             AlgorithmSpec::Psgd(a) => {
                 let (k, eta, _) = shuffle::psgd_preset(ctx, a)?;
-                let inner = lowy_mbsgd_server(
+                lowy_mbsgd_server(
                     ctx,
                     eta,
                     None,
                     Some(k),
                     OutputRule::Average,
                     dpfl_privacy::sampler::RecordSampling::WithReplacement,
-                )?;
-                shuffle::build_psgd(ctx, a, inner)
+                )
             }
             AlgorithmSpec::Pgd(a) => {
                 let (_, eta, _) = shuffle::pgd_preset(ctx, a)?;
-                let inner = lowy_mbsgd_server(
+                lowy_mbsgd_server(
                     ctx,
                     eta,
                     None,
                     Some(1),
                     OutputRule::Average,
                     dpfl_privacy::sampler::RecordSampling::WithReplacement,
-                )?;
-                shuffle::build_pgd(ctx, a, inner)
+                )
             }
+            _ => Err(crate::Error::config(
+                "algorithm",
+                format!("{} is not a shuffle algorithm", self.default_label()),
+            )),
+        }
+    }
+
+    /// The whole federation of a wing that has no plan of its own yet (see [`WingPlan::Whole`]).
+    fn build_whole(&self, ctx: &BuildContext) -> crate::Result<BuiltAlgorithm> {
+        match self {
             AlgorithmSpec::NormFedAvg(a) => normfedavg::halves::build(ctx, a),
             _ => Err(crate::Error::config(
                 "algorithm",
@@ -375,7 +401,13 @@ pub enum WingPlan {
     Lowy(LowyPlan),
     /// The SoteriaFL wing's algorithms.
     Soteria(Box<soteria::plan::SoteriaPlan>),
-    /// A wing not yet split into plan and halves (shuffle, DP-NormFedAvg): the checked spec,
+    /// The shuffle model's algorithms: the spec (its server half follows by closed forms)
+    /// and the wing's plan.
+    Shuffle {
+        algorithm: Box<AlgorithmSpec>,
+        plan: Box<shuffle::plan::ShufflePlan>,
+    },
+    /// A wing not yet split into plan and halves (DP-NormFedAvg): the checked spec,
     /// from which each process builds the whole federation and keeps its half.
     Whole(Box<AlgorithmSpec>),
 }
@@ -400,6 +432,7 @@ impl WingPlan {
             WingPlan::Lowy(LowyPlan::Acsa(p)) => p.silos.len(),
             WingPlan::Lowy(LowyPlan::LocalSgd(p)) => p.silos.len(),
             WingPlan::Soteria(p) => p.silos.len(),
+            WingPlan::Shuffle { plan, .. } => plan.silos.len(),
             WingPlan::Whole(_) => 0,
         }
     }
@@ -411,6 +444,9 @@ impl WingPlan {
             WingPlan::Lowy(LowyPlan::Acsa(p)) => p.server_half(ctx),
             WingPlan::Lowy(LowyPlan::LocalSgd(p)) => p.server_half(ctx),
             WingPlan::Soteria(p) => p.server_half(ctx),
+            WingPlan::Shuffle { algorithm, plan } => {
+                plan.server_half(algorithm.shuffle_inner(ctx)?)
+            }
             WingPlan::Whole(spec) => Ok(spec.build_whole(ctx)?.server),
         }
     }
@@ -422,6 +458,7 @@ impl WingPlan {
             WingPlan::Lowy(LowyPlan::Acsa(p)) => p.silo_half(ctx, silo),
             WingPlan::Lowy(LowyPlan::LocalSgd(p)) => p.silo_half(ctx, silo),
             WingPlan::Soteria(p) => p.silo_half(ctx, silo),
+            WingPlan::Shuffle { plan, .. } => plan.silo_half(ctx, silo),
             WingPlan::Whole(spec) => {
                 let mut built = spec.build_whole(ctx)?;
                 let n = built.silos.len();

@@ -215,9 +215,13 @@ impl PldAccountant {
                     ))),
                 }
             }
-            PrivacyEvent::SelfComposed { .. } | PrivacyEvent::Composed(_) => Err(Grow::Fail(
-                unsupported(NAME, event, "composite event reached a leaf rule"),
-            )),
+            PrivacyEvent::SelfComposed { .. }
+            | PrivacyEvent::Composed(_)
+            | PrivacyEvent::ShuffledLocal { .. } => Err(Grow::Fail(unsupported(
+                NAME,
+                event,
+                "composite event reached a leaf rule",
+            ))),
         }
     }
 

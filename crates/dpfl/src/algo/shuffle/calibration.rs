@@ -160,6 +160,13 @@ pub fn round_guarantee(
     Ok((eps_r, q * delta_hat))
 }
 
+/// The chain's δ_a = δ̂/2 with δ̂ = min(δ_r/q, ½), δ_r = δ/(2R), q = K/n (step 3 below).
+pub fn delta_a(x: &SdpInputs) -> f64 {
+    let delta_r = x.delta / (2.0 * x.rounds as f64);
+    let q = x.batch_size as f64 / x.records as f64;
+    (delta_r / q).min(0.5) / 2.0
+}
+
 /// The proof of Thm G.1 with sound pieces, per round r (digest §2.4):
 /// 1. per-round target ε_r: the largest ε_r whose R-fold advanced composition (Dwork–Roth
 ///    Thm 3.20) with δ_r = δ/(2R) is at most ε at δ;
@@ -188,8 +195,7 @@ pub fn sdp_chain(x: &SdpInputs) -> crate::Result<SdpNoise> {
     let delta_r = x.delta / (2.0 * x.rounds as f64);
     let q = x.batch_size as f64 / x.records as f64;
     let eps_hat = (eps_r.exp_m1() / q).ln_1p();
-    let delta_hat = (delta_r / q).min(0.5);
-    let delta_a = delta_hat / 2.0;
+    let delta_a = delta_a(x);
     let delta0 = delta_a / (1.5 * x.participants as f64 * (eps_hat.exp() + 1.0));
     let m = x.participants as u64;
     let amp = |e0: f64| -> crate::Result<f64> {

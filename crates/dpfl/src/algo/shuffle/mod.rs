@@ -14,10 +14,11 @@
 //! turns it on, and both assume a fixed number M of answering silos (Assumption of §5;
 //! the experiment refuses other participation rules for them).
 //!
-//! What each silo's ledger charges: SDP MB-SGD charges the silo's own Gaussian event (its
-//! ISRL-DP guarantee, which holds whatever the shuffler does); the report gives both that ε
-//! and the honest-shuffler ε. SDP accelerated MB-SGD charges PVEC's (ε, δ), which holds only
-//! given an honest shuffler (see [`pvec`]).
+//! What each silo's ledger charges depends on `shuffler` ([`trust`]; default `untrusted`):
+//! untrusted, the guarantee that holds whatever the shuffler does (SDP MB-SGD: the silo's own
+//! Gaussian; PVEC silos: their own binomial noise, `dpfl_privacy::shuffle::local`), and the
+//! protocol is calibrated so that it meets the budget; trusted, the honest-shuffler guarantee.
+//! Every calibration row reports both.
 //!
 //! - `kind = "psgd"` — **PSGD** (Cheu et al. Algorithm 3, Thm 4.1): PVEC silos as above in
 //!   front of MB-SGD's server (projected step, average iterate); B and η from Thm 4.1
@@ -28,20 +29,29 @@
 //!
 //! Not here yet: PAGD's own constants (Lan's AC-SA form; `sdp-accelerated-mb-sgd` uses Lowy's
 //! AC-SA schedule), Moreau smoothing, the strongly convex phases, pan-private AC-SA, the robust
-//! variant, and the no-shuffler guarantee of PVEC silos.
+//! variant.
 
 pub mod calibration;
+pub mod plan;
+mod presets;
 pub mod pvec;
+pub mod trust;
+
+pub use presets::{pgd_preset, psgd_preset};
 
 use serde::{Deserialize, Serialize};
 
 use dpfl_privacy::sampler::RecordSampling;
-use dpfl_privacy::shuffle::params::{PvecParams, Scale};
-use dpfl_privacy::shuffle::protocol::Pvec;
+use dpfl_privacy::shuffle::params::Scale;
 
 use self::calibration::{SdpCalibration, SdpInputs, sdp_noise};
-use self::pvec::{PvecServer, PvecSilo, Transport, shuffle_err};
-use crate::algo::context::{BuildContext, BuiltAlgorithm, SiloCalibration};
+use self::plan::{PvecPlanned, ShuffleSilo};
+use self::pvec::{PvecServer, PvecSilo, Transport};
+use self::trust::{PvecTarget, ShufflerTrust, describe, plan_pvec, silo_guarantees};
+use crate::algo::context::{BuildContext, BuiltAlgorithm, SiloCalibration, count_calibration};
+
+/// A wing's whole federation with its plan's silos and PVEC parameters.
+pub(crate) type Planned = (BuiltAlgorithm, Vec<ShuffleSilo>, Option<PvecPlanned>);
 use crate::algo::gradient::{BatchSource, GradientSilo};
 use crate::algo::half::{ServerHalf, SiloHalf};
 use crate::algo::server::OutputRule;
@@ -68,6 +78,8 @@ pub struct SdpMbSgdSpec {
     pub batch_size: usize,
     #[serde(default)]
     pub output: OutputRule,
+    #[serde(default)]
+    pub shuffler: ShufflerTrust,
 }
 
 /// SDP One-Pass Accelerated Noisy MB-SGD as named in a config file:
@@ -96,6 +108,9 @@ pub struct SdpAcceleratedSpec {
     /// The fewest silos that answer a round (PVEC is calibrated for M_min·K users); default M.
     #[serde(default)]
     pub min_participants: Option<usize>,
+    /// Whether the ledger may charge the honest-shuffler guarantee ([`trust`]).
+    #[serde(default)]
+    pub shuffler: ShufflerTrust,
 }
 
 fn paper_scale() -> Scale {
@@ -122,7 +137,7 @@ impl SdpAcceleratedSpec {
 
 /// The fixed M the §5 theorems assume (the experiment allows only `all` or `fixed`
 /// participation for shuffle algorithms, where the expected M is exact).
-fn participants(ctx: &BuildContext) -> usize {
+pub(crate) fn participants(ctx: &BuildContext) -> usize {
     (ctx.federation.expected_participants.floor() as usize).clamp(1, ctx.federation.silos.max(1))
 }
 
@@ -131,12 +146,13 @@ pub(crate) fn build_sdp_mbsgd(
     ctx: &BuildContext,
     spec: &SdpMbSgdSpec,
     server: Box<dyn ServerHalf>,
-) -> crate::Result<BuiltAlgorithm> {
+) -> crate::Result<Planned> {
     let oracle = ctx.enforcing_oracle()?;
     let rounds = ctx.federation.rounds;
     let mut silos: Vec<Box<dyn SiloHalf>> = Vec::with_capacity(ctx.silos.len());
     let mut report = Vec::with_capacity(ctx.silos.len());
     let mut solved: Vec<(SdpInputs, calibration::SdpNoise)> = Vec::new();
+    let mut planned = Vec::with_capacity(ctx.silos.len());
     for s in &ctx.silos {
         let (eps, delta) = ctx.budget(s)?;
         let x = SdpInputs {
@@ -158,8 +174,16 @@ pub(crate) fn build_sdp_mbsgd(
                 n
             }
         };
+        // Untrusted shuffler: the silo's own Gaussian must meet its budget (σ raised if not).
+        let sigma = match spec.shuffler {
+            ShufflerTrust::Untrusted => {
+                trust::sigma_for(noise.sigma, eps.get(), |s| calibration::isrl_epsilon(&x, s))?
+            }
+            ShufflerTrust::Trusted => noise.sigma,
+        };
+        let isrl = calibration::isrl_epsilon(&x, sigma)?;
         // Sensitivity of the K-mean to one record: 2L/K (replace-one).
-        let mechanism = ctx.gaussian(noise.sigma, 2.0 * ctx.lipschitz / spec.batch_size as f64)?;
+        let mechanism = ctx.gaussian(sigma, 2.0 * ctx.lipschitz / spec.batch_size as f64)?;
         let silo = GradientSilo::new(
             oracle.clone(),
             BatchSource::sampled(RecordSampling::WithReplacement, s.records, spec.batch_size)?,
@@ -169,25 +193,60 @@ pub(crate) fn build_sdp_mbsgd(
         let shuffled = noise
             .shuffled_epsilon
             .map_or("not computed (theory rule)".to_string(), |e| {
-                format!("{e:.4}")
+                format!("{:.4}", e.min(isrl))
             });
+        // Trusted: charge the honest-shuffler round guarantee where the chain computed one;
+        // under the theory rule there is none, so the silo's own event is charged.
+        let honest_round = match (spec.shuffler, noise.local) {
+            (ShufflerTrust::Trusted, Some((eps0, delta0))) => {
+                let (e, d) =
+                    calibration::round_guarantee(&x, eps0, delta0, calibration::delta_a(&x))?;
+                Some(dpfl_privacy::PrivacyEvent::EpsilonDelta {
+                    epsilon: e,
+                    delta: d,
+                })
+            }
+            _ => None,
+        };
+        let charged = if honest_round.is_some() {
+            "the honest-shuffler round guarantee charged"
+        } else {
+            "the silo's own noise charged"
+        };
+        let formula = format!(
+            "{}; against the server: eps = {shuffled} given an honest shuffler, eps = {isrl:.4} without it (sigma = {sigma:.4}; shuffler = {}, {charged})",
+            noise.formula,
+            spec.shuffler.name()
+        );
+        count_calibration();
+        planned.push(ShuffleSilo::Gaussian {
+            sigma,
+            records: s.records,
+            batch_size: spec.batch_size,
+            charged: honest_round.clone(),
+        });
+        let half: Box<dyn SiloHalf> = match honest_round {
+            Some(event) => Box::new(trust::ChargedAs { inner: silo, event }),
+            None => Box::new(silo),
+        };
         report.push(SiloCalibration {
             silo: s.id,
-            sigma: noise.sigma,
+            sigma,
             batch_size: spec.batch_size,
-            formula: format!(
-                "{}; against the server: eps = {shuffled} given an honest shuffler, eps = {:.4} without it (charged)",
-                noise.formula, noise.isrl_dp_epsilon
-            ),
-            run_event: silo.round_event(0).map(|e| e.repeated(rounds as u64)),
+            formula,
+            run_event: half.round_event(0).map(|e| e.repeated(rounds as u64)),
         });
-        silos.push(Box::new(silo));
+        silos.push(half);
     }
-    Ok(BuiltAlgorithm {
-        server,
-        silos,
-        calibration: report,
-    })
+    Ok((
+        BuiltAlgorithm {
+            server,
+            silos,
+            calibration: report,
+        },
+        planned,
+        None,
+    ))
 }
 
 /// SDP one-pass accelerated MB-SGD's halves: PVEC silos and the analyzer in front of
@@ -196,12 +255,13 @@ pub(crate) fn build_sdp_acsa(
     ctx: &BuildContext,
     spec: &SdpAcceleratedSpec,
     server: Box<dyn ServerHalf>,
-) -> crate::Result<BuiltAlgorithm> {
+) -> crate::Result<Planned> {
     let k = spec.batch_size(ctx)?;
     let pvec = PvecChoice {
         transport: spec.transport,
         scale: spec.scale,
         min_participants: spec.min_participants,
+        trust: spec.shuffler,
     };
     pvec_halves(ctx, k, &pvec, server, "Lowy & Razaviyayn Alg. 6", "")
 }
@@ -230,61 +290,8 @@ pub struct PsgdSpec {
     pub scale: Scale,
     #[serde(default)]
     pub min_participants: Option<usize>,
-}
-
-/// PSGD's K, η and the preset's explanation (Cheu et al. Thm 4.1, digest §2.4): B, then K =
-/// ⌈B/M⌉ clamped to [1, ⌊min n_i/R⌋] (one pass), then η at the realised B = M·K and T = R.
-pub fn psgd_preset(ctx: &BuildContext, spec: &PsgdSpec) -> crate::Result<(usize, f64, String)> {
-    let (eps, delta) = smallest_budget(ctx)?;
-    let d = ctx.federation.dim as f64;
-    let m = participants(ctx);
-    let rounds = ctx.federation.rounds.max(1);
-    let n_min = ctx.silos.iter().map(|s| s.records).min().unwrap_or(0);
-    let ln = (d / delta).ln().max(1.0);
-    let b_theory = d.sqrt() * ln / eps;
-    let k_max = n_min / rounds;
-    let k = match spec.batch_size {
-        Some(k) => k,
-        None => ((b_theory / m as f64).ceil() as usize).clamp(1, k_max.max(1)),
-    };
-    if k == 0 || k * rounds > n_min {
-        return Err(crate::Error::config(
-            "algorithm.batch_size",
-            format!(
-                "one pass of R = {rounds} rounds in batches of K = {k} needs 1 <= K and R·K <= min n_i = {n_min}"
-            ),
-        ));
-    }
-    let b = (m * k) as f64;
-    let eta = match spec.step_size {
-        Some(eta) => eta,
-        None => {
-            let diameter = ctx.projection.diameter();
-            if !diameter.is_finite() {
-                return Err(crate::Error::config(
-                    "algorithm.step_size",
-                    "Thm 4.1's step needs a bounded projection (diameter D); give step_size",
-                ));
-            }
-            diameter * eps * b
-                / (ctx.lipschitz * (rounds as f64).sqrt() * (eps * b + d.sqrt() * ln))
-        }
-    };
-    if !(eta.is_finite() && eta > 0.0) {
-        return Err(crate::Error::config(
-            "algorithm.step_size",
-            format!("must be finite and > 0, got {eta}"),
-        ));
-    }
-    let note = format!(
-        "; PSGD preset (Cheu et al. Thm 4.1): B = sqrt(d) ln(d/delta)/eps = {b_theory:.1}, K = {k} per silo (B = M K = {b}, at most min n_i/R = {k_max}), eta = {eta:.4e}{}",
-        if spec.step_size.is_some() {
-            " (given)"
-        } else {
-            " = D eps B/(L sqrt(T)(eps B + sqrt(d) ln(d/delta)))"
-        }
-    );
-    Ok((k, eta, note))
+    #[serde(default)]
+    pub shuffler: ShufflerTrust,
 }
 
 /// PSGD's halves around `server` (MB-SGD's server: projected step, average iterate).
@@ -292,12 +299,13 @@ pub(crate) fn build_psgd(
     ctx: &BuildContext,
     spec: &PsgdSpec,
     server: Box<dyn ServerHalf>,
-) -> crate::Result<BuiltAlgorithm> {
+) -> crate::Result<Planned> {
     let (k, _, note) = psgd_preset(ctx, spec)?;
     let pvec = PvecChoice {
         transport: spec.transport,
         scale: spec.scale,
         min_participants: spec.min_participants,
+        trust: spec.shuffler,
     };
     pvec_halves(ctx, k, &pvec, server, "Cheu et al. Alg. 3", &note)
 }
@@ -307,11 +315,12 @@ struct PvecChoice {
     transport: Transport,
     scale: Scale,
     min_participants: Option<usize>,
+    trust: ShufflerTrust,
 }
 
 /// The smallest (ε, δ) of any silo: one PVEC serves every user, so it meets the tightest
 /// budget (never under-protects).
-fn smallest_budget(ctx: &BuildContext) -> crate::Result<(f64, f64)> {
+pub(crate) fn smallest_budget(ctx: &BuildContext) -> crate::Result<(f64, f64)> {
     let mut eps = f64::INFINITY;
     let mut delta = f64::INFINITY;
     for s in &ctx.silos {
@@ -333,7 +342,7 @@ fn pvec_halves(
     server: Box<dyn ServerHalf>,
     cite: &str,
     note: &str,
-) -> crate::Result<BuiltAlgorithm> {
+) -> crate::Result<Planned> {
     let n_silos = ctx.federation.silos;
     let m_min = choice.min_participants.unwrap_or(participants(ctx));
     if m_min == 0 || m_min > n_silos {
@@ -343,17 +352,17 @@ fn pvec_halves(
         ));
     }
     let (eps, delta) = smallest_budget(ctx)?;
-    let users = (m_min as u64).saturating_mul(k as u64);
-    let params = PvecParams::calibrate(
-        users,
-        ctx.federation.dim,
-        ctx.lipschitz,
-        eps,
-        delta,
-        choice.scale,
-    )
-    .map_err(shuffle_err)?;
-    let pvec = Pvec::new(params).map_err(shuffle_err)?;
+    let target = PvecTarget {
+        users: (m_min as u64).saturating_mul(k as u64),
+        d: ctx.federation.dim,
+        l2_bound: ctx.lipschitz,
+        scale: choice.scale,
+        round: (eps, delta),
+        uses: 1,
+        budget: (eps, delta),
+    };
+    let plan = plan_pvec(&target, k as u64, choice.trust)?;
+    let params = plan.params;
     // Every silo's summed counts must stay below 2⁶⁴ for the share arithmetic.
     params
         .p1d
@@ -365,37 +374,59 @@ fn pvec_halves(
     let rounds = ctx.federation.rounds;
     let mut silos: Vec<Box<dyn SiloHalf>> = Vec::with_capacity(ctx.silos.len());
     let mut report = Vec::with_capacity(ctx.silos.len());
+    let g = silo_guarantees(&plan, &target, k as u64, choice.trust)?;
+    let both = describe(&plan, &target, &g, choice.trust);
+    let mut planned = Vec::with_capacity(ctx.silos.len());
     for s in &ctx.silos {
+        count_calibration();
+        planned.push(ShuffleSilo::Pvec {
+            records: s.records,
+            batch_size: k,
+            full: false,
+            charged: g.charged,
+        });
         let silo = PvecSilo::new(
             oracle.clone(),
-            pvec.clone(),
+            plan.pvec.clone(),
             choice.transport,
             s.records,
             k,
-            (eps, delta),
+            g.charged,
         )?;
         report.push(SiloCalibration {
             silo: s.id,
             sigma: silo.noise_std(),
             batch_size: k,
             formula: format!(
-                "PVEC (Cheu et al. 2022 Thm 3.2; {cite}) for n = {users} users, d = {}, L = {}: g = {}, s = {}, p = {:.6}, E||PVEC - sum||^2 <= {:.4e}; (eps, delta) = ({eps}, {delta}) per disjoint batch, given an honest shuffler (charged; the no-shuffler guarantee is not computed){note}",
+                "PVEC (Cheu et al. 2022 Thm 3.2; {cite}) for n = {} users, d = {}, L = {}: g = {}, s = {}, p = {:.6}, E||PVEC - sum||^2 <= {:.4e}, calibrated at (eps, delta) = ({:.4}, {delta}) per disjoint batch; {both}{note}",
+                target.users,
                 params.d,
                 ctx.lipschitz,
                 params.p1d.g,
                 params.p1d.s,
                 params.p1d.p,
-                params.variance_bound()
+                params.variance_bound(),
+                plan.round.0,
             ),
             run_event: silo.round_event(0).map(|e| e.repeated(rounds as u64)),
         });
         silos.push(Box::new(silo));
     }
-    Ok(BuiltAlgorithm {
-        server: Box::new(PvecServer::new(server, pvec, choice.transport, k)),
-        silos,
-        calibration: report,
-    })
+    let pvec = PvecPlanned {
+        params,
+        transport: choice.transport,
+        batch_size: Some(k),
+        users: target.users,
+    };
+    Ok((
+        BuiltAlgorithm {
+            server: Box::new(PvecServer::new(server, plan.pvec, choice.transport, k)),
+            silos,
+            calibration: report,
+        },
+        planned,
+        Some(pvec),
+    ))
 }
 
 /// PGD (Cheu et al. 2022 Algorithm 5, Lemma B.6) as named in a config file: fully
@@ -415,62 +446,8 @@ pub struct PgdSpec {
     pub transport: Transport,
     #[serde(default = "paper_scale")]
     pub scale: Scale,
-}
-
-/// PGD's per-round budget and step: digest §5.2 item 5's sound split, δ₀ = δ/(2T),
-/// ε₀ = ε/(2√(2T ln(2/δ))), checked by advanced composition (Dwork–Roth Thm 3.20) to give at
-/// most (ε, δ) over T = R rounds; η = D/(L√T) (Lemma B.6) unless given.
-pub fn pgd_preset(ctx: &BuildContext, spec: &PgdSpec) -> crate::Result<((f64, f64), f64, String)> {
-    let (eps, delta) = smallest_budget(ctx)?;
-    let t = ctx.federation.rounds.max(1) as f64;
-    let eps0 = eps / (2.0 * (2.0 * t * (2.0 / delta).ln()).sqrt());
-    let delta0 = delta / (2.0 * t);
-    let event = dpfl_privacy::PrivacyEvent::EpsilonDelta {
-        epsilon: eps0,
-        delta: delta0,
-    }
-    .repeated(t as u64);
-    let total = dpfl_privacy::accountant::AccountantKind::Advanced.epsilon(
-        dpfl_privacy::Neighbouring::ReplaceOne,
-        &event,
-        dpfl_privacy::Delta::new(delta)?,
-    )?;
-    if total > eps {
-        return Err(crate::Error::config(
-            "algorithm",
-            format!(
-                "PGD's per-round (eps0, delta0) = ({eps0}, {delta0}) composes to eps = {total} > {eps} over R = {t} rounds"
-            ),
-        ));
-    }
-    let eta = match spec.step_size {
-        Some(e) => e,
-        None => {
-            let diameter = ctx.projection.diameter();
-            if !diameter.is_finite() {
-                return Err(crate::Error::config(
-                    "algorithm.step_size",
-                    "Lemma B.6's step D/(L sqrt(T)) needs a bounded projection; give step_size",
-                ));
-            }
-            diameter / (ctx.lipschitz * t.sqrt())
-        }
-    };
-    if !(eta.is_finite() && eta > 0.0) {
-        return Err(crate::Error::config(
-            "algorithm.step_size",
-            format!("must be finite and > 0, got {eta}"),
-        ));
-    }
-    let note = format!(
-        "; PGD preset (Cheu et al. Alg. 5; digest 5.2 item 5): eps0 = eps/(2 sqrt(2T ln(2/delta))) = {eps0:.5}, delta0 = delta/(2T) = {delta0:.3e}, advanced composition over T = {t} rounds: eps = {total:.4}; eta = {eta:.4e}{}",
-        if spec.step_size.is_some() {
-            " (given)"
-        } else {
-            " = D/(L sqrt(T)) (Lemma B.6)"
-        }
-    );
-    Ok(((eps0, delta0), eta, note))
+    #[serde(default)]
+    pub shuffler: ShufflerTrust,
 }
 
 /// PGD's halves around `server` (MB-SGD's server: projected step, average iterate). Needs
@@ -479,7 +456,7 @@ pub(crate) fn build_pgd(
     ctx: &BuildContext,
     spec: &PgdSpec,
     server: Box<dyn ServerHalf>,
-) -> crate::Result<BuiltAlgorithm> {
+) -> crate::Result<Planned> {
     if participants(ctx) != ctx.federation.silos {
         return Err(crate::Error::config(
             "participation",
@@ -488,48 +465,84 @@ pub(crate) fn build_pgd(
     }
     let ((eps0, delta0), _, note) = pgd_preset(ctx, spec)?;
     let users: u64 = ctx.silos.iter().map(|s| s.records as u64).sum();
-    let params = PvecParams::calibrate(
+    let rounds = ctx.federation.rounds;
+    let target = PvecTarget {
         users,
-        ctx.federation.dim,
-        ctx.lipschitz,
-        eps0,
-        delta0,
-        spec.scale,
-    )
-    .map_err(shuffle_err)?;
-    let pvec = Pvec::new(params).map_err(shuffle_err)?;
+        d: ctx.federation.dim,
+        l2_bound: ctx.lipschitz,
+        scale: spec.scale,
+        round: (eps0, delta0),
+        uses: rounds.max(1) as u64,
+        budget: smallest_budget(ctx)?,
+    };
+    let n_min = ctx
+        .silos
+        .iter()
+        .map(|s| s.records as u64)
+        .min()
+        .unwrap_or(0);
+    let plan = plan_pvec(&target, n_min, spec.shuffler)?;
+    let params = plan.params;
     params
         .p1d
         .bits_per_user()
         .checked_mul(users)
         .ok_or_else(|| crate::Error::config("silos", "n·(g + s) overflows u64"))?;
     let oracle = ctx.enforcing_oracle()?;
-    let rounds = ctx.federation.rounds;
     let mut silos: Vec<Box<dyn SiloHalf>> = Vec::with_capacity(ctx.silos.len());
     let mut report = Vec::with_capacity(ctx.silos.len());
+    let mut planned = Vec::with_capacity(ctx.silos.len());
     for s in &ctx.silos {
+        // Each silo sums its own n_i records: its own no-shuffler guarantee.
+        let g = silo_guarantees(&plan, &target, s.records as u64, spec.shuffler)?;
+        count_calibration();
+        planned.push(ShuffleSilo::Pvec {
+            records: s.records,
+            batch_size: s.records,
+            full: true,
+            charged: g.charged,
+        });
         let silo = PvecSilo::full_batch(
             oracle.clone(),
-            pvec.clone(),
+            plan.pvec.clone(),
             spec.transport,
             s.records,
-            (eps0, delta0),
+            g.charged,
         )?;
         report.push(SiloCalibration {
             silo: s.id,
             sigma: silo.noise_std(),
             batch_size: s.records,
             formula: format!(
-                "PVEC (Cheu et al. 2022 Thm 3.2) for n = {users} users, d = {}: g = {}, s = {}, p = {:.6} per round, given an honest shuffler (charged){note}",
-                params.d, params.p1d.g, params.p1d.s, params.p1d.p
+                "PVEC (Cheu et al. 2022 Thm 3.2) for n = {users} users, d = {}: g = {}, s = {}, p = {:.6} per round; {}{note}",
+                params.d,
+                params.p1d.g,
+                params.p1d.s,
+                params.p1d.p,
+                describe(&plan, &target, &g, spec.shuffler)
             ),
             run_event: silo.round_event(0).map(|e| e.repeated(rounds as u64)),
         });
         silos.push(Box::new(silo));
     }
-    Ok(BuiltAlgorithm {
-        server: Box::new(PvecServer::full_batch(server, pvec, spec.transport, users)),
-        silos,
-        calibration: report,
-    })
+    let pvec = PvecPlanned {
+        params,
+        transport: spec.transport,
+        batch_size: None,
+        users,
+    };
+    Ok((
+        BuiltAlgorithm {
+            server: Box::new(PvecServer::full_batch(
+                server,
+                plan.pvec,
+                spec.transport,
+                users,
+            )),
+            silos,
+            calibration: report,
+        },
+        planned,
+        Some(pvec),
+    ))
 }

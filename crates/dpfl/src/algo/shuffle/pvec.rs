@@ -23,9 +23,10 @@
 //! * **Compact transport in the simulator.** The shuffler's share sum is formed inside the
 //!   analyzer (the sum is the same); a real shuffler must sum its shares and forward only the
 //!   sum, since pairing a silo's two shares would reveal its counts.
-//! * **What the ledger charges.** The round event is PVEC's (ε, δ) on the silo's disjoint
-//!   batch: the guarantee *given an honest shuffler*. The guarantee without it (the silo's own
-//!   binomial noise) is not computed yet (issue 15 item 4).
+//! * **What the ledger charges.** The round event is the (ε, δ) the builder passes, on the
+//!   silo's disjoint batch: by default the guarantee *without* a trusted shuffler (the
+//!   silo's own binomial noise), or PVEC's honest-shuffler (ε, δ) under
+//!   `shuffler = "trusted"` (see `super::trust`).
 
 use dpfl_privacy::event::Sampling;
 use dpfl_privacy::sampler::DisjointBatches;
@@ -76,7 +77,7 @@ pub struct PvecSilo {
     batches: Option<DisjointBatches>,
     /// Every record every round (PGD, fully interactive) instead of one pass.
     full: bool,
-    /// The per-round guarantee given an honest shuffler, (ε, δ).
+    /// The per-round (ε, δ) the ledger charges (see the module doc).
     round_guarantee: (f64, f64),
     grad: Vec<f64>,
 }
