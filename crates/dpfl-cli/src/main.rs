@@ -12,6 +12,7 @@ mod model;
 mod net;
 mod progress;
 mod reproduce;
+mod shard;
 mod train;
 
 use std::process::ExitCode;
@@ -34,7 +35,7 @@ struct Cli {
 enum Command {
     /// Train the algorithms of an experiment in the simulator (default: the bundled obesity demo).
     Train(train::TrainArgs),
-    /// Inspect data sets and partitions.
+    /// Inspect data sets and partitions; make a silo's shard from its own file.
     Data {
         #[command(subcommand)]
         command: train::DataCommand,

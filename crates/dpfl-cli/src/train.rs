@@ -42,6 +42,8 @@ pub enum DataCommand {
         #[arg(long)]
         data_dir: Option<PathBuf>,
     },
+    /// Make this silo's data shard (for `dpfl silo --data`) from its own file.
+    Shard(crate::shard::ShardArgs),
 }
 
 /// The experiment of `--config` (a file that cannot be read is a usage error, exit code 2;
@@ -93,15 +95,18 @@ pub fn train(args: &TrainArgs) -> anyhow::Result<()> {
             dir.join("rounds.csv").display(),
             dir.join("summary.json").display()
         );
-        let title = experiment::curves::title(&spec, &out);
-        experiment::curves::plot_curves(&out, &title, dir)
-            .with_context(|| format!("plotting the curves into {}", dir.display()))?;
+        let files = experiment::report::write_report(&spec, &out, dir)
+            .with_context(|| format!("writing the curves and report into {}", dir.display()))?;
         println!(
             "wrote {} and {} (training curves) and {} model(s) under {} (dpfl predict --model)",
-            dir.join("curves.svg").display(),
-            dir.join("curves.png").display(),
+            files[0].display(),
+            files[1].display(),
             out.models.len(),
             dir.join("models").display()
+        );
+        println!(
+            "wrote {} (results, privacy per silo, curves, timings, configuration)",
+            files[2].display()
         );
     }
     // After the outputs are written, so a diverged run's curves can be inspected.
@@ -237,5 +242,6 @@ pub fn data(cmd: &DataCommand) -> anyhow::Result<()> {
             println!("{}", dpfl::data::describe_silos(&silos));
             Ok(())
         }
+        DataCommand::Shard(args) => crate::shard::shard(args),
     }
 }
