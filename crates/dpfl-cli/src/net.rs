@@ -240,6 +240,18 @@ pub fn silo(args: &SiloArgs) -> anyhow::Result<()> {
         ),
         None => {}
     }
+    if fed.algorithm.needs_shuffler()
+        && !matches!(fed.algorithm, dpfl::algo::AlgorithmSpec::SdpMbSgd(_))
+    {
+        // The PVEC wing charges the honest-shuffler guarantee (algo/shuffle/pvec.rs); say so
+        // where the silo's operator sees it.
+        eprintln!(
+            "silo {}: warning: this PVEC-based algorithm's ledger charges PVEC's (ε, δ) given an \
+             honest shuffler; against a server that colludes with the shuffler the guarantee \
+             is weaker and not yet computed (issue 15 item 4)",
+            args.id
+        );
+    }
     let data = dpfl_net::shard::read(&args.data).map_err(net)?;
     let mut silo = dpfl_net::silo::Silo::with_budget(fed, args.id, data, &local).map_err(net)?;
     silo.set_connect_timeout(connect_timeout);
@@ -297,6 +309,8 @@ pub fn certs(cmd: &CertsCommand) -> anyhow::Result<()> {
 /// One prepared federation (one algorithm of one trial).
 struct Prepared {
     label: String,
+    /// The federation has a shuffler (`--shuffle`, or a shuffle-model algorithm).
+    shuffle: bool,
     config: PathBuf,
     server_state: PathBuf,
 }
@@ -375,7 +389,8 @@ fn prepare_trial(
                 lipschitz: l,
             },
             server,
-            shuffler: args.shuffle.then(|| {
+            // Shuffle-model algorithms always get their shuffler.
+            shuffler: (args.shuffle || entry.spec.needs_shuffler()).then(|| {
                 ShufflerSection::new(
                     "127.0.0.1:0".into(),
                     Some(PathBuf::from(format!("alg-{a}/shuffler.addr"))),
@@ -429,6 +444,7 @@ fn prepare_trial(
                 .with_context(|| format!("writing {}", p.display()))?;
         }
         feds.push(Prepared {
+            shuffle: fed.shuffle(),
             label: entry.label(),
             config: path,
             server_state: state.join("server"),
@@ -475,11 +491,11 @@ fn wait_timeout(
 }
 
 /// The commands that run trial `t`'s federations by hand.
-fn print_commands(args: &FederateArgs, t: usize, p: &PreparedTrial) {
+fn print_commands(t: usize, p: &PreparedTrial) {
     for f in &p.feds {
         println!("# trial {t}: {}", f.label);
         println!("dpfl server --config {}", f.config.display());
-        if args.shuffle {
+        if f.shuffle {
             println!("dpfl shuffler --config {}", f.config.display());
         }
         for (i, s) in p.shards.iter().enumerate() {
@@ -510,7 +526,7 @@ fn run_federation(
         &logs.join(format!("alg-{a}-server.log")),
     )?;
     let mut others: Vec<Child> = Vec::new();
-    if args.shuffle {
+    if f.shuffle {
         others.push(spawn(
             exe,
             &["shuffler", "--config", &cfg],
@@ -689,7 +705,7 @@ pub fn federate(args: &FederateArgs) -> anyhow::Result<()> {
         certified = certified.max(n);
         let prep = prepare_trial(args, &spec, &out, t, trial, trial_seed)?;
         if args.prepare_only {
-            print_commands(args, t, &prep);
+            print_commands(t, &prep);
             continue;
         }
         let logs = prep.dir.join("logs");

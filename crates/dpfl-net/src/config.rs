@@ -345,13 +345,31 @@ impl Federation {
                 ));
             }
         }
-        if self.algorithm.needs_shuffler() {
-            // The analyzers (PVEC's share sums) and their accounting assume the simulator's
-            // shuffle stage; over the network they are not wired yet (issue 15 item 5).
+        if self.algorithm.needs_shuffler() && self.config.shuffler.is_none() {
+            // Their privacy against the server rests on the shuffle stage.
             return Err(NetError::config(
-                "algorithm",
-                "shuffle-model algorithms run only in the simulator (dpfl train) for now",
+                "shuffler",
+                "this shuffle-model algorithm needs a [shuffler] section (dpfl federate \
+                 --shuffle adds one)",
             ));
+        }
+        {
+            use dpfl::algo::shuffle::pvec::Transport;
+            let transport = match &self.algorithm {
+                AlgorithmSpec::SdpAcceleratedMbSgd(a) => Some(a.transport),
+                AlgorithmSpec::Psgd(a) => Some(a.transport),
+                AlgorithmSpec::Pgd(a) => Some(a.transport),
+                _ => None,
+            };
+            if transport == Some(Transport::Explicit) {
+                // d·(g + s)·K sealed one-bit messages per silo and round: beyond the runtime's
+                // per-reply limits at any useful size.
+                return Err(NetError::config(
+                    "algorithm.transport",
+                    "\"explicit\" PVEC (one message per bit) runs in the simulator only; over \
+                     the network use \"compact\" (the same analyzer distribution)",
+                ));
+            }
         }
         if self.config.server.round_deadline_ms == 0 {
             return Err(NetError::config("server.round_deadline_ms", "must be > 0"));
@@ -376,6 +394,19 @@ impl Federation {
     }
     pub fn shuffle(&self) -> bool {
         self.config.shuffler.is_some()
+    }
+    /// Whether every round needs every silo's message: the SoteriaFL wing, whose server shift
+    /// stays the silos' mean only if no round is short (its server half refuses one).
+    pub fn needs_every_silo(&self) -> bool {
+        self.algorithm.soteria().is_some()
+    }
+    /// Whether the silos send PVEC's compact shares through the shuffler (`share`): the
+    /// PVEC-based shuffle algorithms (explicit transport is refused over the network).
+    pub fn compact_shares(&self) -> bool {
+        matches!(
+            self.algorithm,
+            AlgorithmSpec::SdpAcceleratedMbSgd(_) | AlgorithmSpec::Psgd(_) | AlgorithmSpec::Pgd(_)
+        ) && self.shuffle()
     }
     pub fn tls_dir(&self) -> PathBuf {
         self.path(&self.config.tls.dir)

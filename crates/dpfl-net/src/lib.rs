@@ -29,6 +29,7 @@ pub mod retry;
 pub mod seal;
 pub mod server;
 pub mod shard;
+pub mod share;
 pub mod shuffler;
 pub mod silo;
 pub mod store;

@@ -72,6 +72,11 @@ struct Shared {
     rounds: usize,
     silos: usize,
     shuffle: bool,
+    /// The algorithm sends compact PVEC shares (`share`); else a share body is rejected.
+    shares: bool,
+    /// The algorithm needs every silo's message every round (SoteriaFL's shifts): a round
+    /// waits for silos that are gone, and one still short at the deadline stops the server.
+    every_silo: bool,
     epoch: u64,
     hpke_sk: Vec<u8>,
     hpke_pk: Vec<u8>,
@@ -103,6 +108,8 @@ pub struct ServerOutcome {
     pub finished: bool,
     /// Bytes that crossed the server's sockets (TLS records included).
     pub wire: crate::tls::WireCounter,
+    /// Bytes received by this process from its first round's opening on.
+    pub received_in_rounds: u64,
     /// Wall time of this process's rounds, from the first round's opening to the last
     /// checkpoint (registration excluded).
     pub rounds_elapsed: Duration,
@@ -195,6 +202,8 @@ impl Server {
             rounds: fed.rounds(),
             silos: fed.silos(),
             shuffle: fed.shuffle(),
+            shares: fed.compact_shares(),
+            every_silo: fed.needs_every_silo(),
             epoch,
             hpke_sk,
             hpke_pk,
@@ -262,6 +271,9 @@ impl Server {
         let mut this_process = 0usize;
         let mut finished = true;
         let rounds_start = Instant::now();
+        // Bytes received from here on are the rounds' (messages, their framing, heartbeats,
+        // reconnections): what the uplink costs, without the registrations before round 0.
+        let received_before_rounds = wire.received();
         while (next_round as usize) < shared.rounds {
             if cfg.stop_after_rounds.is_some_and(|k| this_process >= k) {
                 finished = false;
@@ -313,6 +325,21 @@ impl Server {
                 lines.push('\n');
             }
             crate::store::write_atomic(&state_dir.join("rounds.jsonl"), lines.as_bytes())?;
+            let wire_json = serde_json::json!({
+                "received_in_rounds": wire.received().saturating_sub(received_before_rounds),
+                "received": wire.received(),
+                "sent": wire.sent(),
+                // This process's rounds only (a resumed server's log holds earlier ones).
+                "rounds": this_process,
+                "messages": log[log.len().saturating_sub(this_process)..]
+                    .iter()
+                    .map(|l| l.participants as u64)
+                    .sum::<u64>(),
+            });
+            crate::store::write_atomic(
+                &state_dir.join("wire.json"),
+                wire_json.to_string().as_bytes(),
+            )?;
             {
                 let mut inner = shared.inner.lock().await;
                 inner.done = true;
@@ -335,6 +362,7 @@ impl Server {
             model,
             log,
             finished,
+            received_in_rounds: wire.received().saturating_sub(received_before_rounds),
             wire,
             rounds_elapsed,
         })

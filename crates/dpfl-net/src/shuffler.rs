@@ -36,6 +36,8 @@ struct Collecting {
 struct Shared {
     dim: usize,
     silos: usize,
+    /// The algorithm sends compact PVEC shares (`share`); else a share body is refused.
+    shares: bool,
     current: Mutex<Option<Collecting>>,
     changed: watch::Sender<u64>,
 }
@@ -103,6 +105,7 @@ impl ShufflerProcess {
         let shared = Arc::new(Shared {
             dim,
             silos: fed.silos(),
+            shares: fed.compact_shares(),
             current: Mutex::new(None),
             changed,
         });
@@ -216,7 +219,7 @@ impl ShufflerProcess {
                     }
                     let _ = tokio::time::timeout(end - now, rx.changed()).await;
                 }
-                let mut messages: Vec<Vec<u8>> = {
+                let collected: Vec<Vec<u8>> = {
                     let mut cur = shared.current.lock().await;
                     cur.as_mut()
                         .map(|c| {
@@ -227,7 +230,22 @@ impl ShufflerProcess {
                         })
                         .unwrap_or_default()
                 };
+                // Sealed messages are permuted unread; compact PVEC shares are summed and only
+                // the sum is forwarded (`share`).
+                let mut sum = crate::share::Accumulator::new(shared.dim);
+                let mut messages = Vec::with_capacity(collected.len());
+                for b in collected {
+                    if crate::share::is_share_body(&b) {
+                        // Checked on submission; a failure here is a bug, logged, never fatal.
+                        if let Err(e) = sum.add(&b, task.round) {
+                            tracing::warn!(round = task.round, "share dropped: {e}");
+                        }
+                    } else {
+                        messages.push(b);
+                    }
+                }
                 sampler::shuffle(&mut rng, &mut messages);
+                messages.extend(sum.finish(task.round)?);
                 let count = messages.len() as u32;
                 let mut frames: Vec<Frame> = messages
                     .iter()
@@ -325,6 +343,31 @@ impl ShufflerRpc for Service {
         } else {
             bodies.into_iter().map(|(_, b)| b).collect()
         };
+        // A compact PVEC share is checked now, so that a bad one is refused to its silo
+        // instead of leaving the round's sums short of a user (`share`).
+        let mut shares = 0;
+        for b in sealed.iter().filter(|b| crate::share::is_share_body(b)) {
+            shares += 1;
+            if !s.shares {
+                return Err(NetError::Rejected(
+                    "a share body, but this federation's algorithm sends no PVEC shares".into(),
+                )
+                .into());
+            }
+            if let Err(e) = crate::share::decode(b, h.round, s.dim).and_then(|(c, _)| {
+                (c == 1)
+                    .then_some(())
+                    .ok_or_else(|| NetError::Rejected(format!("a share body counting {c}")))
+            }) {
+                tracing::warn!(silo = id, "submission rejected: {e}");
+                return Err(e.into());
+            }
+        }
+        if shares > 1 {
+            return Err(
+                NetError::Rejected(format!("a submission of {shares} shuffler shares")).into(),
+            );
+        }
         // Wait (briefly) until this shuffler has learnt of the round.
         let mut rx = s.changed.subscribe();
         let end = Instant::now() + Duration::from_secs(10);

@@ -231,12 +231,21 @@ impl Silo {
             Err(dpfl::Error::Ledger(e)) => return Err(NetError::Budget(e.to_string())),
             Err(e) => return Err(e.into()),
         };
+        let shares = self.fed.compact_shares();
         let bodies = match seal_to {
             None => vec![codec::encode_answer(&reply)],
+            // A compact PVEC share for the shuffler goes unsealed (it sums the shares and
+            // forwards only the sum, `share`); every other message is sealed to the server.
             Some(pk) => reply
                 .messages
                 .iter()
-                .map(|m| crate::seal::seal(pk, round, &codec::encode_message(m)))
+                .map(|m| {
+                    if shares && crate::share::is_shuffler_share(m) {
+                        Ok(crate::share::encode(1, m))
+                    } else {
+                        crate::share::seal(pk, round, &codec::encode_message(m))
+                    }
+                })
                 .collect::<Result<Vec<_>>>()?,
         };
         let p = Persisted {
@@ -302,6 +311,20 @@ pub fn stored_answer(dir: &std::path::Path) -> Result<Option<(u32, Vec<Vec<u8>>)
         Some(bytes) => {
             let (p, bodies) = state::read(&bytes).map_err(|e| NetError::file(&path, e))?;
             Ok(Some((p.round, bodies)))
+        }
+    }
+}
+
+/// The half state the silo whose state directory is `dir` stored with its last answer (e.g.
+/// SoteriaFL's shift s_i), and that round: read without opening the silo, for operators and
+/// tests. `None` before the first answer.
+pub fn stored_half(dir: &std::path::Path) -> Result<Option<(u32, dpfl::algo::HalfState)>> {
+    let path = dir.join("state");
+    match crate::store::Cell::read(&path)? {
+        None => Ok(None),
+        Some(bytes) => {
+            let (p, _) = state::read(&bytes).map_err(|e| NetError::file(&path, e))?;
+            Ok(Some((p.round, p.half)))
         }
     }
 }

@@ -105,11 +105,30 @@ pub(super) async fn run_round(
             let refused = |id: &u32| matches!(open.answers.get(id), Some(SiloAnswer::Refused(_)));
             let complete = if shared.shuffle {
                 open.batch_received || open.selected.iter().all(refused)
+            } else if shared.every_silo {
+                // A gone silo is waited for: it may restart and answer from its stored state.
+                open.selected.iter().all(|id| open.answers.contains_key(id))
             } else {
                 open.selected
                     .iter()
                     .all(|id| open.answers.contains_key(id) || gone(id))
             };
+            if !complete && shared.every_silo && now >= open.deadline {
+                // A short round would make the server's shift drift from the silos' mean;
+                // stopping leaves the checkpoint at round r, which a restarted server reopens.
+                let missing: Vec<u32> = open
+                    .selected
+                    .iter()
+                    .copied()
+                    .filter(|id| !open.answers.contains_key(id))
+                    .collect();
+                *slot = None;
+                return Err(NetError::Refused(format!(
+                    "round {r}: this algorithm needs every silo every round and silos \
+                     {missing:?} did not answer within server.round_deadline_ms; restart them \
+                     and the server (it resumes at round {r} from its checkpoint)"
+                )));
+            }
             if complete || now >= open.deadline {
                 if !complete {
                     tracing::warn!(

@@ -374,11 +374,23 @@ impl FederationRpc for Service {
                 tracing::info!(index = i, "replayed sealed message ignored");
                 continue;
             }
-            let msg = crate::seal::open(&s.hpke_sk, open.round, sealed)
-                .and_then(|plain| codec::decode_message(&plain, open.round, s.dim));
-            match msg {
+            // The shuffler's sum of compact PVEC shares comes unsealed (`share`).
+            let msgs = if crate::share::is_share_body(sealed) {
+                if s.shares {
+                    crate::share::expand(sealed, open.round, s.dim, s.silos)
+                } else {
+                    Err(NetError::Rejected(
+                        "a share sum, but this federation's algorithm sends no PVEC shares".into(),
+                    ))
+                }
+            } else {
+                crate::seal::open(&s.hpke_sk, open.round, sealed)
+                    .and_then(|plain| codec::decode_message(&plain, open.round, s.dim))
+                    .map(|m| vec![m])
+            };
+            match msgs {
                 Ok(m) => {
-                    open.shuffled.push(m);
+                    open.shuffled.extend(m);
                     accepted += 1;
                 }
                 Err(e) => {
