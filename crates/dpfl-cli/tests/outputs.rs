@@ -213,6 +213,7 @@ fn train_runs_the_embedded_demo_from_any_directory_and_writes_atomically() {
             "curves.png",
             "curves.svg",
             "models",
+            "report.html",
             "rounds.csv",
             "summary.json"
         ],
