@@ -9,6 +9,15 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 root="$(pwd)"
 
+# The report test renders report.html in headless Chromium (crates/dpfl-cli/tests/report.rs);
+# install Debian's package when it is missing and we may (root with apt), else the test skips
+# its rendering part and says so.
+if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  apt-get install -y chromium >/dev/null 2>&1 ||
+    { apt-get update >/dev/null 2>&1 && apt-get install -y chromium >/dev/null 2>&1; } ||
+    echo "chromium did not install: report.html is checked without a browser" >&2
+fi
+
 cargo test --workspace --locked
 
 if [ "${DPFL_SKIP_PYTHON:-}" = 1 ]; then
@@ -26,15 +35,14 @@ fi
 # Flower for the dpfl.flower tests (skipped, and said so, if it does not install).
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "flwr==1.41.0" ||
   echo "flwr did not install: the Flower tests (python/tests/test_flower.py) are skipped" >&2
-# The extension is its own cargo workspace (python/Cargo.toml says why). Built into the main
-# target/ in the dev profile, it reuses the dependencies the cargo step compiled (the dev and
-# test profiles build dependencies identically); `--profile test` would make maturin build a
-# test harness, not a loadable module.
-rm -rf "$root/target/python-wheels"
-CARGO_TARGET_DIR="$root/target" "$venv/bin/maturin" build --quiet --locked \
-  -m python/Cargo.toml -i "$venv/bin/python" -o "$root/target/python-wheels"
-"$venv/bin/python" -m pip install --quiet --disable-pip-version-check --force-reinstall --no-deps \
-  "$root"/target/python-wheels/dpfl-*.whl
+# `pip install ./python`, as a user installs it (maturin as the PEP 517 backend, taken from
+# the venv: no build isolation). The extension is its own cargo workspace (python/Cargo.toml
+# says why); built into the main target/ in the dev profile, it reuses the dependencies the
+# cargo step compiled (the dev and test profiles build dependencies identically);
+# `--profile test` would make maturin build a test harness, not a loadable module.
+PATH="$venv/bin:$PATH" CARGO_TARGET_DIR="$root/target" MATURIN_PEP517_ARGS="--profile dev --locked" \
+  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-build-isolation \
+  --force-reinstall --no-deps ./python
 # From python/tests, not python/: the installed wheel is imported, not the source tree.
 (cd python/tests && DPFL_CLI="${DPFL_CLI:-$root/target/debug/dpfl}" "$venv/bin/python" -m pytest -q -p no:cacheprovider .)
 echo "python package: built and tested in $(( $(date +%s) - start )) s" >&2

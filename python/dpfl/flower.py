@@ -28,10 +28,22 @@ wrapped client returns from ``fit`` (not protected: return none that depend on d
 unless ``allow_evaluate=True``; ``get_parameters`` is passed through (it should return the
 initial, data-independent model). The guarantee is per silo (ISRL-DP): it needs no trust in
 the server or the other clients, and does not compose across silos.
+
+The ledger survives restarts when ``ledger_path`` names a file: every release is recorded
+there (written to a temporary file, flushed to disk and renamed over the old one, so a crash
+leaves either the old or the new ledger, never a torn one) *before* the noisy update leaves
+``fit``, so a crash can charge a round that was never sent but never send an uncharged one.
+A restarted client loads it, refuses rounds past the budget, and refuses to answer a round it
+already answered (``config["server_round"]``, which Flower's strategies can send through
+``on_fit_config_fn``) rather than release the same data again with fresh noise. A ledger file
+that cannot be read is an error, never a fresh budget.
 """
 
 from __future__ import annotations
 
+import json
+import os
+import tempfile
 from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
@@ -45,6 +57,35 @@ from .mechanisms import GaussianMechanism
 
 class BudgetExceeded(DpflError):
     """A round would take the silo past its (ε, δ) budget; nothing was released."""
+
+
+class AlreadyReleased(BudgetExceeded):
+    """The ledger holds a release for this ``server_round`` already; nothing was released."""
+
+
+LEDGER_FORMAT = "dpfl-flower-ledger"
+LEDGER_VERSION = 1
+
+
+def _write_atomic(path: str, text: str) -> None:
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix=".ledger-", suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    if hasattr(os, "O_DIRECTORY"):
+        dfd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)
 
 
 class DpflClient(NumPyClient):
@@ -66,6 +107,7 @@ class DpflClient(NumPyClient):
         seed: Optional[int] = None,
         silo: int = 0,
         allow_evaluate: bool = False,
+        ledger_path: Optional[str] = None,
     ) -> None:
         if (update_clip is None) == (sensitivity is None):
             raise ValueError("give exactly one of update_clip and sensitivity")
@@ -91,6 +133,50 @@ class DpflClient(NumPyClient):
         self.sigma = self.noise_multiplier * self.sensitivity
         self._mechanism = GaussianMechanism(self.sigma, self.sensitivity, seed=seed, stream=silo)
         self.ledger: List[DpEvent] = []
+        self.released_rounds: List[Optional[int]] = []
+        self.ledger_path = os.fspath(ledger_path) if ledger_path is not None else None
+        if self.ledger_path is not None and os.path.exists(self.ledger_path):
+            self._load_ledger()
+
+    # The durable ledger.
+    def _load_ledger(self) -> None:
+        path = self.ledger_path
+        assert path is not None
+        try:
+            with open(path, encoding="utf-8") as f:
+                data = json.load(f)
+            if data.get("format") != LEDGER_FORMAT or data.get("version") != LEDGER_VERSION:
+                raise ValueError(f"not a {LEDGER_FORMAT} version {LEDGER_VERSION} file")
+            releases = data["releases"]
+            zs = [float(r["noise_multiplier"]) for r in releases]
+            rounds = [None if r.get("server_round") is None else int(r["server_round"]) for r in releases]
+            delta = float(data["delta"])
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            raise DpflError(f"{path}: the privacy ledger cannot be read ({e}); refusing to start afresh") from e
+        if delta != self.delta:
+            raise DpflError(f"{path}: the ledger accounts at delta {delta}, this client at {self.delta}")
+        if not all(np.isfinite(z) and z > 0 for z in zs):
+            raise DpflError(f"{path}: a recorded noise multiplier is not finite and > 0")
+        self.ledger = [GaussianDpEvent(z) for z in zs]
+        self.released_rounds = rounds
+
+    def _save_ledger(self) -> None:
+        if self.ledger_path is None:
+            return
+        releases = [
+            {"release": i + 1, "server_round": r, "noise_multiplier": e.noise_multiplier}
+            for i, (e, r) in enumerate(zip(self.ledger, self.released_rounds))
+        ]
+        data = {
+            "format": LEDGER_FORMAT,
+            "version": LEDGER_VERSION,
+            "epsilon_budget": self.epsilon,
+            "delta": self.delta,
+            "accountant": self.accountant,
+            "releases": releases,
+            "epsilon_spent": self.spent(),
+        }
+        _write_atomic(self.ledger_path, json.dumps(data, indent=1) + "\n")
 
     # The ledger.
     def spent(self, extra: int = 0) -> float:
@@ -107,6 +193,12 @@ class DpflClient(NumPyClient):
     def fit(
         self, parameters: List[np.ndarray], config: Dict[str, Any]
     ) -> Tuple[List[np.ndarray], int, Dict[str, Any]]:
+        server_round = config.get("server_round") if config else None
+        if server_round is not None and int(server_round) in self.released_rounds:
+            raise AlreadyReleased(
+                f"round {server_round} was released already (ledger: {self.ledger_path or 'in memory'}); "
+                "answering it again would release the data twice"
+            )
         would = self.spent(extra=1)
         if not would <= self.epsilon * (1 + 1e-9):
             raise BudgetExceeded(
@@ -124,7 +216,16 @@ class DpflClient(NumPyClient):
             if norm > self.update_clip:
                 update = update * (self.update_clip / norm)
         noisy = self._mechanism(update)
+        # Charged (and on disk) before anything leaves: a crash may cost a round never sent,
+        # never send one uncharged.
         self.ledger.append(self._mechanism.event)
+        self.released_rounds.append(None if server_round is None else int(server_round))
+        try:
+            self._save_ledger()
+        except BaseException:
+            self.ledger.pop()
+            self.released_rounds.pop()
+            raise
         out, at = [], 0
         for r in received:
             out.append(r + noisy[at : at + r.size].reshape(r.shape))
@@ -148,4 +249,4 @@ class DpflClient(NumPyClient):
         return self.client.evaluate(parameters, config)
 
 
-__all__ = ["BudgetExceeded", "DpflClient", "GaussianDpEvent"]
+__all__ = ["AlreadyReleased", "BudgetExceeded", "DpflClient", "GaussianDpEvent"]

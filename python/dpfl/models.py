@@ -43,17 +43,27 @@ class SavedModel:
         """The accountants' ε for the run that trained the model (largest over silos)."""
         return self.meta["privacy"].get("certified_epsilon")
 
+    @property
+    def input_format(self) -> str:
+        """The source kind the model was trained on (``csv``, ``libsvm``, ``mnist``, ``idx``,
+        ``synthetic``, ...): :meth:`predict` reads files of that source's format."""
+        return str(self.meta["preprocessing"]["source"])
+
     def predict(self, data: PathLike) -> np.ndarray:
-        """One prediction per row of the CSV file ``data`` (class names as str, or float
-        values), exactly as ``dpfl predict`` writes them."""
-        preds = _core.predict_csv(self.path, os.fspath(data))
+        """One prediction per record of ``data`` (class names as str, or float values),
+        exactly as ``dpfl predict`` writes them. ``data`` has the training data's format: a
+        CSV with the training columns, a LIBSVM file, an IDX image file, or (synthetic data)
+        a CSV with one column per feature name."""
+        preds = _core.predict_file(self.path, os.fspath(data))
         if self.classes is not None:
             return np.array(preds, dtype=object)
         return np.array([float(p) for p in preds], dtype="f8")
 
-    def evaluate(self, data: PathLike) -> Dict[str, Any]:
-        """The test metric on a labelled CSV file, as ``dpfl evaluate`` prints it."""
-        value, metric, rows = _core.evaluate_csv(self.path, os.fspath(data))
+    def evaluate(self, data: PathLike, labels: Optional[PathLike] = None) -> Dict[str, Any]:
+        """The test metric on a labelled file, as ``dpfl evaluate`` prints it (``labels``: the
+        IDX label file, for models trained on images)."""
+        lab = os.fspath(labels) if labels is not None else None
+        value, metric, rows = _core.evaluate_file(self.path, os.fspath(data), lab)
         return {"metric": metric, "value": value, "rows": rows}
 
 

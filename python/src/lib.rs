@@ -33,8 +33,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(train::train, m)?)?;
     m.add_function(wrap_pyfunction!(train::reproduce, m)?)?;
     m.add_function(wrap_pyfunction!(models::load_model, m)?)?;
-    m.add_function(wrap_pyfunction!(models::predict_csv, m)?)?;
-    m.add_function(wrap_pyfunction!(models::evaluate_csv, m)?)?;
+    m.add_function(wrap_pyfunction!(models::predict_file, m)?)?;
+    m.add_function(wrap_pyfunction!(models::evaluate_file, m)?)?;
     m.add_function(wrap_pyfunction!(models::init_experiment, m)?)?;
     m.add_function(wrap_pyfunction!(models::check_config, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;

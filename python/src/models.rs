@@ -26,20 +26,28 @@ pub fn load_model(py: Python<'_>, dir: PathBuf) -> PyResult<(String, Vec<u8>)> {
     ))
 }
 
-/// `dpfl predict`: one prediction (class name or value, as text) per data row of `data`.
+/// `dpfl predict`: one prediction (class name or value, as text) per record of `data` (a
+/// file in the training data's format).
 #[pyfunction]
-pub fn predict_csv(py: Python<'_>, dir: PathBuf, data: PathBuf) -> PyResult<Vec<String>> {
-    py.detach(|| load(&dir)?.predict_csv(&data).map_err(dpfl_error))
+pub fn predict_file(py: Python<'_>, dir: PathBuf, data: PathBuf) -> PyResult<Vec<String>> {
+    py.detach(|| load(&dir)?.predict_file(&data).map_err(dpfl_error))
 }
 
-/// `dpfl evaluate`: (metric value, metric name, rows).
+/// `dpfl evaluate`: (metric value, metric name, rows); `labels` an IDX label file for image
+/// models.
 #[pyfunction]
-pub fn evaluate_csv(
+#[pyo3(signature = (dir, data, labels=None))]
+pub fn evaluate_file(
     py: Python<'_>,
     dir: PathBuf,
     data: PathBuf,
+    labels: Option<PathBuf>,
 ) -> PyResult<(f64, &'static str, usize)> {
-    py.detach(|| load(&dir)?.evaluate_csv(&data).map_err(dpfl_error))
+    py.detach(|| {
+        load(&dir)?
+            .evaluate_file(&data, labels.as_deref())
+            .map_err(dpfl_error)
+    })
 }
 
 /// `dpfl init`: the experiment TOML for a CSV file.

@@ -1,6 +1,8 @@
 """dpfl.flower.DpflClient in a one-process Flower federation: the noise scale, the ledger,
 the refusal past the budget, and the metrics the server receives."""
 
+import json
+
 import numpy as np
 import pytest
 
@@ -69,3 +71,47 @@ def test_update_is_clipped_before_the_noise():
     # E norm² = 0.5² + 5050 sigma² = 0.25 + 2.02 (sigma = 0.02 x 2 x 0.5); unclipped: 5.05e7
     assert np.linalg.norm(flat) ** 2 == pytest.approx(0.25 + 5050 * 0.02**2, rel=0.06)
     assert m["dpfl_sigma"] == pytest.approx(0.02)
+
+
+def test_durable_ledger_survives_a_restart_and_never_re_releases(tmp_path):
+    from dpfl.flower import AlreadyReleased
+
+    eps, delta, rounds = 2.0, 1e-5, 3
+    path = tmp_path / "silo-0.ledger.json"
+    make = lambda: DpflClient(Shift(0.0), epsilon=eps, delta=delta, rounds=rounds, update_clip=0.5,
+                              ledger_path=path)
+    client = make()
+    params = client.get_parameters({})
+    _, _, m1 = client.fit(params, {"server_round": 1})
+    _, _, m2 = client.fit(params, {"server_round": 2})
+    data = json.loads(path.read_text())
+    assert data["format"] == "dpfl-flower-ledger" and data["version"] == 1
+    assert [r["server_round"] for r in data["releases"]] == [1, 2]
+    assert data["epsilon_spent"] == m2["dpfl_epsilon"]
+    # Written by rename: no temporary file is left beside it.
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["silo-0.ledger.json"]
+
+    # The process restarts: the new client has spent what the old one did.
+    restarted = make()
+    assert len(restarted.ledger) == 2
+    assert restarted.spent() == pytest.approx(m2["dpfl_epsilon"], rel=1e-12)
+    # Round 2 again (a server retry after the crash) is refused, not answered with fresh noise.
+    with pytest.raises(AlreadyReleased, match="round 2 was released already"):
+        restarted.fit(params, {"server_round": 2})
+    assert len(json.loads(path.read_text())["releases"]) == 2
+    _, _, m3 = restarted.fit(params, {"server_round": 3})
+    assert m3["dpfl_rounds"] == 3 and m3["dpfl_epsilon"] <= eps * (1 + 1e-9)
+    # Past the budget, after another restart: refused, and the file is unchanged.
+    before = path.read_text()
+    with pytest.raises(BudgetExceeded, match="release 4"):
+        make().fit(params, {"server_round": 4})
+    assert path.read_text() == before
+
+    # A damaged ledger is an error naming the file, never a fresh budget.
+    path.write_text(before[: len(before) // 2])
+    with pytest.raises(dpfl.DpflError, match="silo-0.ledger.json.*cannot be read"):
+        make()
+    # A ledger kept at another delta is refused.
+    path.write_text(before)
+    with pytest.raises(dpfl.DpflError, match="delta"):
+        DpflClient(Shift(0.0), epsilon=eps, delta=1e-6, rounds=rounds, update_clip=0.5, ledger_path=path)

@@ -16,6 +16,7 @@ mod net;
 mod ops;
 mod progress;
 mod reproduce;
+mod shard;
 mod train;
 
 use std::process::ExitCode;
@@ -54,7 +55,7 @@ pub fn print_json(v: &serde_json::Value) {
 enum Command {
     /// Train the algorithms of an experiment in the simulator (default: the bundled obesity demo).
     Train(train::TrainArgs),
-    /// Inspect data sets and partitions.
+    /// Inspect data sets and partitions; make a silo's shard from its own file.
     Data {
         #[command(subcommand)]
         command: train::DataCommand,

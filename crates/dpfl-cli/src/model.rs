@@ -14,7 +14,9 @@ pub struct PredictArgs {
     /// A saved model directory (holds model.json and model.safetensors).
     #[arg(long)]
     model: PathBuf,
-    /// CSV file with the training file's feature columns (target and silo columns optional).
+    /// A file in the training data's format: CSV with the training columns (target and silo
+    /// columns optional), LIBSVM, an IDX image file, or (synthetic data) a CSV with one
+    /// column per feature name.
     #[arg(long)]
     data: PathBuf,
     /// Where to write the predictions (CSV: line, prediction).
@@ -30,9 +32,12 @@ pub struct EvaluateArgs {
     /// A saved model directory (holds model.json and model.safetensors).
     #[arg(long)]
     model: PathBuf,
-    /// Labelled CSV file with the training file's columns.
+    /// A labelled file in the training data's format (see `dpfl predict --help`).
     #[arg(long)]
     data: PathBuf,
+    /// The IDX label file for --data, for models trained on images (mnist, fashion-mnist, idx).
+    #[arg(long)]
+    labels: Option<PathBuf>,
 }
 
 fn load(dir: &std::path::Path) -> anyhow::Result<SavedModel> {
@@ -50,7 +55,7 @@ pub fn predict(args: &PredictArgs) -> anyhow::Result<()> {
         )));
     }
     let model = load(&args.model)?;
-    let preds = model.predict_csv(&args.data)?;
+    let preds = model.predict_file(&args.data)?;
     let csv = dpfl::output::csv_string(
         &["row", "prediction"],
         preds
@@ -74,7 +79,7 @@ pub fn predict(args: &PredictArgs) -> anyhow::Result<()> {
 
 pub fn evaluate(args: &EvaluateArgs) -> anyhow::Result<()> {
     let model = load(&args.model)?;
-    let (value, metric, rows) = model.evaluate_csv(&args.data)?;
+    let (value, metric, rows) = model.evaluate_file(&args.data, args.labels.as_deref())?;
     println!(
         "{}",
         json!({

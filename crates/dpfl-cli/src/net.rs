@@ -812,5 +812,15 @@ pub fn federate(args: &FederateArgs) -> anyhow::Result<()> {
         out.join("rounds.csv").display(),
         out.join("summary.json").display()
     );
+    // The same curves and report as `dpfl train --out`, from the rounds the server recorded.
+    let files = experiment::report::write_report(&spec, &output, &out)
+        .with_context(|| format!("writing the curves and report into {}", out.display()))?;
+    // On stderr: stdout is the federation's result (and a golden snapshot's).
+    eprintln!(
+        "wrote {}, {} and {}",
+        files[0].display(),
+        files[1].display(),
+        files[2].display()
+    );
     Ok(())
 }

@@ -93,15 +93,16 @@ pub fn train(args: &TrainArgs) -> anyhow::Result<()> {
         print_report(&spec, &out);
     }
     let mut files: Vec<PathBuf> = Vec::new();
+    // curves.svg, curves.png and report.html, in that order.
+    let mut report_files: Vec<PathBuf> = Vec::new();
     if let Some(dir) = &args.out {
         experiment::write_outputs(&out, dir)
             .with_context(|| format!("writing results to {}", dir.display()))?;
         files.extend([dir.join("rounds.csv"), dir.join("summary.json")]);
-        let title = experiment::curves::title(&spec, &out);
-        files.extend(
-            experiment::curves::plot_curves(&out, &title, dir)
-                .with_context(|| format!("plotting the curves into {}", dir.display()))?,
-        );
+        let written = experiment::report::write_report(&spec, &out, dir)
+            .with_context(|| format!("writing the curves and report into {}", dir.display()))?;
+        report_files = written.clone();
+        files.extend(written);
         files.push(provenance("train", &spec, args.config.as_deref(), &out)?.write(dir)?);
     }
     if json {
@@ -121,10 +122,14 @@ pub fn train(args: &TrainArgs) -> anyhow::Result<()> {
         );
         println!(
             "wrote {} and {} (training curves) and {} model(s) under {} (dpfl predict --model)",
-            dir.join("curves.svg").display(),
-            dir.join("curves.png").display(),
+            report_files[0].display(),
+            report_files[1].display(),
             out.models.len(),
             dir.join("models").display()
+        );
+        println!(
+            "wrote {} (results, privacy per silo, curves, timings, configuration)",
+            report_files[2].display()
         );
     }
     // After the outputs are written, so a diverged run's curves can be inspected.

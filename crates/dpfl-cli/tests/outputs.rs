@@ -214,6 +214,7 @@ fn train_runs_the_embedded_demo_from_any_directory_and_writes_atomically() {
             "curves.svg",
             "models",
             "provenance.json",
+            "report.html",
             "rounds.csv",
             "summary.json"
         ],

@@ -30,6 +30,13 @@ use crate::{Error, Result};
 /// that the per-block d × d partial sums stay few.
 const BLOCK_ROWS: usize = 4096;
 
+/// A fitted PCA's mean and axes (row j: the j-th axis), as saved in `model.json`.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct PcaParams {
+    pub mean: Vec<f64>,
+    pub components: Vec<Vec<f64>>,
+}
+
 /// A fitted PCA: mean and the k leading principal axes.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Pca {
@@ -198,6 +205,44 @@ impl Pca {
                 matmul(dst, Accum::Replace, &centred, vt, 1.0, Par::Seq);
             });
         Ok(out)
+    }
+
+    /// The mean and axes, what [`Pca::transform`] needs (saved with a model so that
+    /// `predict` projects new images exactly as the training images were).
+    pub fn params(&self) -> PcaParams {
+        let d = self.input_dim();
+        PcaParams {
+            mean: self.mean.clone(),
+            components: self
+                .components
+                .as_slice()
+                .chunks(d.max(1))
+                .map(<[f64]>::to_vec)
+                .collect(),
+        }
+    }
+
+    /// A PCA from saved [`PcaParams`] (explained variances are not saved: they read 0).
+    pub fn from_params(p: &PcaParams) -> Result<Pca> {
+        let d = p.mean.len();
+        let k = p.components.len();
+        if d == 0 || k == 0 || p.components.iter().any(|c| c.len() != d) {
+            return Err(Error::Dimension(format!(
+                "saved PCA: {k} components for a mean of {d} features, each must have {d} entries"
+            )));
+        }
+        let flat: Vec<f64> = p.components.concat();
+        if flat.iter().chain(&p.mean).any(|v| !v.is_finite()) {
+            return Err(Error::data("pca", "saved PCA holds a non-finite value"));
+        }
+        let components = Matrix::from_vec(k, d, flat)
+            .ok_or_else(|| Error::Dimension("saved PCA components".into()))?;
+        Ok(Pca {
+            mean: p.mean.clone(),
+            components,
+            explained_variance: vec![0.0; k],
+            total_variance: 0.0,
+        })
     }
 
     /// Replaces a dataset's features by their projections, named `pc1..pck`.

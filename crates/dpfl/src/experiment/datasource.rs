@@ -14,15 +14,16 @@ use serde::{Deserialize, Serialize};
 use dpfl_privacy::DpRng;
 
 use crate::data::csv::{CsvSchema, CsvSpec, load_csv};
-use crate::data::libsvm::{LibsvmSpec, load_libsvm};
+use crate::data::idx::{load_idx, read_idx_images};
+use crate::data::libsvm::{LibsvmSpec, LibsvmTarget, load_libsvm};
 use crate::data::partition::{PartitionSpec, balance_train, train_test_split};
-use crate::data::pca::Pca;
+use crate::data::pca::{Pca, PcaParams};
 use crate::data::preprocess::standardize_silos;
 use crate::data::registry::{DataDirs, KnownDataset, Part, insurance_spec, obesity_spec};
 use crate::data::silos;
 use crate::data::synthetic::{self, SyntheticTask};
 use crate::data::{Dataset, SiloData};
-use crate::experiment::preprocessing::Preprocessing;
+use crate::experiment::preprocessing::{IdxLayout, Preprocessing};
 
 /// The data section of an experiment.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -72,6 +73,16 @@ pub enum Source {
     CsvSilos { paths: Vec<PathBuf>, spec: CsvSpec },
     /// Any LIBSVM file.
     Libsvm { path: PathBuf, spec: LibsvmSpec },
+    /// Any IDX image file with its IDX label file (MNIST's format; pixels scaled to [0, 1]);
+    /// `pca` components if given; `classes` names the labels 0, 1, … (default "0".."9").
+    Idx {
+        images: PathBuf,
+        labels: PathBuf,
+        #[serde(default)]
+        pca: Option<usize>,
+        #[serde(default)]
+        classes: Option<Vec<String>>,
+    },
     /// Generated data (see [`crate::data::synthetic`]); already one data set per silo.
     Synthetic {
         task: SyntheticTask,
@@ -127,13 +138,13 @@ impl DataSpec {
             prep.csv = Some(schema);
             return self.finish(parts, prep, rng);
         }
-        let (whole, schema) = self.load_whole(data_dir)?;
-        prep.csv = schema;
+        let whole = self.load_whole(data_dir, &mut prep)?;
         if whole.is_empty() {
             let what = match &self.source {
                 Source::Csv { path, .. } | Source::Libsvm { path, .. } => {
                     path.display().to_string()
                 }
+                Source::Idx { images, .. } => images.display().to_string(),
                 _ => "data.source".into(),
             };
             return Err(crate::Error::data(what, "holds no data rows"));
@@ -143,6 +154,81 @@ impl DataSpec {
         })?;
         let parts = partition.apply(&whole, rng)?;
         self.finish(parts, prep, rng)
+    }
+
+    /// The data section for one silo's own file (`dpfl data shard`): the experiment's format
+    /// and preprocessing applied to `path` alone, as one silo. A CSV source becomes a
+    /// one-file `csv-silos` source (a by-column partition's column dropped), a LIBSVM source
+    /// the file as one IID silo; other sources have no file of the silo's own.
+    ///
+    /// Decisions: every category order (categorical columns, a class target) must be given
+    /// in the experiment, since a silo fitting its own order would encode a category
+    /// differently from the other silos; standardisation uses the silo's own training rows
+    /// (no silo sees another's data), so it matches the simulation's pooled statistics only
+    /// when the silos' rows are alike.
+    pub fn for_own_file(&self, path: &Path) -> crate::Result<DataSpec> {
+        let source = match &self.source {
+            Source::Csv { spec, .. } | Source::CsvSilos { spec, .. } => {
+                let mut spec = spec.clone();
+                if let Some(PartitionSpec::ByColumn { column }) = &self.partition
+                    && !spec.drop.contains(column)
+                {
+                    spec.drop.push(column.clone());
+                }
+                let unordered: Vec<&str> = spec
+                    .categorical
+                    .iter()
+                    .filter(|c| c.order.is_none())
+                    .map(|c| c.column.as_str())
+                    .chain(match &spec.target {
+                        crate::data::csv::TargetSpec::Class {
+                            column,
+                            order: None,
+                        } => Some(column.as_str()),
+                        _ => None,
+                    })
+                    .collect();
+                if !unordered.is_empty() {
+                    return Err(crate::Error::config(
+                        "data.source.spec",
+                        format!(
+                            "give the category `order` of {} in the experiment: a silo fitting \
+                             the order on its own rows could code a category differently from \
+                             the other silos",
+                            unordered.join(", ")
+                        ),
+                    ));
+                }
+                Source::CsvSilos {
+                    paths: vec![path.to_path_buf()],
+                    spec,
+                }
+            }
+            Source::Libsvm { spec, .. } => Source::Libsvm {
+                path: path.to_path_buf(),
+                spec: *spec,
+            },
+            other => {
+                return Err(crate::Error::config(
+                    "data.source",
+                    format!(
+                        "a `{}` source has no file of a silo's own; `data shard` reads csv, \
+                         csv-silos and libsvm sources",
+                        source_kind(other)
+                    ),
+                ));
+            }
+        };
+        let partition = match source {
+            Source::Libsvm { .. } => Some(PartitionSpec::Iid { silos: 1 }),
+            _ => None,
+        };
+        Ok(DataSpec {
+            source,
+            partition,
+            test_fraction: self.test_fraction,
+            balance: false,
+        })
     }
 
     /// Split, standardise and balance silos.
@@ -209,30 +295,97 @@ impl DataSpec {
         })
     }
 
-    /// The whole data set before partitioning, and its fitted CSV schema (CSV sources).
-    fn load_whole(&self, data_dir: Option<&Path>) -> crate::Result<(Dataset, Option<CsvSchema>)> {
+    /// The whole data set before partitioning; records in `prep` how a new file of the same
+    /// format becomes features (schema, LIBSVM layout, image shape, PCA).
+    fn load_whole(
+        &self,
+        data_dir: Option<&Path>,
+        prep: &mut Preprocessing,
+    ) -> crate::Result<Dataset> {
         let dirs = DataDirs::new(data_dir);
-        Ok(match &self.source {
-            Source::Obesity => (dirs.load(KnownDataset::Obesity, Part::Train)?, None),
-            Source::Insurance => (dirs.load(KnownDataset::Insurance, Part::Train)?, None),
-            Source::A9a => (dirs.load(KnownDataset::A9a, Part::Train)?, None),
-            Source::W8a => (dirs.load(KnownDataset::W8a, Part::Train)?, None),
-            Source::Mnist { pca } => (images(&dirs, KnownDataset::Mnist, *pca)?, None),
-            Source::FashionMnist { pca } => {
-                (images(&dirs, KnownDataset::FashionMnist, *pca)?, None)
+        let binary = |num_features| LibsvmSpec {
+            num_features,
+            target: LibsvmTarget::Binary,
+        };
+        let (data, pca) = match &self.source {
+            Source::Obesity => (
+                bundled_csv(&dirs, KnownDataset::Obesity, obesity_spec(), prep)?,
+                None,
+            ),
+            Source::Insurance => (
+                bundled_csv(&dirs, KnownDataset::Insurance, insurance_spec(), prep)?,
+                None,
+            ),
+            Source::A9a => {
+                prep.libsvm = Some(binary(123));
+                (dirs.load(KnownDataset::A9a, Part::Train)?, None)
             }
+            Source::W8a => {
+                prep.libsvm = Some(binary(300));
+                (dirs.load(KnownDataset::W8a, Part::Train)?, None)
+            }
+            Source::Mnist { pca } => images(&dirs, KnownDataset::Mnist, *pca, prep)?,
+            Source::FashionMnist { pca } => images(&dirs, KnownDataset::FashionMnist, *pca, prep)?,
             Source::Csv { path, spec } => {
                 let (data, schema) = load_csv(path, spec)?;
-                (data, Some(schema))
+                prep.csv = Some(schema);
+                (data, None)
             }
-            Source::Libsvm { path, spec } => (load_libsvm(path, spec)?, None),
+            Source::Libsvm { path, spec } => {
+                prep.libsvm = Some(*spec);
+                (load_libsvm(path, spec)?, None)
+            }
+            Source::Idx {
+                images,
+                labels,
+                pca,
+                classes,
+            } => {
+                let data = load_idx(images, labels, classes.clone())?;
+                let img = read_idx_images(images)?;
+                prep.idx = Some(IdxLayout {
+                    rows: img.rows,
+                    cols: img.cols,
+                    classes: class_names(&data),
+                });
+                match pca {
+                    Some(k) => {
+                        let p = Pca::fit(data.x(), *k)?;
+                        (p.transform_dataset(data)?, Some(p.params()))
+                    }
+                    None => (data, None),
+                }
+            }
             Source::Synthetic { .. } | Source::CsvSilos { .. } => {
                 return Err(crate::Error::config(
                     "data.source",
                     "this source is already split into silos",
                 ));
             }
-        })
+        };
+        prep.pca = pca;
+        Ok(data)
+    }
+}
+
+/// A bundled CSV set loaded with its paper spec, its fitted schema recorded in `prep`.
+fn bundled_csv(
+    dirs: &DataDirs,
+    which: KnownDataset,
+    spec: crate::data::csv::CsvSpec,
+    prep: &mut Preprocessing,
+) -> crate::Result<Dataset> {
+    let file = which.part_files(Part::Train)?[0];
+    let path = dirs.locate(which, &file)?;
+    let (data, schema) = load_csv(&path, &spec)?;
+    prep.csv = Some(schema);
+    Ok(data)
+}
+
+fn class_names(d: &Dataset) -> Vec<String> {
+    match d.target() {
+        crate::data::Target::Classes { names } => names.clone(),
+        crate::data::Target::Real => vec![],
     }
 }
 
@@ -250,9 +403,20 @@ type PcaCache = Mutex<Vec<(PcaKey, Arc<Pca>)>>;
 /// Loads an image set's training part, projected on its first `k` principal components if
 /// asked. The fit (on all training images, as the paper's code does) is cached per process:
 /// it is deterministic, and repeated trials need the same projection.
-fn images(dirs: &DataDirs, which: KnownDataset, k: Option<usize>) -> crate::Result<Dataset> {
+fn images(
+    dirs: &DataDirs,
+    which: KnownDataset,
+    k: Option<usize>,
+    prep: &mut Preprocessing,
+) -> crate::Result<(Dataset, Option<PcaParams>)> {
     let data = dirs.load(which, Part::Train)?;
-    let Some(k) = k else { return Ok(data) };
+    // Both image sets are 28 × 28 (LeCun & Cortes; Xiao et al. 2017).
+    prep.idx = Some(IdxLayout {
+        rows: 28,
+        cols: 28,
+        classes: class_names(&data),
+    });
+    let Some(k) = k else { return Ok((data, None)) };
     static CACHE: OnceLock<PcaCache> = OnceLock::new();
     let first = dirs
         .dirs()
@@ -278,5 +442,5 @@ fn images(dirs: &DataDirs, which: KnownDataset, k: Option<usize>) -> crate::Resu
             p
         }
     };
-    pca.transform_dataset(data)
+    Ok((pca.transform_dataset(data)?, Some(pca.params())))
 }

@@ -43,6 +43,7 @@ pub mod metrics;
 mod output;
 pub mod paths;
 pub mod preprocessing;
+pub mod report;
 pub mod saved;
 mod silo_privacy;
 mod spec;

@@ -11,8 +11,10 @@
 //!   produced it (the summary's per-silo targets and certified ε).
 //!
 //! Decisions: the saved model is trial 1's (the trial whose calibration and accounting
-//! `summary.json` reports); a file to predict on must hold every feature column of the
-//! training file, its target and silo columns may be absent, and extra columns are ignored.
+//! `summary.json` reports); a file to predict on has the training source's format (CSV,
+//! LIBSVM, IDX or a features CSV: [`super::preprocessing`]); a CSV must hold every feature
+//! column of the training file, its target and silo columns may be absent, and extra columns
+//! are ignored.
 
 use std::path::{Path, PathBuf};
 
@@ -21,7 +23,6 @@ use sha2::{Digest, Sha256};
 
 use super::silo_privacy::SiloPrivacy;
 use crate::data::Dataset;
-use crate::data::csv::{CsvSchema, Table, TargetSpec, read_table};
 use crate::model::{Metric, ModelSpec, metric_value};
 use crate::output::atomic_write;
 use crate::{Error, Result};
@@ -32,7 +33,7 @@ pub const WEIGHTS_FILE: &str = "model.safetensors";
 pub const META_FILE: &str = "model.json";
 const TENSOR: &str = "weights";
 
-pub use super::preprocessing::Preprocessing;
+pub use super::preprocessing::{Layout, Preprocessing};
 
 /// A final model as training leaves it, before the summary exists.
 #[derive(Debug, Clone)]
@@ -235,32 +236,23 @@ impl SavedModel {
         Ok(m)
     }
 
-    /// Reads `path` as the training file was read (same schema and standardisation); with
-    /// `need_target`, the target column must be present.
-    fn read_csv(&self, path: &Path, need_target: bool) -> Result<(Dataset, bool)> {
-        let schema = self.meta.preprocessing.csv.as_ref().ok_or_else(|| {
-            Error::config(
-                "--model",
-                format!(
-                    "the model was trained on a `{}` source; predict and evaluate read CSV files \
-                     with the training file's columns, which only csv and csv-silos sources record",
-                    self.meta.preprocessing.source
-                ),
-            )
-        })?;
-        let table = read_table(path)?;
-        let (table, has_target) = align(schema, path, table, need_target)?;
-        let mut data = schema.encode(path, &table)?;
-        if let Some(s) = &self.meta.preprocessing.standardizer {
-            s.apply(&mut data)?;
-        }
-        Ok((data, has_target))
+    /// Reads `path` (and `labels`, an IDX label file, for image models) as the training data
+    /// were read: the source's file format, its fitted schema, standardisation and PCA.
+    fn read(&self, path: &Path, labels: Option<&Path>, need_target: bool) -> Result<Dataset> {
+        let layout = Layout {
+            feature_names: &self.meta.feature_names,
+            classes: self.meta.classes.as_deref(),
+        };
+        self.meta
+            .preprocessing
+            .read(path, labels, &layout, need_target)
     }
 
-    /// One prediction per data row of `path`: the class name (a class target) or the value.
-    pub fn predict_csv(&self, path: &Path) -> Result<Vec<String>> {
+    /// One prediction per record of `path` (a file of the training source's format; see
+    /// [`super::preprocessing`]): the class name (a class target) or the value.
+    pub fn predict_file(&self, path: &Path) -> Result<Vec<String>> {
         let model = self.model()?;
-        let (data, _) = self.read_csv(path, false)?;
+        let data = self.read(path, None, false)?;
         Ok((0..data.len())
             .map(|i| {
                 let p = model.predict(&self.weights, data.row(i).0);
@@ -272,11 +264,15 @@ impl SavedModel {
             .collect())
     }
 
-    /// The test metric (error rate or RMSE, as `summary.json`'s) on a labelled file, and its
-    /// name.
-    pub fn evaluate_csv(&self, path: &Path) -> Result<(f64, &'static str, usize)> {
+    /// The test metric (error rate or RMSE, as `summary.json`'s) on a labelled file (with
+    /// `labels` for image models), its name and the number of rows.
+    pub fn evaluate_file(
+        &self,
+        path: &Path,
+        labels: Option<&Path>,
+    ) -> Result<(f64, &'static str, usize)> {
         let model = self.model()?;
-        let (data, _) = self.read_csv(path, true)?;
+        let data = self.read(path, labels, true)?;
         let name = match model.metric() {
             Metric::ErrorRate => "test_error",
             Metric::Rmse => "test_rmse",
@@ -287,62 +283,4 @@ impl SavedModel {
             data.len(),
         ))
     }
-}
-
-/// `table` with the fitted header's columns in the fitted order: missing target/silo/dropped
-/// columns filled with a placeholder (a known class, or 0), extra columns left out.
-fn align(
-    schema: &CsvSchema,
-    path: &Path,
-    table: Table,
-    need_target: bool,
-) -> Result<(Table, bool)> {
-    let spec = schema.spec();
-    let target = spec.target.column();
-    let filler = match (&spec.target, schema.classes()) {
-        (TargetSpec::Class { .. }, Some(c)) => c.first().cloned().unwrap_or_default(),
-        _ => "0".to_string(),
-    };
-    let mut source = Vec::with_capacity(schema.header().len());
-    for name in schema.header() {
-        let at = table.header.iter().position(|h| h == name);
-        let optional = (name == target && !need_target) || spec.drop.contains(name);
-        if at.is_none() && !optional {
-            return Err(Error::Parse {
-                path: path.to_path_buf(),
-                line: table.header_line,
-                reason: format!(
-                    "no column `{name}`, which the model was trained with (training columns: {})",
-                    schema.header().join(", ")
-                ),
-            });
-        }
-        source.push(at);
-    }
-    let has_target = table.header.iter().any(|h| h == target);
-    let rows = table
-        .rows
-        .iter()
-        .map(|(line, r)| {
-            let fields: Vec<&str> = schema
-                .header()
-                .iter()
-                .zip(&source)
-                .map(|(name, at)| match at {
-                    Some(j) => r.get(*j).unwrap_or(""),
-                    None if name == target => filler.as_str(),
-                    None => "",
-                })
-                .collect();
-            (*line, csv::StringRecord::from(fields))
-        })
-        .collect();
-    Ok((
-        Table {
-            header: schema.header().to_vec(),
-            header_line: table.header_line,
-            rows,
-        },
-        has_target,
-    ))
 }
