@@ -254,6 +254,10 @@ impl AlgorithmSpec {
                 let (p, c) = lowy::mbsgd::plan_general(ctx, a)?;
                 (c, WingPlan::Lowy(LowyPlan::MbSgd(p)))
             }
+            AlgorithmSpec::NormFedAvg(a) => {
+                let (p, c) = normfedavg::plan::plan(ctx, a)?;
+                (c, WingPlan::NormFedAvg(Box::new(p)))
+            }
             // Not yet split into plan and halves: planned by building the whole federation
             // once, and each process builds the whole again and keeps its own half (their
             // calibrations are closed forms or cached searches).
@@ -261,7 +265,6 @@ impl AlgorithmSpec {
             | AlgorithmSpec::SdpAcceleratedMbSgd(_)
             | AlgorithmSpec::Psgd(_)
             | AlgorithmSpec::Pgd(_)
-            | AlgorithmSpec::NormFedAvg(_)
             | AlgorithmSpec::SoteriaFl(_)
             | AlgorithmSpec::CdpSgd(_)
             | AlgorithmSpec::LdpSgd(_)
@@ -332,7 +335,6 @@ impl AlgorithmSpec {
                 )?;
                 shuffle::build_pgd(ctx, a, inner)
             }
-            AlgorithmSpec::NormFedAvg(a) => normfedavg::halves::build(ctx, a),
             AlgorithmSpec::SoteriaFl(_)
             | AlgorithmSpec::CdpSgd(_)
             | AlgorithmSpec::LdpSgd(_)
@@ -365,7 +367,9 @@ impl AlgorithmSpec {
 pub enum WingPlan {
     /// Lowy & Razaviyayn's algorithms.
     Lowy(LowyPlan),
-    /// A wing not yet split into plan and halves (shuffle, DP-NormFedAvg, SoteriaFL): the checked spec,
+    /// The DP-NormFedAvg family.
+    NormFedAvg(Box<normfedavg::plan::NormFedAvgPlan>),
+    /// A wing not yet split into plan and halves (shuffle, SoteriaFL): the checked spec,
     /// from which each process builds the whole federation and keeps its half.
     Whole(Box<AlgorithmSpec>),
 }
@@ -389,6 +393,7 @@ impl WingPlan {
             WingPlan::Lowy(LowyPlan::MbSgd(p)) => p.silos.len(),
             WingPlan::Lowy(LowyPlan::Acsa(p)) => p.silos.len(),
             WingPlan::Lowy(LowyPlan::LocalSgd(p)) => p.silos.len(),
+            WingPlan::NormFedAvg(p) => p.silos.len(),
             WingPlan::Whole(_) => 0,
         }
     }
@@ -399,6 +404,7 @@ impl WingPlan {
             WingPlan::Lowy(LowyPlan::MbSgd(p)) => p.server_half(ctx),
             WingPlan::Lowy(LowyPlan::Acsa(p)) => p.server_half(ctx),
             WingPlan::Lowy(LowyPlan::LocalSgd(p)) => p.server_half(ctx),
+            WingPlan::NormFedAvg(p) => p.server_half(ctx),
             WingPlan::Whole(spec) => Ok(spec.build_whole(ctx)?.server),
         }
     }
@@ -409,6 +415,7 @@ impl WingPlan {
             WingPlan::Lowy(LowyPlan::MbSgd(p)) => p.silo_half(ctx, silo),
             WingPlan::Lowy(LowyPlan::Acsa(p)) => p.silo_half(ctx, silo),
             WingPlan::Lowy(LowyPlan::LocalSgd(p)) => p.silo_half(ctx, silo),
+            WingPlan::NormFedAvg(p) => p.silo_half(ctx, silo),
             WingPlan::Whole(spec) => {
                 let mut built = spec.build_whole(ctx)?;
                 let n = built.silos.len();
