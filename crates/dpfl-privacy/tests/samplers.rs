@@ -324,7 +324,7 @@ fn truncated_discrete_laplace_at_the_corrected_m_passes_binned_chi2() {
     let (m, alpha, n, bins) = (1_993_383u64, 1.12e-5, 60_000usize, 64i64);
     let t = TruncatedDiscreteLaplace::new(m, alpha).unwrap();
     let hi = m as i64;
-    let width = (2 * hi + 1).div_ceil(bins);
+    let width = (2 * hi + bins) / bins; // ⌈(2m + 1)/bins⌉
     let bin = |y: i64| ((y + hi) / width) as usize;
     let mut r = rng(76);
     let mut counts = vec![0u64; bins as usize];
