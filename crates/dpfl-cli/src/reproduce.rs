@@ -28,8 +28,13 @@ pub struct ReproduceArgs {
     #[arg(long)]
     spec: Option<PathBuf>,
     /// Override the number of trials (a reduced full run; the CSV's `trials` column says so).
+    /// For normfedavg-*: the number of seeds (1, 2, … N; the `seeds` column says so).
     #[arg(long)]
     trials: Option<usize>,
+    /// normfedavg-* only: override the number of rounds (a reduced run; the `rounds` column of
+    /// summary.csv says so).
+    #[arg(long)]
+    rounds: Option<usize>,
     /// Directory holding the larger data sets (else $DPFL_DATA, else the bundled data/).
     #[arg(long)]
     data_dir: Option<PathBuf>,
@@ -77,6 +82,12 @@ fn provenance(
 pub fn reproduce(args: &ReproduceArgs) -> anyhow::Result<()> {
     if reproduce::normfedavg::IDS.contains(&args.id.as_str()) {
         return normfedavg(args);
+    }
+    if args.rounds.is_some() {
+        return Err(crate::usage(dpfl::Error::config(
+            "--rounds",
+            "only the normfedavg-* reproductions take --rounds",
+        )));
     }
     if args.id.starts_with("soteria-") {
         return reproduce_soteria(args);
@@ -206,13 +217,31 @@ fn check_diverged(spec: &ReproSpec, out: &reproduce::ReproOutput) -> anyhow::Res
 
 /// DP-NormFedAvg's reproductions (`dpfl::reproduce::normfedavg`): no grid, no checkpoint.
 fn normfedavg(args: &ReproduceArgs) -> anyhow::Result<()> {
-    if args.spec.is_some() || args.resume || args.trials.is_some() {
+    if args.spec.is_some() || args.resume {
         return Err(crate::usage(dpfl::Error::config(
-            "--spec/--resume/--trials",
+            "--spec/--resume",
             "not supported by the normfedavg reproductions",
         )));
     }
-    let plan = reproduce::normfedavg::plan(&args.id, args.quick)?;
+    let mut plan = reproduce::normfedavg::plan(&args.id, args.quick)?;
+    if let Some(r) = args.rounds {
+        if r == 0 {
+            return Err(crate::usage(dpfl::Error::config(
+                "--rounds",
+                "must be >= 1",
+            )));
+        }
+        plan.rounds = r;
+    }
+    if let Some(n) = args.trials {
+        if n == 0 {
+            return Err(crate::usage(dpfl::Error::config(
+                "--trials",
+                "must be >= 1",
+            )));
+        }
+        plan.seeds = (1..=n as u64).collect();
+    }
     let out_dir = args.out.clone().unwrap_or_else(|| {
         PathBuf::from("results").join(if args.quick {
             format!("{}-quick", args.id)
@@ -224,7 +253,7 @@ fn normfedavg(args: &ReproduceArgs) -> anyhow::Result<()> {
     let (train, test) = reproduce::normfedavg::load_fmnist(args.data_dir.as_deref())?;
     let out = reproduce::normfedavg::run(&plan, &train, &test)?;
     let mut files = reproduce::normfedavg::write_outputs(&out, &out_dir)?;
-    let config = serde_json::json!({"id": args.id, "quick": args.quick, "seeds": plan.seeds});
+    let config = serde_json::json!({"id": args.id, "quick": args.quick, "seeds": plan.seeds, "rounds": plan.rounds});
     files.push(provenance(args, None, &config, &out_dir)?);
     if crate::json() {
         crate::print_json(&serde_json::json!({
@@ -241,12 +270,16 @@ fn normfedavg(args: &ReproduceArgs) -> anyhow::Result<()> {
         }));
         return Ok(());
     }
+    let runs = (plan.algorithms.len() - out.not_run.len()) * plan.seeds.len() * plan.rounds;
     println!(
-        "{}: {} algorithms x {} seeds in {:.1} s",
+        "{}: {} algorithms x {} seeds x {} rounds in {:.1} s ({:.2} s per round, evaluation \
+         included)",
         plan.id,
         plan.algorithms.len(),
         plan.seeds.len(),
-        out.wall_seconds
+        plan.rounds,
+        out.wall_seconds,
+        out.wall_seconds / runs.max(1) as f64
     );
     for r in &out.summary {
         println!(

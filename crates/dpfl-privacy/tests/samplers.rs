@@ -314,6 +314,44 @@ fn truncated_discrete_laplace_passes_chi2() {
     }
 }
 
+/// TDL at dpfl's corrected m for FMNIST s = 2^12 (m = 1,993,383, α = 1.12e−5, per-round
+/// δ = 1e−9: the noise the reproductions actually draw, on the Laplace-proposal path with a
+/// support far too wide to tabulate): 60,000 draws in 64 equal-width bins over [−m, m], each
+/// bin's probability the exact pmf summed over it. The same draws against α·1.05 are rejected,
+/// so the test can fail at this sample size.
+#[test]
+fn truncated_discrete_laplace_at_the_corrected_m_passes_binned_chi2() {
+    let (m, alpha, n, bins) = (1_993_383u64, 1.12e-5, 60_000usize, 64i64);
+    let t = TruncatedDiscreteLaplace::new(m, alpha).unwrap();
+    let hi = m as i64;
+    let width = (2 * hi + bins) / bins; // ⌈(2m + 1)/bins⌉
+    let bin = |y: i64| ((y + hi) / width) as usize;
+    let mut r = rng(76);
+    let mut counts = vec![0u64; bins as usize];
+    for _ in 0..n {
+        let y = t.sample(&mut r);
+        assert!(y.abs() <= hi, "draw {y} outside the support");
+        counts[bin(y)] += 1;
+    }
+    let binned = |w: &dyn Fn(i64) -> f64| {
+        let mut p = vec![0.0; bins as usize];
+        let mut z = 0.0;
+        for y in -hi..=hi {
+            let v = w(y);
+            p[bin(y)] += v;
+            z += v;
+        }
+        p.iter().map(|v| v / z).collect::<Vec<f64>>()
+    };
+    let probs = binned(&|y| t.pmf(y));
+    assert_chi2("TDL(1993383, 1.12e-5)", &counts, &probs);
+    let wrong = binned(&|y| (-1.05 * alpha * y.abs() as f64).exp());
+    assert!(
+        chi2_pvalue(&counts, &wrong) < ALPHA,
+        "alpha x 1.05 not rejected"
+    );
+}
+
 /// Q_s's two outcomes per coordinate: P[b + 1] = s·u − b (DP-NormFedAvg Algorithm 1).
 #[test]
 fn stochastic_quantizer_passes_chi2() {

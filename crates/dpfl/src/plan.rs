@@ -125,8 +125,7 @@ impl Plan {
     }
 
     /// [`Plan::with_context`] and every half on `ctx` (the simulator's whole federation), each
-    /// built once: a wing planned as [`WingPlan::Whole`] built them
-    /// while planning.
+    /// built once: the shuffle wing built them while planning.
     pub fn with_halves(
         setup: Setup,
         algorithm: &AlgorithmSpec,

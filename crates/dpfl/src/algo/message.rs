@@ -94,21 +94,25 @@ impl PackedInts {
         check_width(bits)?;
         let len = u32::try_from(values.len())
             .map_err(|_| protocol(format!("{} packed values", values.len())))?;
-        let mut bytes = vec![0u8; Self::byte_len(bits, len) as usize];
+        // Word-wise: values enter a 128-bit accumulator (< 64 bits pending + ≤ 64 new) and
+        // leave it 64 bits at a time, little-endian — the same LSB-first bytes as bit by bit.
+        let mut bytes = Vec::with_capacity(Self::byte_len(bits, len) as usize);
+        let (mut acc, mut fill) = (0u128, 0u32);
         for (i, &v) in values.iter().enumerate() {
             if bits < 64 && v >> bits != 0 {
                 return Err(protocol(format!(
                     "packed value {v} at {i} does not fit in {bits} bits"
                 )));
             }
-            let start = i * bits as usize;
-            for b in 0..bits as usize {
-                if (v >> b) & 1 == 1 {
-                    let pos = start + b;
-                    bytes[pos / 8] |= 1 << (pos % 8);
-                }
+            acc |= u128::from(v) << fill;
+            fill += u32::from(bits);
+            if fill >= 64 {
+                bytes.extend_from_slice(&(acc as u64).to_le_bytes());
+                acc >>= 64;
+                fill -= 64;
             }
         }
+        bytes.extend_from_slice(&(acc as u64).to_le_bytes()[..fill.div_ceil(8) as usize]);
         Ok(PackedInts { bits, len, bytes })
     }
 
@@ -152,20 +156,47 @@ impl PackedInts {
 
     /// Value `i` (i < len).
     pub fn get(&self, i: usize) -> u64 {
-        let mut v = 0u64;
         let start = i * self.bits as usize;
-        for b in 0..self.bits as usize {
-            let pos = start + b;
-            if (self.bytes[pos / 8] >> (pos % 8)) & 1 == 1 {
-                v |= 1 << b;
+        let (first, shift) = (start / 8, start % 8);
+        // The value spans at most 9 bytes (63 bits of shift + 64 bits).
+        let mut word = [0u8; 16];
+        let end = (first + 16).min(self.bytes.len());
+        word[..end - first].copy_from_slice(&self.bytes[first..end]);
+        (u128::from_le_bytes(word) >> shift) as u64 & self.mask()
+    }
+
+    fn mask(&self) -> u64 {
+        u64::MAX >> (64 - u32::from(self.bits))
+    }
+
+    /// The values in order, decoded a 64-bit word at a time.
+    pub fn iter(&self) -> impl Iterator<Item = u64> + '_ {
+        let (bits, mask) = (u32::from(self.bits), self.mask());
+        let (mut acc, mut fill, mut pos) = (0u128, 0u32, 0usize);
+        (0..self.len()).map(move |_| {
+            while fill < bits {
+                // fill < bits ≤ 64 before a refill of ≤ 64 bits: the accumulator never overflows.
+                if let Some(w) = self.bytes.get(pos..pos + 8) {
+                    let w: [u8; 8] = w.try_into().unwrap_or_default();
+                    acc |= u128::from(u64::from_le_bytes(w)) << fill;
+                    pos += 8;
+                    fill += 64;
+                } else {
+                    acc |= u128::from(self.bytes.get(pos).copied().unwrap_or(0)) << fill;
+                    pos += 1;
+                    fill += 8;
+                }
             }
-        }
-        v
+            let v = acc as u64 & mask;
+            acc >>= bits;
+            fill -= bits;
+            v
+        })
     }
 
     /// All values.
     pub fn unpack(&self) -> Vec<u64> {
-        (0..self.len()).map(|i| self.get(i)).collect()
+        self.iter().collect()
     }
 }
 
@@ -401,6 +432,40 @@ mod tests {
             PackedInts::from_bytes(3, 5, p.as_bytes().to_vec()).unwrap(),
             p
         );
+    }
+
+    /// The word-wise pack/unpack against the bit-by-bit definition, every width 1..=64, at
+    /// lengths that end a word, a byte and neither.
+    #[test]
+    fn word_wise_packing_matches_the_bit_by_bit_reference() {
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        for bits in 1..=64u8 {
+            for len in [0usize, 1, 7, 8, 9, 63, 64, 65, 130] {
+                let vals: Vec<u64> = (0..len)
+                    .map(|_| {
+                        x ^= x << 13;
+                        x ^= x >> 7;
+                        x ^= x << 17;
+                        x >> (64 - u32::from(bits))
+                    })
+                    .collect();
+                let mut want = vec![0u8; PackedInts::byte_len(bits, len as u32) as usize];
+                for (i, &v) in vals.iter().enumerate() {
+                    for b in 0..bits as usize {
+                        if (v >> b) & 1 == 1 {
+                            let pos = i * bits as usize + b;
+                            want[pos / 8] |= 1 << (pos % 8);
+                        }
+                    }
+                }
+                let p = PackedInts::pack(bits, &vals).unwrap();
+                assert_eq!(p.as_bytes(), &want[..], "bits {bits} len {len}");
+                assert_eq!(p.unpack(), vals, "bits {bits} len {len}");
+                for (i, &v) in vals.iter().enumerate() {
+                    assert_eq!(p.get(i), v, "bits {bits} len {len} at {i}");
+                }
+            }
+        }
     }
 
     #[test]

@@ -203,8 +203,8 @@ impl AlgorithmSpec {
             .map(|(calibration, wing, _)| (calibration, wing))
     }
 
-    /// [`AlgorithmSpec::plan`], plus the whole federation where planning already built it (a
-    /// [`WingPlan::Whole`] wing calibrates by building), so that the simulator builds it once.
+    /// [`AlgorithmSpec::plan`], plus the whole federation where planning already built it (the
+    /// shuffle wing calibrates by building), so that the simulator builds it once.
     pub(crate) fn plan_parts(
         &self,
         ctx: &BuildContext,
@@ -302,14 +302,9 @@ impl AlgorithmSpec {
                     },
                 )
             }
-            // Not yet split into plan and halves: planned by building the whole federation
-            // once, and each process builds the whole again and keeps its own half (its
-            // calibration is a closed form).
-            AlgorithmSpec::NormFedAvg(_) => {
-                let built = self.build_whole(ctx)?;
-                let calibration = built.calibration.clone();
-                whole = Some(built);
-                (calibration, WingPlan::Whole(Box::new(self.clone())))
+            AlgorithmSpec::NormFedAvg(a) => {
+                let (p, c) = normfedavg::plan::plan(ctx, a)?;
+                (c, WingPlan::NormFedAvg(Box::new(p)))
             }
         };
         Ok((calibration, wing, whole))
@@ -370,16 +365,6 @@ impl AlgorithmSpec {
         }
     }
 
-    /// The whole federation of a wing that has no plan of its own yet (see [`WingPlan::Whole`]).
-    fn build_whole(&self, ctx: &BuildContext) -> crate::Result<BuiltAlgorithm> {
-        match self {
-            AlgorithmSpec::NormFedAvg(a) => normfedavg::halves::build(ctx, a),
-            _ => Err(crate::Error::config(
-                "algorithm",
-                format!("{} is built from its plan", self.default_label()),
-            )),
-        }
-    }
 
     /// Plans and builds every half at once (the simulator's whole federation, and tests).
     pub fn build(&self, ctx: &BuildContext) -> crate::Result<BuiltAlgorithm> {
@@ -407,9 +392,8 @@ pub enum WingPlan {
         algorithm: Box<AlgorithmSpec>,
         plan: Box<shuffle::plan::ShufflePlan>,
     },
-    /// A wing not yet split into plan and halves (DP-NormFedAvg): the checked spec,
-    /// from which each process builds the whole federation and keeps its half.
-    Whole(Box<AlgorithmSpec>),
+    /// The DP-NormFedAvg family.
+    NormFedAvg(Box<normfedavg::plan::NormFedAvgPlan>),
 }
 
 /// The Lowy & Razaviyayn wing's plans.
@@ -433,7 +417,7 @@ impl WingPlan {
             WingPlan::Lowy(LowyPlan::LocalSgd(p)) => p.silos.len(),
             WingPlan::Soteria(p) => p.silos.len(),
             WingPlan::Shuffle { plan, .. } => plan.silos.len(),
-            WingPlan::Whole(_) => 0,
+            WingPlan::NormFedAvg(p) => p.silos.len(),
         }
     }
 
@@ -447,7 +431,7 @@ impl WingPlan {
             WingPlan::Shuffle { algorithm, plan } => {
                 plan.server_half(algorithm.shuffle_inner(ctx)?)
             }
-            WingPlan::Whole(spec) => Ok(spec.build_whole(ctx)?.server),
+            WingPlan::NormFedAvg(p) => p.server_half(ctx),
         }
     }
 
@@ -459,17 +443,7 @@ impl WingPlan {
             WingPlan::Lowy(LowyPlan::LocalSgd(p)) => p.silo_half(ctx, silo),
             WingPlan::Soteria(p) => p.silo_half(ctx, silo),
             WingPlan::Shuffle { plan, .. } => plan.silo_half(ctx, silo),
-            WingPlan::Whole(spec) => {
-                let mut built = spec.build_whole(ctx)?;
-                let n = built.silos.len();
-                if silo >= n {
-                    return Err(crate::Error::config(
-                        "plan",
-                        format!("no silo {silo} in a plan of {n} silos"),
-                    ));
-                }
-                Ok(built.silos.swap_remove(silo))
-            }
+            WingPlan::NormFedAvg(p) => p.silo_half(ctx, silo),
         }
     }
 
@@ -479,13 +453,6 @@ impl WingPlan {
         ctx: &BuildContext,
         calibration: Vec<SiloCalibration>,
     ) -> crate::Result<BuiltAlgorithm> {
-        if let WingPlan::Whole(spec) = self {
-            let built = spec.build_whole(ctx)?;
-            return Ok(BuiltAlgorithm {
-                calibration,
-                ..built
-            });
-        }
         let silos = (0..self.silos())
             .map(|i| self.silo_half(ctx, i))
             .collect::<crate::Result<Vec<_>>>()?;

@@ -13,7 +13,8 @@
 //!
 //! Batched training: forward A_{l+1} = act(A_l W_lᵀ + 1b_lᵀ), backward δ_l = (δ_{l+1} W_{l+1}) ∘
 //! act'(·), ∇W_l += δ_lᵀ A_l — matrix products with faer over chunks of ≤ 256 rows, in f64
-//! (f32 was not measured; see BENCHMARKS.md when it is). Per-example clipping uses the trait's
+//! (f32 measured in BENCHMARKS.md, "DP-NormFedAvg: f32 against f64": kept f64, see there), with
+//! per-thread buffers reused across steps (no allocation per step once warm). Per-example clipping uses the trait's
 //! materialising default: the DP-NormFedAvg family never clips per example.
 
 use std::cell::RefCell;
@@ -130,16 +131,21 @@ impl DeepMlp {
         (&w[s..s + o * i], &w[s + o * i..s + o * (i + 1)])
     }
 
-    /// Forward pass of k rows `x` (k×p): acts[l] = A_l (acts[0] = x), returns the logits.
-    fn forward(&self, w: &[f64], k: usize, acts: &mut Vec<Vec<f64>>) {
-        for l in 0..self.layers() {
+    /// Forward pass of k rows: `work.acts[0]` holds x (k×p); fills acts[l] = A_l, the last the
+    /// logits. Buffers are resized, never reallocated once large enough.
+    fn forward(&self, w: &[f64], k: usize, work: &mut Work) {
+        let layers = self.layers();
+        work.acts.resize_with(layers + 1, Vec::new);
+        for l in 0..layers {
             let (i, o) = (self.widths[l], self.widths[l + 1]);
             let (wl, bl) = self.layer(w, l);
-            let mut z = vec![0.0; k * o];
+            let (lo, hi) = work.acts.split_at_mut(l + 1);
+            let z = &mut hi[0];
+            z.resize(k * o, 0.0);
             matmul(
-                MatMut::from_row_major_slice_mut(&mut z, k, o),
+                MatMut::from_row_major_slice_mut(z, k, o),
                 Accum::Replace,
-                MatRef::from_row_major_slice(&acts[l], k, i),
+                MatRef::from_row_major_slice(&lo[l][..k * i], k, i),
                 MatRef::from_row_major_slice(wl, o, i).transpose(),
                 1.0,
                 Par::Seq,
@@ -147,29 +153,27 @@ impl DeepMlp {
             for row in z.chunks_exact_mut(o) {
                 row.iter_mut().zip(bl).for_each(|(v, b)| *v += b);
             }
-            if l + 1 < self.layers() {
-                self.activation.apply(&mut z);
+            if l + 1 < layers {
+                self.activation.apply(z);
             }
-            acts.truncate(l + 1);
-            acts.push(z);
         }
     }
 
-    /// out += scale·Σ ∇f over k rows: acts from [`Self::forward`], labels `y`.
-    fn backward(
-        &self,
-        w: &[f64],
-        k: usize,
-        acts: &mut [Vec<f64>],
-        y: &[f64],
-        scale: f64,
-        out: &mut [f64],
-    ) {
+    /// out += scale·Σ ∇f over k rows: activations from [`Self::forward`], labels `work.y`.
+    fn backward(&self, w: &[f64], k: usize, work: &mut Work, scale: f64, out: &mut [f64]) {
         let top = self.layers();
         let c = self.widths[top];
-        // δ = softmax(z) − e_y, scaled once here.
-        let mut delta = std::mem::take(&mut acts[top]);
-        for (row, &yi) in delta.chunks_exact_mut(c).zip(y) {
+        let Work {
+            acts,
+            delta,
+            prev,
+            y,
+            ..
+        } = work;
+        // δ = softmax(z) − e_y, scaled once here. The logits' buffer is swapped out, not
+        // copied (the next forward pass overwrites it anyway).
+        std::mem::swap(delta, &mut acts[top]);
+        for (row, &yi) in delta.chunks_exact_mut(c).zip(y.iter()) {
             softmax_in_place(row);
             row[yi as usize] -= 1.0;
             row.iter_mut().for_each(|v| *v *= scale);
@@ -181,8 +185,8 @@ impl DeepMlp {
             matmul(
                 MatMut::from_row_major_slice_mut(ow, o, i),
                 Accum::Add,
-                MatRef::from_row_major_slice(&delta, k, o).transpose(),
-                MatRef::from_row_major_slice(&acts[l], k, i),
+                MatRef::from_row_major_slice(&delta[..k * o], k, o).transpose(),
+                MatRef::from_row_major_slice(&acts[l][..k * i], k, i),
                 1.0,
                 Par::Seq,
             );
@@ -191,30 +195,104 @@ impl DeepMlp {
             }
             if l > 0 {
                 let (wl, _) = self.layer(w, l);
-                let mut prev = vec![0.0; k * i];
+                prev.resize(k * i, 0.0);
                 matmul(
-                    MatMut::from_row_major_slice_mut(&mut prev, k, i),
+                    MatMut::from_row_major_slice_mut(prev, k, i),
                     Accum::Replace,
-                    MatRef::from_row_major_slice(&delta, k, o),
+                    MatRef::from_row_major_slice(&delta[..k * o], k, o),
                     MatRef::from_row_major_slice(wl, o, i),
                     1.0,
                     Par::Seq,
                 );
-                self.activation.backprop(&mut prev, &acts[l]);
-                delta = prev;
+                self.activation.backprop(prev, &acts[l][..k * i]);
+                std::mem::swap(delta, prev);
             }
         }
     }
 
+    /// Loads rows `rows` of `data` into the input buffer and labels.
+    fn load(work: &mut Work, data: &Dataset, rows: impl Iterator<Item = usize>) {
+        work.acts.resize_with(1, Vec::new);
+        work.acts[0].clear();
+        work.y.clear();
+        for i in rows {
+            let (x, yi) = data.row(i);
+            work.acts[0].extend_from_slice(x);
+            work.y.push(yi);
+        }
+    }
+
     fn logits(&self, w: &[f64], x: &[f64]) -> Vec<f64> {
-        let mut acts = vec![x.to_vec()];
-        self.forward(w, 1, &mut acts);
-        acts.pop().unwrap_or_default()
+        WORK.with_borrow_mut(|work| {
+            work.acts.resize_with(1, Vec::new);
+            work.acts[0].clear();
+            work.acts[0].extend_from_slice(x);
+            self.forward(w, 1, work);
+            work.acts[self.layers()].clone()
+        })
+    }
+
+    /// (mean cross-entropy, error rate) over `data`, forward passes batched by [`CHUNK`] rows
+    /// and the chunks spread over rayon's threads. The per-row losses are summed in row order,
+    /// so the result does not depend on the thread count.
+    pub fn evaluate(&self, w: &[f64], data: &Dataset) -> (f64, f64) {
+        use rayon::prelude::*;
+        if data.is_empty() {
+            return (f64::NAN, f64::NAN);
+        }
+        let c = self.widths[self.layers()];
+        let chunks: Vec<(Vec<f64>, usize)> = (0..data.len().div_ceil(CHUNK))
+            .into_par_iter()
+            .map(|b| {
+                let rows = b * CHUNK..((b + 1) * CHUNK).min(data.len());
+                WORK.with_borrow_mut(|work| {
+                    Self::load(work, data, rows.clone());
+                    self.forward(w, rows.len(), work);
+                    let mut wrong = 0;
+                    let mut losses = Vec::with_capacity(rows.len());
+                    let logits = &mut work.acts[self.layers()];
+                    for (z, &y) in logits.chunks_exact_mut(c).zip(&work.y) {
+                        if argmax(z) as f64 != y {
+                            wrong += 1;
+                        }
+                        let zy = z[y as usize];
+                        losses.push(softmax_in_place(z) - zy);
+                    }
+                    (losses, wrong)
+                })
+            })
+            .collect();
+        let n = data.len() as f64;
+        let loss = chunks.iter().flat_map(|(l, _)| l).sum::<f64>() / n;
+        let wrong: usize = chunks.iter().map(|(_, k)| k).sum();
+        (loss, wrong as f64 / n)
     }
 }
 
+/// The first index of the largest value (ties to the lowest class, as [`Model::predict`]).
+fn argmax(z: &[f64]) -> usize {
+    let mut best = 0;
+    for k in 1..z.len() {
+        if z[k] > z[best] {
+            best = k;
+        }
+    }
+    best
+}
+
+/// Per-thread buffers of one batched pass (rayon runs silos on several threads): activations
+/// per layer, the back-propagated δ and its successor, labels, the sorted batch.
+#[derive(Default)]
+struct Work {
+    acts: Vec<Vec<f64>>,
+    delta: Vec<f64>,
+    prev: Vec<f64>,
+    y: Vec<f64>,
+    order: Vec<usize>,
+}
+
 thread_local! {
-    static ACTS: RefCell<Vec<Vec<f64>>> = const { RefCell::new(Vec::new()) };
+    static WORK: RefCell<Work> = RefCell::new(Work::default());
 }
 
 impl Model for DeepMlp {
@@ -233,9 +311,15 @@ impl Model for DeepMlp {
         softmax_in_place(&mut z) - zy
     }
     fn add_grad(&self, w: &[f64], x: &[f64], y: f64, scale: f64, out: &mut [f64]) {
-        let mut acts = vec![x.to_vec()];
-        self.forward(w, 1, &mut acts);
-        self.backward(w, 1, &mut acts, &[y], scale, out);
+        WORK.with_borrow_mut(|work| {
+            work.acts.resize_with(1, Vec::new);
+            work.acts[0].clear();
+            work.acts[0].extend_from_slice(x);
+            work.y.clear();
+            work.y.push(y);
+            self.forward(w, 1, work);
+            self.backward(w, 1, work, scale, out);
+        })
     }
     fn add_batch_grad(
         &self,
@@ -245,35 +329,21 @@ impl Model for DeepMlp {
         scale: f64,
         out: &mut [f64],
     ) {
-        let mut order = idx.to_vec();
-        order.sort_unstable();
-        ACTS.with_borrow_mut(|acts| {
+        WORK.with_borrow_mut(|work| {
+            let mut order = std::mem::take(&mut work.order);
+            order.clear();
+            order.extend_from_slice(idx);
+            order.sort_unstable();
             for rows in order.chunks(CHUNK) {
-                acts.truncate(1);
-                if acts.is_empty() {
-                    acts.push(Vec::new());
-                }
-                acts[0].clear();
-                let mut y = Vec::with_capacity(rows.len());
-                for &i in rows {
-                    let (x, yi) = data.row(i);
-                    acts[0].extend_from_slice(x);
-                    y.push(yi);
-                }
-                self.forward(w, rows.len(), acts);
-                self.backward(w, rows.len(), acts, &y, scale, out);
+                Self::load(work, data, rows.iter().copied());
+                self.forward(w, rows.len(), work);
+                self.backward(w, rows.len(), work, scale, out);
             }
+            work.order = order;
         })
     }
     fn predict(&self, w: &[f64], x: &[f64]) -> f64 {
-        let z = self.logits(w, x);
-        let mut best = 0;
-        for k in 1..z.len() {
-            if z[k] > z[best] {
-                best = k;
-            }
-        }
-        best as f64
+        argmax(&self.logits(w, x)) as f64
     }
     fn metric(&self) -> Metric {
         Metric::ErrorRate
@@ -382,6 +452,24 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn batched_evaluation_matches_the_per_row_loss_and_error() {
+        // 600 rows: two full chunks of 256 and a partial one.
+        let m = DeepMlp::new(20, &[30, 30], 5, Activation::Relu, 3).unwrap();
+        let d = data(600, 20, 5);
+        let w = m.initial_params();
+        let (loss, err) = m.evaluate(&w, &d);
+        let want_loss = crate::model::mean_loss(&m, &w, &d);
+        let want_err = crate::model::metric_value(&m, &w, &d);
+        assert!(
+            (loss - want_loss).abs() <= 1e-12 * want_loss.abs(),
+            "{loss} vs {want_loss}"
+        );
+        assert_eq!(err, want_err);
+        assert!(err > 0.0 && err < 1.0);
+        assert!(m.evaluate(&w, &d.subset(&[])).0.is_nan());
     }
 
     #[test]

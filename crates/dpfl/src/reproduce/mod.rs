@@ -40,6 +40,7 @@ pub mod checkpoint;
 mod grid;
 pub mod newton;
 pub mod normfedavg;
+pub mod normfedavg_plot;
 mod output;
 pub mod plot;
 pub mod soteria;

@@ -240,6 +240,9 @@ pub struct SummaryRow {
 
 #[derive(Debug, Clone, Default)]
 pub struct Outcome {
+    /// The reproduction's id and the rounds each run ran (a reduced run says so here).
+    pub id: String,
+    pub rounds_run: usize,
     pub rounds: Vec<RoundRow>,
     pub summary: Vec<SummaryRow>,
     /// Algorithms that could not be built, with why (e.g. no affordable corrected m).
@@ -267,7 +270,11 @@ pub fn run(plan: &Plan, train: &Dataset, test: &Dataset) -> crate::Result<Outcom
     let test = subset(test, plan.test_rows, 0)?;
     let loss_data = subset(&train, Some(plan.loss_rows), 2)?;
     let classes = train.target().num_classes().unwrap_or(0);
-    let mut out = Outcome::default();
+    let mut out = Outcome {
+        id: plan.id.clone(),
+        rounds_run: plan.rounds,
+        ..Default::default()
+    };
     for (label, spec) in &plan.algorithms {
         let mut finals = Vec::new();
         let mut bits_per_coordinate = f64::NAN;
@@ -290,6 +297,7 @@ pub fn run(plan: &Plan, train: &Dataset, test: &Dataset) -> crate::Result<Outcom
                 seed,
             )?;
             let d = model.num_params();
+            let net = model.clone();
             let model: std::sync::Arc<dyn Model> = std::sync::Arc::new(model);
             let ctx = BuildContext {
                 federation: FederationInfo {
@@ -341,8 +349,8 @@ pub fn run(plan: &Plan, train: &Dataset, test: &Dataset) -> crate::Result<Outcom
                     algorithm: label.clone(),
                     seed,
                     round: k + 1,
-                    train_loss: crate::model::mean_loss(model.as_ref(), &w, &loss_data),
-                    test_error: crate::model::metric_value(model.as_ref(), &w, &test),
+                    train_loss: net.evaluate(&w, &loss_data).0,
+                    test_error: net.evaluate(&w, &test).1,
                     bits_per_silo: bits,
                 };
                 last.push(row.test_error);
@@ -368,7 +376,7 @@ pub fn run(plan: &Plan, train: &Dataset, test: &Dataset) -> crate::Result<Outcom
     Ok(out)
 }
 
-/// Writes `summary.csv`, `rounds.csv` and `calibration.csv` into `dir`.
+/// Writes `summary.csv`, `rounds.csv`, `calibration.csv` and the figure `<id>.svg` into `dir`.
 pub fn write_outputs(outcome: &Outcome, dir: &Path) -> crate::Result<Vec<PathBuf>> {
     let pct = |v: f64| format!("{:.2}", 100.0 * v);
     let summary = crate::output::csv_string(
@@ -378,6 +386,7 @@ pub fn write_outputs(outcome: &Outcome, dir: &Path) -> crate::Result<Vec<PathBuf
             "test_error_pct_mean",
             "test_error_pct_std",
             "seeds",
+            "rounds",
             "status",
         ],
         outcome
@@ -390,6 +399,7 @@ pub fn write_outputs(outcome: &Outcome, dir: &Path) -> crate::Result<Vec<PathBuf
                     pct(r.mean),
                     pct(r.std),
                     r.seeds.to_string(),
+                    outcome.rounds_run.to_string(),
                     "run".into(),
                 ]
             })
@@ -399,6 +409,7 @@ pub fn write_outputs(outcome: &Outcome, dir: &Path) -> crate::Result<Vec<PathBuf
                     String::new(),
                     String::new(),
                     String::new(),
+                    "0".into(),
                     "0".into(),
                     format!("not run: {why}"),
                 ]
@@ -441,6 +452,11 @@ pub fn write_outputs(outcome: &Outcome, dir: &Path) -> crate::Result<Vec<PathBuf
         crate::output::atomic_write(&path, text.as_bytes())?;
         files.push(path);
     }
+    files.extend(super::normfedavg_plot::write_figure(
+        &outcome.id,
+        outcome,
+        dir,
+    )?);
     Ok(files)
 }
 

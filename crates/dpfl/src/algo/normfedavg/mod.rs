@@ -37,6 +37,7 @@
 pub mod config;
 pub mod halves;
 pub mod local;
+pub mod plan;
 pub mod quantized;
 pub mod sensitivity;
 

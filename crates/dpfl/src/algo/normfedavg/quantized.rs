@@ -96,16 +96,17 @@ impl Layout {
             ));
         }
         let top = 2 * self.offset;
-        let values = p.unpack();
-        if let Some(i) = values.iter().position(|&v| v > top) {
+        // Two decoding passes (check, then add) so a malformed message leaves `sum` untouched
+        // without materialising d values.
+        if let Some((i, v)) = p.iter().enumerate().find(|&(_, v)| v > top) {
             return Err(format!(
                 "coordinate {i} decodes to {}, outside -(s+m)..s+m = ±{}",
-                values[i] as i128 - self.offset as i128,
+                v as i128 - self.offset as i128,
                 self.offset
             ));
         }
         let off = self.offset as i64;
-        for (acc, v) in sum.iter_mut().zip(values) {
+        for (acc, v) in sum.iter_mut().zip(p.iter()) {
             *acc += v as i64 - off;
         }
         Ok(())

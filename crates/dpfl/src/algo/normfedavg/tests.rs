@@ -246,3 +246,45 @@ fn config_fields_parse_and_are_checked_when_built() {
     let e = halves::build(&ctx(), &big).err().unwrap().to_string();
     assert!(e.contains("Theorem 1"), "{e}");
 }
+
+/// Planning calibrates each silo once; building a half from the (serialised) plan calibrates
+/// nothing, and a federation assembled half by half gives the same round as the whole build.
+#[test]
+fn the_plan_calibrates_once_and_each_half_builds_alone() {
+    use crate::algo::context::calibrations_on_this_thread;
+    let spec = private(Variant::DpNormFedAvg, TdlCalibration::Corrected);
+    let algo = crate::algo::AlgorithmSpec::NormFedAvg(spec.clone());
+    let before = calibrations_on_this_thread();
+    let (calibration, wing) = algo.plan(&ctx()).unwrap();
+    assert_eq!(calibrations_on_this_thread() - before, 2, "one per silo");
+    let crate::algo::spec::WingPlan::NormFedAvg(p) = &wing else {
+        panic!("not the normfedavg plan: {wing:?}")
+    };
+    assert!(matches!(p.noise, Some(plan::NoisePlan::Tdl { .. })));
+    let json = serde_json::to_string(&wing).unwrap();
+    let back: crate::algo::spec::WingPlan = serde_json::from_str(&json).unwrap();
+    assert_eq!(back, wing);
+    let before = calibrations_on_this_thread();
+    let server = back.server_half(&ctx()).unwrap();
+    let silo1 = back.silo_half(&ctx(), 1).unwrap();
+    assert_eq!(
+        calibrations_on_this_thread(),
+        before,
+        "halves calibrate nothing"
+    );
+    assert!(silo1.round_event(0).is_some());
+    assert!(back.silo_half(&ctx(), 2).is_err(), "no silo 2");
+    let halves = crate::algo::context::BuiltAlgorithm {
+        server,
+        silos: vec![back.silo_half(&ctx(), 0).unwrap(), silo1],
+        calibration,
+    };
+    let whole = halves::build(&ctx(), &spec).unwrap();
+    let data = silos();
+    let run = |b| {
+        let mut sim = Simulator::new(&data, b, Participation::All, Some(5)).unwrap();
+        sim.step().unwrap();
+        sim.output()
+    };
+    assert_eq!(run(halves), run(whole));
+}

@@ -1,0 +1,385 @@
+//! The calibrated plan of the DP-NormFedAvg family: the checked spec, the run's common integer
+//! noise (TDL (m, α) or Binomial N — every silo shares the widest support, `quantized`'s
+//! module docs) and each silo's record count and round event. Planning calibrates every silo
+//! once; [`NormFedAvgPlan::silo_half`] and [`NormFedAvgPlan::server_half`] calibrate nothing,
+//! so each process of a networked run builds only its own half from the serialised plan.
+
+use serde::{Deserialize, Serialize};
+
+use dpfl_privacy::PrivacyEvent;
+use dpfl_privacy::binomial::Binomial;
+use dpfl_privacy::qtdl::accounting::{Theorem2, release_event};
+use dpfl_privacy::qtdl::theorem1::{self, Theorem1};
+use dpfl_privacy::qtdl::{LogProb, TruncatedDiscreteLaplace, binomial_mech};
+
+use super::config::{BudgetSpec, NormFedAvgSpec, QuantPrivacy, TdlCalibration, Variant};
+use super::halves::{Direction, NormFedAvgServer, NormFedAvgSilo};
+use super::local::LocalTrainer;
+use super::quantized::{Encoder, IntNoise, Layout};
+use super::sensitivity::{Sensitivities, sensitivities};
+use crate::algo::context::{BuildContext, BuiltAlgorithm, SiloCalibration};
+use crate::algo::half::{ServerHalf, SiloHalf};
+
+/// The run's integer noise, shared by every silo.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum NoisePlan {
+    /// TDL(m, α).
+    Tdl { m: u64, alpha: f64 },
+    /// Bin(N, ½) − N/2.
+    Binomial { n: u64 },
+}
+
+impl NoisePlan {
+    fn noise(&self) -> crate::Result<IntNoise> {
+        Ok(match *self {
+            NoisePlan::Tdl { m, alpha } => IntNoise::Tdl(TruncatedDiscreteLaplace::new(m, alpha)?),
+            NoisePlan::Binomial { n } => IntNoise::Binomial(Binomial::new(n, 0.5)?),
+        })
+    }
+}
+
+/// One silo's part of the plan.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SiloPlan {
+    pub records: usize,
+    /// Its round event (none when non-private).
+    pub event: Option<PrivacyEvent>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NormFedAvgPlan {
+    pub spec: NormFedAvgSpec,
+    /// The common noise (none when non-private).
+    pub noise: Option<NoisePlan>,
+    pub silos: Vec<SiloPlan>,
+}
+
+impl NormFedAvgPlan {
+    fn direction(&self) -> Direction {
+        match self.spec.variant {
+            Variant::FedAvg => Direction::Raw,
+            Variant::Clipping { clip } => Direction::Clip(clip),
+            _ => Direction::Unit,
+        }
+    }
+
+    fn encoder(&self, d: usize) -> crate::Result<Option<Encoder>> {
+        match (&self.spec.privacy, &self.noise) {
+            (Some(p), Some(n)) => Ok(Some(Encoder::new(p.s, n.noise()?, d)?)),
+            (None, None) => Ok(None),
+            _ => Err(crate::Error::config(
+                "plan",
+                "a private DP-NormFedAvg plan without its noise, or the reverse",
+            )),
+        }
+    }
+
+    /// Silo `silo`'s half; no calibration.
+    pub fn silo_half(&self, ctx: &BuildContext, silo: usize) -> crate::Result<Box<dyn SiloHalf>> {
+        let p = self
+            .silos
+            .get(silo)
+            .ok_or_else(|| crate::algo::lowy::mbsgd::no_silo(silo, self.silos.len()))?;
+        let d = ctx.oracle.model().num_params();
+        let spec = &self.spec;
+        Ok(Box::new(NormFedAvgSilo {
+            local: LocalTrainer::new(
+                ctx.oracle.clone(),
+                spec.eta(),
+                spec.local_steps,
+                spec.batch_size,
+                spec.momentum,
+                spec.weight_decay,
+                p.records,
+            )?,
+            direction: self.direction(),
+            encoder: self.encoder(d)?,
+            event: p.event.clone(),
+        }))
+    }
+
+    /// The server half: w_{k+1} = w_k − (β_k/M) Σ g^{(i)}, decoding with the common layout.
+    pub fn server_half(&self, ctx: &BuildContext) -> crate::Result<Box<dyn ServerHalf>> {
+        let d = ctx.oracle.model().num_params();
+        check_init(ctx, d)?;
+        Ok(Box::new(NormFedAvgServer {
+            w: ctx.init.clone(),
+            spec: self.spec.clone(),
+            layout: self.encoder(d)?.map(|e| e.layout),
+            rejected: 0,
+            dense_sum: vec![0.0; d],
+            int_sum: vec![0; d],
+        }))
+    }
+
+    /// Every half (the simulator's whole federation).
+    pub fn build(
+        &self,
+        ctx: &BuildContext,
+        calibration: Vec<SiloCalibration>,
+    ) -> crate::Result<BuiltAlgorithm> {
+        Ok(BuiltAlgorithm {
+            server: self.server_half(ctx)?,
+            silos: (0..self.silos.len())
+                .map(|i| self.silo_half(ctx, i))
+                .collect::<crate::Result<_>>()?,
+            calibration,
+        })
+    }
+}
+
+fn check_init(ctx: &BuildContext, d: usize) -> crate::Result<()> {
+    if ctx.init.len() != d {
+        return Err(crate::Error::Dimension(format!(
+            "initial point of dimension {}, the model has {d}",
+            ctx.init.len()
+        )));
+    }
+    Ok(())
+}
+
+/// Plans and builds every half (the reproductions and benchmarks).
+pub fn build(ctx: &BuildContext, spec: &NormFedAvgSpec) -> crate::Result<BuiltAlgorithm> {
+    let (p, calibration) = plan(ctx, spec)?;
+    p.build(ctx, calibration)
+}
+
+/// One silo's calibrated noise before the common support width is chosen.
+struct Calibrated {
+    th: Option<Theorem1>,
+    binomial: Option<binomial_mech::CpSgdBinomial>,
+    sens: Sensitivities,
+}
+
+/// (ε, δ) of one round: the budget itself (per round) or Theorem 2's ε₀ and δ/K.
+fn round_budget(p: &QuantPrivacy, ctx: &BuildContext) -> crate::Result<(f64, f64, String)> {
+    match p.budget {
+        BudgetSpec::PerRound { epsilon, delta } => {
+            Ok((epsilon, delta, format!("per round (eps = {epsilon})")))
+        }
+        BudgetSpec::Total { epsilon, delta } => {
+            let k = ctx.federation.rounds as u64;
+            let n = ctx.federation.silos as u64;
+            let r = (ctx.federation.expected_participants.round() as u64).clamp(1, n.max(1));
+            let t2 = Theorem2::from_target(epsilon, delta, k, r, n)?;
+            let e0 = t2.epsilon_0();
+            Ok((
+                e0,
+                delta / k as f64,
+                format!(
+                    "Theorem 2: total ({epsilon}, {delta}) over K = {k} rounds, r = {r} of n = {n} \
+                     -> eps_0 = {e0:.6e} per round (paper's final eps {:.4})",
+                    t2.paper_epsilon()
+                ),
+            ))
+        }
+    }
+}
+
+fn calibrate(
+    spec: &NormFedAvgSpec,
+    p: &QuantPrivacy,
+    eps: f64,
+    delta: f64,
+    d: usize,
+    n_i: usize,
+) -> crate::Result<Calibrated> {
+    let sens = sensitivities(p.sensitivity, p.s, d, n_i)?;
+    if spec.variant == Variant::Binomial {
+        let b = binomial_mech::calibrate(
+            eps,
+            delta,
+            binomial_mech::Sensitivities {
+                l1: sens.l1,
+                l2: sens.l2,
+                linf: sens.linf,
+            },
+            d as u64,
+        )?;
+        return Ok(Calibrated {
+            th: None,
+            binomial: Some(b),
+            sens,
+        });
+    }
+    let th = match p.calibration {
+        TdlCalibration::PaperClaim => theorem1::calibrate(eps, sens.l1, sens.linf)?,
+        TdlCalibration::Corrected => {
+            theorem1::calibrate_for_delta(eps, delta.ln(), sens.l1, sens.linf, d as u64)?
+        }
+    };
+    Ok(Calibrated {
+        th: Some(th),
+        binomial: None,
+        sens,
+    })
+}
+
+/// The round event of a TDL silo at the common m: the correct δ (plus Theorem 3's failure
+/// probability); in paper-claim mode that δ may be 1, reported as such (no guarantee).
+fn tdl_event(
+    th: &Theorem1,
+    d: u64,
+    failure: f64,
+    mode: TdlCalibration,
+) -> crate::Result<PrivacyEvent> {
+    let base = match mode {
+        TdlCalibration::Corrected => release_event(th, d)?,
+        TdlCalibration::PaperClaim => PrivacyEvent::TruncatedDiscreteLaplace {
+            epsilon: th.epsilon.max(th.alpha() * th.delta_1.floor()),
+            delta: th.delta(d)?.upper_f64(),
+        },
+    };
+    Ok(match base {
+        PrivacyEvent::TruncatedDiscreteLaplace { epsilon, delta } if failure > 0.0 => {
+            PrivacyEvent::TruncatedDiscreteLaplace {
+                epsilon,
+                delta: LogProb::from_prob(delta)
+                    .plus(LogProb::from_prob(failure))
+                    .upper_f64()
+                    .min(1.0),
+            }
+        }
+        e => e,
+    })
+}
+
+/// Checks the spec and calibrates every silo once: the plan and its calibration report.
+pub fn plan(
+    ctx: &BuildContext,
+    spec: &NormFedAvgSpec,
+) -> crate::Result<(NormFedAvgPlan, Vec<SiloCalibration>)> {
+    spec.check()?;
+    let d = ctx.oracle.model().num_params();
+    check_init(ctx, d)?;
+    // Calibrate every silo, then share the widest support (module docs of `quantized`).
+    let mut cals = Vec::new();
+    let mut budget_note = String::new();
+    if let Some(p) = &spec.privacy {
+        let (eps, delta, note) = round_budget(p, ctx)?;
+        budget_note = note;
+        for s in &ctx.silos {
+            crate::algo::context::count_calibration();
+            cals.push(calibrate(spec, p, eps, delta, d, s.records).map_err(|e| {
+                crate::Error::config(format!("silo {} calibration", s.id), e.to_string())
+            })?);
+        }
+    }
+    let common_m = cals
+        .iter()
+        .filter_map(|c| c.th.as_ref().map(|t| t.m()))
+        .max();
+    let common_n = cals
+        .iter()
+        .filter_map(|c| c.binomial.as_ref().map(|b| b.n_trials))
+        .max();
+    let binomial = match common_n {
+        Some(n) => Some(Binomial::new(n, 0.5)?),
+        None => None,
+    };
+    let mut silos = Vec::new();
+    let mut report = Vec::new();
+    let mut noise_plan = None;
+    for (i, s) in ctx.silos.iter().enumerate() {
+        let (noise, event, formula) = match (&spec.privacy, cals.get(i)) {
+            (Some(p), Some(cal)) => {
+                let (noise, event, what) = if let Some(th) = &cal.th {
+                    let m = common_m.unwrap_or(th.m());
+                    let th = Theorem1 {
+                        tdl: TruncatedDiscreteLaplace::new(m, th.alpha())?,
+                        ..th.clone()
+                    };
+                    let event = tdl_event(&th, d as u64, cal.sens.failure, p.calibration)?;
+                    let what = format!(
+                        "QTDL (Das et al. Thm 1, {}): alpha = {:.4e}, m = {m}, t = {} bits \
+                         (Theorem 1's m = {}, t = {}; its claimed delta 2^{:.0} is not valid for \
+                         d >= 2), correct delta = 2^{:.2}",
+                        match p.calibration {
+                            TdlCalibration::Corrected => "corrected m",
+                            TdlCalibration::PaperClaim => "paper's claim: Theorem 1's m",
+                        },
+                        th.alpha(),
+                        th.bits(p.s)?,
+                        theorem1::calibrate(th.epsilon, th.delta_1, th.delta_inf)?.m(),
+                        theorem1::calibrate(th.epsilon, th.delta_1, th.delta_inf)?.bits(p.s)?,
+                        th.claimed_delta(d as u64).log2(),
+                        th.delta(d as u64)?.log2(),
+                    );
+                    (
+                        NoisePlan::Tdl {
+                            m,
+                            alpha: th.alpha(),
+                        },
+                        event,
+                        what,
+                    )
+                } else {
+                    let (Some(cb), Some(bin)) = (&cal.binomial, &binomial) else {
+                        return Err(crate::Error::Protocol("binomial calibration lost".into()));
+                    };
+                    let tv = bin.tv_bound();
+                    let event = PrivacyEvent::EpsilonDelta {
+                        epsilon: cb.epsilon,
+                        delta: (cb.delta + (1.0 + cb.epsilon.exp()) * tv).min(1.0),
+                    };
+                    let what = format!(
+                        "Binomial (cpSGD Thm 1): N = {}, paper's t = {} bits (m = N), sent with \
+                         the centred width N/2; delta includes (1 + e^eps) x sampler TV {tv:.1e}",
+                        bin.n(),
+                        cb.bits(p.s)?
+                    );
+                    (NoisePlan::Binomial { n: bin.n() }, event, what)
+                };
+                // Checks the layout (s + h, t) once here, so building a half cannot fail on it.
+                Layout::new(p.s, noise.noise()?.half_width(), d)?;
+                let sens_note = format!(
+                    "sensitivities (grid units) linf = {:.4}, l1 = {:.4}{}",
+                    cal.sens.linf,
+                    cal.sens.l1,
+                    match p.sensitivity {
+                        super::config::SensitivitySpec::Mu { mu } =>
+                            format!("; eq. 6 with mu = {mu} is an assumption, not a guarantee"),
+                        super::config::SensitivitySpec::Theorem3 { .. } => format!(
+                            "; Theorem 3 fails with probability {:.3e} (added to delta)",
+                            cal.sens.failure
+                        ),
+                        super::config::SensitivitySpec::WorstCase => String::new(),
+                    }
+                );
+                (
+                    Some(noise),
+                    Some(event),
+                    format!("{what}; {sens_note}; {budget_note}"),
+                )
+            }
+            _ => (None, None, "non-private".to_string()),
+        };
+        let sigma = match (&noise, &spec.privacy) {
+            (Some(n), Some(p)) => n.noise()?.variance(p.s).sqrt(),
+            _ => 0.0,
+        };
+        noise_plan = noise.or(noise_plan);
+        report.push(SiloCalibration {
+            silo: s.id,
+            sigma,
+            batch_size: spec.batch_size.min(s.records),
+            formula,
+            run_event: event
+                .clone()
+                .map(|e| e.repeated(ctx.federation.rounds as u64)),
+        });
+        silos.push(SiloPlan {
+            records: s.records,
+            event,
+        });
+    }
+    Ok((
+        NormFedAvgPlan {
+            spec: spec.clone(),
+            noise: noise_plan,
+            silos,
+        },
+        report,
+    ))
+}
