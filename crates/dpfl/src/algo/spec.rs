@@ -365,7 +365,6 @@ impl AlgorithmSpec {
         }
     }
 
-
     /// Plans and builds every half at once (the simulator's whole federation, and tests).
     pub fn build(&self, ctx: &BuildContext) -> crate::Result<BuiltAlgorithm> {
         match self.plan_parts(ctx)? {

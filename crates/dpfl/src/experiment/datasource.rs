@@ -372,7 +372,7 @@ impl DataSpec {
 fn bundled_csv(
     dirs: &DataDirs,
     which: KnownDataset,
-    spec: crate::data::csv::CsvSpec,
+    spec: CsvSpec,
     prep: &mut Preprocessing,
 ) -> crate::Result<Dataset> {
     let file = which.part_files(Part::Train)?[0];

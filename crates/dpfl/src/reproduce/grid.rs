@@ -262,7 +262,7 @@ pub fn run_job(spec: &ReproSpec, data: &[Vec<PanelTrial>], job: &Job) -> crate::
 /// The largest over silos of the RDP account of its released events at its δ (`--quick`).
 fn certified_rdp(
     exp: &crate::experiment::ExperimentSpec,
-    data: &crate::experiment::TrialData,
+    data: &TrialData,
     spent: &[Vec<dpfl_privacy::PrivacyEvent>],
 ) -> Option<f64> {
     let p = exp.privacy.as_ref()?;

@@ -376,7 +376,7 @@ pub fn run(plan: &Plan, train: &Dataset, test: &Dataset) -> crate::Result<Outcom
     Ok(out)
 }
 
-/// Writes `summary.csv`, `rounds.csv`, `calibration.csv` and the figure `<id>.svg` into `dir`.
+/// Writes `summary.csv`, `rounds.csv`, `calibration.csv` and the figure `<id>.svg` and `.png` into `dir`.
 pub fn write_outputs(outcome: &Outcome, dir: &Path) -> crate::Result<Vec<PathBuf>> {
     let pct = |v: f64| format!("{:.2}", 100.0 * v);
     let summary = crate::output::csv_string(

@@ -5,10 +5,8 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use plotters::prelude::*;
-
 use super::normfedavg::{Outcome, RoundRow};
-use super::plot::{COLORS, ensure_font, plot_err};
+use crate::plot::{Figure, Panel, Point, Series, Spread};
 
 /// Per algorithm (in first-seen order), per round: (round, bits, train loss, test error)
 /// averaged over seeds.
@@ -41,85 +39,50 @@ fn mean_curves(rows: &[RoundRow]) -> Vec<(String, Vec<[f64; 4]>)> {
         .collect()
 }
 
-fn panel<DB: DrawingBackend>(
-    area: &DrawingArea<DB, plotters::coord::Shift>,
-    curves: &[(String, Vec<[f64; 4]>)],
-    x: usize,
-    y: usize,
-    title: &str,
-) -> crate::Result<()> {
-    let pts = || curves.iter().flat_map(|(_, p)| p.iter());
-    let finite = |v: f64| v.is_finite();
-    let x_max = pts()
-        .map(|p| p[x])
-        .filter(|v| finite(*v))
-        .fold(1.0, f64::max);
-    let y_max = pts()
-        .map(|p| p[y])
-        .filter(|v| finite(*v))
-        .fold(0.0, f64::max);
-    let y_max = if y_max > 0.0 { y_max * 1.05 } else { 1.0 };
-    let mut chart = ChartBuilder::on(area)
-        .caption(title, ("sans-serif", 15))
-        .margin(10)
-        .x_label_area_size(36)
-        .y_label_area_size(56)
-        .build_cartesian_2d(0.0..x_max, 0.0..y_max)
-        .map_err(plot_err)?;
-    chart
-        .configure_mesh()
-        .x_desc(if x == 0 {
-            "round"
-        } else {
-            "bits sent per silo"
-        })
-        .y_desc(if y == 2 { "train loss" } else { "test error" })
-        .label_style(("sans-serif", 11))
-        .draw()
-        .map_err(plot_err)?;
-    for (i, (name, p)) in curves.iter().enumerate() {
-        let color = COLORS[i % COLORS.len()];
-        chart
-            .draw_series(LineSeries::new(
-                p.iter()
-                    .filter(|v| finite(v[x]) && finite(v[y]))
-                    .map(|v| (v[x], v[y])),
-                color.stroke_width(2),
-            ))
-            .map_err(plot_err)?
-            .label(name.clone())
-            .legend(move |(a, b)| PathElement::new([(a, b), (a + 16, b)], color.stroke_width(2)));
-    }
-    chart
-        .configure_series_labels()
-        .background_style(WHITE.mix(0.8))
-        .border_style(BLACK)
-        .label_font(("sans-serif", 11))
-        .draw()
-        .map_err(plot_err)?;
-    Ok(())
-}
-
-/// Writes `<id>.svg` into `dir`: four panels (loss and error against rounds and bits).
+/// Writes `<id>.svg` and `<id>.png` into `dir`: four panels (loss and error against rounds
+/// and against bits), drawn by the one plotting helper ([`crate::plot`]).
 pub fn write_figure(id: &str, outcome: &Outcome, dir: &Path) -> crate::Result<Vec<PathBuf>> {
     let curves = mean_curves(&outcome.rounds);
     if curves.is_empty() {
         return Ok(Vec::new());
     }
-    ensure_font()?;
-    let mut text = String::new();
-    {
-        let root = SVGBackend::with_string(&mut text, (1280, 900)).into_drawing_area();
-        root.fill(&WHITE).map_err(plot_err)?;
-        let areas = root.split_evenly((2, 2));
-        for (k, (x, y)) in [(0, 2), (0, 3), (1, 2), (1, 3)].into_iter().enumerate() {
-            panel(&areas[k], &curves, x, y, id)?;
-        }
-        root.present().map_err(plot_err)?;
-    }
-    let p = dir.join(format!("{id}.svg"));
-    crate::output::atomic_write(&p, text.as_bytes())?;
-    Ok(vec![p])
+    let panels = [(0, 2), (0, 3), (1, 2), (1, 3)]
+        .into_iter()
+        .map(|(x, y)| {
+            let x_label = if x == 0 {
+                "round"
+            } else {
+                "bits sent per silo"
+            };
+            let y_label = if y == 2 { "train loss" } else { "test error" };
+            let mut panel = Panel::new(format!("{y_label} against {x_label}"), x_label, y_label);
+            panel.spread = Spread::Band;
+            panel.y_nonnegative = true;
+            panel.series = curves
+                .iter()
+                .map(|(name, pts)| Series {
+                    label: name.clone(),
+                    points: pts
+                        .iter()
+                        .filter(|v| v[x].is_finite() && v[y].is_finite())
+                        .map(|v| Point {
+                            x: v[x],
+                            y: v[y],
+                            spread: None,
+                        })
+                        .collect(),
+                })
+                .collect();
+            panel
+        })
+        .collect();
+    let fig = Figure {
+        title: Some(id.to_string()),
+        panels,
+        panel_width: 640,
+        height: 480,
+    };
+    crate::plot::write(&fig, dir, id, true)
 }
 
 #[cfg(test)]

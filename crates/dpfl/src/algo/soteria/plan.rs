@@ -312,7 +312,7 @@ pub fn build(
     method: Method,
     spec: &SoteriaSpec,
 ) -> crate::Result<BuiltAlgorithm> {
-    let (plan, calibration) = self::plan(ctx, method, spec)?;
+    let (plan, calibration) = plan(ctx, method, spec)?;
     plan.build(ctx, calibration)
 }
 
