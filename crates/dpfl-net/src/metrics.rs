@@ -35,8 +35,11 @@ use crate::error::{NetError, Result};
 /// Which process this is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Role {
+    /// The server process.
     Server,
+    /// Silo number i (its own ε is shown only here).
     Silo(usize),
+    /// The shuffler process.
     Shuffler,
 }
 

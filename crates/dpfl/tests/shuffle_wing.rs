@@ -516,7 +516,7 @@ fn pvec_silos_charge_the_no_shuffler_guarantee_unless_the_shuffler_is_trusted() 
         users: 50,
         d: 2,
         l2_bound: 1.0,
-        scale: dpfl_privacy::shuffle::params::Scale::Paper,
+        scale: Scale::Paper,
         round: (2.0, 1e-5),
         uses: 1,
         budget: (2.0, 1e-5),
@@ -621,6 +621,7 @@ fn shuffle_plans_calibrate_each_silo_once_and_halves_calibrate_nothing() {
     use dpfl::algo::context::calibrations_on_this_thread;
     use dpfl::algo::spec::WingPlan;
     use dpfl::plan::{Plan, Setup, server_half, silo_half};
+    use dpfl::units::SiloId;
     let setup = Setup {
         model: toml::from_str("kind = \"logistic\"").unwrap(),
         features: 2,
@@ -633,7 +634,7 @@ fn shuffle_plans_calibrate_each_silo_once_and_halves_calibrate_nothing() {
         noise: Default::default(),
         enforce_budget: false,
         silos: (0..3)
-            .map(|i| dpfl::algo::SiloInfo {
+            .map(|i| SiloInfo {
                 id: i as u32,
                 records: 100 + 10 * i,
                 budget: Some((2.0, 1e-5)),
@@ -656,7 +657,9 @@ fn shuffle_plans_calibrate_each_silo_once_and_halves_calibrate_nothing() {
         assert_eq!(back, plan, "{text}");
         let before = calibrations_on_this_thread();
         let server = server_half(&back).unwrap();
-        let silos: Vec<_> = (0..3).map(|i| silo_half(&back, i).unwrap()).collect();
+        let silos: Vec<_> = (0..3)
+            .map(|i| silo_half(&back, SiloId::new(i)).unwrap())
+            .collect();
         assert_eq!(calibrations_on_this_thread(), before, "{text}");
         assert_eq!(server.dim(), plan.context().unwrap().federation.dim);
         for (i, s) in silos.iter().enumerate() {
@@ -667,6 +670,6 @@ fn shuffle_plans_calibrate_each_silo_once_and_halves_calibrate_nothing() {
                 "{text}"
             );
         }
-        assert!(silo_half(&back, 3).is_err());
+        assert!(silo_half(&back, SiloId::new(3)).is_err());
     }
 }
