@@ -46,6 +46,8 @@ pub enum DataCommand {
         #[arg(long)]
         data_dir: Option<PathBuf>,
     },
+    /// Make this silo's data shard (for `dpfl silo --data`) from its own file.
+    Shard(crate::shard::ShardArgs),
 }
 
 /// The experiment of `--config` (a file that cannot be read is a usage error, exit code 2;
@@ -299,5 +301,6 @@ pub fn data(cmd: &DataCommand) -> anyhow::Result<()> {
             println!("{}", dpfl::data::describe_silos(&silos));
             Ok(())
         }
+        DataCommand::Shard(args) => crate::shard::shard(args),
     }
 }

@@ -448,7 +448,7 @@ fn a_plan_calibrates_each_silo_once_and_its_halves_calibrate_nothing() {
     assert!(e.contains("no silo 4"), "{e}");
     // Halves built one by one from the text plan run exactly as the planner's federation.
     let data = logistic_silos();
-    let built = crate::algo::context::BuiltAlgorithm {
+    let built = BuiltAlgorithm {
         server,
         silos,
         calibration,
