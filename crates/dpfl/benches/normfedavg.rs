@@ -31,7 +31,7 @@ use dpfl::algo::half::{FederationInfo, SiloInfo};
 use dpfl::algo::normfedavg::quantized::{Encoder, IntNoise};
 use dpfl::algo::normfedavg::{
     BetaSchedule, BudgetSpec, NormFedAvgSpec, QuantPrivacy, SensitivitySpec, TdlCalibration,
-    Variant, halves,
+    Variant, plan,
 };
 use dpfl::data::{Dataset, SiloData, Target};
 use dpfl::linalg::Matrix;
@@ -277,7 +277,7 @@ fn round(c: &mut Criterion) {
             },
         )
     };
-    let built = halves::build(&ctx, &spec).unwrap();
+    let built = plan::build(&ctx, &spec).unwrap();
     let mut sim = Simulator::new(&silos, built, Participation::Fixed { m: 25 }, Some(1)).unwrap();
     g.bench_function("qtdl_s4096_25x20x256", |b| {
         b.iter(|| black_box(sim.step().unwrap()))

@@ -1,5 +1,5 @@
 //! The two halves of the DP-NormFedAvg family (Algorithms 2 and 3), built from the calibrated
-//! [`super::plan::NormFedAvgPlan`] (each process builds only its own half).
+//! `NormFedAvgPlan` of `plan.rs` (each process builds only its own half).
 //!
 //! Silo (Algorithm 2 lines 4–9): local run → d_k → direction (d for FedAvg, d/‖d‖, or
 //! d·min(1, C/‖d‖)) → dense f64 (non-private) or the t-bit quantized, noised message
@@ -175,5 +175,3 @@ impl ServerHalf for NormFedAvgServer {
         Ok(())
     }
 }
-
-pub use super::plan::build;

@@ -77,10 +77,12 @@ impl NormFedAvgPlan {
 
     /// Silo `silo`'s half; no calibration.
     pub fn silo_half(&self, ctx: &BuildContext, silo: usize) -> crate::Result<Box<dyn SiloHalf>> {
-        let p = self
-            .silos
-            .get(silo)
-            .ok_or_else(|| crate::algo::lowy::mbsgd::no_silo(silo, self.silos.len()))?;
+        let p = self.silos.get(silo).ok_or_else(|| {
+            crate::Error::config(
+                "silo",
+                format!("the plan has {} silos, no silo {silo}", self.silos.len()),
+            )
+        })?;
         let d = ctx.oracle.model().num_params();
         let spec = &self.spec;
         Ok(Box::new(NormFedAvgSilo {
