@@ -28,7 +28,7 @@ use crate::algo::context::BuildContext;
 use crate::algo::half::{FederationInfo, SiloInfo};
 use crate::algo::normfedavg::{
     BetaSchedule, BudgetSpec, NormFedAvgSpec, QuantPrivacy, SensitivitySpec, TdlCalibration,
-    Variant, halves,
+    Variant, plan as wing_plan,
 };
 use crate::data::registry::{DataDirs, KnownDataset, Part};
 use crate::data::{Dataset, SiloData};
@@ -321,7 +321,7 @@ pub fn run(plan: &Plan, train: &Dataset, test: &Dataset) -> crate::Result<Outcom
                 init: model.initial_params(),
                 noise: Default::default(),
             };
-            let built = match halves::build(&ctx, spec) {
+            let built = match wing_plan::build(&ctx, spec) {
                 Ok(b) => b,
                 Err(e) => {
                     out.not_run.push((label.clone(), e.to_string()));
