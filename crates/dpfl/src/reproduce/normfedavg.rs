@@ -215,17 +215,7 @@ pub fn load_fmnist(data_dir: Option<&Path>) -> crate::Result<(Dataset, Dataset)>
     ))
 }
 
-/// One evaluated round of one run.
-#[derive(Debug, Clone, PartialEq)]
-pub struct RoundRow {
-    pub algorithm: String,
-    pub seed: u64,
-    pub round: usize,
-    pub train_loss: f64,
-    pub test_error: f64,
-    /// Bits one participating silo has sent so far (its messages' exact sizes).
-    pub bits_per_silo: f64,
-}
+pub use super::normfedavg_plot::RoundRow;
 
 /// A table entry: mean ± std over seeds of the test error averaged over the last 5 rounds.
 #[derive(Debug, Clone, PartialEq)]
@@ -454,7 +444,7 @@ pub fn write_outputs(outcome: &Outcome, dir: &Path) -> crate::Result<Vec<PathBuf
     }
     files.extend(super::normfedavg_plot::write_figure(
         &outcome.id,
-        outcome,
+        &outcome.rounds,
         dir,
     )?);
     Ok(files)

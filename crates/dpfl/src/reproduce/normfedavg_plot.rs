@@ -5,8 +5,19 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use super::normfedavg::{Outcome, RoundRow};
 use crate::plot::{Figure, Panel, Point, Series, Spread};
+
+/// One evaluated round of one run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RoundRow {
+    pub algorithm: String,
+    pub seed: u64,
+    pub round: usize,
+    pub train_loss: f64,
+    pub test_error: f64,
+    /// Bits one participating silo has sent so far (its messages' exact sizes).
+    pub bits_per_silo: f64,
+}
 
 /// Per algorithm (in first-seen order), per round: (round, bits, train loss, test error)
 /// averaged over seeds.
@@ -41,8 +52,8 @@ fn mean_curves(rows: &[RoundRow]) -> Vec<(String, Vec<[f64; 4]>)> {
 
 /// Writes `<id>.svg` and `<id>.png` into `dir`: four panels (loss and error against rounds
 /// and against bits), drawn by the one plotting helper ([`crate::plot`]).
-pub fn write_figure(id: &str, outcome: &Outcome, dir: &Path) -> crate::Result<Vec<PathBuf>> {
-    let curves = mean_curves(&outcome.rounds);
+pub fn write_figure(id: &str, rows: &[RoundRow], dir: &Path) -> crate::Result<Vec<PathBuf>> {
+    let curves = mean_curves(rows);
     if curves.is_empty() {
         return Ok(Vec::new());
     }
@@ -110,11 +121,7 @@ mod tests {
         assert_eq!(c[0].1, vec![[1.0, 10.0, 2.0, 0.5], [2.0, 20.0, 0.5, 0.5]]);
         assert_eq!(c[1].1, vec![[1.0, 10.0, 4.0, 0.5]]);
         let dir = tempfile::tempdir().unwrap();
-        let out = Outcome {
-            rounds: rows,
-            ..Default::default()
-        };
-        let files = write_figure("x", &out, dir.path()).unwrap();
+        let files = write_figure("x", &rows, dir.path()).unwrap();
         let svg = std::fs::read_to_string(&files[0]).unwrap();
         assert!(svg.contains("<svg") && svg.contains("train loss"));
     }

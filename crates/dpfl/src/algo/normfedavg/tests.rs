@@ -253,17 +253,13 @@ fn config_fields_parse_and_are_checked_when_built() {
 fn the_plan_calibrates_once_and_each_half_builds_alone() {
     use crate::algo::context::calibrations_on_this_thread;
     let spec = private(Variant::DpNormFedAvg, TdlCalibration::Corrected);
-    let algo = crate::algo::AlgorithmSpec::NormFedAvg(spec.clone());
     let before = calibrations_on_this_thread();
-    let (calibration, wing) = algo.plan(&ctx()).unwrap();
+    let (p, calibration) = plan::plan(&ctx(), &spec).unwrap();
     assert_eq!(calibrations_on_this_thread() - before, 2, "one per silo");
-    let crate::algo::spec::WingPlan::NormFedAvg(p) = &wing else {
-        panic!("not the normfedavg plan: {wing:?}")
-    };
     assert!(matches!(p.noise, Some(plan::NoisePlan::Tdl { .. })));
-    let json = serde_json::to_string(&wing).unwrap();
-    let back: crate::algo::spec::WingPlan = serde_json::from_str(&json).unwrap();
-    assert_eq!(back, wing);
+    let json = serde_json::to_string(&p).unwrap();
+    let back: plan::NormFedAvgPlan = serde_json::from_str(&json).unwrap();
+    assert_eq!(back, p);
     let before = calibrations_on_this_thread();
     let server = back.server_half(&ctx()).unwrap();
     let silo1 = back.silo_half(&ctx(), 1).unwrap();
