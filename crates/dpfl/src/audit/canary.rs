@@ -48,7 +48,7 @@ impl CanaryModel {
                 .max_by(|a, b| a.1.abs().total_cmp(&b.1.abs()))
                 .map(|(k, v)| (k, v.abs()))
                 .unwrap_or((0, 0.0));
-            if !(v > 0.0) || param.contains(&k) {
+            if v.is_nan() || v <= 0.0 || param.contains(&k) {
                 return Err(crate::Error::config(
                     "model",
                     format!(
