@@ -149,10 +149,10 @@ mod tests {
         let (p0, p1) = (m.param(0), m.param(1));
         assert_ne!(p0, p1);
         let mut g = vec![0.0; soft.num_params()];
-        soft.add_grad(&vec![0.0; 12], &[0.0, 0.0, 1.0, 0.0], 1.0, 1.0, &mut g);
+        soft.add_grad(&[0.0; 12], &[0.0, 0.0, 1.0, 0.0], 1.0, 1.0, &mut g);
         assert!((g[p0] - (1.0 / 3.0 - 1.0)).abs() < 1e-12, "{g:?}");
         let mut out = vec![0.0; 12];
-        m.add_grad(&vec![0.0; 12], &[0.0, 0.0, 0.0, 5.0], 0.0, 1.0, &mut out);
+        m.add_grad(&[0.0; 12], &[0.0, 0.0, 0.0, 5.0], 0.0, 1.0, &mut out);
         assert_eq!(out.iter().filter(|v| **v != 0.0).count(), 1);
         assert_eq!(out[p1], -5.0);
         // Canaries beyond the features are refused.
