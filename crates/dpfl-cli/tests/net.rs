@@ -2,6 +2,9 @@
 //! model equals the simulator's bit for bit, `dpfl federate` writes `dpfl train`'s outputs, and
 //! training survives killed silos and a killed server without charging any silo's ledger twice.
 
+mod common;
+use common::{wait_exit, wait_until};
+
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -371,28 +374,6 @@ fn checkpoint_round(out: &Path) -> u64 {
         .ok()
         .flatten()
         .map_or(0, u64::from)
-}
-
-fn wait_until(what: &str, limit: Duration, mut f: impl FnMut() -> bool) {
-    let end = Instant::now() + limit;
-    while !f() {
-        assert!(Instant::now() < end, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-fn wait_exit(c: &mut Child, limit: Duration) -> std::process::ExitStatus {
-    let end = Instant::now() + limit;
-    loop {
-        if let Some(s) = c.try_wait().unwrap() {
-            return s;
-        }
-        if Instant::now() > end {
-            let _ = c.kill();
-            panic!("process did not exit in time");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 /// `dpfl silo` for silo `id` of a federation `dpfl federate --prepare-only` wrote, with the

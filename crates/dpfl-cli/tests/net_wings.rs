@@ -3,9 +3,12 @@
 //! packed messages) and the shuffle-model algorithms (through the real shuffler), and each
 //! ends where the simulator ends for the same seed.
 
+mod common;
+use common::{wait_exit, wait_until};
+
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use dpfl::experiment::{self, ExperimentSpec};
 
@@ -27,28 +30,6 @@ fn spawn(args: &[&str], log: &Path) -> Child {
         .stdin(Stdio::null())
         .spawn()
         .expect("spawn dpfl")
-}
-
-fn wait_until(what: &str, limit: Duration, mut f: impl FnMut() -> bool) {
-    let end = Instant::now() + limit;
-    while !f() {
-        assert!(Instant::now() < end, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-fn wait_exit(c: &mut Child, limit: Duration) -> std::process::ExitStatus {
-    let end = Instant::now() + limit;
-    loop {
-        if let Some(s) = c.try_wait().unwrap() {
-            return s;
-        }
-        if Instant::now() > end {
-            let _ = c.kill();
-            panic!("process did not exit in time");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 fn bits(v: &[f64]) -> Vec<u64> {
