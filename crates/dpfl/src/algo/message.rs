@@ -348,7 +348,11 @@ impl Payload {
 }
 
 fn finite(v: &[f64]) -> crate::Result<()> {
-    if v.iter().all(|x| x.is_finite()) {
+    // Branch-free within a chunk so that the check vectorises: at d = 10^6 it is one pass at
+    // memory speed over each message rather than a compare-and-branch per value.
+    if v.chunks(256)
+        .all(|c| c.iter().fold(true, |ok, x| ok & x.is_finite()))
+    {
         Ok(())
     } else {
         Err(protocol("message holds a non-finite value".into()))

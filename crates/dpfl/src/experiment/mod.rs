@@ -57,11 +57,11 @@ pub use datasource::DataSpec;
 pub use output::{check_finite, write_outputs};
 pub(crate) use spec::parse_toml;
 pub use spec::{AlgorithmEntry, DeltaRule, DeltaSpec, ExperimentSpec, NoiseKind, PrivacySpec};
-pub(crate) use summary::silo_privacy as account_silos;
 pub use summary::{
     AlgorithmSummary, RoundRow, RunAccumulator, RunOutput, SEEDED_CAVEAT, SiloPrivacy, SingleRun,
     TestMetric, run_caveats, summary_of,
 };
+pub(crate) use summary::{Precision, silo_privacy_at as account_silos};
 
 /// Progress callback: (algorithm index, trial, rounds done in this run).
 pub type Progress<'p> = &'p (dyn Fn(usize, usize, usize) + Sync);

@@ -247,7 +247,10 @@ pub fn run_job(spec: &ReproSpec, data: &[Vec<PanelTrial>], job: &Job) -> crate::
     let (certified_epsilon, lower_epsilon) = match (alg.spec.is_private(), spec.rdp_only) {
         (false, _) => (None, None),
         (true, false) => certified(&crate::experiment::account_silos(
-            &exp, &pt.data, &run.spent,
+            &exp,
+            &pt.data,
+            &run.spent,
+            crate::experiment::Precision::Coarse,
         )),
         (true, true) => (certified_rdp(&exp, &pt.data, &run.spent), None),
     };
