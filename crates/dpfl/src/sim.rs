@@ -36,7 +36,9 @@ struct Silo<'a> {
 /// What happened in one round, for observers.
 #[derive(Debug, Clone)]
 pub struct RoundReport {
+    /// The round r, from 0.
     pub round: Round,
+    /// M_r, the silos whose messages were aggregated (refusals left out).
     pub participants: usize,
     /// Total encoded size of the round's messages, bits.
     pub message_bits: u64,

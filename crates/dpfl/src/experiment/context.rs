@@ -11,7 +11,9 @@ use crate::plan::Setup;
 
 /// Prepared data for one trial, with the public facts derived from it.
 pub struct TrialData {
+    /// The trial's silos, each its own train/test split (only its own half ever sees it).
     pub silos: Vec<SiloData>,
+    /// The model (loss, gradients, metric), shared read-only by every half of the trial.
     pub model: std::sync::Arc<dyn Model>,
     /// How rows became features (saved with the models).
     pub preprocessing: super::preprocessing::Preprocessing,

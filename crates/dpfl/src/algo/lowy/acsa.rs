@@ -234,10 +234,13 @@ pub enum AcsaSampling {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AcceleratedSpec {
+    /// One pass over disjoint batches (Thm E.1) or a fresh batch every round (ERM, Thm F.1) and its
+    /// sampler.
     pub sampling: AcsaSampling,
     /// `None` for the non-private algorithm.
     #[serde(default)]
     pub calibration: Option<Calibration>,
+    /// Explicit parameters, or the theorems' rules for the missing ones (`params = "theory"`).
     #[serde(default)]
     pub params: Params,
     /// The first step α₁/η₁ = 1/(2γ) of the convex schedule; required for convex losses unless
@@ -257,6 +260,7 @@ pub struct AcceleratedSpec {
     /// Objective weights p_i.
     #[serde(default)]
     pub weights: Option<Vec<f64>>,
+    /// Problem constants the theorems' rules need (β, μ, D, …).
     #[serde(default)]
     pub constants: Constants,
 }
@@ -293,6 +297,7 @@ impl AcceleratedSpec {
         })
     }
 
+    /// The name the outputs use ("accelerated MB-SGD (one-pass)", with its calibration).
     pub fn label(&self) -> String {
         let base = match self.sampling {
             AcsaSampling::OnePass => "accelerated MB-SGD (one-pass)",

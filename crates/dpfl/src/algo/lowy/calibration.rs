@@ -270,7 +270,10 @@ pub enum BatchChoice {
     /// The same K for every silo.
     Explicit(usize),
     /// One pass in R rounds: K_i = ⌊n_i/R⌋.
-    OnePass { rounds: usize },
+    OnePass {
+        /// R, the rounds of the pass.
+        rounds: usize,
+    },
     /// K_i/n_i the same for every silo, at the smallest ratio every silo's privacy allows.
     CommonRatio,
     /// Each silo's own [`default_k`].

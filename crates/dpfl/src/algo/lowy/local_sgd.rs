@@ -26,6 +26,8 @@ use crate::data::Dataset;
 use crate::model::{GradientOracle, Projection};
 use crate::units::StepSize;
 
+/// A Local SGD silo (Lowy & Razaviyayn App. I): K single-sample clipped steps from the broadcast
+/// point, each noised for a private run; sends its local model.
 #[derive(Debug)]
 pub struct LocalSgdSilo {
     oracle: GradientOracle,

@@ -46,6 +46,8 @@ pub struct MbSgdServer {
 }
 
 impl MbSgdServer {
+    /// The server half: w_{r+1} = Π_W(w_r − η·mean of the round's messages), starting at `init`;
+    /// `rule` says which iterate is output.
     pub fn new(init: Vec<f64>, step_size: f64, projection: Projection, rule: OutputRule) -> Self {
         let d = init.len();
         let mut w = init;
@@ -218,6 +220,7 @@ pub struct NoisyMbSgdSpec {
     /// Noise rule; `None` for the non-private algorithm.
     #[serde(default)]
     pub calibration: Option<Calibration>,
+    /// Explicit parameters, or the theorems' rules for the missing ones (`params = "theory"`).
     #[serde(default)]
     pub params: Params,
     /// η; required unless `params = "theory"`.
@@ -235,6 +238,7 @@ pub struct NoisyMbSgdSpec {
     /// Objective weights p_i (length N, > 0, sum 1).
     #[serde(default)]
     pub weights: Option<Vec<f64>>,
+    /// Problem constants the theorems' rules need (β, μ, D, …).
     #[serde(default)]
     pub constants: Constants,
     /// How each silo draws its K_i records per round: `with-replacement` (the paper's,
