@@ -4,110 +4,20 @@
 //! ends where the simulator ends for the same seed.
 
 mod common;
-use common::{wait_exit, wait_until};
+use common::{
+    bits, dpfl, participants, prepare, simulated_run, spawn, spawn_silo, wait_exit, wait_until,
+};
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::Child;
 use std::time::Duration;
 
 use dpfl::experiment::{self, ExperimentSpec};
 
-fn dpfl(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_dpfl"))
-        .args(args)
-        .env("DPFL_LOG", "warn")
-        .output()
-        .expect("run dpfl")
-}
-
-fn spawn(args: &[&str], log: &Path) -> Child {
-    let f = std::fs::File::create(log).unwrap();
-    Command::new(env!("CARGO_BIN_EXE_dpfl"))
-        .args(args)
-        .env("DPFL_LOG", "info")
-        .stdout(f.try_clone().unwrap())
-        .stderr(f)
-        .stdin(Stdio::null())
-        .spawn()
-        .expect("spawn dpfl")
-}
-
-fn bits(v: &[f64]) -> Vec<u64> {
-    v.iter().map(|x| x.to_bits()).collect()
-}
-
 /// The simulator's run of algorithm 0 of trial 0, evaluated once at the end.
 fn simulated(exp: &Path) -> experiment::SingleRun {
     let spec = ExperimentSpec::from_file(exp).unwrap();
-    let mut master = experiment::master_rng(&spec).unwrap();
-    let (trial, seed) = experiment::next_trial(&spec, None, &mut master).unwrap();
-    experiment::train_one(
-        &spec,
-        &spec.algorithms[0].spec,
-        &trial,
-        experiment::algorithm_seed(seed, 0),
-        spec.rounds,
-        |_| {},
-    )
-    .unwrap()
-}
-
-/// `dpfl federate --prepare-only` of `exp` in `dir/run` with `extra_server` lines replacing
-/// their keys' lines in `[server]`; returns (federation file of algorithm 0, shard paths).
-fn prepare(dir: &Path, exp: &Path, extra: &[&str], extra_server: &str) -> (PathBuf, Vec<PathBuf>) {
-    let out = dir.join("run");
-    let mut args = vec![
-        "federate",
-        "--config",
-        exp.to_str().unwrap(),
-        "--local",
-        "--prepare-only",
-    ];
-    args.extend_from_slice(extra);
-    args.extend_from_slice(&["--out", out.to_str().unwrap()]);
-    let o = dpfl(&args);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let cfg = out.join("trial-0/federation-0.toml");
-    let mut text = std::fs::read_to_string(&cfg).unwrap();
-    for line in extra_server.lines() {
-        let key = line.split('=').next().unwrap().trim();
-        let old = text
-            .lines()
-            .find(|l| l.split('=').next().unwrap().trim() == key)
-            .unwrap_or_else(|| panic!("no {key} in the federation file"))
-            .to_string();
-        text = text.replace(&old, line);
-    }
-    std::fs::write(&cfg, text).unwrap();
-    let silos = std::fs::read_dir(out.join("trial-0/data")).unwrap().count();
-    let shards = (0..silos)
-        .map(|i| out.join(format!("trial-0/data/silo-{i}.shard")))
-        .collect();
-    (cfg, shards)
-}
-
-fn silo_args(cfg: &Path, id: usize, shard: &Path) -> Vec<String> {
-    let budget = cfg
-        .parent()
-        .unwrap()
-        .join(format!("alg-0/budget-silo-{id}.toml"));
-    vec![
-        "silo".into(),
-        "--config".into(),
-        cfg.to_str().unwrap().into(),
-        "--id".into(),
-        id.to_string(),
-        "--data".into(),
-        shard.to_str().unwrap().into(),
-        "--budget".into(),
-        budget.to_str().unwrap().into(),
-    ]
-}
-
-fn spawn_silo(cfg: &Path, id: usize, shard: &Path, log: &Path) -> Child {
-    let args = silo_args(cfg, id, shard);
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    spawn(&args, log)
+    simulated_run(exp, spec.rounds).1
 }
 
 fn checkpoint(alg: &Path) -> Option<dpfl_net::checkpoint::Checkpoint> {
@@ -118,18 +28,6 @@ fn checkpoint(alg: &Path) -> Option<dpfl_net::checkpoint::Checkpoint> {
 
 fn checkpoint_round(alg: &Path) -> u32 {
     checkpoint(alg).map_or(0, |c| c.next_round)
-}
-
-fn participants(alg: &Path) -> Vec<u64> {
-    std::fs::read_to_string(alg.join("server/rounds.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|l| {
-            serde_json::from_str::<serde_json::Value>(l).unwrap()["participants"]
-                .as_u64()
-                .unwrap()
-        })
-        .collect()
 }
 
 /// (bytes the server received from round 0's opening on, messages aggregated).
