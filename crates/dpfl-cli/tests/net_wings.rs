@@ -27,7 +27,7 @@ fn checkpoint(alg: &Path) -> Option<dpfl_net::checkpoint::Checkpoint> {
 }
 
 fn checkpoint_round(alg: &Path) -> u32 {
-    checkpoint(alg).map_or(0, |c| c.next_round)
+    checkpoint(alg).map_or(0, |c| c.next_round.get())
 }
 
 /// (bytes the server received from round 0's opening on, messages aggregated).
@@ -257,7 +257,9 @@ fn dp_normfedavg_federates_with_t_bit_messages_and_ends_where_the_simulator_ends
             continue;
         };
         assert_eq!(bodies.len(), 1);
-        let reply = dpfl_net::codec::decode_answer(&bodies[0], round, NFA_FEATURES).unwrap();
+        let reply =
+            dpfl_net::codec::decode_answer(&bodies[0], dpfl::algo::Round::new(round), NFA_FEATURES)
+                .unwrap();
         match &reply.messages[0].payload {
             dpfl::algo::Payload::Packed(p) => {
                 assert_eq!(p.len(), NFA_FEATURES);
@@ -403,7 +405,7 @@ fn psgd_trains_through_the_real_shuffler_which_sees_only_shares() {
         // A uniform share has its top 32 bits all zero with probability 2^-32 per value.
         assert!(to_shuffler.iter().all(|&v| v >> 32 != 0), "{to_shuffler:?}");
         let plain = dpfl_net::seal::open(&key[..32], round, sealed[0]).unwrap();
-        let m = dpfl_net::codec::decode_message(&plain, round, d).unwrap();
+        let m = dpfl_net::codec::decode_message(&plain, dpfl::algo::Round::new(round), d).unwrap();
         let dpfl::algo::Payload::Labelled { label, payload } = m.payload else {
             panic!("server share is not labelled")
         };
@@ -460,7 +462,7 @@ fn a_soteria_round_missing_a_silo_past_the_deadline_stops_the_server_without_agg
     assert!(text.contains("needs every silo every round"), "{text}");
     assert!(text.contains("[2]"), "{text}");
     let ckpt = checkpoint(&alg).unwrap();
-    assert!(ckpt.next_round < SOTERIA_ROUNDS);
+    assert!(ckpt.next_round.get() < SOTERIA_ROUNDS);
     assert!(
         ckpt.log.iter().all(|l| l.participants == 3),
         "{:?}",

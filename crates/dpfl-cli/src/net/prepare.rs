@@ -136,8 +136,8 @@ pub(super) fn prepare_trial(
         for i in 0..fed.silos() {
             let b = ctx.silos.get(i).and_then(|s| s.budget);
             let local = dpfl_net::config::LocalBudget {
-                epsilon: b.map(|b| b.0),
-                delta: b.map(|b| b.1),
+                epsilon: b.map(|b| b.0.get()),
+                delta: b.map(|b| b.1.get()),
                 neighbouring: dpfl_privacy::Neighbouring::ReplaceOne,
                 enforce: enforce && b.is_some(),
             };

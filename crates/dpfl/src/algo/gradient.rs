@@ -269,7 +269,7 @@ mod tests {
         let mut rng = DpRng::from_seed(7, dpfl_privacy::rng::Purpose::Silo, 0);
         let mut silo = GradientSilo::new(oracle.clone(), BatchSource::one_pass(n, 3), None, 1.0);
         let b = |round| Broadcast {
-            round,
+            round: Round::new(round),
             point: vec![0.0],
             aux: vec![],
         };

@@ -14,8 +14,7 @@ pub mod compressed;
 
 use serde::{Deserialize, Serialize};
 
-/// Round number, counted from 0.
-pub type Round = u32;
+pub use crate::units::Round;
 
 /// What the server sends to every participating silo at the start of a round.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

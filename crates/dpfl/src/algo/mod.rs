@@ -71,7 +71,7 @@
 //! ```compile_fail
 //! // A server half cannot be handed a dataset: no method accepts one.
 //! fn leak(server: &mut dyn dpfl::algo::ServerHalf, data: &dpfl::data::Dataset) {
-//!     server.aggregate(0, data);
+//!     server.aggregate(Round::FIRST, data);
 //! }
 //! ```
 

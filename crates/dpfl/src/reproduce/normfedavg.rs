@@ -34,6 +34,7 @@ use crate::data::registry::{DataDirs, KnownDataset, Part};
 use crate::data::{Dataset, SiloData};
 use crate::model::{Activation, DeepMlp, GradientOracle, Model, Projection};
 use crate::sim::{Participation, Simulator};
+use crate::units::SiloId;
 
 /// The reproduction ids this module runs (Das et al. Figs. 2, 3, 5).
 pub const IDS: [&str; 3] = [
@@ -319,7 +320,7 @@ pub fn run(plan: &Plan, train: &Dataset, test: &Dataset) -> crate::Result<Outcom
                     .iter()
                     .enumerate()
                     .map(|(i, s)| SiloInfo {
-                        id: i as u32,
+                        id: SiloId::new(i as u32),
                         records: s.train.len(),
                         budget: None,
                     })

@@ -29,6 +29,7 @@ use crate::experiment::metrics::full_grad_norm_sq;
 use crate::linalg::Matrix;
 use crate::model::{GradientOracle, Mlp, Model, NonconvexLogistic, Projection};
 use crate::sim::{Participation, Simulator};
+use crate::units::SiloId;
 
 /// The five algorithms of the figures, in the notebooks' order.
 pub const ALGORITHMS: [&str; 5] = [
@@ -360,12 +361,8 @@ pub fn run(
             silos: records
                 .iter()
                 .enumerate()
-                .map(|(i, &n)| SiloInfo {
-                    id: i as u32,
-                    records: n,
-                    budget: Some((eps, plan.delta)),
-                })
-                .collect(),
+                .map(|(i, &n)| SiloInfo::new(SiloId::new(i as u32), n, Some((eps, plan.delta))))
+                .collect::<crate::Result<_>>()?,
             oracle: GradientOracle::new(fed.model.clone(), None)?,
             lipschitz: plan.clip,
             projection: Projection::None,
@@ -432,12 +429,14 @@ fn init_point(plan: &Plan, fed: &Federation) -> crate::Result<Vec<f64>> {
             .silos
             .iter()
             .enumerate()
-            .map(|(i, s)| SiloInfo {
-                id: i as u32,
-                records: s.train.len(),
-                budget: Some((1.0, plan.delta)),
+            .map(|(i, s)| {
+                SiloInfo::new(
+                    SiloId::new(i as u32),
+                    s.train.len(),
+                    Some((1.0, plan.delta)),
+                )
             })
-            .collect(),
+            .collect::<crate::Result<_>>()?,
         oracle: GradientOracle::new(fed.model.clone(), None)?,
         lipschitz: plan.clip,
         projection: Projection::None,

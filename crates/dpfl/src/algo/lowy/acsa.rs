@@ -551,7 +551,7 @@ mod tests {
         /// Relative error F(ŵ)/F(w₀) after `rounds` exact-gradient rounds.
         fn run(&self, server: &mut dyn ServerHalf, rounds: u32) -> f64 {
             let f0 = self.value(&vec![0.0; self.h.len()]);
-            for r in 0..rounds {
+            for r in (0..rounds).map(Round::new) {
                 let b = server.broadcast(r);
                 server.aggregate(r, &[self.message(&b)]).unwrap();
             }
@@ -649,21 +649,21 @@ mod tests {
             AcsaSchedule::Convex { gamma: 2.0 },
         )
         .unwrap();
-        let b = s.broadcast(0);
+        let b = s.broadcast(Round::FIRST);
         assert_eq!(b.point, vec![1.0, 0.0]);
         let g = SiloMessage {
-            round: 0,
+            round: Round::FIRST,
             payload: Payload::Dense(vec![-6.0, -6.0]),
         };
-        s.aggregate(0, &[g]).unwrap();
+        s.aggregate(Round::FIRST, &[g]).unwrap();
         // z = (2, 1), ‖z‖ = √5 > 1.5: w = 1.5 (2, 1)/√5; w_ag = w (α = 1).
         let k = 1.5 / 5f64.sqrt();
         let out = s.output();
         assert!((out[0] - 2.0 * k).abs() < 1e-12 && (out[1] - k).abs() < 1e-12);
         // An empty round changes nothing and does not advance the schedule.
         let before = s.state();
-        let b = s.broadcast(1);
-        s.aggregate(1, &[]).unwrap();
+        let b = s.broadcast(Round::new(1));
+        s.aggregate(Round::new(1), &[]).unwrap();
         assert_eq!(s.state(), before);
         assert_eq!(s.iterations(), 1);
         // Second iteration: α = 2/3, η = 4γ/6 = 4/3, μ = 2: den = η + (1 − α²)μ = 4/3 + 10/9.
@@ -671,10 +671,10 @@ mod tests {
         assert!((b.point[0] - 2.0 * k).abs() < 1e-12);
         // Wrong-round messages are refused.
         let bad = SiloMessage {
-            round: 7,
+            round: Round::new(7),
             payload: Payload::Dense(vec![0.0, 0.0]),
         };
-        assert!(s.aggregate(2, &[bad]).is_err());
+        assert!(s.aggregate(Round::new(2), &[bad]).is_err());
     }
 
     #[test]
@@ -689,7 +689,7 @@ mod tests {
             AcsaSchedule::Convex { gamma: 2.0 },
         )
         .unwrap();
-        for r in 0..200 {
+        for r in (0..200).map(Round::new) {
             s.broadcast(r);
             let m = SiloMessage {
                 round: r,

@@ -286,7 +286,7 @@ pub(crate) fn plan(
             sigma: silo.noise_std(),
             batch_size: k,
             formula,
-            run_event: silo.round_event(0).map(|e| e.repeated(r as u64)),
+            run_event: silo.round_event(Round::FIRST).map(|e| e.repeated(r as u64)),
         });
     }
     Ok((plan, report))

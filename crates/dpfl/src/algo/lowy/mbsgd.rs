@@ -198,7 +198,9 @@ pub(crate) fn plan(
             sigma: silo.noise_std(),
             batch_size: p.batch_size,
             formula,
-            run_event: silo.round_event(0).map(|e| e.repeated(rounds as u64)),
+            run_event: silo
+                .round_event(Round::FIRST)
+                .map(|e| e.repeated(rounds as u64)),
         });
     }
     Ok((plan, calibrations))
@@ -330,6 +332,7 @@ mod tests {
     use crate::algo::half::{FederationInfo, SiloInfo};
     use crate::algo::{AlgorithmSpec, BuildContext};
     use crate::model::{GradientOracle, LogisticRegression, Projection};
+    use crate::units::SiloId;
 
     /// Two silos (n = 200 and 400, ε = 1, δ = 1e-5), R = 10, L = 1.
     fn ctx() -> BuildContext {
@@ -344,11 +347,7 @@ mod tests {
             silos: [200, 400]
                 .iter()
                 .enumerate()
-                .map(|(i, &n)| SiloInfo {
-                    id: i as u32,
-                    records: n,
-                    budget: Some((1.0, 1e-5)),
-                })
+                .map(|(i, &n)| SiloInfo::new(SiloId::new(i as u32), n, Some((1.0, 1e-5))).unwrap())
                 .collect(),
             oracle: GradientOracle::new(model, None).unwrap(),
             lipschitz: 1.0,
@@ -365,7 +364,7 @@ mod tests {
     /// The round event's sampling of silo `i`.
     fn sampling(spec: &AlgorithmSpec, i: usize) -> Sampling {
         let built = spec.build(&ctx()).unwrap();
-        match built.silos[i].round_event(0) {
+        match built.silos[i].round_event(crate::units::Round::FIRST) {
             Some(PrivacyEvent::Sampled { sampling, .. }) => sampling,
             other => panic!("not a sampled event: {other:?}"),
         }
