@@ -515,6 +515,7 @@ mod tests {
     use crate::algo::lowy::multistage::multistage;
     use crate::algo::message::Payload;
     use crate::algo::server::OutputRule;
+    use crate::units::StepSize;
 
     /// F(w) = ½ Σ_j h_j (w_j − 1)², h log-spaced in [β/κ, β], β = 1.
     struct Quadratic {
@@ -575,7 +576,12 @@ mod tests {
 
     fn gd() -> MbSgdServer {
         // Plain gradient descent at the same smoothness: η = 1/β.
-        MbSgdServer::new(vec![0.0; 10], 1.0, Projection::None, OutputRule::Last)
+        MbSgdServer::new(
+            vec![0.0; 10],
+            StepSize::new(1.0).unwrap(),
+            Projection::None,
+            OutputRule::Last,
+        )
     }
 
     #[test]

@@ -31,7 +31,7 @@ use crate::units::StepSize;
 #[derive(Debug)]
 pub struct LocalSgdSilo {
     oracle: GradientOracle,
-    step_size: f64,
+    step_size: StepSize,
     steps: usize,
     sampler: WithReplacement,
     mechanism: Option<GaussianMechanism>,
@@ -64,7 +64,7 @@ impl SiloHalf for LocalSgdSilo {
             if let Some(m) = &self.mechanism {
                 m.privatize(&mut self.grad, rng);
             }
-            crate::linalg::axpy(-self.step_size, &self.grad, &mut w);
+            crate::linalg::axpy(-self.step_size.get(), &self.grad, &mut w);
             self.projection.apply(&mut w);
         }
         Ok(SiloMessage {
@@ -169,7 +169,7 @@ impl LocalSgdPlan {
         let d = oracle.model().num_params();
         Ok(Box::new(LocalSgdSilo {
             oracle,
-            step_size: self.step_size.get(),
+            step_size: self.step_size,
             steps: p.steps,
             sampler,
             mechanism,

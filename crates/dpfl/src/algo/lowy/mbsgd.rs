@@ -39,7 +39,7 @@ use crate::units::StepSize;
 #[derive(Debug, Clone)]
 pub struct MbSgdServer {
     w: Vec<f64>,
-    step_size: f64,
+    step_size: StepSize,
     projection: Projection,
     out: IterateOutput,
     g: Vec<f64>,
@@ -48,7 +48,12 @@ pub struct MbSgdServer {
 impl MbSgdServer {
     /// The server half: w_{r+1} = Π_W(w_r − η·mean of the round's messages), starting at `init`;
     /// `rule` says which iterate is output.
-    pub fn new(init: Vec<f64>, step_size: f64, projection: Projection, rule: OutputRule) -> Self {
+    pub fn new(
+        init: Vec<f64>,
+        step_size: StepSize,
+        projection: Projection,
+        rule: OutputRule,
+    ) -> Self {
         let d = init.len();
         let mut w = init;
         projection.apply(&mut w);
@@ -74,7 +79,7 @@ impl ServerHalf for MbSgdServer {
     fn aggregate(&mut self, round: Round, messages: &[SiloMessage]) -> crate::Result<()> {
         self.out.record(&self.w);
         if average_messages(messages, round, &mut self.g)? {
-            crate::linalg::axpy(-self.step_size, &self.g, &mut self.w);
+            crate::linalg::axpy(-self.step_size.get(), &self.g, &mut self.w);
             self.projection.apply(&mut self.w);
         }
         Ok(())
@@ -119,7 +124,7 @@ impl MbSgdPlan {
     pub fn server_half(&self, ctx: &BuildContext) -> crate::Result<Box<dyn ServerHalf>> {
         Ok(Box::new(MbSgdServer::new(
             ctx.init.clone(),
-            self.step_size.get(),
+            self.step_size,
             ctx.projection,
             self.output,
         )))
