@@ -16,8 +16,6 @@
 //! and its ledger charges every round, so a wrong plan can stop a silo but not make it
 //! over-spend.
 
-#![warn(missing_docs)]
-
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};

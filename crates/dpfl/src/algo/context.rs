@@ -1,7 +1,5 @@
 //! What an algorithm is built from (public facts only) and what building yields.
 
-#![warn(missing_docs)]
-
 use serde::{Deserialize, Serialize};
 
 use super::half::{FederationInfo, ServerHalf, SiloHalf, SiloInfo};

@@ -4,8 +4,6 @@
 //! (with or without replacement, Poisson, or one pass over disjoint batches) is the sampling
 //! of the round's privacy event, so the ledger and the accountant see exactly what was drawn.
 
-#![warn(missing_docs)]
-
 use dpfl_privacy::event::Sampling;
 use dpfl_privacy::mechanism::{GaussianMechanism, VectorMechanism};
 use dpfl_privacy::sampler::{BatchSampler, DisjointBatches, RecordSampling};

@@ -1,8 +1,6 @@
 //! The two halves of every algorithm and the public facts they are built from (the floor's
 //! contract; see [`crate::algo`] for the trust boundary these types enforce).
 
-#![warn(missing_docs)]
-
 use serde::{Deserialize, Serialize};
 
 use super::message::{Broadcast, Reply, Round, SiloMessage};

@@ -8,8 +8,6 @@
 //! A payload is validated once, by [`Payload::validate`], when the round core receives it from
 //! a silo half or a codec decodes it.
 
-#![warn(missing_docs)]
-
 pub mod compressed;
 
 use serde::{Deserialize, Serialize};

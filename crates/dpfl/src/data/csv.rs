@@ -170,7 +170,7 @@ impl CsvSchema {
         self.encode(path, &table)
     }
 
-    /// The spec this file was read with.
+    /// The spec this schema was fitted with.
     pub fn spec(&self) -> &CsvSpec {
         &self.spec
     }

@@ -321,7 +321,7 @@ pub enum DirSource {
     Argument,
     /// The `DPFL_DATA` environment variable.
     Env,
-    /// The sets bundled in the binary.
+    /// The repository's `data/` directory (the bundled sets).
     Bundled,
 }
 
