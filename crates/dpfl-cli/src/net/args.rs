@@ -4,9 +4,10 @@ use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
 
-/// `dpfl server`.
+/// What every long-running network process takes: its federation file and where to serve
+/// its metrics.
 #[derive(Args)]
-pub struct ServerArgs {
+pub struct ProcessArgs {
     /// Federation file (see docs/deployment.md).
     #[arg(long)]
     pub(super) config: PathBuf,
@@ -15,12 +16,26 @@ pub struct ServerArgs {
     pub(super) metrics_addr: Option<String>,
 }
 
+/// How long a silo or the shuffler keeps trying to reach the server.
+#[derive(Args)]
+pub struct ConnectArgs {
+    /// Seconds to keep trying to reach the server (also after losing it) before giving up.
+    #[arg(long, default_value_t = dpfl_net::retry::DEFAULT_CONNECT_TIMEOUT.as_secs_f64())]
+    pub(super) connect_timeout: f64,
+}
+
+/// `dpfl server`.
+#[derive(Args)]
+pub struct ServerArgs {
+    #[command(flatten)]
+    pub(super) process: ProcessArgs,
+}
+
 /// `dpfl silo`.
 #[derive(Args)]
 pub struct SiloArgs {
-    /// Federation file (see docs/deployment.md).
-    #[arg(long)]
-    pub(super) config: PathBuf,
+    #[command(flatten)]
+    pub(super) process: ProcessArgs,
     /// This silo's data shard (written by `dpfl federate --prepare-only`, see docs/deployment.md).
     #[arg(long)]
     pub(super) data: PathBuf,
@@ -32,26 +47,17 @@ pub struct SiloArgs {
     /// is refused before the data are read.
     #[arg(long)]
     pub(super) budget: PathBuf,
-    /// Seconds to keep trying to reach the server (also after losing it) before giving up.
-    #[arg(long, default_value_t = dpfl_net::retry::DEFAULT_CONNECT_TIMEOUT.as_secs_f64())]
-    pub(super) connect_timeout: f64,
-    /// Serve Prometheus metrics on this address (`GET /metrics`, plain HTTP; off by default).
-    #[arg(long)]
-    pub(super) metrics_addr: Option<String>,
+    #[command(flatten)]
+    pub(super) connect: ConnectArgs,
 }
 
 /// `dpfl shuffler`.
 #[derive(Args)]
 pub struct ShufflerArgs {
-    /// Federation file (see docs/deployment.md).
-    #[arg(long)]
-    pub(super) config: PathBuf,
-    /// Seconds to keep trying to reach the server (also after losing it) before giving up.
-    #[arg(long, default_value_t = dpfl_net::retry::DEFAULT_CONNECT_TIMEOUT.as_secs_f64())]
-    pub(super) connect_timeout: f64,
-    /// Serve Prometheus metrics on this address (`GET /metrics`, plain HTTP; off by default).
-    #[arg(long)]
-    pub(super) metrics_addr: Option<String>,
+    #[command(flatten)]
+    pub(super) process: ProcessArgs,
+    #[command(flatten)]
+    pub(super) connect: ConnectArgs,
 }
 
 /// `dpfl certs init | issue`: the development PKI.

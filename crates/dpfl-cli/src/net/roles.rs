@@ -9,10 +9,10 @@ use super::{config_file, init_logs, load, net, runtime, timeout};
 /// round aggregated a single message.
 pub fn server(args: &ServerArgs) -> anyhow::Result<()> {
     init_logs();
-    let fed = load(&args.config).map_err(config_file)?;
+    let fed = load(&args.process.config).map_err(config_file)?;
     let out = runtime()?.block_on(async {
         crate::ops::metrics(
-            args.metrics_addr.as_deref(),
+            args.process.metrics_addr.as_deref(),
             dpfl_net::metrics::Role::Server,
         )
         .await?;
@@ -49,8 +49,8 @@ pub fn server(args: &ServerArgs) -> anyhow::Result<()> {
 /// Runs one silo: its own budget file judges the plan before its data are read.
 pub fn silo(args: &SiloArgs) -> anyhow::Result<()> {
     init_logs();
-    let connect_timeout = timeout(args.connect_timeout)?;
-    let fed = load(&args.config).map_err(config_file)?;
+    let connect_timeout = timeout(args.connect.connect_timeout)?;
+    let fed = load(&args.process.config).map_err(config_file)?;
     let local = dpfl_net::config::LocalBudget::load(&args.budget).map_err(config_file)?;
     // The plan is judged against the silo's own budget before its data are read.
     match dpfl_net::config::check_plan(&fed, args.id, &local).map_err(net)? {
@@ -87,7 +87,7 @@ pub fn silo(args: &SiloArgs) -> anyhow::Result<()> {
     let role = dpfl_net::metrics::Role::Silo(args.id as usize);
     let report = runtime()?
         .block_on(async {
-            crate::ops::metrics(args.metrics_addr.as_deref(), role).await?;
+            crate::ops::metrics(args.process.metrics_addr.as_deref(), role).await?;
             silo.run().await
         })
         .map_err(net)?;
@@ -113,12 +113,12 @@ pub fn silo(args: &SiloArgs) -> anyhow::Result<()> {
 /// Runs the federation's shuffler until the server is done.
 pub fn shuffler(args: &ShufflerArgs) -> anyhow::Result<()> {
     init_logs();
-    let connect_timeout = timeout(args.connect_timeout)?;
-    let fed = load(&args.config).map_err(config_file)?;
+    let connect_timeout = timeout(args.connect.connect_timeout)?;
+    let fed = load(&args.process.config).map_err(config_file)?;
     let batches = runtime()?
         .block_on(async {
             crate::ops::metrics(
-                args.metrics_addr.as_deref(),
+                args.process.metrics_addr.as_deref(),
                 dpfl_net::metrics::Role::Shuffler,
             )
             .await?;
