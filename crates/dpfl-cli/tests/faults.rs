@@ -5,6 +5,9 @@
 //! the process ended in bounded time, that the error names the culprit, and (for state) that
 //! nothing was released or charged again.
 
+mod common;
+use common::{free_port, silo_args, spawn, strs, wait_exit};
+
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -85,11 +88,7 @@ impl Fed {
     }
     /// A fixed server address on a port nothing listens on (no address file).
     fn closed_port(&self) -> u16 {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
+        let port = free_port();
         self.edit(|t| {
             t.replace(
                 "address = \"127.0.0.1:0\"\naddress_file = \"alg-0/server.addr\"",
@@ -99,20 +98,7 @@ impl Fed {
         port
     }
     fn silo_args(&self, i: usize, extra: &[&str]) -> Vec<String> {
-        let mut v: Vec<String> = [
-            "silo",
-            "--config",
-            self.cfg().to_str().unwrap(),
-            "--id",
-            &i.to_string(),
-            "--data",
-            self.shard(i).to_str().unwrap(),
-            "--budget",
-            self.budget(i).to_str().unwrap(),
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
+        let mut v = silo_args(&self.cfg(), i, &self.shard(i));
         v.extend(extra.iter().map(|s| s.to_string()));
         v
     }
@@ -138,10 +124,6 @@ struct Out {
     code: Option<i32>,
     stderr: String,
     took: Duration,
-}
-
-fn strs(v: &[String]) -> Vec<&str> {
-    v.iter().map(String::as_str).collect()
 }
 
 /// Runs `dpfl ARGS` to its end, failing the test if it takes longer than `limit` (a hang).
@@ -172,33 +154,6 @@ fn dpfl(args: &[&str], limit: Duration) -> Out {
         code: status.code(),
         stderr,
         took: start.elapsed(),
-    }
-}
-
-fn spawn(args: &[&str], log: &Path) -> Child {
-    let f = std::fs::File::create(log).unwrap();
-    Command::new(env!("CARGO_BIN_EXE_dpfl"))
-        .args(args)
-        .env("DPFL_LOG", "info")
-        .stdout(f.try_clone().unwrap())
-        .stderr(f)
-        .stdin(Stdio::null())
-        .spawn()
-        .expect("spawn dpfl")
-}
-
-fn wait_exit(c: &mut Child, limit: Duration) -> std::process::ExitStatus {
-    let end = Instant::now() + limit;
-    loop {
-        if let Some(s) = c.try_wait().unwrap() {
-            return s;
-        }
-        if Instant::now() > end {
-            let _ = c.kill();
-            let _ = c.wait();
-            panic!("process did not exit within {limit:?} (a hang)");
-        }
-        std::thread::sleep(Duration::from_millis(20));
     }
 }
 

@@ -3,13 +3,15 @@
 //! training survives killed silos and a killed server without charging any silo's ledger twice.
 
 mod common;
-use common::{wait_exit, wait_until};
+use common::{
+    bits, dpfl, participants, prepare, simulated_run, spawn, spawn_silo, wait_exit, wait_until,
+};
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Output};
 use std::time::{Duration, Instant};
 
-use dpfl::experiment::{self, ExperimentSpec};
+use dpfl::experiment::ExperimentSpec;
 
 fn experiment(rounds: usize, participation: &str) -> String {
     format!(
@@ -43,14 +45,6 @@ fn write_experiment(dir: &Path, text: &str) -> PathBuf {
     p
 }
 
-fn dpfl(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_dpfl"))
-        .args(args)
-        .env("DPFL_LOG", "warn")
-        .output()
-        .expect("run dpfl")
-}
-
 /// `dpfl federate --config EXP --local [EXTRA] --out OUT`, which must succeed.
 fn federate_local(exp: &Path, out: &Path, extra: &[&str]) {
     let mut args = vec!["federate", "--config", exp.to_str().unwrap(), "--local"];
@@ -58,39 +52,6 @@ fn federate_local(exp: &Path, out: &Path, extra: &[&str]) {
     args.extend_from_slice(&["--out", out.to_str().unwrap()]);
     let o = dpfl(&args);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-}
-
-fn strs(v: &[String]) -> Vec<&str> {
-    v.iter().map(String::as_str).collect()
-}
-
-fn spawn(args: &[&str], log: &Path) -> Child {
-    let f = std::fs::File::create(log).unwrap();
-    Command::new(env!("CARGO_BIN_EXE_dpfl"))
-        .args(args)
-        .env("DPFL_LOG", "info")
-        .stdout(f.try_clone().unwrap())
-        .stderr(f)
-        .stdin(Stdio::null())
-        .spawn()
-        .expect("spawn dpfl")
-}
-
-/// The simulator's run of algorithm 0 of trial 0, evaluated every `eval_every` rounds.
-fn simulated_run(exp: &Path, eval_every: usize) -> (experiment::TrialData, experiment::SingleRun) {
-    let spec = ExperimentSpec::from_file(exp).unwrap();
-    let mut master = experiment::master_rng(&spec).unwrap();
-    let (trial, seed) = experiment::next_trial(&spec, None, &mut master).unwrap();
-    let run = experiment::train_one(
-        &spec,
-        &spec.algorithms[0].spec,
-        &trial,
-        experiment::algorithm_seed(seed, 0),
-        eval_every,
-        |_| {},
-    )
-    .unwrap();
-    (trial, run)
 }
 
 /// The simulator's final model and training loss for algorithm 0 of trial 0.
@@ -104,10 +65,6 @@ fn simulated(exp: &Path) -> (Vec<f64>, f64) {
 /// trial t's under OUT/trial-<t>).
 fn model(trial_dir: &Path) -> Vec<f64> {
     dpfl_net::server::read_model(&trial_dir.join("alg-0/server/model.bin")).unwrap()
-}
-
-fn bits(v: &[f64]) -> Vec<u64> {
-    v.iter().map(|x| x.to_bits()).collect()
 }
 
 #[test]
@@ -305,66 +262,16 @@ fn federate_writes_the_rounds_and_summary_of_dpfl_train_for_every_trial() {
     assert_eq!(g, w);
 }
 
-/// Prepares trial 0's federation of algorithm 0 with `extra_server` lines added to its
-/// `[server]` section, and returns (federation file, shard paths).
-fn prepare(dir: &Path, exp: &Path, extra_server: &str) -> (PathBuf, Vec<PathBuf>) {
-    let out = dir.join("run");
-    let o = dpfl(&[
-        "federate",
-        "--config",
-        exp.to_str().unwrap(),
-        "--local",
-        "--prepare-only",
-        "--deadline-ms",
-        "30000",
-        "--out",
-        out.to_str().unwrap(),
-    ]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let cfg = out.join("trial-0/federation-0.toml");
-    // The federation file names every server key, so an extra line replaces its key's line.
-    let mut text = std::fs::read_to_string(&cfg).unwrap();
-    for line in extra_server.lines() {
-        let key = line.split('=').next().unwrap().trim();
-        let old = text
-            .lines()
-            .find(|l| l.split('=').next().unwrap().trim() == key)
-            .unwrap_or_else(|| panic!("no {key} in the federation file"))
-            .to_string();
-        text = text.replace(&old, line);
-    }
-    std::fs::write(&cfg, text).unwrap();
-    let shards = (0..3)
-        .map(|i| out.join(format!("trial-0/data/silo-{i}.shard")))
-        .collect();
-    (cfg, shards)
-}
-
-/// M_r of every round in an algorithm's state directory (`alg-<a>`), from the server's log.
-fn participants(alg_dir: &Path) -> Vec<u64> {
-    let log = std::fs::read_to_string(alg_dir.join("server/rounds.jsonl")).unwrap();
-    log.lines()
-        .map(|l| {
-            serde_json::from_str::<serde_json::Value>(l).unwrap()["participants"]
-                .as_u64()
-                .unwrap()
-        })
-        .collect()
-}
-
 /// Starts the server and the three silos of federation file `cfg`, logging into `logs`.
-fn start_processes(cfg: &str, shards: &[PathBuf], logs: &Path) -> (Child, Vec<Child>) {
-    let server = spawn(&["server", "--config", cfg], &logs.join("server.log"));
+fn start_processes(cfg: &Path, shards: &[PathBuf], logs: &Path) -> (Child, Vec<Child>) {
+    let server = spawn(
+        &["server", "--config", cfg.to_str().unwrap()],
+        &logs.join("server.log"),
+    );
     let silos = shards
         .iter()
         .enumerate()
-        .map(|(i, shard)| {
-            let id = i.to_string();
-            spawn(
-                &strs(&silo_args(cfg, &id, shard.to_str().unwrap())),
-                &logs.join(format!("silo-{i}.log")),
-            )
-        })
+        .map(|(i, shard)| spawn_silo(cfg, i, shard, &logs.join(format!("silo-{i}.log"))))
         .collect();
     (server, silos)
 }
@@ -376,22 +283,6 @@ fn checkpoint_round(out: &Path) -> u64 {
         .map_or(0, u64::from)
 }
 
-/// `dpfl silo` for silo `id` of a federation `dpfl federate --prepare-only` wrote, with the
-/// budget file it wrote beside algorithm 0's state.
-fn silo_args(cfg: &str, id: &str, shard: &str) -> Vec<String> {
-    let budget = Path::new(cfg)
-        .parent()
-        .unwrap()
-        .join(format!("alg-0/budget-silo-{id}.toml"));
-    [
-        "silo", "--config", cfg, "--id", id, "--data", shard, "--budget",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .chain([budget.to_str().unwrap().to_string()])
-    .collect()
-}
-
 #[test]
 fn a_killed_silo_is_left_out_and_rejoins() {
     let tmp = tempfile::tempdir().unwrap();
@@ -400,12 +291,12 @@ fn a_killed_silo_is_left_out_and_rejoins() {
     let (cfg, shards) = prepare(
         tmp.path(),
         &exp,
+        &[],
         "heartbeat_timeout_ms = 1500\nmin_round_ms = 150",
     );
     let out = cfg.parent().unwrap().to_path_buf();
-    let c = cfg.to_str().unwrap();
     let logs = tmp.path();
-    let (mut server, mut silos) = start_processes(c, &shards, logs);
+    let (mut server, mut silos) = start_processes(&cfg, &shards, logs);
     wait_until("round 3", Duration::from_secs(60), || {
         checkpoint_round(&out) >= 3
     });
@@ -417,10 +308,7 @@ fn a_killed_silo_is_left_out_and_rejoins() {
         checkpoint_round(&out) >= killed_at + 3
     });
     // It rejoins, restoring its generator and ledger from its state directory.
-    silos[2] = spawn(
-        &strs(&silo_args(c, "2", shards[2].to_str().unwrap())),
-        &logs.join("silo-2-again.log"),
-    );
+    silos[2] = spawn_silo(&cfg, 2, &shards[2], &logs.join("silo-2-again.log"));
     let status = wait_exit(&mut server, Duration::from_secs(120));
     assert!(
         status.success(),
@@ -442,11 +330,11 @@ fn a_restarted_server_resumes_without_charging_any_ledger_twice() {
     let tmp = tempfile::tempdir().unwrap();
     let rounds = 12;
     let exp = write_experiment(tmp.path(), &experiment(rounds, r#"{ kind = "all" }"#));
-    let (cfg, shards) = prepare(tmp.path(), &exp, "min_round_ms = 150");
+    let (cfg, shards) = prepare(tmp.path(), &exp, &[], "min_round_ms = 150");
     let out = cfg.parent().unwrap().to_path_buf();
     let c = cfg.to_str().unwrap();
     let logs = tmp.path();
-    let (mut server, mut silos) = start_processes(c, &shards, logs);
+    let (mut server, mut silos) = start_processes(&cfg, &shards, logs);
     wait_until("round 4", Duration::from_secs(60), || {
         checkpoint_round(&out) >= 4
     });

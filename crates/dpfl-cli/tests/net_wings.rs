@@ -4,110 +4,20 @@
 //! ends where the simulator ends for the same seed.
 
 mod common;
-use common::{wait_exit, wait_until};
+use common::{
+    bits, dpfl, participants, prepare, simulated_run, spawn, spawn_silo, wait_exit, wait_until,
+};
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::Child;
 use std::time::Duration;
 
 use dpfl::experiment::{self, ExperimentSpec};
 
-fn dpfl(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_dpfl"))
-        .args(args)
-        .env("DPFL_LOG", "warn")
-        .output()
-        .expect("run dpfl")
-}
-
-fn spawn(args: &[&str], log: &Path) -> Child {
-    let f = std::fs::File::create(log).unwrap();
-    Command::new(env!("CARGO_BIN_EXE_dpfl"))
-        .args(args)
-        .env("DPFL_LOG", "info")
-        .stdout(f.try_clone().unwrap())
-        .stderr(f)
-        .stdin(Stdio::null())
-        .spawn()
-        .expect("spawn dpfl")
-}
-
-fn bits(v: &[f64]) -> Vec<u64> {
-    v.iter().map(|x| x.to_bits()).collect()
-}
-
 /// The simulator's run of algorithm 0 of trial 0, evaluated once at the end.
 fn simulated(exp: &Path) -> experiment::SingleRun {
     let spec = ExperimentSpec::from_file(exp).unwrap();
-    let mut master = experiment::master_rng(&spec).unwrap();
-    let (trial, seed) = experiment::next_trial(&spec, None, &mut master).unwrap();
-    experiment::train_one(
-        &spec,
-        &spec.algorithms[0].spec,
-        &trial,
-        experiment::algorithm_seed(seed, 0),
-        spec.rounds,
-        |_| {},
-    )
-    .unwrap()
-}
-
-/// `dpfl federate --prepare-only` of `exp` in `dir/run` with `extra_server` lines replacing
-/// their keys' lines in `[server]`; returns (federation file of algorithm 0, shard paths).
-fn prepare(dir: &Path, exp: &Path, extra: &[&str], extra_server: &str) -> (PathBuf, Vec<PathBuf>) {
-    let out = dir.join("run");
-    let mut args = vec![
-        "federate",
-        "--config",
-        exp.to_str().unwrap(),
-        "--local",
-        "--prepare-only",
-    ];
-    args.extend_from_slice(extra);
-    args.extend_from_slice(&["--out", out.to_str().unwrap()]);
-    let o = dpfl(&args);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let cfg = out.join("trial-0/federation-0.toml");
-    let mut text = std::fs::read_to_string(&cfg).unwrap();
-    for line in extra_server.lines() {
-        let key = line.split('=').next().unwrap().trim();
-        let old = text
-            .lines()
-            .find(|l| l.split('=').next().unwrap().trim() == key)
-            .unwrap_or_else(|| panic!("no {key} in the federation file"))
-            .to_string();
-        text = text.replace(&old, line);
-    }
-    std::fs::write(&cfg, text).unwrap();
-    let silos = std::fs::read_dir(out.join("trial-0/data")).unwrap().count();
-    let shards = (0..silos)
-        .map(|i| out.join(format!("trial-0/data/silo-{i}.shard")))
-        .collect();
-    (cfg, shards)
-}
-
-fn silo_args(cfg: &Path, id: usize, shard: &Path) -> Vec<String> {
-    let budget = cfg
-        .parent()
-        .unwrap()
-        .join(format!("alg-0/budget-silo-{id}.toml"));
-    vec![
-        "silo".into(),
-        "--config".into(),
-        cfg.to_str().unwrap().into(),
-        "--id".into(),
-        id.to_string(),
-        "--data".into(),
-        shard.to_str().unwrap().into(),
-        "--budget".into(),
-        budget.to_str().unwrap().into(),
-    ]
-}
-
-fn spawn_silo(cfg: &Path, id: usize, shard: &Path, log: &Path) -> Child {
-    let args = silo_args(cfg, id, shard);
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    spawn(&args, log)
+    simulated_run(exp, spec.rounds).1
 }
 
 fn checkpoint(alg: &Path) -> Option<dpfl_net::checkpoint::Checkpoint> {
@@ -117,19 +27,7 @@ fn checkpoint(alg: &Path) -> Option<dpfl_net::checkpoint::Checkpoint> {
 }
 
 fn checkpoint_round(alg: &Path) -> u32 {
-    checkpoint(alg).map_or(0, |c| c.next_round)
-}
-
-fn participants(alg: &Path) -> Vec<u64> {
-    std::fs::read_to_string(alg.join("server/rounds.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|l| {
-            serde_json::from_str::<serde_json::Value>(l).unwrap()["participants"]
-                .as_u64()
-                .unwrap()
-        })
-        .collect()
+    checkpoint(alg).map_or(0, |c| c.next_round.get())
 }
 
 /// (bytes the server received from round 0's opening on, messages aggregated).
@@ -359,7 +257,9 @@ fn dp_normfedavg_federates_with_t_bit_messages_and_ends_where_the_simulator_ends
             continue;
         };
         assert_eq!(bodies.len(), 1);
-        let reply = dpfl_net::codec::decode_answer(&bodies[0], round, NFA_FEATURES).unwrap();
+        let reply =
+            dpfl_net::codec::decode_answer(&bodies[0], dpfl::algo::Round::new(round), NFA_FEATURES)
+                .unwrap();
         match &reply.messages[0].payload {
             dpfl::algo::Payload::Packed(p) => {
                 assert_eq!(p.len(), NFA_FEATURES);
@@ -505,7 +405,7 @@ fn psgd_trains_through_the_real_shuffler_which_sees_only_shares() {
         // A uniform share has its top 32 bits all zero with probability 2^-32 per value.
         assert!(to_shuffler.iter().all(|&v| v >> 32 != 0), "{to_shuffler:?}");
         let plain = dpfl_net::seal::open(&key[..32], round, sealed[0]).unwrap();
-        let m = dpfl_net::codec::decode_message(&plain, round, d).unwrap();
+        let m = dpfl_net::codec::decode_message(&plain, dpfl::algo::Round::new(round), d).unwrap();
         let dpfl::algo::Payload::Labelled { label, payload } = m.payload else {
             panic!("server share is not labelled")
         };
@@ -562,7 +462,7 @@ fn a_soteria_round_missing_a_silo_past_the_deadline_stops_the_server_without_agg
     assert!(text.contains("needs every silo every round"), "{text}");
     assert!(text.contains("[2]"), "{text}");
     let ckpt = checkpoint(&alg).unwrap();
-    assert!(ckpt.next_round < SOTERIA_ROUNDS);
+    assert!(ckpt.next_round.get() < SOTERIA_ROUNDS);
     assert!(
         ckpt.log.iter().all(|l| l.participants == 3),
         "{:?}",

@@ -3,15 +3,18 @@
 //! that never writes keys into a temporary directory, and the Prometheus `/metrics`
 //! endpoints of a short federation scraped over 127.0.0.1.
 
+mod common;
+use common::{command, free_port, prepare, silo_args, spawn, strs};
+
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Output};
 use std::time::{Duration, Instant};
 
+/// `dpfl ARGS` run from the repository root (where the experiments' relative paths start).
 fn dpfl(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_dpfl"))
+    command()
         .args(args)
-        .env("DPFL_LOG", "warn")
         .current_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("../.."))
         .output()
         .expect("run dpfl")
@@ -232,14 +235,6 @@ fn federate_needs_out_and_prints_json() {
     );
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 /// `GET /metrics` over plain HTTP/1.1 (None while nothing listens).
 fn scrape(port: u16) -> Option<String> {
     let mut c = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
@@ -249,18 +244,6 @@ fn scrape(port: u16) -> Option<String> {
     let mut s = String::new();
     c.read_to_string(&mut s).ok()?;
     s.starts_with("HTTP/1.1 200").then_some(s)
-}
-
-fn spawn(args: &[&str], log: &Path) -> Child {
-    let f = std::fs::File::create(log).unwrap();
-    Command::new(env!("CARGO_BIN_EXE_dpfl"))
-        .args(args)
-        .env("DPFL_LOG", "info")
-        .stdout(f.try_clone().unwrap())
-        .stderr(f)
-        .stdin(Stdio::null())
-        .spawn()
-        .expect("spawn dpfl")
 }
 
 /// A value of the metric line starting with `name` in `text`.
@@ -285,53 +268,21 @@ fn metrics_endpoints_of_a_short_federation() {
             "calibration = \"accountant\"",
         );
     std::fs::write(&exp, text).unwrap();
-    let out = tmp.path().join("fed");
-    ok(&[
-        "federate",
-        "--local",
-        "--prepare-only",
-        "--config",
-        s(&exp),
-        "--out",
-        s(&out),
-    ]);
-    let cfg = out.join("trial-0/federation-0.toml");
     // Paced rounds, so there is time to scrape while it runs.
-    let text = std::fs::read_to_string(&cfg).unwrap();
-    let line = text
-        .lines()
-        .find(|l| l.trim_start().starts_with("min_round_ms"))
-        .expect("min_round_ms in the federation file")
-        .to_string();
-    std::fs::write(&cfg, text.replace(&line, "min_round_ms = 120")).unwrap();
+    let (cfg, shards) = prepare(tmp.path(), &exp, &[], "min_round_ms = 120");
     let ports: Vec<u16> = (0..4).map(|_| free_port()).collect();
     let addr = |i: usize| format!("127.0.0.1:{}", ports[i]);
-    let c = s(&cfg);
     let mut server = spawn(
-        &["server", "--config", c, "--metrics-addr", &addr(0)],
+        &["server", "--config", s(&cfg), "--metrics-addr", &addr(0)],
         &tmp.path().join("server.log"),
     );
-    let mut silos: Vec<Child> = (0..3)
-        .map(|i| {
-            let id = i.to_string();
-            let shard = out.join(format!("trial-0/data/silo-{i}.shard"));
-            let budget = out.join(format!("trial-0/alg-0/budget-silo-{i}.toml"));
-            spawn(
-                &[
-                    "silo",
-                    "--config",
-                    c,
-                    "--id",
-                    &id,
-                    "--data",
-                    s(&shard),
-                    "--budget",
-                    s(&budget),
-                    "--metrics-addr",
-                    &addr(i + 1),
-                ],
-                &tmp.path().join(format!("silo-{i}.log")),
-            )
+    let mut silos: Vec<Child> = shards
+        .iter()
+        .enumerate()
+        .map(|(i, shard)| {
+            let mut args = silo_args(&cfg, i, shard);
+            args.extend(["--metrics-addr".to_string(), addr(i + 1)]);
+            spawn(&strs(&args), &tmp.path().join(format!("silo-{i}.log")))
         })
         .collect();
     // Scrape until a few rounds have closed.

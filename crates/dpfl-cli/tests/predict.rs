@@ -26,6 +26,37 @@ fn ok(out: &Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// `dpfl ARGS` in `dir`, which must fail with `needle` in its error.
+fn fails(dir: &Path, args: &[&str], needle: &str) {
+    let out = dpfl(dir, args);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains(needle), "{err}");
+}
+
+/// `dpfl predict --model MODEL --data DATA --out OUT` in `dir`; returns the predictions file.
+fn predict(dir: &Path, model: &Path, data: &str, out: &str) -> String {
+    let m = model.to_str().unwrap();
+    ok(&dpfl(
+        dir,
+        &["predict", "--model", m, "--data", data, "--out", out],
+    ));
+    std::fs::read_to_string(dir.join(out)).unwrap()
+}
+
+/// A saved model's `model.json`.
+fn meta(model: &Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(model.join("model.json")).unwrap()).unwrap()
+}
+
+/// The strings of a JSON array.
+fn strings(v: &serde_json::Value) -> Vec<String> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap().to_string())
+        .collect()
+}
+
 /// A deterministic stream of numbers in [0, 1) (the test needs no statistical quality).
 struct Lcg(u64);
 impl Lcg {
@@ -73,20 +104,7 @@ fn predict_and_evaluate(
     truth: &[&str],
 ) -> f64 {
     let m = model.to_str().unwrap();
-    ok(&dpfl(
-        dir,
-        &[
-            "predict",
-            "--model",
-            m,
-            "--data",
-            data,
-            "--out",
-            "preds.csv",
-        ],
-    ));
-    let preds: Vec<String> = std::fs::read_to_string(dir.join("preds.csv"))
-        .unwrap()
+    let preds: Vec<String> = predict(dir, model, data, "preds.csv")
         .lines()
         .skip(1)
         .map(|l| l.split(',').nth(1).unwrap().to_string())
@@ -123,31 +141,18 @@ fn libsvm_model_predicts_a_libsvm_file() {
     std::fs::write(dir.path().join("train.svm"), &text).unwrap();
     let src = "{ kind = \"libsvm\", path = \"train.svm\", spec = { num_features = 4, target = \"binary\" } }";
     let model = train(dir.path(), &experiment(src, true, "logistic", 60));
-    let meta: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(model.join("model.json")).unwrap()).unwrap();
+    let meta = meta(&model);
     assert_eq!(meta["preprocessing"]["libsvm"]["num_features"], 4);
     assert_eq!(meta["classes"], serde_json::json!(["-1", "+1"]));
     let error = predict_and_evaluate(dir.path(), &model, "train.svm", None, &truth);
     assert!(error < 0.1, "{error}");
     // A wider file than the model's is refused, naming the file and line.
     std::fs::write(dir.path().join("wide.svm"), "+1 1:0.5 7:1\n").unwrap();
-    let out = dpfl(
-        dir.path(),
-        &[
-            "predict",
-            "--model",
-            model.to_str().unwrap(),
-            "--data",
-            "wide.svm",
-            "--out",
-            "p2.csv",
-        ],
-    );
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        !out.status.success() && err.contains("wide.svm:1:"),
-        "{err}"
-    );
+    let m = model.to_str().unwrap();
+    let args = [
+        "predict", "--model", m, "--data", "wide.svm", "--out", "p2.csv",
+    ];
+    fails(dir.path(), &args, "wide.svm:1:");
 }
 
 fn idx_file(magic: u32, dims: &[u32], data: &[u8]) -> Vec<u8> {
@@ -194,9 +199,7 @@ fn idx_models_with_and_without_pca_predict_an_idx_file() {
              classes = [\"bright-left\", \"bright-right\"]{pca} }}"
         );
         let model = train(dir.path(), &experiment(&src, true, "logistic", 40));
-        let meta: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(model.join("model.json")).unwrap())
-                .unwrap();
+        let meta = meta(&model);
         assert_eq!(meta["preprocessing"]["idx"]["rows"], 4);
         let features = if pca.is_empty() { 16 } else { 3 };
         assert_eq!(meta["num_features"], features, "{pca}");
@@ -216,18 +219,9 @@ fn idx_models_with_and_without_pca_predict_an_idx_file() {
         );
         assert!(error < 0.1, "{pca}: {error}");
         // Evaluating images needs their labels.
-        let out = dpfl(
-            dir.path(),
-            &[
-                "evaluate",
-                "--model",
-                model.to_str().unwrap(),
-                "--data",
-                "new-img.idx",
-            ],
-        );
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert!(!out.status.success() && err.contains("--labels"), "{err}");
+        let m = model.to_str().unwrap();
+        let args = ["evaluate", "--model", m, "--data", "new-img.idx"];
+        fails(dir.path(), &args, "--labels");
     }
 }
 
@@ -236,20 +230,9 @@ fn synthetic_model_predicts_a_features_csv() {
     let dir = tempfile::tempdir().unwrap();
     let src = "{ kind = \"synthetic\", task = \"binary\", silos = 2, train = 200, test = 50, features = 3 }";
     let model = train(dir.path(), &experiment(src, false, "logistic", 30));
-    let meta: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(model.join("model.json")).unwrap()).unwrap();
-    let names: Vec<String> = meta["feature_names"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| v.as_str().unwrap().to_string())
-        .collect();
-    let classes: Vec<String> = meta["classes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| v.as_str().unwrap().to_string())
-        .collect();
+    let meta = meta(&model);
+    let names = strings(&meta["feature_names"]);
+    let classes = strings(&meta["classes"]);
     // The columns in reverse order and an extra column: read by name.
     let mut header: Vec<String> = names.iter().rev().cloned().collect();
     header.push("note".into());
@@ -261,19 +244,7 @@ fn synthetic_model_predicts_a_features_csv() {
         text += &format!("{},x\n", row.join(","));
     }
     std::fs::write(dir.path().join("new.csv"), &text).unwrap();
-    ok(&dpfl(
-        dir.path(),
-        &[
-            "predict",
-            "--model",
-            model.to_str().unwrap(),
-            "--data",
-            "new.csv",
-            "--out",
-            "p.csv",
-        ],
-    ));
-    let preds = std::fs::read_to_string(dir.path().join("p.csv")).unwrap();
+    let preds = predict(dir.path(), &model, "new.csv", "p.csv");
     assert_eq!(preds.lines().count(), 5, "{preds}");
     assert!(
         preds
@@ -283,18 +254,12 @@ fn synthetic_model_predicts_a_features_csv() {
         "{preds}"
     );
     // Evaluating needs the `target` column.
-    let out = dpfl(
+    let m = model.to_str().unwrap();
+    fails(
         dir.path(),
-        &[
-            "evaluate",
-            "--model",
-            model.to_str().unwrap(),
-            "--data",
-            "new.csv",
-        ],
+        &["evaluate", "--model", m, "--data", "new.csv"],
+        "`target`",
     );
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success() && err.contains("`target`"), "{err}");
 }
 
 #[test]
@@ -304,8 +269,7 @@ fn bundled_obesity_and_a9a_models_predict_their_formats() {
         dir.path(),
         &experiment("{ kind = \"obesity\" }", true, "softmax", 5),
     );
-    let meta: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(model.join("model.json")).unwrap()).unwrap();
+    let meta = meta(&model);
     assert_eq!(meta["preprocessing"]["source"], "obesity");
     assert!(
         meta["preprocessing"]["csv"].is_object()
@@ -335,26 +299,15 @@ fn bundled_obesity_and_a9a_models_predict_their_formats() {
         text += &(r.join(",") + "\n");
     }
     std::fs::write(dir.path().join("three.csv"), text).unwrap();
-    ok(&dpfl(
-        dir.path(),
-        &[
-            "predict",
-            "--model",
-            model.to_str().unwrap(),
-            "--data",
-            "three.csv",
-            "--out",
-            "p.csv",
-        ],
-    ));
-    let preds = std::fs::read_to_string(dir.path().join("p.csv")).unwrap();
+    let preds = predict(dir.path(), &model, "three.csv", "p.csv");
     assert_eq!(preds.lines().count(), 4);
-    let classes = meta["classes"].as_array().unwrap();
-    assert!(preds.lines().skip(1).all(|l| {
-        classes
-            .iter()
-            .any(|c| l.ends_with(&format!(",{}", c.as_str().unwrap())))
-    }));
+    let classes = strings(&meta["classes"]);
+    assert!(
+        preds
+            .lines()
+            .skip(1)
+            .all(|l| classes.iter().any(|c| l.ends_with(&format!(",{c}"))))
+    );
     assert_eq!(truth.len(), 3);
 
     // a9a: LIBSVM with 123 features; a line using feature 123 reads, the labels map to ±1.

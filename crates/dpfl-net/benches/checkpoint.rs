@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 
-use dpfl::algo::HalfState;
+use dpfl::algo::{HalfState, Round};
 use dpfl_net::checkpoint::{Checkpoint, RoundLog};
 use dpfl_net::store::Cell;
 use dpfl_privacy::DpRng;
@@ -26,13 +26,13 @@ fn checkpoint() -> Checkpoint {
     half.put("w", &w);
     let rng = DpRng::new(Some(1), Purpose::Participation, 0).unwrap();
     Checkpoint {
-        next_round: ROUNDS_LOGGED as u32,
+        next_round: Round::new(ROUNDS_LOGGED as u32),
         epoch: 1,
         half,
         participation: rng.snapshot(),
         log: (0..ROUNDS_LOGGED as u32)
             .map(|round| RoundLog {
-                round,
+                round: Round::new(round),
                 epoch: 1,
                 selected: 25,
                 participants: 25,

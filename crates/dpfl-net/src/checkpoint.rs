@@ -111,7 +111,7 @@ mod tests {
         half.put("w", &vec![0.1, -0.0, f64::MIN_POSITIVE, 1e308]);
         half.put("t", &3.5f64);
         Checkpoint {
-            next_round: 7,
+            next_round: Round::new(7),
             epoch: 2,
             half,
             participation: RngState {
@@ -120,7 +120,7 @@ mod tests {
                 word_pos: "123456789012345678901234567890".into(),
             },
             log: vec![RoundLog {
-                round: 6,
+                round: Round::new(6),
                 epoch: 2,
                 selected: 3,
                 participants: 2,

@@ -13,7 +13,7 @@
 //! silo's disk as exactly the bytes it sent. Decoding checks every length against the bytes
 //! present and the expected dimension; no input can make it panic or over-allocate.
 
-use dpfl::algo::{Broadcast, PackedInts, Payload, Reply, SiloMessage};
+use dpfl::algo::{Broadcast, PackedInts, Payload, Reply, Round, SiloMessage};
 use dpfl::compress::Compressed;
 
 use crate::error::{NetError, Result};
@@ -71,7 +71,7 @@ pub fn encode_answer(reply: &Reply) -> Vec<u8> {
 }
 
 /// Decodes a silo's answer body ([`encode_answer`]): a message or a reply, by its magic.
-pub fn decode_answer(bytes: &[u8], round: u32, dim: usize) -> Result<Reply> {
+pub fn decode_answer(bytes: &[u8], round: Round, dim: usize) -> Result<Reply> {
     if bytes.starts_with(REPLY_MAGIC) {
         decode_reply(bytes, round, dim, max_reply_messages(dim))
     } else {
@@ -84,7 +84,7 @@ pub fn encode_broadcast(b: &Broadcast) -> Vec<u8> {
     let n = b.point.len() + b.aux.iter().map(Vec::len).sum::<usize>();
     let mut out = Vec::with_capacity(16 + 4 * b.aux.len() + 8 * n);
     out.extend_from_slice(BROADCAST_MAGIC);
-    out.extend_from_slice(&b.round.to_le_bytes());
+    out.extend_from_slice(&b.round.get().to_le_bytes());
     out.extend_from_slice(&(b.point.len() as u32).to_le_bytes());
     out.extend_from_slice(&(b.aux.len() as u32).to_le_bytes());
     for a in &b.aux {
@@ -101,7 +101,7 @@ pub fn encode_broadcast(b: &Broadcast) -> Vec<u8> {
 pub fn decode_broadcast(bytes: &[u8], dim: usize) -> Result<Broadcast> {
     let mut r = Reader::new(bytes, "broadcast");
     r.magic(BROADCAST_MAGIC)?;
-    let round = r.u32()?;
+    let round = Round::new(r.u32()?);
     let point_len = r.u32()? as usize;
     if point_len != dim {
         return Err(NetError::Rejected(format!(
@@ -130,7 +130,7 @@ pub fn decode_broadcast(bytes: &[u8], dim: usize) -> Result<Broadcast> {
 pub fn encode_message(m: &SiloMessage) -> Vec<u8> {
     let mut out = Vec::with_capacity(8 + payload_bytes(&m.payload) as usize);
     out.extend_from_slice(MESSAGE_MAGIC);
-    out.extend_from_slice(&m.round.to_le_bytes());
+    out.extend_from_slice(&m.round.get().to_le_bytes());
     push_payload(&mut out, &m.payload);
     out
 }
@@ -259,11 +259,11 @@ fn read_payload(r: &mut Reader<'_>, dim: usize, labelled_ok: bool) -> Result<Pay
 
 /// Decodes a message body, checking its round, its dimension and that every value is finite
 /// ([`Payload::validate`], once).
-pub fn decode_message(bytes: &[u8], round: u32, dim: usize) -> Result<SiloMessage> {
+pub fn decode_message(bytes: &[u8], round: Round, dim: usize) -> Result<SiloMessage> {
     let mut r = Reader::new(bytes, "message");
     r.magic(MESSAGE_MAGIC)?;
     let got_round = r.u32()?;
-    if got_round != round {
+    if got_round != round.get() {
         return Err(NetError::Rejected(format!(
             "message body for round {got_round} sent for round {round}"
         )));
@@ -285,7 +285,7 @@ pub fn encode_reply(reply: &Reply) -> Vec<u8> {
         .sum();
     let mut out = Vec::with_capacity(12 + n as usize);
     out.extend_from_slice(REPLY_MAGIC);
-    out.extend_from_slice(&reply.round.to_le_bytes());
+    out.extend_from_slice(&reply.round.get().to_le_bytes());
     out.extend_from_slice(&(reply.messages.len() as u32).to_le_bytes());
     for m in &reply.messages {
         push_payload(&mut out, &m.payload);
@@ -294,11 +294,11 @@ pub fn encode_reply(reply: &Reply) -> Vec<u8> {
 }
 
 /// Decodes a reply of at most `max_messages` messages, each validated once.
-pub fn decode_reply(bytes: &[u8], round: u32, dim: usize, max_messages: usize) -> Result<Reply> {
+pub fn decode_reply(bytes: &[u8], round: Round, dim: usize, max_messages: usize) -> Result<Reply> {
     let mut r = Reader::new(bytes, "reply");
     r.magic(REPLY_MAGIC)?;
     let got_round = r.u32()?;
-    if got_round != round {
+    if got_round != round.get() {
         return Err(NetError::Rejected(format!(
             "reply for round {got_round} sent for round {round}"
         )));
@@ -508,13 +508,13 @@ mod tests {
     #[test]
     fn messages_and_broadcasts_round_trip_bit_for_bit() {
         let m = SiloMessage {
-            round: 7,
+            round: Round::new(7),
             payload: Payload::Dense(vec![1.5, -0.0, f64::MIN_POSITIVE, 3e300]),
         };
-        let back = decode_message(&encode_message(&m), 7, 4).expect("decode");
+        let back = decode_message(&encode_message(&m), Round::new(7), 4).expect("decode");
         assert_eq!(back, m);
         let s = SiloMessage {
-            round: 2,
+            round: Round::new(2),
             payload: Payload::Sparse {
                 dim: 10,
                 indices: vec![1, 9],
@@ -522,11 +522,11 @@ mod tests {
             },
         };
         assert_eq!(
-            decode_message(&encode_message(&s), 2, 10).expect("sparse"),
+            decode_message(&encode_message(&s), Round::new(2), 10).expect("sparse"),
             s
         );
         let b = Broadcast {
-            round: 3,
+            round: Round::new(3),
             point: vec![0.1, 0.2],
             aux: vec![vec![1.0, 2.0], vec![]],
         };
@@ -536,34 +536,38 @@ mod tests {
     #[test]
     fn bad_bodies_are_rejected_with_a_reason() {
         let m = SiloMessage {
-            round: 1,
+            round: Round::new(1),
             payload: Payload::Dense(vec![1.0, 2.0, 3.0]),
         };
         let bytes = encode_message(&m);
-        let e = decode_message(&bytes, 1, 4).unwrap_err().to_string();
+        let e = decode_message(&bytes, Round::new(1), 4)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("dimension 3, expected 4"), "{e}");
-        let e = decode_message(&bytes, 2, 3).unwrap_err().to_string();
+        let e = decode_message(&bytes, Round::new(2), 3)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("round 1 sent for round 2"), "{e}");
-        let e = decode_message(&bytes[..bytes.len() - 1], 1, 3)
+        let e = decode_message(&bytes[..bytes.len() - 1], Round::new(1), 3)
             .unwrap_err()
             .to_string();
         assert!(e.contains("truncated"), "{e}");
         let mut long = bytes.clone();
         long.push(0);
         assert!(
-            decode_message(&long, 1, 3)
+            decode_message(&long, Round::new(1), 3)
                 .unwrap_err()
                 .to_string()
                 .contains("trailing")
         );
         let nan = SiloMessage {
-            round: 1,
+            round: Round::new(1),
             payload: Payload::Dense(vec![f64::NAN, 0.0, 0.0]),
         };
-        assert!(decode_message(&encode_message(&nan), 1, 3).is_err());
+        assert!(decode_message(&encode_message(&nan), Round::new(1), 3).is_err());
         // Every prefix of a valid body fails cleanly.
         for k in 0..bytes.len() {
-            assert!(decode_message(&bytes[..k], 1, 3).is_err());
+            assert!(decode_message(&bytes[..k], Round::new(1), 3).is_err());
         }
         assert_eq!(bytes.len() as u64, 17 + 24);
         assert!(bytes.len() as u64 <= max_message_bytes(3));
@@ -625,14 +629,20 @@ mod tests {
             ),
         ];
         for (payload, dim, bytes) in cases {
-            let m = SiloMessage { round: 4, payload };
+            let m = SiloMessage {
+                round: Round::new(4),
+                payload,
+            };
             let enc = encode_message(&m);
             assert_eq!(enc.len() as u64, bytes, "{m:?}");
             assert_eq!(8 + payload_bytes(&m.payload), bytes, "{m:?}");
             assert!(bytes <= max_message_bytes(dim));
-            assert_eq!(decode_message(&enc, 4, dim).expect("decode"), m);
+            assert_eq!(decode_message(&enc, Round::new(4), dim).expect("decode"), m);
             for k in 0..enc.len() {
-                assert!(decode_message(&enc[..k], 4, dim).is_err(), "prefix {k}");
+                assert!(
+                    decode_message(&enc[..k], Round::new(4), dim).is_err(),
+                    "prefix {k}"
+                );
             }
         }
         // Packed bits are counted exactly: 3 × 5 = 15.
@@ -642,45 +652,53 @@ mod tests {
     #[test]
     fn replies_hold_several_messages_and_bad_ones_are_refused() {
         let msg = |label, v| SiloMessage {
-            round: 9,
+            round: Round::new(9),
             payload: Payload::Labelled {
                 label,
                 payload: Box::new(Payload::Packed(PackedInts::pack(4, &[v]).unwrap())),
             },
         };
         let reply = Reply {
-            round: 9,
+            round: Round::new(9),
             messages: vec![msg(0, 3), msg(1, 15), msg(2, 0)],
         };
         let enc = encode_reply(&reply);
         // 12 bytes of reply head, then per message 9 (label head) + 9 (packed head) + 1.
         assert_eq!(enc.len(), 12 + 3 * 19);
-        assert_eq!(decode_reply(&enc, 9, 1, 3).unwrap(), reply);
-        assert!(decode_reply(&enc, 9, 1, 2).is_err(), "too many messages");
-        assert!(decode_reply(&enc, 8, 1, 3).is_err(), "wrong round");
+        assert_eq!(decode_reply(&enc, Round::new(9), 1, 3).unwrap(), reply);
+        assert!(
+            decode_reply(&enc, Round::new(9), 1, 2).is_err(),
+            "too many messages"
+        );
+        assert!(
+            decode_reply(&enc, Round::new(8), 1, 3).is_err(),
+            "wrong round"
+        );
         // Padding bits set in a packed integer: refused.
         let mut bad = encode_message(&SiloMessage {
-            round: 1,
+            round: Round::new(1),
             payload: Payload::Packed(PackedInts::pack(3, &[1]).unwrap()),
         });
         *bad.last_mut().unwrap() |= 0x80;
-        let e = decode_message(&bad, 1, 1).unwrap_err().to_string();
+        let e = decode_message(&bad, Round::new(1), 1)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("padding"), "{e}");
         // A labelled message inside a labelled message: refused.
         let nested = SiloMessage {
-            round: 1,
+            round: Round::new(1),
             payload: Payload::Labelled {
                 label: 0,
                 payload: Box::new(msg(1, 1).payload),
             },
         };
-        assert!(decode_message(&encode_message(&nested), 1, 1).is_err());
+        assert!(decode_message(&encode_message(&nested), Round::new(1), 1).is_err());
         // Widths outside 1..=64 are refused on decode.
         let mut wide = encode_message(&SiloMessage {
-            round: 1,
+            round: Round::new(1),
             payload: Payload::Packed(PackedInts::pack(8, &[1]).unwrap()),
         });
         wide[13] = 65;
-        assert!(decode_message(&wide, 1, 1).is_err());
+        assert!(decode_message(&wide, Round::new(1), 1).is_err());
     }
 }

@@ -38,7 +38,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use dpfl::algo::{AlgorithmSpec, BuildContext};
+use dpfl::algo::{AlgorithmSpec, BuildContext, Round};
 use dpfl::plan::Plan;
 
 use crate::error::{NetError, Result};
@@ -604,7 +604,7 @@ pub fn check_plan(fed: &Federation, id: u32, local: &LocalBudget) -> Result<Opti
     // Silo `id`'s half only, from the plan: no calibration.
     let half = dpfl::plan::silo_half(&fed.plan, dpfl::units::SiloId::new(id))?;
     let events: Vec<dpfl_privacy::PrivacyEvent> = (0..fed.rounds())
-        .filter_map(|r| u32::try_from(r).ok().and_then(|r| half.round_event(r)))
+        .filter_map(|r| Round::checked(r).ok().and_then(|r| half.round_event(r)))
         .collect();
     let rounds = events.len();
     // The plan is judged by the same rule the silo's ledger charges with (RDP, and the

@@ -59,11 +59,97 @@ struct Metrics {
 
 static METRICS: OnceLock<Metrics> = OnceLock::new();
 
+/// Which of [`Metrics`]' instruments a registered metric reports (the roles share them).
+#[derive(Clone, Copy)]
+enum Instrument {
+    Rounds,
+    Selected,
+    Participants,
+    Refusals,
+    Received,
+    Sent,
+    Epsilon,
+}
+
+/// What each role registers: (name, help, instrument).
+type Table = &'static [(&'static str, &'static str, Instrument)];
+
+const SERVER: Table = &[
+    ("dpfl_server_rounds", "Rounds closed", Instrument::Rounds),
+    (
+        "dpfl_server_round_selected",
+        "Silos selected in the last round",
+        Instrument::Selected,
+    ),
+    (
+        "dpfl_server_round_participants",
+        "Messages aggregated in the last round (M_r)",
+        Instrument::Participants,
+    ),
+    (
+        "dpfl_server_rejected",
+        "Messages refused (malformed, late or duplicate)",
+        Instrument::Refusals,
+    ),
+    (
+        "dpfl_server_wire_received_bytes",
+        "Bytes received on the server's sockets (TLS records included)",
+        Instrument::Received,
+    ),
+    (
+        "dpfl_server_wire_sent_bytes",
+        "Bytes sent on the server's sockets (TLS records included)",
+        Instrument::Sent,
+    ),
+];
+
+// Only the silo's own label of `dpfl_silo_epsilon_spent` ever exists; it appears at the first
+// charge against a budget (a silo that enforces none has no spent ε to show).
+const SILO: Table = &[
+    (
+        "dpfl_silo_rounds",
+        "Rounds this silo answered",
+        Instrument::Rounds,
+    ),
+    (
+        "dpfl_silo_refusals",
+        "Rounds this silo's ledger refused (budget or release cap)",
+        Instrument::Refusals,
+    ),
+    (
+        "dpfl_silo_sent_bytes",
+        "Bytes of this silo's answers (message bodies)",
+        Instrument::Sent,
+    ),
+    (
+        "dpfl_silo_epsilon_spent",
+        "Epsilon this silo's ledger has spent (its accountant, at its delta)",
+        Instrument::Epsilon,
+    ),
+];
+
+const SHUFFLER: Table = &[
+    (
+        "dpfl_shuffler_batches",
+        "Batches shuffled and forwarded",
+        Instrument::Rounds,
+    ),
+    (
+        "dpfl_shuffler_batch_messages",
+        "Messages in the last forwarded batch",
+        Instrument::Participants,
+    ),
+    (
+        "dpfl_shuffler_forwarded_bytes",
+        "Bytes of sealed messages forwarded",
+        Instrument::Sent,
+    ),
+];
+
 /// Turns the metrics of `role` on for this process (first call wins).
 pub fn enable(role: Role) {
     METRICS.get_or_init(|| {
-        let mut registry = Registry::default();
-        let m = Metrics {
+        let mut m = Metrics {
             role,
             registry: Registry::default(),
             rounds: Counter::default(),
@@ -75,82 +161,25 @@ pub fn enable(role: Role) {
             epsilon: Family::default(),
             last_wire: [AtomicU64::new(0), AtomicU64::new(0)],
         };
-        match role {
-            Role::Server => {
-                let r = &mut registry;
-                r.register("dpfl_server_rounds", "Rounds closed", m.rounds.clone());
-                r.register(
-                    "dpfl_server_round_selected",
-                    "Silos selected in the last round",
-                    m.selected.clone(),
-                );
-                r.register(
-                    "dpfl_server_round_participants",
-                    "Messages aggregated in the last round (M_r)",
-                    m.participants.clone(),
-                );
-                r.register(
-                    "dpfl_server_rejected",
-                    "Messages refused (malformed, late or duplicate)",
-                    m.refusals.clone(),
-                );
-                r.register(
-                    "dpfl_server_wire_received_bytes",
-                    "Bytes received on the server's sockets (TLS records included)",
-                    m.received.clone(),
-                );
-                r.register(
-                    "dpfl_server_wire_sent_bytes",
-                    "Bytes sent on the server's sockets (TLS records included)",
-                    m.sent.clone(),
-                );
-            }
-            Role::Silo(i) => {
-                let r = &mut registry;
-                r.register(
-                    "dpfl_silo_rounds",
-                    "Rounds this silo answered",
-                    m.rounds.clone(),
-                );
-                r.register(
-                    "dpfl_silo_refusals",
-                    "Rounds this silo's ledger refused (budget or release cap)",
-                    m.refusals.clone(),
-                );
-                r.register(
-                    "dpfl_silo_sent_bytes",
-                    "Bytes of this silo's answers (message bodies)",
-                    m.sent.clone(),
-                );
-                r.register(
-                    "dpfl_silo_epsilon_spent",
-                    "Epsilon this silo's ledger has spent (its accountant, at its delta)",
-                    m.epsilon.clone(),
-                );
-                // Only this silo's label ever exists; it appears at the first charge against
-                // a budget (a silo that enforces none has no spent ε to show).
-                let _ = i;
-            }
-            Role::Shuffler => {
-                let r = &mut registry;
-                r.register(
-                    "dpfl_shuffler_batches",
-                    "Batches shuffled and forwarded",
-                    m.rounds.clone(),
-                );
-                r.register(
-                    "dpfl_shuffler_batch_messages",
-                    "Messages in the last forwarded batch",
-                    m.participants.clone(),
-                );
-                r.register(
-                    "dpfl_shuffler_forwarded_bytes",
-                    "Bytes of sealed messages forwarded",
-                    m.sent.clone(),
-                );
+        let table = match role {
+            Role::Server => SERVER,
+            Role::Silo(_) => SILO,
+            Role::Shuffler => SHUFFLER,
+        };
+        let mut registry = Registry::default();
+        for &(name, help, instrument) in table {
+            match instrument {
+                Instrument::Rounds => registry.register(name, help, m.rounds.clone()),
+                Instrument::Selected => registry.register(name, help, m.selected.clone()),
+                Instrument::Participants => registry.register(name, help, m.participants.clone()),
+                Instrument::Refusals => registry.register(name, help, m.refusals.clone()),
+                Instrument::Received => registry.register(name, help, m.received.clone()),
+                Instrument::Sent => registry.register(name, help, m.sent.clone()),
+                Instrument::Epsilon => registry.register(name, help, m.epsilon.clone()),
             }
         }
-        Metrics { registry, ..m }
+        m.registry = registry;
+        m
     });
 }
 

@@ -183,7 +183,7 @@ impl Server {
             Some(bytes) => {
                 let c = Checkpoint::decode(&ckpt_path, &bytes)?;
                 half.restore(c.half)?;
-                tracing::info!(round = c.next_round, "resuming from checkpoint");
+                tracing::info!(round = c.next_round.get(), "resuming from checkpoint");
                 (
                     c.next_round,
                     DpRng::from_snapshot(&c.participation)?,
@@ -192,7 +192,7 @@ impl Server {
                 )
             }
             None => (
-                0,
+                Round::FIRST,
                 dpfl::round::participation_rng(fed.config.seed)?,
                 Vec::new(),
                 1,
@@ -267,7 +267,7 @@ impl Server {
                 &state_dir.join("models.bin"),
                 k,
                 shared.rounds,
-                next_round as usize,
+                next_round.index(),
             )?),
             None => None,
         };
@@ -277,7 +277,7 @@ impl Server {
         // Bytes received from here on are the rounds' (messages, their framing, heartbeats,
         // reconnections): what the uplink costs, without the registrations before round 0.
         let received_before_rounds = wire.received();
-        while (next_round as usize) < shared.rounds {
+        while next_round.index() < shared.rounds {
             if cfg.stop_after_rounds.is_some_and(|k| this_process >= k) {
                 finished = false;
                 break;
@@ -294,7 +294,7 @@ impl Server {
             )
             .await?;
             tracing::info!(
-                round = r,
+                round = r.get(),
                 selected = entry.selected,
                 participants = entry.participants,
                 rejected = entry.rejected,
@@ -307,10 +307,12 @@ impl Server {
                 (wire.received(), wire.sent()),
             );
             log.push(entry);
-            next_round = r + 1;
+            next_round = r
+                .next()
+                .ok_or_else(|| NetError::config("rounds", "more than 2^32 rounds"))?;
             if let Some(rec) = &mut recorder {
                 // Before the checkpoint: a checkpointed round's model is always on disk.
-                rec.after_round(next_round as usize, || half.output())?;
+                rec.after_round(r.done(), || half.output())?;
             }
             let ckpt = Checkpoint {
                 next_round,

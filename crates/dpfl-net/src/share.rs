@@ -20,7 +20,7 @@
 //! also in a silo's stored bodies, resent after a restart.
 
 use dpfl::algo::shuffle::pvec::{TO_SERVER, TO_SHUFFLER};
-use dpfl::algo::{PackedInts, Payload, SiloMessage};
+use dpfl::algo::{PackedInts, Payload, Round, SiloMessage};
 use dpfl_privacy::shuffle::protocol::ShareSum;
 
 use crate::codec;
@@ -63,7 +63,7 @@ pub fn decode(body: &[u8], round: u32, dim: usize) -> Result<(u32, Vec<u64>)> {
     if count == 0 {
         return Err(NetError::Rejected("share body of count 0".into()));
     }
-    let m = codec::decode_message(msg, round, dim)?;
+    let m = codec::decode_message(msg, Round::new(round), dim)?;
     match m.payload {
         Payload::Labelled { label, payload } if label == TO_SHUFFLER => match *payload {
             Payload::Packed(p) if p.bits() == 64 && p.len() == dim => Ok((count, p.unpack())),
@@ -135,7 +135,7 @@ impl Accumulator {
 
 fn share_message(round: u32, values: &[u64]) -> Result<SiloMessage> {
     Ok(SiloMessage {
-        round,
+        round: Round::new(round),
         payload: Payload::Labelled {
             label: TO_SHUFFLER,
             payload: Box::new(Payload::Packed(PackedInts::pack(64, values)?)),
@@ -186,7 +186,7 @@ mod tests {
         assert!(decode(&body, round + 1, 3).is_err());
         assert!(decode(&body, round, 4).is_err());
         let server_share = SiloMessage {
-            round,
+            round: Round::new(round),
             payload: Payload::Labelled {
                 label: TO_SERVER,
                 payload: Box::new(Payload::Packed(PackedInts::pack(64, &[1, 2, 3]).unwrap())),

@@ -13,7 +13,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use dpfl::algo::SiloHalf;
+use dpfl::algo::{Round, SiloHalf};
 use dpfl::data::SiloData;
 use dpfl::round::{self, SiloAnswer};
 use dpfl_privacy::DpRng;
@@ -102,8 +102,12 @@ impl Silo {
             Some(l) => l.budget()?,
             None => match ctx.silos.get(id as usize).and_then(|s| s.budget) {
                 Some((eps, delta)) if fed.plan.setup.enforce_budget => Some(
-                    Budget::new(eps, delta, dpfl_privacy::Neighbouring::ReplaceOne)
-                        .map_err(|e| NetError::config("privacy", e.to_string()))?,
+                    Budget::new(
+                        eps.get(),
+                        delta.get(),
+                        dpfl_privacy::Neighbouring::ReplaceOne,
+                    )
+                    .map_err(|e| NetError::config("privacy", e.to_string()))?,
                 ),
                 _ => None,
             },
@@ -152,7 +156,7 @@ impl Silo {
             None => (round::silo_rng(fed.config.seed, id)?, None),
         };
         check_state_agrees(&ledger, &state_path, last.as_ref().map(|(r, _)| *r), |r| {
-            half.round_event(r).is_some()
+            half.round_event(Round::new(r)).is_some()
         })?;
         Ok(Silo {
             fed,
@@ -203,7 +207,7 @@ impl Silo {
             }
         }
         let b = codec::decode_broadcast(body, self.dim)?;
-        if b.round != round {
+        if b.round.get() != round {
             return Err(NetError::Rejected(format!(
                 "broadcast body for round {} sent as round {round}",
                 b.round

@@ -7,7 +7,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use dpfl::algo::{Payload, SiloMessage};
+use dpfl::algo::{Payload, Round, SiloMessage};
 use dpfl_net::codec;
 use dpfl_net::proto::federation_client::FederationClient;
 use dpfl_net::proto::{Frame, Header, PullRequest, RegisterRequest, Status as RoundStatus};
@@ -72,7 +72,7 @@ async fn client(addr: &str, dir: &Path, name: &str) -> FederationClient<Channel>
 
 fn message(round: u32, dim: usize, value: f64) -> Vec<u8> {
     codec::encode_message(&SiloMessage {
-        round,
+        round: Round::new(round),
         payload: Payload::Dense(vec![value; dim]),
     })
 }
@@ -448,7 +448,7 @@ fn a_silo_never_answers_a_round_older_than_its_last() {
     let mut silo = dpfl_net::silo::Silo::new(fed, 0, d0).unwrap();
     let broadcast = |round| {
         codec::encode_broadcast(&dpfl::algo::Broadcast {
-            round,
+            round: Round::new(round),
             point: vec![0.0; dim],
             aux: vec![],
         })

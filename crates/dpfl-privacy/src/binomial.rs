@@ -163,9 +163,11 @@ impl Binomial {
         self.lo + k
     }
 
+    /// The number of trials n.
     pub fn n(&self) -> u64 {
         self.n
     }
+    /// The success probability p ∈ [0, 1].
     pub fn p(&self) -> f64 {
         self.p
     }

@@ -113,6 +113,8 @@ impl DiscreteLaplace {
         }
         Ok(DiscreteLaplace { s, t })
     }
+    /// One exact draw from the discrete Laplace with scale t/s (CKS20 Algorithm 2), from ChaCha20
+    /// words only.
     pub fn sample(&self, rng: &mut DpRng) -> i64 {
         discrete_laplace_draw(rng, self.s, self.t)
     }

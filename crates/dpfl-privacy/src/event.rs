@@ -9,7 +9,10 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Neighbouring {
+    /// D and D' differ by one record added or removed (sensitivity of a clipped sum: C).
     AddRemove,
+    /// D and D' have the same size and differ in one record (sensitivity of a clipped sum:
+    /// 2C); dpfl's default, as in the ISRL-DP papers.
     ReplaceOne,
 }
 
@@ -19,15 +22,33 @@ pub enum Neighbouring {
 #[non_exhaustive]
 pub enum Sampling {
     /// Each record independently with probability `rate`.
-    Poisson { rate: f64 },
+    Poisson {
+        /// The inclusion probability q ∈ (0, 1].
+        rate: f64,
+    },
     /// `draws` indices i.i.d. uniform over `population` records (a record can appear more
     /// than once in one batch).
-    WithReplacement { population: u64, draws: u64 },
+    WithReplacement {
+        /// n, the records drawn from.
+        population: u64,
+        /// K, the i.i.d. draws per batch.
+        draws: u64,
+    },
     /// A uniformly random subset of fixed `size`.
-    WithoutReplacement { population: u64, size: u64 },
+    WithoutReplacement {
+        /// n, the records drawn from.
+        population: u64,
+        /// K ≤ n, the batch size.
+        size: u64,
+    },
     /// One of ⌊population/size⌋ disjoint batches of a random permutation; each record is in
     /// at most one batch, so releases compose in parallel.
-    Disjoint { population: u64, size: u64 },
+    Disjoint {
+        /// n, the records permuted.
+        population: u64,
+        /// K, the size of each disjoint batch.
+        size: u64,
+    },
 }
 
 /// A privacy-relevant release.
@@ -40,9 +61,15 @@ pub enum Sampling {
 #[non_exhaustive]
 pub enum PrivacyEvent {
     /// The Gaussian mechanism with noise multiplier σ/Δ₂.
-    Gaussian { noise_multiplier: f64 },
+    Gaussian {
+        /// σ/Δ₂ > 0.
+        noise_multiplier: f64,
+    },
     /// The Laplace mechanism with scale b/Δ₁.
-    Laplace { noise_multiplier: f64 },
+    Laplace {
+        /// b/Δ₁ > 0; the release is pure (1/noise_multiplier)-DP.
+        noise_multiplier: f64,
+    },
     /// The discrete Gaussian N_ℤ(0, σ²) added to each of `dimension` coordinates of an integer
     /// valued query (Canonne, Kamath & Steinke 2020), with `noise_multiplier` = σ/Δ₂ and
     /// `l2_sensitivity` = Δ₂, both in lattice steps (after any rounding to the lattice).
@@ -51,37 +78,60 @@ pub enum PrivacyEvent {
     /// tight curve depends on the direction of the shift, CKS20 Thm 15, whose ℓ1 bound follows
     /// from these fields: ‖v‖₁ ≤ min(√d·Δ₂, Δ₂²) for v ∈ ℤ^d).
     DiscreteGaussian {
+        /// σ/Δ₂ in lattice steps.
         noise_multiplier: f64,
+        /// Δ₂ in lattice steps (the PLD needs the shift itself, not only the ratio).
         l2_sensitivity: f64,
+        /// d, the coordinates noised (the PLD accounts d = 1 exactly and refuses d > 1).
         dimension: u64,
     },
     /// The discrete Laplace (two-sided geometric) mechanism with scale t/Δ₁: pure
     /// (1/noise_multiplier)-DP (Ghosh, Roughgarden & Sundararajan 2012).
-    DiscreteLaplace { noise_multiplier: f64 },
+    DiscreteLaplace {
+        /// t/Δ₁ > 0 in lattice steps.
+        noise_multiplier: f64,
+    },
     /// The truncated discrete Laplace mechanism, known by its (ε, δ); δ > 0 always (an upper
     /// bound of the *correct* δ, `qtdl::theorem1::worst_case_delta`, never DP-NormFedAvg's
     /// Theorem 1 claim 2^{−d}).
-    TruncatedDiscreteLaplace { epsilon: f64, delta: f64 },
+    TruncatedDiscreteLaplace {
+        /// ε of Das et al. Theorem 1.
+        epsilon: f64,
+        /// The correct δ > 0 (`worst_case_delta`), never the paper's 2^{−d}.
+        delta: f64,
+    },
     /// A mechanism known only by an (ε, δ) guarantee.
-    EpsilonDelta { epsilon: f64, delta: f64 },
+    EpsilonDelta {
+        /// ε ≥ 0.
+        epsilon: f64,
+        /// δ ∈ [0, 1).
+        delta: f64,
+    },
     /// Amplification by shuffling (Feldman, McMillan & Talwar 2021): `reports` users each
     /// apply a pure `local_epsilon`-DP local randomizer and a trusted shuffler permutes the
     /// reports. Accounted as (ε, `delta`) with ε the tighter of FMT's Theorem 3.1 and their
     /// numerical Theorem 3.2 (`shuffle::amplification::amplify`), then composed like any
     /// (ε, δ) event (RDP and zCDP refuse it: δ > 0).
     ShuffledLocal {
+        /// ε₀ of each user's local randomizer (pure DP).
         local_epsilon: f64,
+        /// n, the reports shuffled together.
         reports: u64,
+        /// δ at which the amplified ε is stated.
         delta: f64,
     },
     /// `event` applied to a sample of the records.
     Sampled {
+        /// How the records were drawn (amplification by subsampling).
         sampling: Sampling,
+        /// What the release spends on the sample.
         event: Box<PrivacyEvent>,
     },
     /// `event` repeated `count` times (adaptively).
     SelfComposed {
+        /// The repeated event.
         event: Box<PrivacyEvent>,
+        /// How many times (R rounds, T steps, …).
         count: u64,
     },
     /// Several events in sequence. Written as `{"kind": "composed", "events": [...]}`: an
@@ -114,12 +164,14 @@ mod composed_serde {
 }
 
 impl PrivacyEvent {
+    /// This event on a sample drawn by `sampling` ([`PrivacyEvent::Sampled`]).
     pub fn sampled(self, sampling: Sampling) -> Self {
         PrivacyEvent::Sampled {
             sampling,
             event: Box::new(self),
         }
     }
+    /// This event `count` times, adaptively ([`PrivacyEvent::SelfComposed`]).
     pub fn repeated(self, count: u64) -> Self {
         PrivacyEvent::SelfComposed {
             event: Box::new(self),

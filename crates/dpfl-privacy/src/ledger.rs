@@ -58,6 +58,7 @@ impl Budget {
     pub fn delta(&self) -> f64 {
         self.delta.get()
     }
+    /// The neighbouring relation the budget is stated under.
     pub fn neighbouring(&self) -> Neighbouring {
         self.neighbouring
     }
@@ -70,8 +71,11 @@ impl Budget {
 /// both or neither.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Limits {
+    /// The (ε, δ) budget, `None` for no budget (only the release cap, if any).
     pub budget: Option<Budget>,
+    /// The accountant that composes the released events against the budget.
     pub accountant: AccountantKind,
+    /// The most releases the noise was calibrated for (R rounds), `None` for no cap.
     pub max_releases: Option<usize>,
 }
 
@@ -106,6 +110,7 @@ pub struct FileStore {
 }
 
 impl FileStore {
+    /// A store at `path` (the file need not exist yet).
     pub fn new(path: &Path) -> Self {
         FileStore { path: path.into() }
     }
@@ -337,14 +342,17 @@ impl Ledger {
         Ok(self.spent)
     }
 
+    /// The budget this ledger enforces, if any.
     pub fn budget(&self) -> Option<Budget> {
         self.limits.budget
     }
 
+    /// The budget and release cap, as given at creation.
     pub fn limits(&self) -> Limits {
         self.limits
     }
 
+    /// The accountant the budget is checked with.
     pub fn accountant(&self) -> AccountantKind {
         self.limits.accountant
     }

@@ -23,7 +23,10 @@ pub enum GaussianNoise {
     Gaussian,
     /// The message rounded to the grid `granularity`·ℤ, plus `granularity`·N_ℤ(0, (σ/γ)²)
     /// drawn exactly on integers.
-    DiscreteGaussian { granularity: f64 },
+    DiscreteGaussian {
+        /// The granularity γ > 0 of the grid γ·ℤ, in the message's units.
+        granularity: f64,
+    },
 }
 
 impl GaussianNoise {
@@ -123,6 +126,7 @@ impl GaussianMechanism {
         })
     }
 
+    /// σ, the standard deviation of the noise per coordinate, in the message's units.
     pub fn sigma(&self) -> f64 {
         self.sigma
     }

@@ -3,8 +3,6 @@
 //! checked again when deserialised, so a stored ledger or plan with a bad ε or δ is refused
 //! where it is read.
 
-#![warn(missing_docs)]
-
 use serde::{Deserialize, Serialize};
 
 use crate::error::{PrivacyError, Result};

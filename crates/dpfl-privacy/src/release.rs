@@ -13,10 +13,13 @@ use crate::{Neighbouring, PrivacyEvent};
 /// The noise mechanism of each step.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ReleaseMechanism {
+    /// Continuous Gaussian noise.
     Gaussian,
+    /// Continuous Laplace noise.
     Laplace,
     /// A scalar integer query at unit sensitivity (noise multiplier = σ on ℤ).
     DiscreteGaussian,
+    /// Two-sided geometric noise on a scalar integer query at unit sensitivity.
     DiscreteLaplace,
 }
 
@@ -33,9 +36,13 @@ impl ReleaseMechanism {
 /// How each step's records are drawn.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SamplingKind {
+    /// Each record independently with probability `rate`.
     Poisson,
+    /// `rate`·n i.i.d. uniform draws per step (`rate` = batch size / n).
     WithReplacement,
+    /// A uniform subset of size `rate`·n per step.
     WithoutReplacement,
+    /// Every record every step (no amplification).
     None,
 }
 
@@ -53,7 +60,9 @@ impl SamplingKind {
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[error("{field}: {reason}")]
 pub struct ReleaseError {
+    /// The command-line flag (or Python argument) refused.
     pub field: &'static str,
+    /// Why.
     pub reason: String,
 }
 
@@ -67,7 +76,9 @@ fn refuse<T>(field: &'static str, reason: impl Into<String>) -> Result<T, Releas
 /// What is released, how often, and how records are sampled.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Release {
+    /// The noise added at each step.
     pub mechanism: ReleaseMechanism,
+    /// How each step's records are drawn.
     pub sampling: SamplingKind,
     /// Sampling rate q (Poisson), or batch size / dataset size (fixed-size sampling).
     pub rate: Option<f64>,

@@ -26,8 +26,11 @@ pub struct DpRng {
 /// because it is a 128-bit counter.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct RngState {
+    /// The ChaCha20 key (the seed expanded, or OS entropy).
     pub key: [u8; 32],
+    /// The ChaCha20 stream id ((purpose, index) of a seeded stream).
     pub stream: u64,
+    /// The 128-bit word position within the stream.
     pub word_pos: String,
 }
 

@@ -22,20 +22,24 @@ pub struct WithReplacement {
 }
 
 impl WithReplacement {
+    /// A sampler of `k` draws from `n` records; refuses n = 0, k = 0 or k > n.
     pub fn new(n: usize, k: usize) -> Result<Self> {
         check_sizes(n, k)?;
         Ok(WithReplacement { n, k })
     }
+    /// Replaces `out` with K fresh i.i.d. uniform indices.
     pub fn draw(&self, rng: &mut DpRng, out: &mut Vec<usize>) {
         out.clear();
         out.extend((0..self.k).map(|_| rng.index(self.n)));
     }
+    /// The sampling a release over this batch is amplified by.
     pub fn sampling(&self) -> Sampling {
         Sampling::WithReplacement {
             population: self.n as u64,
             draws: self.k as u64,
         }
     }
+    /// K, the draws per batch.
     pub fn k(&self) -> usize {
         self.k
     }
@@ -49,6 +53,7 @@ pub struct WithoutReplacement {
 }
 
 impl WithoutReplacement {
+    /// A sampler of `k`-subsets of `n` records; refuses n = 0, k = 0 or k > n.
     pub fn new(n: usize, k: usize) -> Result<Self> {
         check_sizes(n, k)?;
         Ok(WithoutReplacement { n, k })
@@ -66,6 +71,7 @@ impl WithoutReplacement {
         }
         out.extend(set);
     }
+    /// The sampling a release over this batch is amplified by.
     pub fn sampling(&self) -> Sampling {
         Sampling::WithoutReplacement {
             population: self.n as u64,
@@ -82,6 +88,7 @@ pub struct Poisson {
 }
 
 impl Poisson {
+    /// A sampler including each of `n` records with probability `q` ∈ (0, 1].
     pub fn new(n: usize, q: f64) -> Result<Self> {
         if n == 0 {
             return Err(PrivacyError::invalid(
@@ -95,10 +102,13 @@ impl Poisson {
         }
         Ok(Poisson { n, q })
     }
+    /// Replaces `out` with the included indices, in increasing order (each kept with probability
+    /// q).
     pub fn draw(&self, rng: &mut DpRng, out: &mut Vec<usize>) {
         out.clear();
         out.extend((0..self.n).filter(|_| rng.uniform01() < self.q));
     }
+    /// The sampling a release over this batch is amplified by.
     pub fn sampling(&self) -> Sampling {
         Sampling::Poisson { rate: self.q }
     }
@@ -121,12 +131,21 @@ pub enum RecordSampling {
 /// A batch sampler of (expected) size K from n records, as chosen by [`RecordSampling`].
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum BatchSampler {
+    /// K i.i.d. uniform draws.
     WithReplacement(WithReplacement),
+    /// A uniform K-subset.
     WithoutReplacement(WithoutReplacement),
-    Poisson { sampler: Poisson, k: usize },
+    /// Each record with probability K/n.
+    Poisson {
+        /// The sampler at rate K/n.
+        sampler: Poisson,
+        /// The expected batch size K that the batch sum is divided by.
+        k: usize,
+    },
 }
 
 impl BatchSampler {
+    /// The sampler `kind` of (expected) size `k` from `n` records.
     pub fn new(kind: RecordSampling, n: usize, k: usize) -> Result<Self> {
         check_sizes(n, k)?;
         Ok(match kind {
@@ -142,6 +161,7 @@ impl BatchSampler {
             },
         })
     }
+    /// Replaces `out` with a fresh batch's indices.
     pub fn draw(&self, rng: &mut DpRng, out: &mut Vec<usize>) {
         match self {
             BatchSampler::WithReplacement(s) => s.draw(rng, out),
@@ -149,6 +169,7 @@ impl BatchSampler {
             BatchSampler::Poisson { sampler, .. } => sampler.draw(rng, out),
         }
     }
+    /// The sampling a release over this batch is amplified by.
     pub fn sampling(&self) -> Sampling {
         match self {
             BatchSampler::WithReplacement(s) => s.sampling(),
@@ -179,6 +200,8 @@ pub struct DisjointBatches {
 }
 
 impl DisjointBatches {
+    /// A fresh pass: a uniform permutation of `n` records drawn from `rng`, cut into batches of
+    /// `k`.
     pub fn new(n: usize, k: usize, rng: &mut DpRng) -> Result<Self> {
         check_sizes(n, k)?;
         let mut perm: Vec<usize> = (0..n).collect();
@@ -231,6 +254,7 @@ impl DisjointBatches {
         self.next += 1;
         Some(b)
     }
+    /// The sampling every batch of the pass realises (disjoint: releases compose in parallel).
     pub fn sampling(&self) -> Sampling {
         Sampling::Disjoint {
             population: self.perm.len() as u64,

@@ -247,7 +247,7 @@ fn round(c: &mut Criterion) {
         },
         silos: (0..50)
             .map(|i| SiloInfo {
-                id: i,
+                id: dpfl::units::SiloId::new(i),
                 records: 1200,
                 budget: None,
             })

@@ -63,10 +63,8 @@ fn context(
         silos: records
             .iter()
             .enumerate()
-            .map(|(i, &n)| SiloInfo {
-                id: i as u32,
-                records: n,
-                budget: Some((eps, 1e-3)),
+            .map(|(i, &n)| {
+                SiloInfo::new(dpfl::units::SiloId::new(i as u32), n, Some((eps, 1e-3))).unwrap()
             })
             .collect(),
         oracle: GradientOracle::new(model, None).unwrap(),
@@ -155,7 +153,7 @@ fn mnist_step(c: &mut Criterion) {
         let mut built = spec.build(&ctx).unwrap();
         let mut silo = built.silos.swap_remove(0);
         let bcast = Broadcast {
-            round: 0,
+            round: dpfl::units::Round::FIRST,
             point: model.initial_params(),
             aux: Vec::new(),
         };

@@ -4,30 +4,49 @@
 use std::path::PathBuf;
 use thiserror::Error;
 
+/// Why a dpfl library call failed; the binary maps config errors to exit code 2 and the rest to 1.
 #[derive(Debug, Error)]
 pub enum Error {
+    /// A file could not be read or written.
     #[error("{path}: {source}")]
     Io {
+        /// The file.
         path: PathBuf,
+        /// The operating system's error.
         #[source]
         source: std::io::Error,
     },
     /// Malformed content at a given place in a file.
     #[error("{path}:{line}: {reason}")]
     Parse {
+        /// The file.
         path: PathBuf,
+        /// The 1-based line.
         line: usize,
+        /// What is wrong there.
         reason: String,
     },
     /// A data set failed a check (checksum, shape, label range).
     #[error("{what}: {reason}")]
-    Data { what: String, reason: String },
+    Data {
+        /// The data set, file or silo.
+        what: String,
+        /// The check that failed.
+        reason: String,
+    },
     /// A configuration field is missing or invalid.
     #[error("config field `{field}`: {reason}")]
-    Config { field: String, reason: String },
+    Config {
+        /// The field as the config spells it (`algorithm.step_size`, `privacy.delta`).
+        field: String,
+        /// Why the value is refused.
+        reason: String,
+    },
     /// Model and data disagree on shape.
     #[error("dimension mismatch: {0}")]
     Dimension(String),
+    /// The privacy core refused (a parameter, a budget, an unsupported event) or failed
+    /// numerically.
     #[error(transparent)]
     Privacy(#[from] dpfl_privacy::PrivacyError),
     /// A protocol violation between halves (wrong round, wrong size, unexpected payload).
@@ -39,12 +58,14 @@ pub enum Error {
 }
 
 impl Error {
+    /// [`Error::Config`] for `field` (as the config file spells it, e.g. `algorithm.step_size`).
     pub fn config(field: impl Into<String>, reason: impl Into<String>) -> Self {
         Error::Config {
             field: field.into(),
             reason: reason.into(),
         }
     }
+    /// [`Error::Data`] for `what` (a data set, file or silo).
     pub fn data(what: impl Into<String>, reason: impl Into<String>) -> Self {
         Error::Data {
             what: what.into(),
@@ -53,4 +74,5 @@ impl Error {
     }
 }
 
+/// The dpfl library's result.
 pub type Result<T> = std::result::Result<T, Error>;

@@ -12,6 +12,7 @@ pub struct Matrix {
 }
 
 impl Matrix {
+    /// A `rows × cols` matrix of zeros.
     pub fn zeros(rows: usize, cols: usize) -> Self {
         Matrix {
             rows,
@@ -23,21 +24,27 @@ impl Matrix {
     pub fn from_vec(rows: usize, cols: usize, data: Vec<f64>) -> Option<Self> {
         (data.len() == rows * cols).then_some(Matrix { rows, cols, data })
     }
+    /// The number of rows.
     pub fn rows(&self) -> usize {
         self.rows
     }
+    /// The number of columns.
     pub fn cols(&self) -> usize {
         self.cols
     }
+    /// Row `i` (panics if `i ≥ rows`, an internal invariant).
     pub fn row(&self, i: usize) -> &[f64] {
         &self.data[i * self.cols..(i + 1) * self.cols]
     }
+    /// Row `i`, mutable.
     pub fn row_mut(&mut self, i: usize) -> &mut [f64] {
         &mut self.data[i * self.cols..(i + 1) * self.cols]
     }
+    /// The entries, row after row.
     pub fn as_slice(&self) -> &[f64] {
         &self.data
     }
+    /// The entries, row after row, mutable.
     pub fn as_mut_slice(&mut self) -> &mut [f64] {
         &mut self.data
     }

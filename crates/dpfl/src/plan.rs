@@ -16,8 +16,6 @@
 //! and its ledger charges every round, so a wrong plan can stop a silo but not make it
 //! over-spend.
 
-#![warn(missing_docs)]
-
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
@@ -189,10 +187,8 @@ mod tests {
             noise: Default::default(),
             enforce_budget: false,
             silos: (0..silos)
-                .map(|i| SiloInfo {
-                    id: i as u32,
-                    records: 100 + 10 * i,
-                    budget: Some((1.0, 1e-4)),
+                .map(|i| {
+                    SiloInfo::new(SiloId::new(i as u32), 100 + 10 * i, Some((1.0, 1e-4))).unwrap()
                 })
                 .collect(),
         }

@@ -62,15 +62,20 @@ fn plot_err(e: impl std::fmt::Display) -> crate::Error {
 /// One point; `spread` = (low, high) drawn as an error bar or a band.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Point {
+    /// The x coordinate (rounds, ε, …).
     pub x: f64,
+    /// The y coordinate (the metric's mean).
     pub y: f64,
+    /// (low, high) around `y`, e.g. mean ± one standard error over trials.
     pub spread: Option<(f64, f64)>,
 }
 
 /// One line of a panel.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Series {
+    /// The legend's label.
     pub label: String,
+    /// The points, in increasing x.
     pub points: Vec<Point>,
 }
 
@@ -86,11 +91,17 @@ pub enum Spread {
 /// One chart of a figure.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Panel {
+    /// The caption over the chart.
     pub caption: String,
+    /// The x axis' label.
     pub x_label: String,
+    /// The y axis' label.
     pub y_label: String,
+    /// The lines drawn.
     pub series: Vec<Series>,
+    /// Error bars or a band for the points' spread.
     pub spread: Spread,
+    /// A logarithmic y axis (needs positive values).
     pub log_y: bool,
     /// The largest x shown (points beyond it are dropped); default: the data's.
     pub x_max: Option<f64>,
@@ -101,6 +112,7 @@ pub struct Panel {
 }
 
 impl Panel {
+    /// An empty panel with bars, linear axes and no reference line.
     pub fn new(caption: impl Into<String>, x_label: &str, y_label: &str) -> Panel {
         Panel {
             caption: caption.into(),
@@ -119,9 +131,13 @@ impl Panel {
 /// A figure: an optional title over panels side by side.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Figure {
+    /// The title over every panel (usually [`setting_title`]).
     pub title: Option<String>,
+    /// The panels, left to right.
     pub panels: Vec<Panel>,
+    /// Each panel's width in pixels.
     pub panel_width: u32,
+    /// The figure's height in pixels.
     pub height: u32,
 }
 

@@ -40,7 +40,9 @@ pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 /// The contents of `provenance.json`.
 #[derive(Debug, Clone, Serialize)]
 pub struct Provenance {
+    /// The dpfl version that wrote the outputs ([`VERSION`]).
     pub dpfl_version: String,
+    /// The git revision the binary was built from ("unknown" outside a checkout).
     pub git_revision: String,
     /// The subcommand, e.g. "train".
     pub command: String,
@@ -57,6 +59,8 @@ pub struct Provenance {
 }
 
 impl Provenance {
+    /// The provenance of `command` run with `config` (as run), `seed` and `config_file`; version
+    /// and revision filled in.
     pub fn new(
         command: &str,
         seed: Option<u64>,

@@ -36,7 +36,9 @@ struct Silo<'a> {
 /// What happened in one round, for observers.
 #[derive(Debug, Clone)]
 pub struct RoundReport {
+    /// The round r, from 0.
     pub round: Round,
+    /// M_r, the silos whose messages were aggregated (refusals left out).
     pub participants: usize,
     /// Total encoded size of the round's messages, bits.
     pub message_bits: u64,
@@ -102,7 +104,7 @@ impl<'a> Simulator<'a> {
             server: algorithm.server,
             participation,
             network_rng: participation_rng(seed)?,
-            round: 0,
+            round: Round::FIRST,
             selected: Vec::new(),
         })
     }
@@ -150,7 +152,9 @@ impl<'a> Simulator<'a> {
             collected.push(i, a?);
         }
         collected.aggregate(self.server.as_mut(), r, self.shuffler.as_mut())?;
-        self.round += 1;
+        self.round = r
+            .next()
+            .ok_or_else(|| crate::Error::config("rounds", "more than 2^32 rounds"))?;
         let refused = collected.refused.iter().map(|(i, _)| *i).collect();
         self.refusals = collected.refused;
         Ok(RoundReport {
@@ -172,8 +176,8 @@ impl<'a> Simulator<'a> {
     }
 
     /// Rounds run so far.
-    pub fn rounds_done(&self) -> Round {
-        self.round
+    pub fn rounds_done(&self) -> usize {
+        self.round.index()
     }
 
     /// Mean training loss over all silos' training rows (pooled).

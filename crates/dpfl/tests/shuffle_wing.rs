@@ -14,10 +14,12 @@ use dpfl::data::{Dataset, SiloData, Target};
 use dpfl::linalg::Matrix;
 use dpfl::model::{GradientOracle, LogisticRegression, Projection};
 use dpfl::sim::{Participation, Simulator};
+use dpfl::units::SiloId;
 use dpfl_privacy::rng::Purpose;
 use dpfl_privacy::shuffle::params::{PvecParams, Scale};
 use dpfl_privacy::shuffle::protocol::Pvec;
 use dpfl_privacy::{DpRng, sampler};
+use dpfl_testkit::SyntheticBinary;
 
 /// n identical records x = (0.6, −0.8), y = 1: at w = 0 every logistic gradient is
 /// (σ(0) − 1)·x = (−0.3, 0.4), ‖·‖ = 0.5 ≤ L = 1, whatever batch is drawn.
@@ -88,7 +90,7 @@ impl ServerHalf for Recorder {
 
 fn broadcast() -> Broadcast {
     Broadcast {
-        round: 0,
+        round: Round::FIRST,
         point: vec![0.0, 0.0],
         aux: vec![],
     }
@@ -301,11 +303,7 @@ fn federation(silos: usize, n: usize, rounds: usize) -> (BuildContext, Vec<SiloD
             expected_participants: silos as f64,
         },
         silos: (0..silos)
-            .map(|i| SiloInfo {
-                id: i as u32,
-                records: n,
-                budget: Some((2.0, 1e-5)),
-            })
+            .map(|i| SiloInfo::new(SiloId::new(i as u32), n, Some((2.0, 1e-5))).unwrap())
             .collect(),
         oracle: GradientOracle::new(model, None).unwrap(),
         lipschitz: 1.0,
@@ -413,7 +411,7 @@ fn pgd_splits_its_budget_over_rounds_and_charges_each_round() {
     let built = spec.build(&ctx).unwrap();
     // Fully interactive: each round charges the whole (ε₀, δ₀), unsampled.
     assert_eq!(
-        built.silos[0].round_event(3),
+        built.silos[0].round_event(Round::new(3)),
         Some(dpfl_privacy::PrivacyEvent::EpsilonDelta {
             epsilon: eps0,
             delta: delta0
@@ -436,28 +434,25 @@ fn pgd_splits_its_budget_over_rounds_and_charges_each_round() {
 
 /// An experiment with the shuffle-model algorithms and `participation`.
 fn experiment(participation: &str) -> dpfl::experiment::ExperimentSpec {
-    let text = format!(
+    let text = SyntheticBinary {
+        name: "shuffle",
+        rounds: 10,
+        participation,
+        silos: 6,
+        train: 200,
+        features: 4,
+    }
+    .toml(
+        "",
         r#"
-name = "shuffle"
-rounds = 10
-seed = 3
-participation = {participation}
-[data]
-source = {{ kind = "synthetic", task = "binary", silos = 6, train = 200, test = 50, features = 4, shift = 0.5 }}
-[model]
-kind = "logistic"
-[privacy]
-epsilon = 2.0
-delta = 1e-5
-lipschitz = 1.0
 [[algorithms]]
 kind = "sdp-mb-sgd"
 step_size = 0.5
-calibration = {{ kind = "accountant" }}
+calibration = { kind = "accountant" }
 [[algorithms]]
 kind = "psgd"
 step_size = 0.5
-"#
+"#,
     );
     dpfl::experiment::ExperimentSpec::from_toml(&text, "shuffle.toml").unwrap()
 }
@@ -491,7 +486,7 @@ fn pvec_silos_charge_the_no_shuffler_guarantee_unless_the_shuffler_is_trusted() 
         let spec: AlgorithmSpec = toml::from_str(toml_text).unwrap();
         let built = spec.build(&ctx).unwrap();
         (
-            built.silos[0].round_event(0).unwrap(),
+            built.silos[0].round_event(Round::FIRST).unwrap(),
             built.calibration[0].formula.clone(),
         )
     };
@@ -603,7 +598,7 @@ fn sdp_mb_sgd_meets_the_budget_without_the_shuffler_unless_trusted() {
     );
     let trusted = trusted.unwrap();
     // Trusted: the ledger charges the honest-shuffler round guarantee, an (ε, δ) event.
-    match trusted.silos[0].round_event(0) {
+    match trusted.silos[0].round_event(Round::FIRST) {
         Some(dpfl_privacy::PrivacyEvent::EpsilonDelta { epsilon, delta }) => {
             assert!(epsilon > 0.0 && epsilon < 2.0 && delta <= 1e-5 / 40.0 * (1.0 + 1e-9));
         }
@@ -634,11 +629,7 @@ fn shuffle_plans_calibrate_each_silo_once_and_halves_calibrate_nothing() {
         noise: Default::default(),
         enforce_budget: false,
         silos: (0..3)
-            .map(|i| SiloInfo {
-                id: i as u32,
-                records: 100 + 10 * i,
-                budget: Some((2.0, 1e-5)),
-            })
+            .map(|i| SiloInfo::new(SiloId::new(i as u32), 100 + 10 * i, Some((2.0, 1e-5))).unwrap())
             .collect(),
     };
     for text in [
@@ -665,7 +656,7 @@ fn shuffle_plans_calibrate_each_silo_once_and_halves_calibrate_nothing() {
         for (i, s) in silos.iter().enumerate() {
             assert_eq!(s.noise_std(), plan.calibration[i].sigma, "{text}");
             assert_eq!(
-                s.round_event(0).map(|e| e.repeated(5)),
+                s.round_event(Round::FIRST).map(|e| e.repeated(5)),
                 plan.calibration[i].run_event,
                 "{text}"
             );

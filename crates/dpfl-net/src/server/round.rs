@@ -132,7 +132,7 @@ pub(super) async fn run_round(
             if complete || now >= open.deadline {
                 if !complete {
                     tracing::warn!(
-                        round = r,
+                        round = r.get(),
                         "deadline passed; closing with the messages at hand"
                     );
                 }

@@ -61,7 +61,7 @@ async fn send_rounds(s: Arc<Shared>, id: u32, tx: Outbound) {
                         sent = Some(o.round);
                         let h = Header {
                             status: RoundStatus::Round as i32,
-                            round: o.round,
+                            round: o.round.get(),
                             epoch: s.epoch,
                             ..Default::default()
                         };
@@ -91,7 +91,7 @@ async fn receive(s: &Shared, id: u32, h: Header, body: &[u8]) {
     if status == Ok(RoundStatus::Heartbeat) {
         return;
     }
-    let Some(open) = inner.open.as_mut().filter(|o| o.round == h.round) else {
+    let Some(open) = inner.open.as_mut().filter(|o| o.round.get() == h.round) else {
         tracing::info!(silo = id, round = h.round, "late message ignored");
         return;
     };
@@ -110,7 +110,7 @@ async fn receive(s: &Shared, id: u32, h: Header, body: &[u8]) {
         Ok(RoundStatus::Refused) => {
             tracing::info!(silo = id, round = h.round, "silo refuses the round");
             let refusal = Refusal {
-                round: h.round,
+                round: Round::new(h.round),
                 reason: "the silo's ledger refused the round (reported on its session)".into(),
                 privacy: None,
             };
@@ -128,7 +128,7 @@ async fn receive(s: &Shared, id: u32, h: Header, body: &[u8]) {
                 return;
             }
             // One body per reply, of one or several messages, each validated once.
-            match codec::decode_answer(body, h.round, s.dim) {
+            match codec::decode_answer(body, Round::new(h.round), s.dim) {
                 Ok(reply) => {
                     open.answers.insert(id, SiloAnswer::Reply(reply));
                 }
@@ -302,11 +302,11 @@ impl FederationRpc for Service {
                     }));
                 }
                 if let Some(o) = inner.open.as_mut() {
-                    let told = p.last_epoch == s.epoch && p.last_round >= i64::from(o.round);
+                    let told = p.last_epoch == s.epoch && p.last_round >= i64::from(o.round.get());
                     if !told && !o.batch_received {
                         return Ok(Response::new(ShuffleRound {
                             status: RoundStatus::Round as i32,
-                            round: o.round,
+                            round: o.round.get(),
                             epoch: s.epoch,
                             expected: o.selected.len() as u32,
                             deadline_ms: o
@@ -356,7 +356,7 @@ impl FederationRpc for Service {
         let Some(open) = inner
             .open
             .as_mut()
-            .filter(|o| o.round == round && epoch == s.epoch && !o.batch_received)
+            .filter(|o| o.round.get() == round && epoch == s.epoch && !o.batch_received)
         else {
             tracing::info!(round, epoch, "late or repeated shuffled batch ignored");
             return Ok(reply("LATE", 0));
@@ -377,14 +377,14 @@ impl FederationRpc for Service {
             // The shuffler's sum of compact PVEC shares comes unsealed (`share`).
             let msgs = if crate::share::is_share_body(sealed) {
                 if s.shares {
-                    crate::share::expand(sealed, open.round, s.dim, s.silos)
+                    crate::share::expand(sealed, open.round.get(), s.dim, s.silos)
                 } else {
                     Err(NetError::Rejected(
                         "a share sum, but this federation's algorithm sends no PVEC shares".into(),
                     ))
                 }
             } else {
-                crate::seal::open(&s.hpke_sk, open.round, sealed)
+                crate::seal::open(&s.hpke_sk, open.round.get(), sealed)
                     .and_then(|plain| codec::decode_message(&plain, open.round, s.dim))
                     .map(|m| vec![m])
             };

@@ -32,10 +32,16 @@ use crate::error::{PrivacyError, Result};
 use crate::event::{Neighbouring, PrivacyEvent, Sampling};
 use crate::params::Delta;
 
+/// The composition theorem a [`CompositionAccountant`] applies to a run's (ε, δ) leaves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Rule {
+    /// Basic composition: the ε and δ of the steps add up (Dwork & Roth Thm 3.16).
     Basic,
+    /// Advanced composition: the better of Dwork & Roth Thm 3.20 (ε₀√(2k ln(1/δ̃)) + kε₀(e^ε₀ − 1))
+    /// and Kairouz, Oh & Viswanath Thm 3.5 (heterogeneous steps); never worse than basic.
     Advanced,
+    /// The optimal homogeneous composition of Kairouz, Oh & Viswanath (Thm 3.3), exact for k (ε₀,
+    /// δ₀) steps.
     Optimal,
 }
 
@@ -56,6 +62,9 @@ enum Cost {
     Noise(Box<dyn Fn(f64) -> Result<f64>>),
 }
 
+/// An (ε, δ)-composition accountant: each event is first reduced to (ε₀, δ₀) (noise events at a
+/// per-step δ₀ split off the target δ), then composed by its [`Rule`]. Looser than RDP or PLD;
+/// there as the papers' baseline.
 #[derive(Debug, Clone)]
 pub struct CompositionAccountant {
     rule: Rule,
@@ -63,6 +72,8 @@ pub struct CompositionAccountant {
 }
 
 impl CompositionAccountant {
+    /// An accountant composing by `rule`; `neighbouring` fixes the sensitivity noise multipliers
+    /// refer to.
     pub fn new(rule: Rule, neighbouring: Neighbouring) -> Self {
         CompositionAccountant { rule, neighbouring }
     }

@@ -57,6 +57,7 @@ pub enum AccountantKind {
 }
 
 impl AccountantKind {
+    /// Every accountant, in the order `dpfl account` lists them.
     pub const ALL: [AccountantKind; 6] = [
         AccountantKind::Rdp,
         AccountantKind::Pld,
@@ -66,6 +67,7 @@ impl AccountantKind {
         AccountantKind::Optimal,
     ];
 
+    /// The name the configs and the command line use (`rdp`, `pld`, …).
     pub fn name(self) -> &'static str {
         match self {
             AccountantKind::Rdp => "rdp",

@@ -79,6 +79,8 @@ impl RdpAccountant {
         })
     }
 
+    /// The Rényi orders α > 1 at which RDP is tracked; ε is the minimum of the conversion over
+    /// them.
     pub fn orders(&self) -> &[f64] {
         &self.orders
     }

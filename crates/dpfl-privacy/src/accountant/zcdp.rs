@@ -18,6 +18,8 @@ use crate::params::Delta;
 
 const NAME: &str = "zcdp";
 
+/// The ρ-zCDP accountant (Bun & Steinke 2016): costs add in ρ and convert once to (ε, δ); it
+/// refuses sampled events (zCDP has no amplification by subsampling) and (ε, δ > 0) events.
 #[derive(Debug, Clone)]
 pub struct ZcdpAccountant {
     // zCDP costs here do not depend on the relation: noise multipliers are relative to the
@@ -26,6 +28,8 @@ pub struct ZcdpAccountant {
 }
 
 impl ZcdpAccountant {
+    /// A zCDP accountant; the relation does not change zCDP costs (noise multipliers are already
+    /// relative to its sensitivity).
     pub fn new(neighbouring: Neighbouring) -> Self {
         ZcdpAccountant {
             _neighbouring: neighbouring,

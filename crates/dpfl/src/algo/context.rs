@@ -1,11 +1,10 @@
 //! What an algorithm is built from (public facts only) and what building yields.
 
-#![warn(missing_docs)]
-
 use serde::{Deserialize, Serialize};
 
 use super::half::{FederationInfo, ServerHalf, SiloHalf, SiloInfo};
 use crate::model::{GradientOracle, Projection};
+use crate::units::SiloId;
 
 #[cfg(test)]
 thread_local! {
@@ -67,10 +66,9 @@ impl BuildContext {
         &self,
         silo: &SiloInfo,
     ) -> crate::Result<(dpfl_privacy::Epsilon, dpfl_privacy::Delta)> {
-        let (e, d) = silo.budget.ok_or_else(|| {
+        silo.budget.ok_or_else(|| {
             crate::Error::config("privacy", format!("silo {} has no privacy budget", silo.id))
-        })?;
-        Ok((dpfl_privacy::Epsilon::new(e)?, dpfl_privacy::Delta::new(d)?))
+        })
     }
 }
 
@@ -88,7 +86,7 @@ pub struct BuiltAlgorithm {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SiloCalibration {
     /// The silo's index.
-    pub silo: u32,
+    pub silo: SiloId,
     /// Noise standard deviation per coordinate (0 if non-private).
     pub sigma: f64,
     /// Records (or local steps) per round.

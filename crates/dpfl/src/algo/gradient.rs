@@ -4,8 +4,6 @@
 //! (with or without replacement, Poisson, or one pass over disjoint batches) is the sampling
 //! of the round's privacy event, so the ledger and the accountant see exactly what was drawn.
 
-#![warn(missing_docs)]
-
 use dpfl_privacy::event::Sampling;
 use dpfl_privacy::mechanism::{GaussianMechanism, VectorMechanism};
 use dpfl_privacy::sampler::{BatchSampler, DisjointBatches, RecordSampling};
@@ -269,7 +267,7 @@ mod tests {
         let mut rng = DpRng::from_seed(7, dpfl_privacy::rng::Purpose::Silo, 0);
         let mut silo = GradientSilo::new(oracle.clone(), BatchSource::one_pass(n, 3), None, 1.0);
         let b = |round| Broadcast {
-            round,
+            round: Round::new(round),
             point: vec![0.0],
             aux: vec![],
         };

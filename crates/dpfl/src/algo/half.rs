@@ -1,13 +1,12 @@
 //! The two halves of every algorithm and the public facts they are built from (the floor's
 //! contract; see [`crate::algo`] for the trust boundary these types enforce).
 
-#![warn(missing_docs)]
-
 use serde::{Deserialize, Serialize};
 
 use super::message::{Broadcast, Reply, Round, SiloMessage};
 use crate::data::Dataset;
-use dpfl_privacy::{DpRng, PrivacyEvent};
+use crate::units::SiloId;
+use dpfl_privacy::{Delta, DpRng, Epsilon, PrivacyEvent};
 
 /// Serialisable state of a half, for checkpoints (server) and restarts (silo): named,
 /// typed entries, each any serde type stored as its postcard encoding (f64s bit for bit, a
@@ -163,11 +162,28 @@ pub struct FederationInfo {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SiloInfo {
     /// The silo's index.
-    pub id: u32,
+    pub id: SiloId,
     /// Its record count n_i.
     pub records: usize,
-    /// (ε_i, δ_i) for private algorithms.
-    pub budget: Option<(f64, f64)>,
+    /// (ε_i, δ_i) for private algorithms, each checked once where the context is built (and
+    /// again when a plan is read); written as two bare numbers, as before the types.
+    pub budget: Option<(Epsilon, Delta)>,
+}
+
+impl SiloInfo {
+    /// Silo `id` with `records` records and, for a private algorithm, the (ε, δ) `budget`
+    /// checked here (ε > 0 finite, δ ∈ (0, 1)); an error names the bad value.
+    pub fn new(id: SiloId, records: usize, budget: Option<(f64, f64)>) -> crate::Result<Self> {
+        let budget = match budget {
+            Some((e, d)) => Some((Epsilon::new(e)?, Delta::new(d)?)),
+            None => None,
+        };
+        Ok(SiloInfo {
+            id,
+            records,
+            budget,
+        })
+    }
 }
 
 impl HalfState {

@@ -8,14 +8,11 @@
 //! A payload is validated once, by [`Payload::validate`], when the round core receives it from
 //! a silo half or a codec decodes it.
 
-#![warn(missing_docs)]
-
 pub mod compressed;
 
 use serde::{Deserialize, Serialize};
 
-/// Round number, counted from 0.
-pub type Round = u32;
+pub use crate::units::Round;
 
 /// What the server sends to every participating silo at the start of a round.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -71,7 +71,7 @@
 //! ```compile_fail
 //! // A server half cannot be handed a dataset: no method accepts one.
 //! fn leak(server: &mut dyn dpfl::algo::ServerHalf, data: &dpfl::data::Dataset) {
-//!     server.aggregate(0, data);
+//!     server.aggregate(Round::FIRST, data);
 //! }
 //! ```
 
@@ -80,9 +80,15 @@ pub mod gradient;
 pub mod half;
 pub mod lowy;
 pub mod message;
+// TODO(issue 10): documented by the perf lane
+#[allow(missing_docs)]
 pub mod normfedavg;
 pub mod server;
+// TODO(issue 10): documented by the rates / pagd lanes
+#[allow(missing_docs)]
 pub mod shuffle;
+// TODO(issue 10): documented by the perf lane
+#[allow(missing_docs)]
 pub mod soteria;
 pub mod spec;
 

@@ -2,8 +2,6 @@
 //! outputs (average, last, the average of the last k, or the exponential weights of Lowy &
 //! Razaviyayn Thm 2.1).
 
-#![warn(missing_docs)]
-
 use serde::{Deserialize, Serialize};
 
 use super::half::HalfState;

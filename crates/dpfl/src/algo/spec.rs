@@ -17,12 +17,15 @@ use super::soteria;
 pub enum AlgorithmSpec {
     /// Minibatch SGD (Lowy & Razaviyayn Algorithm 2); private when `calibration` is set.
     MbSgd {
+        /// η > 0.
         step_size: f64,
+        /// The noise rule; `None` for the non-private algorithm.
         #[serde(default)]
         calibration: Option<Calibration>,
         /// K; default: the calibration's rule (private) or required (non-private).
         #[serde(default)]
         batch_size: Option<usize>,
+        /// Which iterate the server outputs.
         #[serde(default)]
         output: OutputRule,
         /// How each silo draws its K records per round: `with-replacement` (the paper's,
@@ -34,7 +37,10 @@ pub enum AlgorithmSpec {
     /// (the paper's ISRL-DP Local SGD baseline, App. I) when `private = true` or a
     /// `calibration` is given.
     LocalSgd {
+        /// η > 0 of each local step.
         step_size: f64,
+        /// Private with the paper's App. I noise (`experiment` rule) unless `calibration` says
+        /// otherwise.
         #[serde(default)]
         private: bool,
         /// The noise rule of a private run: `experiment` (App. I's per-step σ, the default
@@ -45,6 +51,7 @@ pub enum AlgorithmSpec {
         /// K local steps; default as for MB-SGD's experiment rule.
         #[serde(default)]
         local_steps: Option<usize>,
+        /// Which iterate (average of the silos' models) the server outputs.
         #[serde(default)]
         output: OutputRule,
     },
@@ -110,6 +117,7 @@ impl AlgorithmSpec {
             },
         }
     }
+    /// Whether the algorithm adds noise (and so spends a privacy budget).
     pub fn is_private(&self) -> bool {
         match self {
             AlgorithmSpec::MbSgd { calibration, .. } => calibration.is_some(),
@@ -388,7 +396,9 @@ pub enum WingPlan {
     /// The shuffle model's algorithms: the spec (its server half follows by closed forms)
     /// and the wing's plan.
     Shuffle {
+        /// The spec (its server half follows by closed forms).
         algorithm: Box<AlgorithmSpec>,
+        /// The wing's calibrated plan.
         plan: Box<shuffle::plan::ShufflePlan>,
     },
     /// The DP-NormFedAvg family.

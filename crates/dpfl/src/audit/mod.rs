@@ -209,6 +209,7 @@ pub fn audit(
     let ctx = build_context(spec, &trial)?;
     let (claimed, delta) = ctx.silos[0]
         .budget
+        .map(|(e, d)| (e.get(), d.get()))
         .ok_or_else(|| Error::config("privacy", "silo 0 has no budget to audit"))?;
     #[cfg(test)]
     let ctx = match opts.under_noise {
@@ -230,7 +231,8 @@ pub fn audit(
         .collect::<Result<Vec<_>>>()?;
     let mut scores = vec![0.0; m];
     for r in 0..spec.rounds {
-        let b = built.server.broadcast(r as crate::algo::Round);
+        let r = crate::algo::Round::checked(r)?;
+        let b = built.server.broadcast(r);
         let mut collected = round::Collected::default();
         for (i, half) in built.silos.iter_mut().enumerate() {
             let mut spent = Vec::new();
@@ -259,7 +261,7 @@ pub fn audit(
             }
             collected.push(i as u32, answer);
         }
-        collected.aggregate(built.server.as_mut(), r as crate::algo::Round, None)?;
+        collected.aggregate(built.server.as_mut(), r, None)?;
     }
     let mut order: Vec<usize> = (0..m).collect();
     order.sort_by(|&a, &b| scores[b].total_cmp(&scores[a]));

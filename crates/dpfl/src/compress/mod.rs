@@ -52,6 +52,7 @@ use dpfl_privacy::DpRng;
 
 /// An unbiased compressor of d-vectors (Definition 1 of SoteriaFL).
 pub trait Compressor: Send + Sync + std::fmt::Debug {
+    /// The config name (`identity`, `random-k`, `qsgd`, `natural`).
     fn name(&self) -> &'static str;
     /// The dimension d of the vectors it compresses.
     fn dim(&self) -> usize;
@@ -71,6 +72,7 @@ pub struct Identity {
 }
 
 impl Identity {
+    /// The identity on d-vectors (ω = 0).
     pub fn new(dim: usize) -> Self {
         Identity { dim }
     }
@@ -118,19 +120,24 @@ pub(crate) fn check_input(x: &[f64], dim: usize) -> crate::Result<()> {
 pub enum CompressorSpec {
     // Braces so that `deny_unknown_fields` applies (serde ignores extra fields of a unit
     // variant in an internally tagged enum).
+    /// No compression; the vector travels dense (`Payload::Dense`).
     Identity {},
     /// Unbiased random-k: `k` coordinates, or `fraction` of d (k = ⌊fraction·d⌋; the paper's
     /// experiments use 0.05); exactly one of the two.
     RandomK {
+        /// k, the coordinates kept.
         #[serde(default)]
         k: Option<usize>,
+        /// k/d; k = ⌊fraction·d⌋.
         #[serde(default)]
         fraction: Option<f64>,
+        /// How the k indices travel: explicitly (32 bits each) or as a 64-bit seed.
         #[serde(default)]
         indices: IndexEncoding,
     },
     /// QSGD-style stochastic quantisation to `levels` = s levels per sign.
     Qsgd {
+        /// s ≥ 1, the levels per sign.
         levels: u32,
     },
     /// Natural compression (random rounding to a power of two).

@@ -17,6 +17,7 @@ pub struct Qsgd {
 }
 
 impl Qsgd {
+    /// QSGD on d-vectors with s = `levels` (1 ≤ s ≤ `MAX_LEVELS`); ω = min(d/s², √d/s).
     pub fn new(dim: usize, levels: u32) -> crate::Result<Self> {
         if levels == 0 || levels > MAX_LEVELS {
             return Err(crate::Error::config(
@@ -92,6 +93,7 @@ pub struct Natural {
 }
 
 impl Natural {
+    /// Natural compression of d-vectors (ω = 1/8).
     pub fn new(dim: usize) -> Self {
         Natural { dim }
     }

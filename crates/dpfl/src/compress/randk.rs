@@ -19,6 +19,8 @@ pub enum IndexEncoding {
     Seed,
 }
 
+/// Unbiased random-k (SoteriaFL Def. 1 example): k coordinates uniform without replacement, scaled
+/// by d/k; ω = d/k − 1.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RandomK {
     dim: usize,
@@ -43,9 +45,11 @@ impl RandomK {
         }
         Ok(RandomK { dim, k, encoding })
     }
+    /// k, the coordinates kept.
     pub fn k(&self) -> usize {
         self.k
     }
+    /// How the kept indices travel.
     pub fn encoding(&self) -> IndexEncoding {
         self.encoding
     }

@@ -35,15 +35,21 @@ pub enum TargetSpec {
     /// Class names, label-encoded 0..C in `order` (if given; values outside it are errors)
     /// or else in sorted order.
     Class {
+        /// The header name of the target column.
         column: String,
+        /// The classes in label order 0..C; values outside it are errors. Sorted order when absent.
         #[serde(default)]
         order: Option<Vec<String>>,
     },
     /// A real-valued target.
-    Real { column: String },
+    Real {
+        /// The header name of the target column.
+        column: String,
+    },
 }
 
 impl TargetSpec {
+    /// The header name of the target column.
     pub fn column(&self) -> &str {
         match self {
             TargetSpec::Class { column, .. } | TargetSpec::Real { column } => column,
@@ -66,7 +72,9 @@ pub enum Encoding {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CategoricalSpec {
+    /// The header name of the column.
     pub column: String,
+    /// Label (one column of indices) or one-hot (an indicator column per category).
     #[serde(default)]
     pub encoding: Encoding,
     /// Category order; values outside it are errors. Sorted order when absent.
@@ -97,7 +105,10 @@ impl CategoricalSpec {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CsvSpec {
+    /// Which column is the target and how its values become labels or reals.
     pub target: TargetSpec,
+    /// The categorical feature columns and their encodings; every other non-target column must be
+    /// numeric.
     #[serde(default)]
     pub categorical: Vec<CategoricalSpec>,
     /// Numeric feature columns to standardise after splitting (fit on training rows only).
@@ -159,6 +170,7 @@ impl CsvSchema {
         self.encode(path, &table)
     }
 
+    /// The spec this schema was fitted with.
     pub fn spec(&self) -> &CsvSpec {
         &self.spec
     }

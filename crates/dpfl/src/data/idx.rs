@@ -26,9 +26,13 @@ pub const LABELS_MAGIC: u32 = 0x0000_0801;
 /// Images as stored: `count` images of `rows × cols` bytes, row-major.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IdxImages {
+    /// The number of images.
     pub count: usize,
+    /// Rows of each image (28 for MNIST).
     pub rows: usize,
+    /// Columns of each image (28 for MNIST).
     pub cols: usize,
+    /// count·rows·cols bytes, image after image, each row-major (0 = background).
     pub pixels: Vec<u8>,
 }
 

@@ -37,7 +37,9 @@ pub enum LibsvmTarget {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LibsvmSpec {
+    /// d, the feature dimension (indices 1..=d; a larger index is an error naming its line).
     pub num_features: usize,
+    /// How the label is read (binary ±1, class index or real).
     pub target: LibsvmTarget,
 }
 

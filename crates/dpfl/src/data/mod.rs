@@ -27,12 +27,16 @@ use crate::linalg::Matrix;
 #[derive(Debug, Clone, PartialEq)]
 pub enum Target {
     /// Class indices 0..names.len(), stored as f64 in `y`.
-    Classes { names: Vec<String> },
+    Classes {
+        /// The class names; class i is named `names[i]`.
+        names: Vec<String>,
+    },
     /// A real-valued target.
     Real,
 }
 
 impl Target {
+    /// C, the number of classes; `None` for a real target.
     pub fn num_classes(&self) -> Option<usize> {
         match self {
             Target::Classes { names } => Some(names.len()),
@@ -105,27 +109,35 @@ impl Dataset {
             feature_names,
         })
     }
+    /// n, the number of records.
     pub fn len(&self) -> usize {
         self.y.len()
     }
+    /// Whether there are no records.
     pub fn is_empty(&self) -> bool {
         self.y.is_empty()
     }
+    /// d, the number of features (columns of X).
     pub fn num_features(&self) -> usize {
         self.x.cols()
     }
+    /// The feature matrix X (n × d, row-major).
     pub fn x(&self) -> &Matrix {
         &self.x
     }
+    /// The targets y: class indices 0..C as f64, or real values.
     pub fn y(&self) -> &[f64] {
         &self.y
     }
+    /// Record i: its feature row and its target.
     pub fn row(&self, i: usize) -> (&[f64], f64) {
         (self.x.row(i), self.y[i])
     }
+    /// What the targets hold (classes with their names, or reals).
     pub fn target(&self) -> &Target {
         &self.target
     }
+    /// The feature columns' names (`f1..fd` where the source has none).
     pub fn feature_names(&self) -> &[String] {
         &self.feature_names
     }
@@ -218,7 +230,9 @@ impl Dataset {
 /// One silo's data after splitting.
 #[derive(Debug)]
 pub struct SiloData {
+    /// The silo's training records (what its half trains on and the ledger protects).
     pub train: Dataset,
+    /// The silo's held-out test records (for the reported test metric only).
     pub test: Dataset,
 }
 

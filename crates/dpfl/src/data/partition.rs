@@ -31,30 +31,51 @@ pub enum PartitionSpec {
     /// One silo per class.
     ByClass,
     /// Sorted by target into `silos` groups.
-    SortedTarget { silos: usize },
+    SortedTarget {
+        /// N, the number of silos.
+        silos: usize,
+    },
     /// The 25 MNIST digit-pair silos.
     MnistPairs {
+        /// Mixing fraction in [0, 1]: the share of each silo's records drawn from the other digits.
         #[serde(default)]
         p: f64,
+        /// Fraction of the rarest digit's count used per digit, in (0, 1] (default 1/7).
         #[serde(default = "default_scale")]
         scale: f64,
+        /// Whether the digits' records are drawn with or without replacement.
         #[serde(default)]
         sampling: PairSampling,
     },
     /// Uniformly random near-equal parts.
-    Iid { silos: usize },
+    Iid {
+        /// N, the number of silos.
+        silos: usize,
+    },
     /// Dirichlet(α) label skew; every silo gets at least `min_size` rows.
     Dirichlet {
+        /// N, the number of silos.
         silos: usize,
+        /// α > 0 of the Dirichlet; smaller is more skewed.
         alpha: f64,
+        /// The fewest rows any silo may get (redrawn until met; default 1).
         #[serde(default = "default_min_size")]
         min_size: usize,
     },
     /// DP-NormFedAvg's label shards (`super::shards`): `silos` × `per_silo` shards.
-    LabelShards { silos: usize, per_silo: usize },
+    LabelShards {
+        /// N, the number of silos.
+        silos: usize,
+        /// Shards per silo; the records are sorted by label before cutting, so a silo sees few
+        /// labels.
+        per_silo: usize,
+    },
     /// One silo per distinct value of a CSV column (data already split, e.g. by hospital;
     /// see [`super::silos`]). Only for a `csv` source, which applies it while loading.
-    ByColumn { column: String },
+    ByColumn {
+        /// The column whose values name the silos.
+        column: String,
+    },
 }
 
 fn default_scale() -> f64 {
@@ -65,6 +86,7 @@ fn default_min_size() -> usize {
 }
 
 impl PartitionSpec {
+    /// Splits `data` into silos, drawing any randomness from `rng` (the run's data stream).
     pub fn apply(&self, data: &Dataset, rng: &mut DpRng) -> Result<Vec<Dataset>> {
         match *self {
             PartitionSpec::ByClass => by_class(data),
@@ -318,6 +340,7 @@ pub struct MnistPairs {
     pub p: f64,
     /// Fraction of the rarest digit's count used per digit, in (0, 1].
     pub scale: f64,
+    /// Whether the digits' records are drawn with or without replacement.
     pub sampling: PairSampling,
 }
 

@@ -33,7 +33,9 @@ const BLOCK_ROWS: usize = 4096;
 /// A fitted PCA's mean and axes (row j: the j-th axis), as saved in `model.json`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct PcaParams {
+    /// The training mean subtracted before projecting (length d).
     pub mean: Vec<f64>,
+    /// The k axes, each of length d, in decreasing order of variance.
     pub components: Vec<Vec<f64>>,
 }
 
@@ -155,6 +157,7 @@ impl Pca {
     pub fn output_dim(&self) -> usize {
         self.components.rows()
     }
+    /// The training mean subtracted before projecting.
     pub fn mean(&self) -> &[f64] {
         &self.mean
     }

@@ -119,12 +119,15 @@ impl Standardizer {
         Ok(())
     }
 
+    /// The standardised columns, in order.
     pub fn columns(&self) -> &[String] {
         &self.names
     }
+    /// Each column's training mean.
     pub fn mean(&self) -> &[f64] {
         &self.mean
     }
+    /// Each column's training standard deviation (1 where it is 0, so constant columns pass).
     pub fn scale(&self) -> &[f64] {
         &self.scale
     }

@@ -43,11 +43,17 @@ pub const DATA_ENV: &str = "DPFL_DATA";
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum KnownDataset {
+    /// MNIST digits (LeCun et al.): 60 000 + 10 000 28×28 images, IDX files.
     Mnist,
+    /// Fashion-MNIST (Xiao et al. 2017): MNIST's shape, ten clothing classes.
     FashionMnist,
+    /// a9a (LIBSVM): UCI Adult, 123 binary features; SoteriaFL's experiments.
     A9a,
+    /// w8a (LIBSVM): 300 binary features.
     W8a,
+    /// The insurance cost regression set (CSV, Lowy & Razaviyayn's experiments).
     Insurance,
+    /// The obesity level set (CSV, seven classes; Lowy & Razaviyayn's experiments).
     Obesity,
 }
 
@@ -55,7 +61,9 @@ pub enum KnownDataset {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Part {
+    /// The training file.
     Train,
+    /// The test file.
     Test,
 }
 
@@ -146,6 +154,7 @@ const FASHION_CLASSES: [&str; 10] = [
 ];
 
 impl KnownDataset {
+    /// Every known data set, in the order `dpfl data list` prints them.
     pub const ALL: [KnownDataset; 6] = [
         KnownDataset::Mnist,
         KnownDataset::FashionMnist,
@@ -308,8 +317,11 @@ pub const OBESITY_CLASSES: [&str; 7] = [
 /// Where a searched directory came from (for messages).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DirSource {
+    /// `--data-dir` on the command line.
     Argument,
+    /// The `DPFL_DATA` environment variable.
     Env,
+    /// The repository's `data/` directory (the bundled sets).
     Bundled,
 }
 

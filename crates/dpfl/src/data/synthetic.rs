@@ -19,7 +19,10 @@ pub enum SyntheticTask {
     /// Real targets from a linear model plus N(0, 0.1²) noise.
     Regression,
     /// `classes` classes from a softmax model.
-    Multiclass { classes: usize },
+    Multiclass {
+        /// C ≥ 2.
+        classes: usize,
+    },
 }
 
 /// Generates `silos` silos of `train + test` rows with `features` features.

@@ -8,10 +8,13 @@ use crate::algo::{BuildContext, SiloInfo};
 use crate::data::SiloData;
 use crate::model::Model;
 use crate::plan::Setup;
+use crate::units::SiloId;
 
 /// Prepared data for one trial, with the public facts derived from it.
 pub struct TrialData {
+    /// The trial's silos, each its own train/test split (only its own half ever sees it).
     pub silos: Vec<SiloData>,
+    /// The model (loss, gradients, metric), shared read-only by every half of the trial.
     pub model: std::sync::Arc<dyn Model>,
     /// How rows became features (saved with the models).
     pub preprocessing: super::preprocessing::Preprocessing,
@@ -193,13 +196,15 @@ pub fn setup_from(
                         None => p.epsilon,
                     };
                     let delta = p.delta.resolve(n_i)?;
-                    dpfl_privacy::Delta::new(delta)
+                    let delta = dpfl_privacy::Delta::new(delta)
                         .map_err(|e| crate::Error::config("privacy.delta", e.to_string()))?;
+                    let eps = dpfl_privacy::Epsilon::new(eps)
+                        .map_err(|e| crate::Error::config("privacy.epsilon", e.to_string()))?;
                     Some((eps, delta))
                 }
             };
             Ok(SiloInfo {
-                id: i as u32,
+                id: SiloId::checked(i, n_silos)?,
                 records: n_i,
                 budget,
             })

@@ -13,7 +13,9 @@ use std::path::{Path, PathBuf};
 use super::RunOutput;
 use crate::plot::{Figure, Panel, Point, Series, Spread};
 
+/// Width in pixels of `curves.svg` / `curves.png`.
 pub const WIDTH: u32 = 1100;
+/// Height in pixels of `curves.svg` / `curves.png`.
 pub const HEIGHT: u32 = 460;
 
 /// One algorithm's mean curve: (round, mean train loss, mean test metric).

@@ -29,6 +29,7 @@ use crate::experiment::preprocessing::{IdxLayout, Preprocessing};
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DataSpec {
+    /// Where the records come from (a known set, a file, or generated).
     pub source: Source,
     /// How rows become silos (required except for synthetic data, which is generated per silo).
     #[serde(default)]
@@ -55,11 +56,14 @@ pub enum Source {
     Insurance,
     /// MNIST training images (pixels in [0,1]); `pca` components if given (the paper: 50).
     Mnist {
+        /// Principal components to project the 784 pixels onto (fitted on training rows only);
+        /// `None` keeps the pixels.
         #[serde(default)]
         pca: Option<usize>,
     },
     /// Fashion-MNIST training images, as MNIST.
     FashionMnist {
+        /// Principal components, as for MNIST.
         #[serde(default)]
         pca: Option<usize>,
     },
@@ -68,28 +72,53 @@ pub enum Source {
     /// LIBSVM w8a training file, 300 features.
     W8a,
     /// Any CSV file with a header row.
-    Csv { path: PathBuf, spec: CsvSpec },
+    Csv {
+        /// The CSV file.
+        path: PathBuf,
+        /// Which column is the target and how the others become features.
+        spec: CsvSpec,
+    },
     /// One CSV file per silo, all with one header (no `partition`; see [`crate::data::silos`]).
-    CsvSilos { paths: Vec<PathBuf>, spec: CsvSpec },
+    CsvSilos {
+        /// One CSV file per silo, in silo order.
+        paths: Vec<PathBuf>,
+        /// The schema every file shares.
+        spec: CsvSpec,
+    },
     /// Any LIBSVM file.
-    Libsvm { path: PathBuf, spec: LibsvmSpec },
+    Libsvm {
+        /// The LIBSVM file (raw or gzipped).
+        path: PathBuf,
+        /// Its width and how its labels are read.
+        spec: LibsvmSpec,
+    },
     /// Any IDX image file with its IDX label file (MNIST's format; pixels scaled to [0, 1]);
     /// `pca` components if given; `classes` names the labels 0, 1, … (default "0".."9").
     Idx {
+        /// The IDX image file (3-D unsigned bytes).
         images: PathBuf,
+        /// The IDX label file (1-D unsigned bytes), one label per image.
         labels: PathBuf,
+        /// Principal components, as for MNIST.
         #[serde(default)]
         pca: Option<usize>,
+        /// The labels' names, in label order.
         #[serde(default)]
         classes: Option<Vec<String>>,
     },
     /// Generated data (see [`crate::data::synthetic`]); already one data set per silo.
     Synthetic {
+        /// Binary, regression or multiclass (see [`crate::data::synthetic`]).
         task: SyntheticTask,
+        /// N, the number of silos generated.
         silos: usize,
+        /// Training records per silo.
         train: usize,
+        /// Test records per silo.
         test: usize,
+        /// d, the feature dimension.
         features: usize,
+        /// How far apart the silos' data distributions are (0: identically distributed).
         #[serde(default)]
         shift: f64,
     },

@@ -103,8 +103,8 @@ pub fn train_one(
                 s.budget
                     .map(|(eps, delta)| {
                         let b = dpfl_privacy::ledger::Budget::new(
-                            eps,
-                            delta,
+                            eps.get(),
+                            delta.get(),
                             dpfl_privacy::Neighbouring::ReplaceOne,
                         )?;
                         Ok::<_, crate::Error>(dpfl_privacy::ledger::Ledger::in_memory(

@@ -31,7 +31,9 @@ pub const FEATURES_TARGET: &str = "target";
 /// The shape of IDX images a model was trained on.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct IdxLayout {
+    /// Image height in pixels.
     pub rows: usize,
+    /// Image width in pixels.
     pub cols: usize,
     /// Class names in label order.
     pub classes: Vec<String>,
@@ -59,7 +61,9 @@ pub struct Preprocessing {
 
 /// What a model's feature layout is, for the features-CSV reader.
 pub struct Layout<'a> {
+    /// The model's feature columns, in order.
     pub feature_names: &'a [String],
+    /// The class names in label order (a class target), `None` for a real target.
     pub classes: Option<&'a [String]>,
 }
 

@@ -27,9 +27,13 @@ use crate::model::{Metric, ModelSpec, metric_value};
 use crate::output::atomic_write;
 use crate::{Error, Result};
 
+/// The `format` every `model.json` names.
 pub const FORMAT: &str = "dpfl-model";
+/// The `model.json` layout version; a reader refuses others.
 pub const FORMAT_VERSION: u32 = 1;
+/// The weights file beside `model.json` (safetensors, one f64 tensor).
 pub const WEIGHTS_FILE: &str = "model.safetensors";
+/// The metadata file of a saved model.
 pub const META_FILE: &str = "model.json";
 const TENSOR: &str = "weights";
 
@@ -38,49 +42,74 @@ pub use super::preprocessing::{Layout, Preprocessing};
 /// A final model as training leaves it, before the summary exists.
 #[derive(Debug, Clone)]
 pub struct FinalModel {
+    /// The algorithm's label.
     pub algorithm: String,
+    /// The final model's parameters.
     pub weights: Vec<f64>,
+    /// The feature columns the model reads, in order.
     pub feature_names: Vec<String>,
+    /// The class names in label order (a class target), `None` for a real target.
     pub classes: Option<Vec<String>>,
+    /// How raw rows became features, repeated by `dpfl predict`.
     pub preprocessing: Preprocessing,
 }
 
 /// The privacy guarantee of the run that trained the model.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ModelPrivacy {
+    /// Whether the run added noise.
     pub private: bool,
+    /// The target ε (smallest over silos); `None` if non-private.
     pub epsilon: Option<f64>,
+    /// The target δ (smallest over silos); `None` if non-private.
     pub delta: Option<f64>,
     /// The tighter sound accountant's ε, largest over silos (what is certified).
     pub certified_epsilon: Option<f64>,
+    /// Each silo's target and accounted (ε, δ).
     pub silos: Vec<SiloPrivacy>,
 }
 
 /// `model.json`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ModelMeta {
+    /// Always [`FORMAT`].
     pub format: String,
+    /// [`FORMAT_VERSION`] when written.
     pub format_version: u32,
+    /// The dpfl version that wrote the file.
     pub dpfl_version: String,
+    /// The experiment's name.
     pub experiment: String,
+    /// The algorithm's label.
     pub algorithm: String,
+    /// The experiment's master seed, if it had one.
     pub seed: Option<u64>,
+    /// The model kind and its parameters, enough to rebuild it.
     pub model: ModelSpec,
+    /// d, the features the model reads.
     pub num_features: usize,
+    /// The feature columns, in order.
     pub feature_names: Vec<String>,
     /// Class names in code order (a class target), else `None` (a real target).
     pub classes: Option<Vec<String>>,
+    /// How raw rows became features, repeated by `dpfl predict`.
     pub preprocessing: Preprocessing,
+    /// The guarantee of the run that trained it.
     pub privacy: ModelPrivacy,
+    /// The weights file's name ([`WEIGHTS_FILE`]).
     pub weights_file: String,
+    /// SHA-256 of the weights file (hex); a mismatch is refused on load.
     pub weights_sha256: String,
+    /// The number of parameters in the weights file.
     pub num_params: usize,
 }
 
 /// A model with its metadata.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SavedModel {
+    /// `model.json`'s content.
     pub meta: ModelMeta,
+    /// The parameters.
     pub weights: Vec<f64>,
 }
 
@@ -112,6 +141,7 @@ pub fn slug(label: &str) -> String {
 }
 
 impl SavedModel {
+    /// The saved form of `model`, trained under `spec` with guarantee `privacy`.
     pub fn new(spec: &super::ExperimentSpec, model: &FinalModel, privacy: ModelPrivacy) -> Self {
         let meta = ModelMeta {
             format: FORMAT.into(),

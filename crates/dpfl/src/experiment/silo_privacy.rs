@@ -6,9 +6,11 @@ use serde::{Deserialize, Serialize};
 /// One silo's promised and accounted privacy.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SiloPrivacy {
+    /// The silo's index.
     pub silo: usize,
     /// The paper's target (ε_i, δ_i).
     pub target_epsilon: f64,
+    /// The paper's target δ_i (resolved from the δ rule for this silo's n_i).
     pub target_delta: f64,
     /// ε at `target_delta` of the events the silo released, by the RDP accountant
     /// (replace-one neighbouring); null if it cannot account them (see `notes`).

@@ -12,6 +12,7 @@ use crate::sim::Participation;
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ExperimentSpec {
+    /// The name written into the outputs (`summary.json`, `model.json`).
     pub name: String,
     /// Master seed; without one every generator is seeded from the operating system.
     #[serde(default)]
@@ -24,17 +25,23 @@ pub struct ExperimentSpec {
     /// Evaluate every this many rounds (default: every round up to 200 rounds, else R/100).
     #[serde(default)]
     pub eval_every: Option<usize>,
+    /// Where the records come from and how they become silos.
     pub data: DataSpec,
+    /// The model kind (logistic, softmax, MLP, …) and its parameters.
     pub model: ModelSpec,
+    /// Every silo's (ε, δ) and the gradient bound L; `None` for a non-private experiment.
     #[serde(default)]
     pub privacy: Option<PrivacySpec>,
+    /// Which silos take part in each round (all, a fixed M, Bernoulli availability).
     #[serde(default)]
     pub participation: Participation,
+    /// The set W the iterates are projected onto (none by default).
     #[serde(default)]
     pub projection: Projection,
     /// Per-example L2 clip threshold C (applies to all algorithms).
     #[serde(default)]
     pub clip: Option<f64>,
+    /// The algorithms run, each on the same trials and data.
     pub algorithms: Vec<AlgorithmEntry>,
     /// A non-finite training loss or test metric is an error (exit code 1) unless this is
     /// set: for sweeps where a diverging setting is an expected result.
@@ -53,13 +60,16 @@ fn one() -> usize {
 /// One algorithm of an experiment with an optional display label.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct AlgorithmEntry {
+    /// The name in the outputs; default: the algorithm's [`AlgorithmSpec::default_label`].
     #[serde(default)]
     pub label: Option<String>,
+    /// The algorithm and its parameters (flattened into the entry's table).
     #[serde(flatten)]
     pub spec: AlgorithmSpec,
 }
 
 impl AlgorithmEntry {
+    /// The name in the outputs (`label` if given, else the algorithm's default).
     pub fn label(&self) -> String {
         self.label
             .clone()
@@ -71,7 +81,9 @@ impl AlgorithmEntry {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(try_from = "DeltaRaw", into = "DeltaRaw")]
 pub enum DeltaSpec {
+    /// A fixed δ ∈ (0, 1).
     Value(f64),
+    /// δ as a function of the silo's record count n.
     Rule(DeltaRule),
 }
 
@@ -119,6 +131,7 @@ impl From<DeltaSpec> for DeltaRaw {
 }
 
 impl DeltaSpec {
+    /// δ for a silo of `n` training records (1/n² or 1/n for the rules).
     pub fn resolve(&self, n: usize) -> crate::Result<f64> {
         Ok(match self {
             DeltaSpec::Value(d) => *d,
@@ -134,6 +147,7 @@ impl DeltaSpec {
 pub struct PrivacySpec {
     /// ε of every silo (overridden per silo by `epsilons`).
     pub epsilon: f64,
+    /// δ of every silo: a number or a rule of n ("1/n^2").
     pub delta: DeltaSpec,
     /// Per-silo ε_i (unbalanced budgets, App. H); length N.
     #[serde(default)]
@@ -169,8 +183,11 @@ pub struct PrivacySpec {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum NoiseKind {
+    /// Continuous N(0, σ²) per coordinate.
     #[default]
     Gaussian,
+    /// The discrete Gaussian on a grid (exact integer sampler), see
+    /// [`dpfl_privacy::GaussianNoise`].
     DiscreteGaussian,
 }
 
@@ -230,6 +247,7 @@ impl ExperimentSpec {
         Ok(spec)
     }
 
+    /// Reads, parses and checks an experiment TOML file (errors name the file, line and field).
     pub fn from_file(path: &std::path::Path) -> crate::Result<Self> {
         let text = std::fs::read_to_string(path).map_err(|source| crate::Error::Io {
             path: path.into(),

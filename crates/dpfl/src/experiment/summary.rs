@@ -40,10 +40,15 @@ impl TestMetric {
 /// One evaluated round.
 #[derive(Debug, Clone, Serialize)]
 pub struct RoundRow {
+    /// The trial, from 0.
     pub trial: usize,
+    /// The rounds done when the model was evaluated (1..=R).
     pub round: usize,
+    /// The algorithm's label.
     pub algorithm: String,
+    /// The mean training loss over every silo's training records.
     pub train_loss: f64,
+    /// The test metric (error rate or MSE, see `metric`) over every silo's test records.
     pub test_metric: f64,
     /// The extended metrics, for runs that record them.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -53,22 +58,31 @@ pub struct RoundRow {
 /// The outcome of one algorithm (averaged over trials).
 #[derive(Debug, Clone, Serialize)]
 pub struct AlgorithmSummary {
+    /// The algorithm's label.
     pub algorithm: String,
+    /// Whether it added noise.
     pub private: bool,
     /// Target ε (the smallest over silos when budgets differ); null if non-private.
     pub epsilon: Option<f64>,
+    /// Target δ (the smallest over silos); null if non-private.
     pub delta: Option<f64>,
     /// Noise std per coordinate (largest over silos).
     pub sigma: f64,
     /// Records (or local steps) per round, K (smallest over silos).
     pub batch_size: usize,
+    /// R.
     pub rounds: usize,
     /// The paper's M (1/M = E[1/M_r]).
     pub participants: f64,
+    /// The final model's training loss, mean over trials.
     pub final_train_loss: f64,
+    /// The final model's test metric, mean over trials.
     pub test_metric: f64,
+    /// Which metric `test_metric` holds (test error or MSE).
     pub metric: TestMetric,
+    /// Trials averaged.
     pub trials: usize,
+    /// Seconds of training, mean over trials.
     pub wall_seconds: f64,
     /// Per-silo calibration of the first trial.
     pub silos: Vec<SiloCalibration>,
@@ -284,7 +298,9 @@ pub(crate) fn silo_privacy_at(
 /// Everything a run produces.
 #[derive(Debug, Clone, Serialize)]
 pub struct RunOutput {
+    /// `rounds.csv`: every evaluated round of every trial and algorithm.
     pub rounds: Vec<RoundRow>,
+    /// `summary.json`: one entry per algorithm.
     pub summary: Vec<AlgorithmSummary>,
     /// Each algorithm's final model of trial 1, with its metadata (`models/` of `--out`).
     #[serde(skip)]
@@ -297,14 +313,21 @@ pub struct RunOutput {
 
 /// Result of training one algorithm once.
 pub struct SingleRun {
+    /// (rounds done, training loss, test metric) at every evaluated round.
     pub curve: Vec<(usize, f64, f64)>,
     /// Extended metrics aligned with `curve`, or empty.
     pub extended: Vec<super::metrics::Extended>,
+    /// The final model's parameters.
     pub final_model: Vec<f64>,
+    /// Its mean training loss.
     pub final_train_loss: f64,
+    /// Its test metric.
     pub test_metric: f64,
+    /// Each silo's K_i, σ_i and the formula used (the plan's).
     pub calibration: Vec<SiloCalibration>,
+    /// Each silo's released events, in round order (what its ledger charged).
     pub spent: Vec<Vec<dpfl_privacy::PrivacyEvent>>,
+    /// Seconds of training.
     pub wall_seconds: f64,
     /// Per-example gradients with a NaN or infinite coordinate, replaced by zero before
     /// clipping (all silos and rounds); `None` where the runner cannot see the silos' counts
@@ -324,6 +347,7 @@ pub struct RunAccumulator {
 }
 
 impl RunAccumulator {
+    /// An empty accumulator for `spec`'s algorithms.
     pub fn new(spec: &ExperimentSpec) -> Self {
         RunAccumulator {
             rows: Vec::new(),

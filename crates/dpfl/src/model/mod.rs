@@ -5,8 +5,6 @@
 //! constant of its loss over inputs of bounded norm, and noise is calibrated to it (or to the
 //! clip threshold, which bounds every per-example gradient regardless of the data).
 
-#![warn(missing_docs)]
-
 /// The two batch-gradient methods of [`Model`] for a model whose one per-example loop is an
 /// inherent `fn batch(&self, w, data, idx, clip: Option<f64>, scale, out)` (out += scale·Σ_i
 /// clip(∇f_i) over the rows `idx`, no clipping with `None`): the unclipped and the clipped

@@ -191,6 +191,7 @@ impl Checkpoint {
         self.done.len()
     }
 
+    /// The checkpoint file (finished runs, one JSON line each), for messages.
     pub fn path(&self) -> &Path {
         &self.path
     }

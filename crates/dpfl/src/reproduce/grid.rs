@@ -77,20 +77,28 @@ pub(crate) fn mix(words: &[u64]) -> u64 {
 /// One training run of the grid.
 #[derive(Debug, Clone)]
 pub struct Job {
+    /// Index of the panel (N, M, K setting) in the spec.
     pub panel: usize,
+    /// The trial (a fresh draw of the data), from 0.
     pub trial: usize,
     /// Index into ε (None for a non-private algorithm, trained once).
     pub eps: Option<usize>,
+    /// Index of the algorithm in the spec.
     pub algorithm: usize,
+    /// The step size η of this grid point.
     pub step: f64,
+    /// The clip threshold C = L of this point, when the spec tunes over clips.
     pub clip: Option<f64>,
+    /// The repetition at this grid point (the paper averages 3).
     pub rep: usize,
 }
 
 /// What one run produced.
 #[derive(Debug, Clone, Copy)]
 pub struct JobResult {
+    /// The final model's mean training loss (what the selection minimises).
     pub train_loss: f64,
+    /// The final model's value of the spec's metric (test error or relative RMSE).
     pub metric: f64,
     /// The run's certified ε: per silo the smaller of the RDP and PLD accounts of what its
     /// ledger released (at its target δ), then the largest over silos; None if a silo could
@@ -144,6 +152,7 @@ pub fn jobs(spec: &ReproSpec) -> Vec<Job> {
 
 /// One trial's data for one panel, with the public facts the metrics need.
 pub struct PanelTrial {
+    /// The trial's silos and model.
     pub data: TrialData,
     /// Mean of all silos' training labels (relative RMSE's naive predictor).
     pub y_train_mean: f64,

@@ -15,6 +15,7 @@ use crate::model::{Model, mean_loss};
 /// What Newton's method found.
 #[derive(Debug, Clone)]
 pub struct Optimum {
+    /// w*, the minimiser found.
     pub w: Vec<f64>,
     /// F̂(w*).
     pub value: f64,
@@ -22,6 +23,7 @@ pub struct Optimum {
     pub grad_norm: f64,
     /// v_*² = (1/N) Σ_i ‖∇F̂_i(w*)‖².
     pub v_star_sq: f64,
+    /// Newton steps taken.
     pub iterations: usize,
 }
 

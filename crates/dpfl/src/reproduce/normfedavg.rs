@@ -34,7 +34,9 @@ use crate::data::registry::{DataDirs, KnownDataset, Part};
 use crate::data::{Dataset, SiloData};
 use crate::model::{Activation, DeepMlp, GradientOracle, Model, Projection};
 use crate::sim::{Participation, Simulator};
+use crate::units::SiloId;
 
+/// The reproduction ids this module runs (Das et al. Figs. 2, 3, 5).
 pub const IDS: [&str; 3] = [
     "normfedavg-fmnist-bits",
     "normfedavg-fmnist-clipping",
@@ -44,18 +46,27 @@ pub const IDS: [&str; 3] = [
 /// One reproduction: its federation, schedule and algorithms.
 #[derive(Debug, Clone)]
 pub struct Plan {
+    /// The reproduction's id (one of [`IDS`]).
     pub id: String,
+    /// R, rounds per run.
     pub rounds: usize,
+    /// N, the silos.
     pub silos: usize,
+    /// Label shards per silo (the paper's non-i.i.d. split).
     pub per_silo: usize,
+    /// M, the silos sampled each round.
     pub participants: usize,
+    /// One run per seed; the figure shows their mean.
     pub seeds: Vec<u64>,
+    /// The deep MLP's hidden widths (784 → 300 → 300 → 10 in the paper).
     pub hidden: Vec<usize>,
     /// Rows of the training / test set used (all when `None`).
     pub train_rows: Option<usize>,
+    /// Rows of the test set used (all when `None`).
     pub test_rows: Option<usize>,
     /// Rows of the pooled training data the train loss is evaluated on.
     pub loss_rows: usize,
+    /// (label, spec) of each algorithm compared.
     pub algorithms: Vec<(String, NormFedAvgSpec)>,
 }
 
@@ -220,25 +231,34 @@ pub use super::normfedavg_plot::RoundRow;
 /// A table entry: mean ± std over seeds of the test error averaged over the last 5 rounds.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SummaryRow {
+    /// The algorithm's label.
     pub algorithm: String,
     /// Bits per coordinate of one message (64 for dense f64).
     pub bits_per_coordinate: f64,
+    /// Mean over seeds of the test error averaged over the last 5 rounds.
     pub mean: f64,
+    /// Its standard deviation over seeds.
     pub std: f64,
+    /// The seeds it is over.
     pub seeds: usize,
 }
 
+/// A finished DP-NormFedAvg reproduction: its curves, table and calibrations.
 #[derive(Debug, Clone, Default)]
 pub struct Outcome {
     /// The reproduction's id and the rounds each run ran (a reduced run says so here).
     pub id: String,
+    /// The rounds each run ran (fewer than the plan's for a reduced run).
     pub rounds_run: usize,
+    /// Every evaluated round of every algorithm and seed.
     pub rounds: Vec<RoundRow>,
+    /// The table, one row per algorithm run.
     pub summary: Vec<SummaryRow>,
     /// Algorithms that could not be built, with why (e.g. no affordable corrected m).
     pub not_run: Vec<(String, String)>,
     /// Per algorithm, its calibration report (silo 0).
     pub calibration: Vec<(String, String)>,
+    /// Seconds of the whole reproduction.
     pub wall_seconds: f64,
 }
 
@@ -300,7 +320,7 @@ pub fn run(plan: &Plan, train: &Dataset, test: &Dataset) -> crate::Result<Outcom
                     .iter()
                     .enumerate()
                     .map(|(i, s)| SiloInfo {
-                        id: i as u32,
+                        id: SiloId::new(i as u32),
                         records: s.train.len(),
                         budget: None,
                     })
@@ -366,7 +386,8 @@ pub fn run(plan: &Plan, train: &Dataset, test: &Dataset) -> crate::Result<Outcom
     Ok(out)
 }
 
-/// Writes `summary.csv`, `rounds.csv`, `calibration.csv` and the figure `<id>.svg` and `.png` into `dir`.
+/// Writes `summary.csv`, `rounds.csv`, `calibration.csv` and the figure `<id>.svg` and `.png` into
+/// `dir`.
 pub fn write_outputs(outcome: &Outcome, dir: &Path) -> crate::Result<Vec<PathBuf>> {
     let pct = |v: f64| format!("{:.2}", 100.0 * v);
     let summary = crate::output::csv_string(

@@ -10,10 +10,15 @@ use crate::plot::{Figure, Panel, Point, Series, Spread};
 /// One evaluated round of one run.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RoundRow {
+    /// The algorithm's label.
     pub algorithm: String,
+    /// The run's seed.
     pub seed: u64,
+    /// Rounds done, 1..=R.
     pub round: usize,
+    /// Mean training loss on the evaluated training rows.
     pub train_loss: f64,
+    /// Test error rate.
     pub test_error: f64,
     /// Bits one participating silo has sent so far (its messages' exact sizes).
     pub bits_per_silo: f64,

@@ -10,6 +10,7 @@ use crate::plot::{Figure, Panel, Point, Series, Spread};
 
 /// Width of one panel and height of a figure, pixels.
 pub const PANEL_WIDTH: u32 = 640;
+/// Height of each figure, pixels.
 pub const FIGURE_HEIGHT: u32 = 480;
 
 /// Draws every figure of `rows` into `dir` as `fig<F>.svg` and `fig<F>.png`; `facts` are the

@@ -29,6 +29,7 @@ use crate::experiment::metrics::full_grad_norm_sq;
 use crate::linalg::Matrix;
 use crate::model::{GradientOracle, Mlp, Model, NonconvexLogistic, Projection};
 use crate::sim::{Participation, Simulator};
+use crate::units::SiloId;
 
 /// The five algorithms of the figures, in the notebooks' order.
 pub const ALGORITHMS: [&str; 5] = [
@@ -42,25 +43,34 @@ pub const ALGORITHMS: [&str; 5] = [
 /// Which experiment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub enum Experiment {
+    /// a9a (LIBSVM, 123 features), non-convex logistic regression (digest §5.2).
     A9a,
+    /// MNIST with a one-hidden-layer MLP (digest §5.3).
     Mnist,
 }
 
 /// One reproduction's plan.
 #[derive(Debug, Clone, Serialize)]
 pub struct Plan {
+    /// `soteria-a9a` or `soteria-mnist`.
     pub id: String,
+    /// Which data set and model.
     pub experiment: Experiment,
+    /// A `--quick` plan (fewer rounds, seeds and records).
     pub quick: bool,
     /// (ε, T, step sizes in [`ALGORITHMS`] order).
     pub settings: Vec<(f64, usize, [f64; 5])>,
+    /// Runs per (ε, algorithm); the figures show mean and spread.
     pub seeds: usize,
     /// Records kept per silo (None: all; quick modes subsample).
     pub per_silo: Option<usize>,
     /// Evaluate every this many rounds.
     pub eval_every: usize,
+    /// Per-record clip threshold C (the code's presets).
     pub clip: f64,
+    /// δ of every silo.
     pub delta: f64,
+    /// N, the silos (label-sorted shards).
     pub silos: usize,
 }
 
@@ -127,7 +137,9 @@ impl Plan {
 
 /// The label-sorted federation and the model.
 pub struct Federation {
+    /// The silos' label-sorted shards.
     pub silos: Vec<SiloData>,
+    /// The model all algorithms train.
     pub model: Arc<dyn Model>,
     /// x⁰ (the a9a code's randn(d)/5), or `None` for the model's own.
     pub init_std: Option<f64>,
@@ -283,16 +295,28 @@ fn attach_test(train: Vec<Dataset>, test: &Dataset) -> Vec<SiloData> {
 /// One evaluated round of one run.
 #[derive(Debug, Clone, Serialize)]
 pub struct CurveRow {
+    /// The silos' ε.
     pub epsilon: f64,
+    /// The algorithm's name ([`ALGORITHMS`]).
     pub algorithm: String,
+    /// The seed index.
     pub seed: usize,
+    /// Rounds done.
     pub round: usize,
+    /// Mean training loss.
     pub train_loss: f64,
+    /// Test accuracy in [0, 1].
     pub test_accuracy: f64,
+    /// ‖∇f(x)‖² at the evaluated point (the paper's y axis).
     pub grad_norm_sq: f64,
+    /// The running mean of ‖∇f‖² over the evaluated points so far (the paper's utility,
+    /// (1/T)Σ_t E‖∇f(x^t)‖², on the evaluation grid; digest §5.1).
     pub utility: f64,
+    /// Uplink bits per silo so far, counting the messages' exact sizes.
     pub uplink_bits: u64,
+    /// Uplink bits per silo so far, counting 64 bits per float sent (the paper's count).
     pub uplink_bits_64: u64,
+    /// Gradient evaluations per silo so far.
     pub grad_evals: u64,
 }
 
@@ -337,12 +361,8 @@ pub fn run(
             silos: records
                 .iter()
                 .enumerate()
-                .map(|(i, &n)| SiloInfo {
-                    id: i as u32,
-                    records: n,
-                    budget: Some((eps, plan.delta)),
-                })
-                .collect(),
+                .map(|(i, &n)| SiloInfo::new(SiloId::new(i as u32), n, Some((eps, plan.delta))))
+                .collect::<crate::Result<_>>()?,
             oracle: GradientOracle::new(fed.model.clone(), None)?,
             lipschitz: plan.clip,
             projection: Projection::None,
@@ -409,12 +429,14 @@ fn init_point(plan: &Plan, fed: &Federation) -> crate::Result<Vec<f64>> {
             .silos
             .iter()
             .enumerate()
-            .map(|(i, s)| SiloInfo {
-                id: i as u32,
-                records: s.train.len(),
-                budget: Some((1.0, plan.delta)),
+            .map(|(i, s)| {
+                SiloInfo::new(
+                    SiloId::new(i as u32),
+                    s.train.len(),
+                    Some((1.0, plan.delta)),
+                )
             })
-            .collect(),
+            .collect::<crate::Result<_>>()?,
         oracle: GradientOracle::new(fed.model.clone(), None)?,
         lipschitz: plan.clip,
         projection: Projection::None,
@@ -427,17 +449,29 @@ fn init_point(plan: &Plan, fed: &Federation) -> crate::Result<Vec<f64>> {
 /// Mean and standard deviation over seeds of one (ε, algorithm, round).
 #[derive(Debug, Clone, Serialize)]
 pub struct BandRow {
+    /// The silos' ε.
     pub epsilon: f64,
+    /// The algorithm's name.
     pub algorithm: String,
+    /// Rounds done.
     pub round: usize,
+    /// Seeds averaged.
     pub seeds: usize,
+    /// Mean uplink bits per silo at 64 bits per float.
     pub uplink_bits_64: f64,
+    /// Mean uplink bits per silo at the messages' exact sizes.
     pub uplink_bits: f64,
+    /// Mean over seeds of the running mean of ‖∇f‖² (the utility).
     pub utility_mean: f64,
+    /// Its standard deviation.
     pub utility_std: f64,
+    /// Mean training loss over seeds.
     pub train_loss_mean: f64,
+    /// Its standard deviation.
     pub train_loss_std: f64,
+    /// Mean test accuracy over seeds.
     pub test_accuracy_mean: f64,
+    /// Its standard deviation.
     pub test_accuracy_std: f64,
 }
 

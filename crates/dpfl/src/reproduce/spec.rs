@@ -56,6 +56,7 @@ pub enum ReproMetric {
 }
 
 impl ReproMetric {
+    /// The name in `summary.csv` (`test_error`, `relative_rmse`).
     pub fn name(self) -> &'static str {
         match self {
             ReproMetric::TestError => "test_error",
@@ -68,12 +69,16 @@ impl ReproMetric {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LogGrid {
+    /// ln of the first value.
     pub from: f64,
+    /// ln of the last value.
     pub to: f64,
+    /// The number of values.
     pub points: usize,
 }
 
 impl LogGrid {
+    /// The grid's values, e^from … e^to, log-spaced.
     pub fn values(&self) -> Vec<f64> {
         match self.points {
             0 => vec![],
@@ -96,14 +101,17 @@ impl LogGrid {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct GridAlgorithm {
+    /// The name in the outputs.
     pub label: String,
     /// The algorithm; its step size is replaced by each grid point, and its batch size (or
     /// number of local steps) by the panel's K when the panel gives one.
     pub spec: AlgorithmSpec,
+    /// The step sizes η tried.
     pub steps: LogGrid,
     /// Step grid for small ε (ε ≤ `small_epsilon`), as App. I.3 tunes Local SGD further.
     #[serde(default)]
     pub small_eps_steps: Option<LogGrid>,
+    /// The ε at or below which `small_eps_steps` applies.
     #[serde(default)]
     pub small_epsilon: Option<f64>,
 }
@@ -112,13 +120,18 @@ pub struct GridAlgorithm {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct BaseSpec {
+    /// R, rounds per run.
     pub rounds: usize,
+    /// The data set and its partition.
     pub data: DataSpec,
+    /// The model all algorithms train.
     pub model: ModelSpec,
+    /// Every silo's δ (the paper: 1/n²).
     pub delta: DeltaSpec,
     /// L = factor · max‖x‖ (logistic/softmax); without it L is the clip threshold.
     #[serde(default)]
     pub lipschitz_from_data: Option<f64>,
+    /// The set W iterates are projected onto.
     #[serde(default)]
     pub projection: Projection,
     /// Clip thresholds C to tune over (L = C); one entry = fixed.
@@ -132,6 +145,7 @@ pub struct BaseSpec {
 pub struct PanelSpec {
     /// The paper's figure number, e.g. "4".
     pub figure: String,
+    /// Which silos take part each round (the paper's M).
     pub participation: Participation,
     /// Number of silos for partitions that take one (sorted-target, iid, dirichlet).
     #[serde(default)]
@@ -145,10 +159,13 @@ pub struct PanelSpec {
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct QuickSpec {
+    /// Trials instead of the spec's.
     #[serde(default)]
     pub trials: Option<usize>,
+    /// Runs per grid point instead of the spec's.
     #[serde(default)]
     pub repetitions: Option<usize>,
+    /// ε values instead of the spec's.
     #[serde(default)]
     pub epsilons: Option<Vec<f64>>,
     /// Panels to keep, by index.
@@ -157,8 +174,10 @@ pub struct QuickSpec {
     /// Grid points per algorithm (same range).
     #[serde(default)]
     pub step_points: Option<usize>,
+    /// Clip thresholds instead of the spec's.
     #[serde(default)]
     pub clips: Option<Vec<f64>>,
+    /// Rounds instead of the spec's.
     #[serde(default)]
     pub rounds: Option<usize>,
 }
@@ -167,17 +186,27 @@ pub struct QuickSpec {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ReproSpec {
+    /// The reproduction's id (`lowy-obesity`, …), the name `dpfl reproduce` takes.
     pub id: String,
+    /// The title over its figures.
     pub title: String,
+    /// What the figures plot and the selection reports.
     pub metric: ReproMetric,
+    /// The master seed: trial data, participation and noise derive from it.
     pub seed: u64,
+    /// Trials, each with a fresh draw of the data.
     pub trials: usize,
     /// Runs per grid point (the paper: 3).
     pub repetitions: usize,
+    /// The ε values of the x axis (every silo's budget).
     pub epsilons: Vec<f64>,
+    /// The set-up every panel shares.
     pub base: BaseSpec,
+    /// The panels, each a setting of N, M and K.
     pub panels: Vec<PanelSpec>,
+    /// The algorithms, each with its step-size grid.
     pub algorithms: Vec<GridAlgorithm>,
+    /// The reduced settings of `--quick`.
     #[serde(default)]
     pub quick: QuickSpec,
     /// A summary value that is not finite (every grid point of an algorithm diverged) is an
@@ -192,6 +221,7 @@ pub struct ReproSpec {
 }
 
 impl ReproSpec {
+    /// Parses and checks a reproduction TOML; errors name `origin` and the field.
     pub fn from_toml(text: &str, origin: &str) -> crate::Result<Self> {
         let spec: ReproSpec = crate::experiment::parse_toml(text, origin)?;
         spec.validate()?;

@@ -8,24 +8,35 @@ use super::grid::{Job, JobResult};
 /// One row of `summary.csv`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SummaryRow {
+    /// The paper's figure number.
     pub figure: String,
+    /// The algorithm's label.
     pub algorithm: String,
+    /// M, the paper's participants per round (1/M = E[1/M_r]).
     #[serde(rename = "M")]
     pub m: f64,
     /// None for rows that do not depend on ε (data diagnostics).
     pub epsilon: Option<f64>,
+    /// The metric's name (`test_error`, `relative_rmse`, or a data diagnostic).
     pub metric: String,
+    /// Mean over trials.
     pub mean: f64,
+    /// 5th percentile over trials.
     pub ci_low: f64,
+    /// 95th percentile over trials.
     pub ci_high: f64,
+    /// Trials summarised.
     pub trials: usize,
 }
 
 /// A finished reproduction.
 #[derive(Debug, Clone)]
 pub struct ReproOutput {
+    /// Every row of `summary.csv`.
     pub rows: Vec<SummaryRow>,
+    /// Seconds of the whole reproduction.
     pub wall_seconds: f64,
+    /// Training runs done (including those restored from a checkpoint).
     pub runs: usize,
     /// The public facts of each panel (spec order) that the figures' titles carry.
     pub panels: Vec<PanelFacts>,
@@ -34,7 +45,9 @@ pub struct ReproOutput {
 /// A panel's setting as drawn in its figure's title, and its trivial predictor.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PanelFacts {
+    /// The paper's figure number.
     pub figure: String,
+    /// M, the paper's participants per round.
     pub m: f64,
     /// N: silos of the first trial's partition.
     pub silos: usize,

@@ -14,8 +14,6 @@
 //! runners apply this rule through [`silo_step`]. Any other ledger failure (an I/O error
 //! writing a durable ledger) is an error of the silo, not a refusal.
 
-#![warn(missing_docs)]
-
 mod participation;
 
 pub use participation::Participation;

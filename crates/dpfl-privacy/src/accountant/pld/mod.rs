@@ -102,6 +102,8 @@ pub struct PldAccountant {
 }
 
 impl PldAccountant {
+    /// A PLD accountant at the default discretisation interval h (pessimistic rounding, so the
+    /// reported ε never falls below the exact one).
     pub fn new(neighbouring: Neighbouring) -> Self {
         PldAccountant {
             neighbouring,

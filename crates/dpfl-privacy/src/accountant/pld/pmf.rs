@@ -28,6 +28,7 @@ impl Pmf {
         self.probs.len()
     }
 
+    /// Whether the PMF has no finite grid points (all its mass, if any, at +∞).
     pub fn is_empty(&self) -> bool {
         self.probs.is_empty()
     }

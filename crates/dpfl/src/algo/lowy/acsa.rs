@@ -234,10 +234,13 @@ pub enum AcsaSampling {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AcceleratedSpec {
+    /// One pass over disjoint batches (Thm E.1) or a fresh batch every round (ERM, Thm F.1) and its
+    /// sampler.
     pub sampling: AcsaSampling,
     /// `None` for the non-private algorithm.
     #[serde(default)]
     pub calibration: Option<Calibration>,
+    /// Explicit parameters, or the theorems' rules for the missing ones (`params = "theory"`).
     #[serde(default)]
     pub params: Params,
     /// The first step α₁/η₁ = 1/(2γ) of the convex schedule; required for convex losses unless
@@ -257,6 +260,7 @@ pub struct AcceleratedSpec {
     /// Objective weights p_i.
     #[serde(default)]
     pub weights: Option<Vec<f64>>,
+    /// Problem constants the theorems' rules need (β, μ, D, …).
     #[serde(default)]
     pub constants: Constants,
 }
@@ -293,6 +297,7 @@ impl AcceleratedSpec {
         })
     }
 
+    /// The name the outputs use ("accelerated MB-SGD (one-pass)", with its calibration).
     pub fn label(&self) -> String {
         let base = match self.sampling {
             AcsaSampling::OnePass => "accelerated MB-SGD (one-pass)",
@@ -510,6 +515,7 @@ mod tests {
     use crate::algo::lowy::multistage::multistage;
     use crate::algo::message::Payload;
     use crate::algo::server::OutputRule;
+    use crate::units::StepSize;
 
     /// F(w) = ½ Σ_j h_j (w_j − 1)², h log-spaced in [β/κ, β], β = 1.
     struct Quadratic {
@@ -546,7 +552,7 @@ mod tests {
         /// Relative error F(ŵ)/F(w₀) after `rounds` exact-gradient rounds.
         fn run(&self, server: &mut dyn ServerHalf, rounds: u32) -> f64 {
             let f0 = self.value(&vec![0.0; self.h.len()]);
-            for r in 0..rounds {
+            for r in (0..rounds).map(Round::new) {
                 let b = server.broadcast(r);
                 server.aggregate(r, &[self.message(&b)]).unwrap();
             }
@@ -570,7 +576,12 @@ mod tests {
 
     fn gd() -> MbSgdServer {
         // Plain gradient descent at the same smoothness: η = 1/β.
-        MbSgdServer::new(vec![0.0; 10], 1.0, Projection::None, OutputRule::Last)
+        MbSgdServer::new(
+            vec![0.0; 10],
+            StepSize::new(1.0).unwrap(),
+            Projection::None,
+            OutputRule::Last,
+        )
     }
 
     #[test]
@@ -644,21 +655,21 @@ mod tests {
             AcsaSchedule::Convex { gamma: 2.0 },
         )
         .unwrap();
-        let b = s.broadcast(0);
+        let b = s.broadcast(Round::FIRST);
         assert_eq!(b.point, vec![1.0, 0.0]);
         let g = SiloMessage {
-            round: 0,
+            round: Round::FIRST,
             payload: Payload::Dense(vec![-6.0, -6.0]),
         };
-        s.aggregate(0, &[g]).unwrap();
+        s.aggregate(Round::FIRST, &[g]).unwrap();
         // z = (2, 1), ‖z‖ = √5 > 1.5: w = 1.5 (2, 1)/√5; w_ag = w (α = 1).
         let k = 1.5 / 5f64.sqrt();
         let out = s.output();
         assert!((out[0] - 2.0 * k).abs() < 1e-12 && (out[1] - k).abs() < 1e-12);
         // An empty round changes nothing and does not advance the schedule.
         let before = s.state();
-        let b = s.broadcast(1);
-        s.aggregate(1, &[]).unwrap();
+        let b = s.broadcast(Round::new(1));
+        s.aggregate(Round::new(1), &[]).unwrap();
         assert_eq!(s.state(), before);
         assert_eq!(s.iterations(), 1);
         // Second iteration: α = 2/3, η = 4γ/6 = 4/3, μ = 2: den = η + (1 − α²)μ = 4/3 + 10/9.
@@ -666,10 +677,10 @@ mod tests {
         assert!((b.point[0] - 2.0 * k).abs() < 1e-12);
         // Wrong-round messages are refused.
         let bad = SiloMessage {
-            round: 7,
+            round: Round::new(7),
             payload: Payload::Dense(vec![0.0, 0.0]),
         };
-        assert!(s.aggregate(2, &[bad]).is_err());
+        assert!(s.aggregate(Round::new(2), &[bad]).is_err());
     }
 
     #[test]
@@ -684,7 +695,7 @@ mod tests {
             AcsaSchedule::Convex { gamma: 2.0 },
         )
         .unwrap();
-        for r in 0..200 {
+        for r in (0..200).map(Round::new) {
             s.broadcast(r);
             let m = SiloMessage {
                 round: r,

@@ -37,6 +37,7 @@ use dpfl_privacy::{Delta, Epsilon, Neighbouring, PrivacyError};
 
 use crate::algo::context::{BuildContext, SiloCalibration};
 use crate::algo::half::{SiloHalf, SiloInfo};
+use crate::units::SiloId;
 
 /// How a private algorithm calibrates its Gaussian noise.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -221,7 +222,7 @@ pub fn sampling_label(s: &Sampling) -> String {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SiloPlan {
     /// The silo's id.
-    pub id: u32,
+    pub id: SiloId,
     /// n_i.
     pub records: usize,
     /// K_i.
@@ -270,7 +271,10 @@ pub enum BatchChoice {
     /// The same K for every silo.
     Explicit(usize),
     /// One pass in R rounds: K_i = ⌊n_i/R⌋.
-    OnePass { rounds: usize },
+    OnePass {
+        /// R, the rounds of the pass.
+        rounds: usize,
+    },
     /// K_i/n_i the same for every silo, at the smallest ratio every silo's privacy allows.
     CommonRatio,
     /// Each silo's own [`default_k`].
@@ -416,7 +420,9 @@ pub(crate) fn report(
             sigma: p.sigma,
             batch_size: p.batch_size,
             formula: p.certificate(rounds).unwrap_or_else(|| formula.to_string()),
-            run_event: h.round_event(0).map(|e| e.repeated(rounds as u64)),
+            run_event: h
+                .round_event(crate::units::Round::FIRST)
+                .map(|e| e.repeated(rounds as u64)),
         })
         .collect()
 }
@@ -439,10 +445,8 @@ mod tests {
             silos: silos
                 .iter()
                 .enumerate()
-                .map(|(i, &(n, e, d))| SiloInfo {
-                    id: i as u32,
-                    records: n,
-                    budget: Some((e, d)),
+                .map(|(i, &(n, e, d))| {
+                    SiloInfo::new(SiloId::new(i as u32), n, Some((e, d))).unwrap()
                 })
                 .collect(),
             oracle: GradientOracle::new(model, None).unwrap(),

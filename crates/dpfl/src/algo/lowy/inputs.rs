@@ -22,7 +22,9 @@ pub enum Params {
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(untagged)]
 pub enum Smoothing {
+    /// A fixed β > 0 of the Moreau envelope.
     Beta(f64),
+    /// β from the theorem (Thm D.2 / F.2).
     Rule(SmoothingRule),
 }
 
@@ -30,6 +32,7 @@ pub enum Smoothing {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum SmoothingRule {
+    /// The theorems' rule (`"theory"`), the only string accepted.
     Theory,
 }
 
@@ -76,23 +79,28 @@ pub enum Setting {
 /// Explicit values that replace the rules' results.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct Overrides {
+    /// R instead of the rule's.
     pub rounds: Option<usize>,
+    /// K instead of the rule's.
     pub batch_size: Option<usize>,
     /// Noise σ actually used (largest over silos).
     pub sigma: Option<f64>,
     /// MB-SGD: η. AC-SA: the first step 1/(2γ).
     pub step_size: Option<f64>,
+    /// λ of f + (λ/2)‖w − w₀‖² instead of the rule's.
     pub regularization: Option<f64>,
 }
 
 /// Everything the rules read.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TheoryInputs {
+    /// Which algorithm's theorem the rules follow.
     pub setting: Setting,
     /// `None` for a non-private run.
     pub noise: Option<NoiseRule>,
     /// L of the (unsmoothed, unweighted) loss.
     pub lipschitz: f64,
+    /// The constants given in the config (each rule names the ones it lacks).
     pub constants: Constants,
     /// The projection's diameter (∞ without projection).
     pub projection_diameter: f64,
@@ -110,6 +118,7 @@ pub struct TheoryInputs {
     pub privacy: Option<(f64, f64)>,
     /// The Moreau parameter β if the loss is smoothed by the algorithm.
     pub smoothing: Option<f64>,
+    /// Values given explicitly, which replace the rules' results.
     pub overrides: Overrides,
 }
 
@@ -122,21 +131,26 @@ pub struct TheoryParams {
     pub smoothness: Option<f64>,
     /// μ̃, if strongly convex.
     pub strong_convexity: Option<f64>,
+    /// R, rounds (rounded up from [`Self::rounds_rule`] unless given).
     pub rounds: usize,
     /// The theorem's R (real-valued; `None` where no finite rule exists).
     pub rounds_rule: Option<f64>,
+    /// K, records per silo per round.
     pub batch_size: usize,
     /// The theorem's K before rounding, where the theorem has one.
     pub batch_rule: Option<f64>,
+    /// σ of each silo's Gaussian noise, per coordinate (0 for a non-private run).
     pub sigma: f64,
     /// V² (accelerated settings).
     pub variance: Option<f64>,
     /// η for Noisy MB-SGD.
     pub step_size: Option<f64>,
+    /// Which iterate the server outputs (last, average, or the strongly convex weights).
     pub output: OutputRule,
     /// λ of f + (λ/2)‖w − w₀‖² (0 if none).
     pub lambda: f64,
     /// The modulus μ the AC-SA update uses (λ, or μ̃ for the multi-stage schedule).
     pub acsa_mu: f64,
+    /// AC-SA's (α_r, η_r) schedule (accelerated settings only).
     pub acsa: Option<AcsaSchedule>,
 }

@@ -26,10 +26,12 @@ use crate::data::Dataset;
 use crate::model::{GradientOracle, Projection};
 use crate::units::StepSize;
 
+/// A Local SGD silo (Lowy & Razaviyayn App. I): K single-sample clipped steps from the broadcast
+/// point, each noised for a private run; sends its local model.
 #[derive(Debug)]
 pub struct LocalSgdSilo {
     oracle: GradientOracle,
-    step_size: f64,
+    step_size: StepSize,
     steps: usize,
     sampler: WithReplacement,
     mechanism: Option<GaussianMechanism>,
@@ -62,7 +64,7 @@ impl SiloHalf for LocalSgdSilo {
             if let Some(m) = &self.mechanism {
                 m.privatize(&mut self.grad, rng);
             }
-            crate::linalg::axpy(-self.step_size, &self.grad, &mut w);
+            crate::linalg::axpy(-self.step_size.get(), &self.grad, &mut w);
             self.projection.apply(&mut w);
         }
         Ok(SiloMessage {
@@ -167,7 +169,7 @@ impl LocalSgdPlan {
         let d = oracle.model().num_params();
         Ok(Box::new(LocalSgdSilo {
             oracle,
-            step_size: self.step_size.get(),
+            step_size: self.step_size,
             steps: p.steps,
             sampler,
             mechanism,
@@ -284,7 +286,7 @@ pub(crate) fn plan(
             sigma: silo.noise_std(),
             batch_size: k,
             formula,
-            run_event: silo.round_event(0).map(|e| e.repeated(r as u64)),
+            run_event: silo.round_event(Round::FIRST).map(|e| e.repeated(r as u64)),
         });
     }
     Ok((plan, report))

@@ -39,14 +39,21 @@ use crate::units::StepSize;
 #[derive(Debug, Clone)]
 pub struct MbSgdServer {
     w: Vec<f64>,
-    step_size: f64,
+    step_size: StepSize,
     projection: Projection,
     out: IterateOutput,
     g: Vec<f64>,
 }
 
 impl MbSgdServer {
-    pub fn new(init: Vec<f64>, step_size: f64, projection: Projection, rule: OutputRule) -> Self {
+    /// The server half: w_{r+1} = Π_W(w_r − η·mean of the round's messages), starting at `init`;
+    /// `rule` says which iterate is output.
+    pub fn new(
+        init: Vec<f64>,
+        step_size: StepSize,
+        projection: Projection,
+        rule: OutputRule,
+    ) -> Self {
         let d = init.len();
         let mut w = init;
         projection.apply(&mut w);
@@ -72,7 +79,7 @@ impl ServerHalf for MbSgdServer {
     fn aggregate(&mut self, round: Round, messages: &[SiloMessage]) -> crate::Result<()> {
         self.out.record(&self.w);
         if average_messages(messages, round, &mut self.g)? {
-            crate::linalg::axpy(-self.step_size, &self.g, &mut self.w);
+            crate::linalg::axpy(-self.step_size.get(), &self.g, &mut self.w);
             self.projection.apply(&mut self.w);
         }
         Ok(())
@@ -117,7 +124,7 @@ impl MbSgdPlan {
     pub fn server_half(&self, ctx: &BuildContext) -> crate::Result<Box<dyn ServerHalf>> {
         Ok(Box::new(MbSgdServer::new(
             ctx.init.clone(),
-            self.step_size.get(),
+            self.step_size,
             ctx.projection,
             self.output,
         )))
@@ -196,7 +203,9 @@ pub(crate) fn plan(
             sigma: silo.noise_std(),
             batch_size: p.batch_size,
             formula,
-            run_event: silo.round_event(0).map(|e| e.repeated(rounds as u64)),
+            run_event: silo
+                .round_event(Round::FIRST)
+                .map(|e| e.repeated(rounds as u64)),
         });
     }
     Ok((plan, calibrations))
@@ -218,6 +227,7 @@ pub struct NoisyMbSgdSpec {
     /// Noise rule; `None` for the non-private algorithm.
     #[serde(default)]
     pub calibration: Option<Calibration>,
+    /// Explicit parameters, or the theorems' rules for the missing ones (`params = "theory"`).
     #[serde(default)]
     pub params: Params,
     /// η; required unless `params = "theory"`.
@@ -235,6 +245,7 @@ pub struct NoisyMbSgdSpec {
     /// Objective weights p_i (length N, > 0, sum 1).
     #[serde(default)]
     pub weights: Option<Vec<f64>>,
+    /// Problem constants the theorems' rules need (β, μ, D, …).
     #[serde(default)]
     pub constants: Constants,
     /// How each silo draws its K_i records per round: `with-replacement` (the paper's,
@@ -326,6 +337,7 @@ mod tests {
     use crate::algo::half::{FederationInfo, SiloInfo};
     use crate::algo::{AlgorithmSpec, BuildContext};
     use crate::model::{GradientOracle, LogisticRegression, Projection};
+    use crate::units::SiloId;
 
     /// Two silos (n = 200 and 400, ε = 1, δ = 1e-5), R = 10, L = 1.
     fn ctx() -> BuildContext {
@@ -340,11 +352,7 @@ mod tests {
             silos: [200, 400]
                 .iter()
                 .enumerate()
-                .map(|(i, &n)| SiloInfo {
-                    id: i as u32,
-                    records: n,
-                    budget: Some((1.0, 1e-5)),
-                })
+                .map(|(i, &n)| SiloInfo::new(SiloId::new(i as u32), n, Some((1.0, 1e-5))).unwrap())
                 .collect(),
             oracle: GradientOracle::new(model, None).unwrap(),
             lipschitz: 1.0,
@@ -361,7 +369,7 @@ mod tests {
     /// The round event's sampling of silo `i`.
     fn sampling(spec: &AlgorithmSpec, i: usize) -> Sampling {
         let built = spec.build(&ctx()).unwrap();
-        match built.silos[i].round_event(0) {
+        match built.silos[i].round_event(crate::units::Round::FIRST) {
             Some(PrivacyEvent::Sampled { sampling, .. }) => sampling,
             other => panic!("not a sampled event: {other:?}"),
         }

@@ -28,7 +28,9 @@ use serde::{Deserialize, Serialize};
 /// One stage of the multi-stage schedule: R_k rounds with stage constant v_k.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Stage {
+    /// R_k, the rounds of stage k.
     pub rounds: usize,
+    /// v_k, the stage constant that sets its step sizes (Ghadimi & Lan 2013 multi-stage AC-SA).
     pub v: f64,
 }
 
@@ -36,9 +38,15 @@ pub struct Stage {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum AcsaSchedule {
     /// One run of AC-SA with α_r = 2/(r+1), η_r = 4γ/(r(r+1)), r = 1, 2, ….
-    Convex { gamma: f64 },
+    Convex {
+        /// γ > 0 of the step schedule, with 1/(2γ) the first step.
+        gamma: f64,
+    },
     /// Restarts from the current w^ag at each stage, with r counted from 1 in each stage.
-    MultiStage { stages: Vec<Stage> },
+    MultiStage {
+        /// The stages in order (Thm E.1 strongly convex: stage k halves the optimality gap).
+        stages: Vec<Stage>,
+    },
 }
 
 /// The step parameters of one AC-SA iteration.
@@ -48,7 +56,9 @@ pub struct AcsaStep {
     pub stage: usize,
     /// r within the stage, from 1.
     pub r: u64,
+    /// α_r, the averaging weight of the new point.
     pub alpha: f64,
+    /// η_r, the step size.
     pub eta: f64,
 }
 

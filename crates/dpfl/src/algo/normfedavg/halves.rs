@@ -65,7 +65,7 @@ impl SiloHalf for NormFedAvgSilo {
         rng: &mut DpRng,
     ) -> crate::Result<SiloMessage> {
         b.check_dim(self.local.oracle.model().num_params())?;
-        let mut d = self.local.update(b.round, &b.point, data, rng)?;
+        let mut d = self.local.update(b.round.get(), &b.point, data, rng)?;
         self.direction.apply(&mut d);
         let payload = match &mut self.encoder {
             Some(enc) => enc.encode(&d, rng)?,
@@ -138,14 +138,20 @@ impl ServerHalf for NormFedAvgServer {
                 Ok(()) => valid += 1,
                 Err(why) => {
                     self.rejected += 1;
-                    tracing::warn!(round, "norm-fed-avg server left out a message: {why}");
+                    tracing::warn!(
+                        round = round.get(),
+                        "norm-fed-avg server left out a message: {why}"
+                    );
                 }
             }
         }
         if valid == 0 {
             return Ok(());
         }
-        let beta = self.spec.beta.at(round, self.spec.eta().at(round));
+        let beta = self
+            .spec
+            .beta
+            .at(round.get(), self.spec.eta().at(round.get()));
         match &self.layout {
             Some(l) => {
                 let c = beta / (valid as f64 * l.s as f64);

@@ -36,7 +36,7 @@ fn ctx() -> BuildContext {
         },
         silos: (0..2)
             .map(|i| SiloInfo {
-                id: i,
+                id: crate::units::SiloId::new(i),
                 records: 1,
                 budget: None,
             })
@@ -111,7 +111,7 @@ fn dp_normfedavg_sends_t_bit_integers_and_the_server_sums_them_then_scales_once(
     assert!(cal.formula.contains("m = 3, t = 4 bits"), "{}", cal.formula);
     // Paper-claim mode reports the correct δ of these parameters, not 2^−d.
     let Some(dpfl_privacy::PrivacyEvent::TruncatedDiscreteLaplace { epsilon, delta }) =
-        built.silos[0].round_event(0)
+        built.silos[0].round_event(crate::units::Round::FIRST)
     else {
         panic!("no TDL event")
     };
@@ -124,20 +124,23 @@ fn dp_normfedavg_sends_t_bit_integers_and_the_server_sums_them_then_scales_once(
     // malformed (value 15 − 7 = 8 > 7) that is left out: M = 2, Σz = (1, −6),
     // w₁ = −(β/(M s)) Σz = −(0.1/8)(1, −6) = (−0.0125, 0.075).
     let msg = |z: [i64; 2]| SiloMessage {
-        round: 0,
+        round: crate::units::Round::FIRST,
         payload: Payload::Packed(PackedInts::pack(4, &z.map(|v| (v + 7) as u64)).unwrap()),
     };
     let bad = SiloMessage {
-        round: 0,
+        round: crate::units::Round::FIRST,
         payload: Payload::Packed(PackedInts::pack(4, &[15, 7]).unwrap()),
     };
     let wrong_round = SiloMessage {
-        round: 4,
+        round: crate::units::Round::new(4),
         ..msg([1, 1])
     };
     let server = built.server.as_mut();
     server
-        .aggregate(0, &[msg([3, -7]), bad, msg([-2, 1]), wrong_round])
+        .aggregate(
+            crate::units::Round::FIRST,
+            &[msg([3, -7]), bad, msg([-2, 1]), wrong_round],
+        )
         .unwrap();
     let w = server.output();
     assert!(
@@ -155,7 +158,7 @@ fn corrected_calibration_meets_its_delta_and_binomial_runs() {
     let spec = private(Variant::DpNormFedAvg, TdlCalibration::Corrected);
     let built = plan::build(&ctx(), &spec).unwrap();
     let Some(dpfl_privacy::PrivacyEvent::TruncatedDiscreteLaplace { delta, .. }) =
-        built.silos[1].round_event(2)
+        built.silos[1].round_event(crate::units::Round::new(2))
     else {
         panic!("no TDL event")
     };
@@ -173,7 +176,7 @@ fn corrected_calibration_meets_its_delta_and_binomial_runs() {
         };
     }
     let built = plan::build(&ctx(), &b).unwrap();
-    match built.silos[0].round_event(0) {
+    match built.silos[0].round_event(crate::units::Round::FIRST) {
         Some(dpfl_privacy::PrivacyEvent::EpsilonDelta { epsilon, delta }) => {
             assert_eq!(epsilon, 10.0);
             assert!((3e-6..3.1e-6).contains(&delta), "{delta}");
@@ -268,7 +271,7 @@ fn the_plan_calibrates_once_and_each_half_builds_alone() {
         before,
         "halves calibrate nothing"
     );
-    assert!(silo1.round_event(0).is_some());
+    assert!(silo1.round_event(crate::units::Round::FIRST).is_some());
     assert!(back.silo_half(&ctx(), 2).is_err(), "no silo 2");
     let halves = crate::algo::context::BuiltAlgorithm {
         server,

@@ -234,7 +234,9 @@ pub(crate) fn build_sdp_mbsgd(
             sigma,
             batch_size: spec.batch_size,
             formula,
-            run_event: half.round_event(0).map(|e| e.repeated(rounds as u64)),
+            run_event: half
+                .round_event(crate::units::Round::FIRST)
+                .map(|e| e.repeated(rounds as u64)),
         });
         silos.push(half);
     }
@@ -408,7 +410,7 @@ fn pvec_halves(
                 params.variance_bound(),
                 plan.round.0,
             ),
-            run_event: silo.round_event(0).map(|e| e.repeated(rounds as u64)),
+            run_event: silo.round_event(crate::units::Round::FIRST).map(|e| e.repeated(rounds as u64)),
         });
         silos.push(Box::new(silo));
     }
@@ -521,7 +523,7 @@ pub(crate) fn build_pgd(
                 params.p1d.p,
                 describe(&plan, &target, &g, spec.shuffler)
             ),
-            run_event: silo.round_event(0).map(|e| e.repeated(rounds as u64)),
+            run_event: silo.round_event(crate::units::Round::FIRST).map(|e| e.repeated(rounds as u64)),
         });
         silos.push(Box::new(silo));
     }

@@ -174,7 +174,7 @@ pub fn plan(
     for info in &ctx.silos {
         let m = info.records;
         let (eps, delta) = match info.budget {
-            Some(b) => b,
+            Some((e, d)) => (e.get(), d.get()),
             None if !spec.is_private() => (1.0, 0.5),
             None => {
                 return Err(bad(

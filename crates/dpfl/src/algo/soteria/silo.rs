@@ -252,7 +252,7 @@ pub fn svrg_coin(b: &Broadcast) -> crate::Result<bool> {
 /// The server's coin for round r: Bernoulli(p) from stream (seed, Server, r), so that a
 /// repeated broadcast of the same round repeats its coin.
 pub fn draw_coin(seed: u64, p: f64, round: Round) -> crate::Result<bool> {
-    let mut rng = DpRng::from_seed(seed, dpfl_privacy::rng::Purpose::Server, round);
+    let mut rng = DpRng::from_seed(seed, dpfl_privacy::rng::Purpose::Server, round.get());
     let mut out = Vec::new();
     Poisson::new(1, p)?.draw(&mut rng, &mut out);
     Ok(!out.is_empty())

@@ -42,11 +42,7 @@ fn ctx(
         silos: records
             .iter()
             .enumerate()
-            .map(|(i, &n)| SiloInfo {
-                id: i as u32,
-                records: n,
-                budget,
-            })
+            .map(|(i, &n)| SiloInfo::new(crate::units::SiloId::new(i as u32), n, budget).unwrap())
             .collect(),
         oracle: GradientOracle::new(model, None).unwrap(),
         lipschitz: g,
@@ -335,10 +331,10 @@ fn partial_participation_and_bad_configs_are_refused_with_the_field_named() {
         .build(&c)
         .unwrap();
     let mut server = built.server;
-    let b = server.broadcast(0);
-    assert!(server.aggregate(0, &[]).is_err());
+    let b = server.broadcast(crate::units::Round::FIRST);
+    assert!(server.aggregate(crate::units::Round::FIRST, &[]).is_err());
     assert_eq!(
-        server.broadcast(0).point,
+        server.broadcast(crate::units::Round::FIRST).point,
         b.point,
         "a refused round leaves the model unchanged"
     );
@@ -539,7 +535,7 @@ fn q_dpsgd_1_noise_rules_state_and_errors() {
     let mut halves = spec("kind = \"q-dpsgd-1\"\nstep_size = 0.1\nbatch_size = 6")
         .build(&c)
         .unwrap();
-    let bcast = halves.server.broadcast(0);
+    let bcast = halves.server.broadcast(crate::units::Round::FIRST);
     let mut rng = dpfl_privacy::DpRng::from_seed(1, dpfl_privacy::rng::Purpose::Data, 0);
     halves.silos[0]
         .respond(&bcast, &data[0].train, &mut rng)
@@ -552,7 +548,7 @@ fn q_dpsgd_1_noise_rules_state_and_errors() {
         .swap_remove(0);
     fresh.restore(st).unwrap();
     let mut b1 = bcast.clone();
-    b1.round = 1;
+    b1.round = crate::units::Round::new(1);
     let fresh_rng = || dpfl_privacy::DpRng::from_seed(2, dpfl_privacy::rng::Purpose::Data, 0);
     let (mut r1, mut r2) = (fresh_rng(), fresh_rng());
     let m1 = halves.silos[0]

@@ -1,0 +1,172 @@
+//! The one-process subcommands: `dpfl server`, `dpfl silo`, `dpfl shuffler`, `dpfl certs`.
+
+use anyhow::bail;
+
+use super::args::{CertsCommand, ServerArgs, ShufflerArgs, SiloArgs};
+use super::{config_file, init_logs, load, net, runtime, timeout};
+
+/// Runs the server of a federation file to the end (or `stop_after_rounds`); fails when no
+/// round aggregated a single message.
+pub fn server(args: &ServerArgs) -> anyhow::Result<()> {
+    init_logs();
+    let fed = load(&args.process.config).map_err(config_file)?;
+    let out = runtime()?.block_on(async {
+        crate::ops::metrics(
+            args.process.metrics_addr.as_deref(),
+            dpfl_net::metrics::Role::Server,
+        )
+        .await?;
+        let s = dpfl_net::server::Server::bind(fed).await?;
+        s.run().await
+    });
+    let out = out.map_err(net)?;
+    if out.finished && out.log.iter().all(|l| l.participants == 0) {
+        bail!(
+            "training ended without aggregating a single silo message ({} rounds, each with 0 \
+             participants): the model is the initial one; see the silos' logs (refused rounds)",
+            out.log.len()
+        );
+    }
+    if crate::json() {
+        crate::print_json(&serde_json::json!({
+            "finished": out.finished,
+            "rounds": out.log.len(),
+            "dim": out.model.len(),
+            "log": out.log,
+        }));
+    } else if out.finished {
+        println!(
+            "training finished after {} rounds; model of dimension {}",
+            out.log.len(),
+            out.model.len()
+        );
+    } else {
+        println!("stopped after round {} (stop_after_rounds)", out.log.len());
+    }
+    Ok(())
+}
+
+/// Runs one silo: its own budget file judges the plan before its data are read.
+pub fn silo(args: &SiloArgs) -> anyhow::Result<()> {
+    init_logs();
+    let connect_timeout = timeout(args.connect.connect_timeout)?;
+    let fed = load(&args.process.config).map_err(config_file)?;
+    let local = dpfl_net::config::LocalBudget::load(&args.budget).map_err(config_file)?;
+    // The plan is judged against the silo's own budget before its data are read.
+    match dpfl_net::config::check_plan(&fed, args.id, &local).map_err(net)? {
+        Some(p) => eprintln!(
+            "silo {}: plan accepted: {} rounds spend at most ε = {:.4} of this silo's ε = {}",
+            args.id,
+            p.rounds,
+            p.epsilon,
+            local.epsilon.unwrap_or(f64::NAN)
+        ),
+        None if fed.algorithm.is_private() => eprintln!(
+            "silo {}: budget enforcement is OFF in {} (enforce = false): this silo will answer \
+             every round the federation asks for",
+            args.id,
+            args.budget.display()
+        ),
+        None => {}
+    }
+    if fed.algorithm.needs_shuffler()
+        && !matches!(fed.algorithm, dpfl::algo::AlgorithmSpec::SdpMbSgd(_))
+    {
+        // The PVEC wing charges the honest-shuffler guarantee (algo/shuffle/pvec.rs); say so
+        // where the silo's operator sees it.
+        eprintln!(
+            "silo {}: warning: this PVEC-based algorithm's ledger charges PVEC's (ε, δ) given an \
+             honest shuffler; against a server that colludes with the shuffler the guarantee \
+             is weaker and not yet computed (issue 15 item 4)",
+            args.id
+        );
+    }
+    let data = dpfl_net::shard::read(&args.data).map_err(net)?;
+    let mut silo = dpfl_net::silo::Silo::with_budget(fed, args.id, data, &local).map_err(net)?;
+    silo.set_connect_timeout(connect_timeout);
+    let role = dpfl_net::metrics::Role::Silo(args.id as usize);
+    let report = runtime()?
+        .block_on(async {
+            crate::ops::metrics(args.process.metrics_addr.as_deref(), role).await?;
+            silo.run().await
+        })
+        .map_err(net)?;
+    if crate::json() {
+        crate::print_json(&serde_json::json!({
+            "silo": args.id,
+            "answered": report.answered,
+            "resent": report.resent,
+            "refused": report.refused,
+        }));
+        return Ok(());
+    }
+    println!(
+        "silo {}: answered {} rounds, resent {}, refused {}",
+        args.id,
+        report.answered.len(),
+        report.resent.len(),
+        report.refused.len()
+    );
+    Ok(())
+}
+
+/// Runs the federation's shuffler until the server is done.
+pub fn shuffler(args: &ShufflerArgs) -> anyhow::Result<()> {
+    init_logs();
+    let connect_timeout = timeout(args.connect.connect_timeout)?;
+    let fed = load(&args.process.config).map_err(config_file)?;
+    let batches = runtime()?
+        .block_on(async {
+            crate::ops::metrics(
+                args.process.metrics_addr.as_deref(),
+                dpfl_net::metrics::Role::Shuffler,
+            )
+            .await?;
+            let mut s = dpfl_net::shuffler::ShufflerProcess::bind(fed).await?;
+            s.set_connect_timeout(connect_timeout);
+            s.run().await
+        })
+        .map_err(net)?;
+    if crate::json() {
+        crate::print_json(&serde_json::json!({ "batches": batches }));
+    } else {
+        println!("shuffler forwarded {batches} batches");
+    }
+    Ok(())
+}
+
+/// Creates the development CA or issues a certificate signed by it.
+pub fn certs(cmd: &CertsCommand) -> anyhow::Result<()> {
+    match cmd {
+        CertsCommand::Init { dir, force } => {
+            dpfl_net::certs::init_ca(dir, *force).map_err(net)?;
+            if crate::json() {
+                let files = [dir.join("ca.pem"), dir.join("ca.key")];
+                crate::print_json(&serde_json::json!({ "files": files }));
+                return Ok(());
+            }
+            println!(
+                "wrote {} and {}",
+                dir.join("ca.pem").display(),
+                dir.join("ca.key").display()
+            );
+        }
+        CertsCommand::Issue {
+            ca_dir,
+            dir,
+            name,
+            san,
+            force,
+        } => {
+            let dir = dir.as_deref().unwrap_or(ca_dir);
+            dpfl_net::certs::issue(ca_dir, dir, name, san, *force).map_err(net)?;
+            let cert = dir.join(format!("{name}.pem"));
+            if crate::json() {
+                crate::print_json(&serde_json::json!({ "files": [cert] }));
+            } else {
+                println!("wrote {}", cert.display());
+            }
+        }
+    }
+    Ok(())
+}
