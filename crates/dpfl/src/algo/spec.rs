@@ -63,6 +63,12 @@ pub enum AlgorithmSpec {
     Psgd(shuffle::PsgdSpec),
     /// PGD (Cheu, Joseph, Mao & Peng 2022 Algorithm 5); see [`shuffle::PgdSpec`].
     Pgd(shuffle::PgdSpec),
+    /// PAGD (Cheu, Joseph, Mao & Peng 2022 Algorithm 4, with smoothing, phases and the
+    /// robust variant); see [`shuffle::PagdSpec`].
+    Pagd(shuffle::PagdSpec),
+    /// Pan-private AC-SA (Cheu, Joseph, Mao & Peng 2022 Algorithm 6); see
+    /// [`shuffle::PanPrivateSpec`].
+    PanPrivateAcsa(shuffle::PanPrivateSpec),
     /// The DP-NormFedAvg family (Das et al.: Algorithms 2 and 3, the clipping and Binomial
     /// baselines); see [`normfedavg::NormFedAvgSpec`].
     NormFedAvg(normfedavg::NormFedAvgSpec),
@@ -103,6 +109,8 @@ impl AlgorithmSpec {
             AlgorithmSpec::SdpAcceleratedMbSgd(_) => "SDP accelerated MB-SGD (one-pass)".into(),
             AlgorithmSpec::Psgd(_) => "PSGD (shuffle)".into(),
             AlgorithmSpec::Pgd(_) => "PGD (shuffle)".into(),
+            AlgorithmSpec::Pagd(_) => "PAGD (shuffle)".into(),
+            AlgorithmSpec::PanPrivateAcsa(_) => "pan-private AC-SA".into(),
             AlgorithmSpec::NormFedAvg(a) => a.label(),
             _ => match self.soteria() {
                 Some((m, s)) => s.label(m),
@@ -123,7 +131,9 @@ impl AlgorithmSpec {
             AlgorithmSpec::SdpMbSgd(_)
             | AlgorithmSpec::SdpAcceleratedMbSgd(_)
             | AlgorithmSpec::Psgd(_)
-            | AlgorithmSpec::Pgd(_) => true,
+            | AlgorithmSpec::Pgd(_)
+            | AlgorithmSpec::Pagd(_)
+            | AlgorithmSpec::PanPrivateAcsa(_) => true,
             AlgorithmSpec::NormFedAvg(a) => a.variant.is_private(),
             _ => self.soteria().is_some_and(|(_, s)| s.is_private()),
         }
@@ -149,6 +159,7 @@ impl AlgorithmSpec {
                 | AlgorithmSpec::SdpAcceleratedMbSgd(_)
                 | AlgorithmSpec::Psgd(_)
                 | AlgorithmSpec::Pgd(_)
+                | AlgorithmSpec::Pagd(_)
         )
     }
     /// The configured step size; `None` where `params = "theory"` computes it.
@@ -163,6 +174,8 @@ impl AlgorithmSpec {
             AlgorithmSpec::SdpAcceleratedMbSgd(a) => Some(a.step_size),
             AlgorithmSpec::Psgd(a) => a.step_size,
             AlgorithmSpec::Pgd(a) => a.step_size,
+            // AC-SA's steps come from the preset (L_t).
+            AlgorithmSpec::Pagd(_) | AlgorithmSpec::PanPrivateAcsa(_) => None,
             AlgorithmSpec::NormFedAvg(a) => Some(a.step_size),
             AlgorithmSpec::SoteriaFl(a)
             | AlgorithmSpec::CdpSgd(a)
@@ -184,6 +197,8 @@ impl AlgorithmSpec {
             AlgorithmSpec::SdpAcceleratedMbSgd(a) => a.step_size = eta,
             AlgorithmSpec::Psgd(a) => a.step_size = Some(eta),
             AlgorithmSpec::Pgd(a) => a.step_size = Some(eta),
+            // No step size to search: L_t is the preset's.
+            AlgorithmSpec::Pagd(_) | AlgorithmSpec::PanPrivateAcsa(_) => {}
             AlgorithmSpec::NormFedAvg(a) => a.step_size = eta,
             AlgorithmSpec::SoteriaFl(a)
             | AlgorithmSpec::CdpSgd(a)
@@ -278,7 +293,9 @@ impl AlgorithmSpec {
             AlgorithmSpec::SdpMbSgd(_)
             | AlgorithmSpec::SdpAcceleratedMbSgd(_)
             | AlgorithmSpec::Psgd(_)
-            | AlgorithmSpec::Pgd(_) => {
+            | AlgorithmSpec::Pgd(_)
+            | AlgorithmSpec::Pagd(_)
+            | AlgorithmSpec::PanPrivateAcsa(_) => {
                 let inner = self.shuffle_inner(ctx)?;
                 let (built, silos, pvec) = match self {
                     AlgorithmSpec::SdpMbSgd(a) => shuffle::build_sdp_mbsgd(ctx, a, inner)?,
@@ -287,6 +304,8 @@ impl AlgorithmSpec {
                     }
                     AlgorithmSpec::Psgd(a) => shuffle::build_psgd(ctx, a, inner)?,
                     AlgorithmSpec::Pgd(a) => shuffle::build_pgd(ctx, a, inner)?,
+                    AlgorithmSpec::Pagd(a) => shuffle::build_pagd(ctx, a, inner)?,
+                    AlgorithmSpec::PanPrivateAcsa(a) => shuffle::pan::build_pan(ctx, a, inner)?,
                     _ => {
                         return Err(crate::Error::config("algorithm", "not a shuffle algorithm"));
                     }
@@ -358,6 +377,8 @@ impl AlgorithmSpec {
                     dpfl_privacy::sampler::RecordSampling::WithReplacement,
                 )
             }
+            AlgorithmSpec::Pagd(a) => shuffle::pagd_preset::pagd_server(ctx, a),
+            AlgorithmSpec::PanPrivateAcsa(a) => shuffle::pan::pan_server(ctx, a),
             _ => Err(crate::Error::config(
                 "algorithm",
                 format!("{} is not a shuffle algorithm", self.default_label()),
