@@ -122,7 +122,9 @@ fn pagd_builds_from_its_config_explains_its_preset_and_runs() {
     let out = run(&lan, &ctx, &data, 10);
     assert!(out.iter().all(|v| v.is_finite()) && out.len() == 2);
     // The OCR variant is a named option with its own schedule; both are private alike.
-    let ocr = spec("kind = \"pagd\"\nsmoothness = 0.25\nconstants = \"paper-ocr\"\nshuffler = \"trusted\"");
+    let ocr = spec(
+        "kind = \"pagd\"\nsmoothness = 0.25\nconstants = \"paper-ocr\"\nshuffler = \"trusted\"",
+    );
     let b2 = ocr.build(&ctx).unwrap();
     assert!(b2.calibration[0].formula.contains("schedule (paper-ocr"));
     assert_eq!(
@@ -131,13 +133,21 @@ fn pagd_builds_from_its_config_explains_its_preset_and_runs() {
         "the constants do not change the privacy event"
     );
     // Missing β (and no smoothing), or an unbounded domain without D, are refused by field.
-    let e = spec("kind = \"pagd\"").build(&ctx).err().unwrap().to_string();
+    let e = spec("kind = \"pagd\"")
+        .build(&ctx)
+        .err()
+        .unwrap()
+        .to_string();
     assert!(e.contains("algorithm.smoothness"), "{e}");
     let mut open = ctx.clone();
     open.projection = Projection::None;
     let e = lan.build(&open).err().unwrap().to_string();
     assert!(e.contains("algorithm.diameter"), "{e}");
-    assert!(spec("kind = \"pagd\"\nsmoothness = 0.25\ndiameter = 5.0").build(&open).is_ok());
+    assert!(
+        spec("kind = \"pagd\"\nsmoothness = 0.25\ndiameter = 5.0")
+            .build(&open)
+            .is_ok()
+    );
 }
 
 #[test]
@@ -149,11 +159,16 @@ fn smoothed_pagd_runs_on_the_moreau_envelope_with_twice_the_bound() {
     let text = &built.calibration[0].formula;
     // Thm 4.7: β = ε^{2/3} n^{2/3} L/(d^{1/3} D ln^{2/3}(d/δ)) = (4000)^{2/3}/(2^{1/3}·20·12.206^{2/3})
     //        = 251.98/(1.25992·20·5.3017) = 1.8863.
-    let beta = 4000f64.powf(2.0 / 3.0)
-        / (2f64.cbrt() * 20.0 * (2e5f64).ln().powf(2.0 / 3.0));
+    let beta = 4000f64.powf(2.0 / 3.0) / (2f64.cbrt() * 20.0 * (2e5f64).ln().powf(2.0 / 3.0));
     assert!((beta - 1.8863).abs() < 1e-4, "{beta}");
-    assert!(text.contains(&format!("Moreau beta = {beta:.4e}")), "{text}");
-    assert!(text.contains("L = 2:"), "PVEC runs with Delta2 = 2L: {text}");
+    assert!(
+        text.contains(&format!("Moreau beta = {beta:.4e}")),
+        "{text}"
+    );
+    assert!(
+        text.contains("L = 2:"),
+        "PVEC runs with Delta2 = 2L: {text}"
+    );
     let out = run(&s, &ctx, &data, 10);
     assert!(out.iter().all(|v| v.is_finite()));
     // A loss without a prox cannot be smoothed.
@@ -171,7 +186,11 @@ struct NoisyQuadratic {
 
 impl NoisyQuadratic {
     fn excess(&self, w: &[f64]) -> f64 {
-        0.5 * self.lambda * w.iter().zip(&self.star).map(|(a, b)| (a - b).powi(2)).sum::<f64>()
+        0.5 * self.lambda
+            * w.iter()
+                .zip(&self.star)
+                .map(|(a, b)| (a - b).powi(2))
+                .sum::<f64>()
     }
     fn message(&self, b: &Broadcast, rng: &mut DpRng) -> SiloMessage {
         let z = sampler::standard_normals(rng, self.star.len());
@@ -274,13 +293,15 @@ fn strongly_convex_phases_cut_the_error_phase_by_phase_as_predicted() {
 #[test]
 fn strongly_convex_pagd_plans_its_phases_from_the_config() {
     let (ctx, data) = federation(logistic(), 5, 400, 12, 2.0);
-    let s = spec(
-        "kind = \"pagd\"\nsmoothness = 0.25\nstrong_convexity = 0.05\nshuffler = \"trusted\"",
-    );
+    let s =
+        spec("kind = \"pagd\"\nsmoothness = 0.25\nstrong_convexity = 0.05\nshuffler = \"trusted\"");
     let built = s.build(&ctx).unwrap();
     let text = &built.calibration[0].formula;
     // k = ⌈log₂ log₂ 2000⌉ = ⌈log₂ 10.97⌉ = 4 phases of 3 rounds.
-    assert!(text.contains("4 phase(s)") && text.contains("phase 4: R_i = 3"), "{text}");
+    assert!(
+        text.contains("4 phase(s)") && text.contains("phase 4: R_i = 3"),
+        "{text}"
+    );
     assert!(run(&s, &ctx, &data, 12).iter().all(|v| v.is_finite()));
 }
 
@@ -309,7 +330,11 @@ fn pan_private_acsa_noises_state_and_output_and_charges_its_guarantee() {
             })
         )
     );
-    assert!(built.calibration[0].formula.contains("state noise before the batch"));
+    assert!(
+        built.calibration[0]
+            .formula
+            .contains("state noise before the batch")
+    );
     // Monte Carlo: at w = 0 with identical records the output is the gradient (−0.3, 0.4)
     // plus two independent N(0, ζ²) draws: mean within 4·√(2ζ²/T), variance 2ζ² ± 4·2ζ²√(2/T).
     let x = Matrix::from_vec(200, 2, [0.6, -0.8].repeat(200)).unwrap();
@@ -340,8 +365,16 @@ fn pan_private_acsa_noises_state_and_output_and_charges_its_guarantee() {
     }
     let n = trials as f64;
     let var = 2.0 * z * z;
-    assert!((sum / n + 0.3).abs() < 4.0 * (var / n).sqrt(), "{}", sum / n);
-    assert!((sq / n - var).abs() < 4.0 * var * (2.0 / n).sqrt(), "{} vs {var}", sq / n);
+    assert!(
+        (sum / n + 0.3).abs() < 4.0 * (var / n).sqrt(),
+        "{}",
+        sum / n
+    );
+    assert!(
+        (sq / n - var).abs() < 4.0 * var * (2.0 / n).sqrt(),
+        "{} vs {var}",
+        sq / n
+    );
     assert!(run(&s, &ctx, &data, 5).iter().all(|v| v.is_finite()));
     // ε ≥ 1 is outside Lemma C.5.
     let (big, _) = federation(logistic(), 4, 200, 5, 2.0);
@@ -432,8 +465,15 @@ fn analyzer_moments(
                 adversary()
             } else {
                 Box::new(
-                    PvecSilo::new(oracle.clone(), pvec(), Transport::Compact, 40, K, (1.0, 1e-6))
-                        .unwrap(),
+                    PvecSilo::new(
+                        oracle.clone(),
+                        pvec(),
+                        Transport::Compact,
+                        40,
+                        K,
+                        (1.0, 1e-6),
+                    )
+                    .unwrap(),
                 )
             };
             let mut rng = DpRng::from_seed(5, Purpose::Silo, t * 10 + i);
@@ -468,11 +508,24 @@ fn robust_adversaries_degrade_the_gradient_as_the_theory_says() {
     let var4 = |r: f64| 0.25 * (4.0 * r * (1.0 - r) + 15.0) / 16.0;
     let tol = 5.0 * (2.0 / trials as f64).sqrt();
     for (j, r) in [0.4, 0.8].into_iter().enumerate() {
-        assert!((v0[j] / var8(r) - 1.0).abs() < tol, "{j}: {} vs {}", v0[j], var8(r));
-        assert!((v1[j] / var4(r) - 1.0).abs() < tol, "{j}: {} vs {}", v1[j], var4(r));
+        assert!(
+            (v0[j] / var8(r) - 1.0).abs() < tol,
+            "{j}: {} vs {}",
+            v0[j],
+            var8(r)
+        );
+        assert!(
+            (v1[j] / var4(r) - 1.0).abs() < tol,
+            "{j}: {} vs {}",
+            v1[j],
+            var4(r)
+        );
         assert!((v1[j] / v0[j] - 2.0).abs() < 4.0 * tol, "{}", v1[j] / v0[j]);
         for m in [m0[j], m1[j]] {
-            assert!((m - truth[j]).abs() < 5.0 * (var4(r) / trials as f64).sqrt(), "{m}");
+            assert!(
+                (m - truth[j]).abs() < 5.0 * (var4(r) / trials as f64).sqrt(),
+                "{m}"
+            );
         }
     }
     // One flipping liar of four (f = 1/4): E[g̃] = (1 − 2f)·∇ = ∇/2.
@@ -581,8 +634,16 @@ fn new_kinds_plan_once_and_halves_calibrate_nothing() {
     use dpfl::units::SiloId;
     for (model, text, eps) in [
         ("logistic", "kind = \"pagd\"\nsmoothness = 0.25", 2.0),
-        ("hinge", "kind = \"pagd\"\nsmoothing = \"theory\"\nshuffler = \"trusted\"", 2.0),
-        ("logistic", "kind = \"pan-private-acsa\"\nsmoothness = 0.25", 0.5),
+        (
+            "hinge",
+            "kind = \"pagd\"\nsmoothing = \"theory\"\nshuffler = \"trusted\"",
+            2.0,
+        ),
+        (
+            "logistic",
+            "kind = \"pan-private-acsa\"\nsmoothness = 0.25",
+            0.5,
+        ),
         ("hinge", "kind = \"pan-private-acsa\"\nsmoothing = 3.0", 0.5),
     ] {
         let setup = Setup {

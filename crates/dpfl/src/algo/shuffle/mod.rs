@@ -46,6 +46,7 @@ pub mod robust;
 pub mod trust;
 
 pub use pagd_preset::PagdSpec;
+pub(crate) use pagd_preset::build_pagd;
 pub use pan::PanPrivateSpec;
 pub use presets::{pgd_preset, psgd_preset};
 
@@ -322,83 +323,18 @@ pub(crate) fn build_psgd(
     pvec_halves(ctx, k, &pvec, server, "Cheu et al. Alg. 3", &note)
 }
 
-/// PAGD's halves around `server` (PAGD's AC-SA, [`pagd_preset::pagd_server`]): PVEC silos
-/// on the (smoothed) loss, with the robust variant's adversaries in place of the last silos.
-pub(crate) fn build_pagd(
-    ctx: &BuildContext,
-    spec: &PagdSpec,
-    server: Box<dyn ServerHalf>,
-) -> crate::Result<Planned> {
-    if let Some(r) = &spec.robust {
-        r.check(ctx.federation.silos)?;
-    }
-    let (shape, _) = pagd_preset::pagd_preset(ctx, spec)?;
-    let round_epsilon = spec.round_epsilon(ctx)?;
-    let pvec = PvecChoice {
-        transport: spec.transport,
-        scale: spec.scale,
-        min_participants: spec.min_participants,
-        trust: spec.shuffler,
-        moreau: shape.moreau,
-        round_epsilon: Some(round_epsilon),
-        robust_gamma: spec.robust.map(|r| r.honest_fraction),
-    };
-    let mut note = shape.note.clone();
-    if let Some(r) = &spec.robust {
-        note.push_str(&r.describe(round_epsilon, smallest_budget(ctx)?.1));
-    }
-    let (mut built, mut planned, pvec_plan) =
-        pvec_halves(ctx, shape.k, &pvec, server, "Cheu et al. Alg. 4", &note)?;
-    let Some(r) = spec.robust.filter(|r| r.adversaries > 0) else {
-        return Ok((built, planned, pvec_plan));
-    };
-    let n = planned.len();
-    for (i, entry) in planned.iter_mut().enumerate() {
-        if !r.is_adversary(i, n) {
-            continue;
-        }
-        // Smoothing stays outermost, so a flipping liar negates the smoothed gradient.
-        let adversarial = |inner: ShuffleSilo| ShuffleSilo::Adversarial {
-            behaviour: r.behaviour,
-            inner: Box::new(inner),
-        };
-        *entry = match entry.clone() {
-            ShuffleSilo::Smoothed { beta, inner } => ShuffleSilo::Smoothed {
-                beta,
-                inner: Box::new(adversarial(*inner)),
-            },
-            other => adversarial(other),
-        };
-    }
-    let plan = plan::ShufflePlan {
-        silos: planned.clone(),
-        pvec: pvec_plan.clone(),
-    };
-    for (i, half) in built.silos.iter_mut().enumerate() {
-        if r.is_adversary(i, n) {
-            *half = plan.silo_half(ctx, i)?;
-        }
-    }
-    if plan.has_dropouts() {
-        built.server = Box::new(robust::AbsentFilter {
-            inner: built.server,
-        });
-    }
-    Ok((built, planned, pvec_plan))
-}
-
 /// How the PVEC silos of an algorithm are configured.
-struct PvecChoice {
-    transport: Transport,
-    scale: Scale,
-    min_participants: Option<usize>,
-    trust: ShufflerTrust,
+pub(crate) struct PvecChoice {
+    pub(crate) transport: Transport,
+    pub(crate) scale: Scale,
+    pub(crate) min_participants: Option<usize>,
+    pub(crate) trust: ShufflerTrust,
     /// The Moreau β the silos smooth their loss with (PVEC's Δ₂ is then 2L).
-    moreau: Option<f64>,
+    pub(crate) moreau: Option<f64>,
     /// The per-round ε PVEC is calibrated at (default the smallest budget).
-    round_epsilon: Option<f64>,
+    pub(crate) round_epsilon: Option<f64>,
     /// γ of the robust variant: a trusted shuffler's charge is ε_c/γ.
-    robust_gamma: Option<f64>,
+    pub(crate) robust_gamma: Option<f64>,
 }
 
 impl PvecChoice {
@@ -432,7 +368,7 @@ pub(crate) fn smallest_budget(ctx: &BuildContext) -> crate::Result<(f64, f64)> {
 }
 
 /// PVEC silos (K records each per round) and the analyzer in front of `server`.
-fn pvec_halves(
+pub(crate) fn pvec_halves(
     ctx: &BuildContext,
     k: usize,
     choice: &PvecChoice,

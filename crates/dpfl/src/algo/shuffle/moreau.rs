@@ -103,14 +103,20 @@ mod tests {
         let mut p = [0.0; 2];
         // θ = (1, 1): r = 7 > 5, t = −1/5: prox = (1 − 0.6, 1 − 0.8) = (0.4, 0.2).
         absolute_prox(&[1.0, 1.0], &x, 0.0, 5.0, &mut p);
-        assert!((p[0] - 0.4).abs() < 1e-15 && (p[1] - 0.2).abs() < 1e-15, "{p:?}");
+        assert!(
+            (p[0] - 0.4).abs() < 1e-15 && (p[1] - 0.2).abs() < 1e-15,
+            "{p:?}"
+        );
         // Its gradient β(θ − prox) = 5·(0.6, 0.8) = (3, 4) = sign(r)·x.
         let mut g = [0.0; 2];
         absolute_envelope_grad(&[1.0, 1.0], &x, 0.0, 5.0, &mut g);
         assert!((g[0] - 3.0).abs() < 1e-12 && (g[1] - 4.0).abs() < 1e-12);
         // θ = (0.2, 0.1): r = 1 ≤ 5, t = −1/25: prox = (0.08, −0.06) on the kink ⟨p, x⟩ = 0.
         absolute_prox(&[0.2, 0.1], &x, 0.0, 5.0, &mut p);
-        assert!((p[0] - 0.08).abs() < 1e-15 && (p[1] + 0.06).abs() < 1e-15, "{p:?}");
+        assert!(
+            (p[0] - 0.08).abs() < 1e-15 && (p[1] + 0.06).abs() < 1e-15,
+            "{p:?}"
+        );
         assert!(dot(&p, &x).abs() < 1e-15);
         // The envelope: β r²/(2q) = 5/50 = 0.1 inside, |r| − q/(2β) = 7 − 2.5 outside.
         assert!((absolute_envelope(&[0.2, 0.1], &x, 0.0, 5.0) - 0.1).abs() < 1e-12);
@@ -124,15 +130,24 @@ mod tests {
         let mut v = [0.0; 2];
         // β = 5: 0 > 1 − q/β = −4, so t = (1 − 0)/q = 0.04: v = (0.12, 0.16), on the kink.
         h.prox(&[0.0, 0.0], &[3.0, 4.0], 1.0, 5.0, &mut v);
-        assert!((v[0] - 0.12).abs() < 1e-15 && (v[1] - 0.16).abs() < 1e-15, "{v:?}");
+        assert!(
+            (v[0] - 0.12).abs() < 1e-15 && (v[1] - 0.16).abs() < 1e-15,
+            "{v:?}"
+        );
         // β = 100: 0 ≤ 1 − 0.25, so t = 1/β: v = (0.03, 0.04).
         h.prox(&[0.0, 0.0], &[3.0, 4.0], 1.0, 100.0, &mut v);
-        assert!((v[0] - 0.03).abs() < 1e-15 && (v[1] - 0.04).abs() < 1e-15, "{v:?}");
+        assert!(
+            (v[0] - 0.03).abs() < 1e-15 && (v[1] - 0.04).abs() < 1e-15,
+            "{v:?}"
+        );
         // The smoothed model's gradient is β(θ − prox) = −(3, 4) at β = 100.
         let s = h.smoothed(100.0).unwrap().unwrap();
         let mut g = [0.0; 2];
         s.add_grad(&[0.0, 0.0], &[3.0, 4.0], 1.0, 1.0, &mut g);
-        assert!((g[0] + 3.0).abs() < 1e-12 && (g[1] + 4.0).abs() < 1e-12, "{g:?}");
+        assert!(
+            (g[0] + 3.0).abs() < 1e-12 && (g[1] + 4.0).abs() < 1e-12,
+            "{g:?}"
+        );
     }
 
     /// The minimiser of θ ↦ mean_i ℓ_β(θ; 1, y_i) by bisection on its (monotone) derivative.

@@ -278,7 +278,10 @@ mod tests {
         assert!((b.point[1] + 1.0).abs() < 1e-15);
         s.aggregate(1, &[dense(1, vec![0.0, 3.0])]).unwrap();
         let out = s.output();
-        assert!(out[0].abs() < 1e-15 && (out[1] + 2.5).abs() < 1e-12, "{out:?}");
+        assert!(
+            out[0].abs() < 1e-15 && (out[1] + 2.5).abs() < 1e-12,
+            "{out:?}"
+        );
         // Phase 2 restarts at θ_1 = θ^ag = (0, −2.5), α_1 = 1 again.
         assert_eq!(s.position(), (1, 0));
         let b = s.broadcast(2);
@@ -309,9 +312,7 @@ mod tests {
         .unwrap();
         t.restore(before.clone()).unwrap();
         assert_eq!(t.state(), before);
-        assert!(
-            PagdServer::new(vec![0.0], Projection::None, AcsaConstants::Lan, vec![]).is_err()
-        );
+        assert!(PagdServer::new(vec![0.0], Projection::None, AcsaConstants::Lan, vec![]).is_err());
     }
 
     #[test]
@@ -330,6 +331,10 @@ mod tests {
         }
         // Pushed to the boundary every round: θ_t = 1 and θ^ag = 1 − Π_t (1 − α_t) with
         // 1 − α_t = t/(t+2), whose product over t = 1..10 is 2/(11·12) = 1/66.
-        assert!((s.output()[0] - (1.0 - 1.0 / 66.0)).abs() < 1e-12, "{:?}", s.output());
+        assert!(
+            (s.output()[0] - (1.0 - 1.0 / 66.0)).abs() < 1e-12,
+            "{:?}",
+            s.output()
+        );
     }
 }

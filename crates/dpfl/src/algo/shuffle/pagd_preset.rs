@@ -30,10 +30,11 @@
 use serde::{Deserialize, Serialize};
 
 use super::pagd::{AcsaConstants, PagdServer, Phase};
+use super::plan::ShuffleSilo;
 use super::pvec::Transport;
 use super::robust::RobustSpec;
 use super::trust::{PvecTarget, ShufflerTrust, plan_pvec};
-use super::{participants, smallest_budget};
+use super::{Planned, PvecChoice, participants, pvec_halves, smallest_budget};
 use crate::algo::context::BuildContext;
 use crate::algo::half::ServerHalf;
 use crate::algo::lowy::inputs::{Smoothing, SmoothingRule};
@@ -361,6 +362,71 @@ pub fn pagd_server(ctx: &BuildContext, spec: &PagdSpec) -> crate::Result<Box<dyn
         spec.constants,
         phases,
     )?))
+}
+
+/// PAGD's halves around `server` (PAGD's AC-SA, [`pagd_server`]): PVEC silos
+/// on the (smoothed) loss, with the robust variant's adversaries in place of the last silos.
+pub(crate) fn build_pagd(
+    ctx: &BuildContext,
+    spec: &PagdSpec,
+    server: Box<dyn ServerHalf>,
+) -> crate::Result<Planned> {
+    if let Some(r) = &spec.robust {
+        r.check(ctx.federation.silos)?;
+    }
+    let (shape, _) = pagd_preset(ctx, spec)?;
+    let round_epsilon = spec.round_epsilon(ctx)?;
+    let pvec = PvecChoice {
+        transport: spec.transport,
+        scale: spec.scale,
+        min_participants: spec.min_participants,
+        trust: spec.shuffler,
+        moreau: shape.moreau,
+        round_epsilon: Some(round_epsilon),
+        robust_gamma: spec.robust.map(|r| r.honest_fraction),
+    };
+    let mut note = shape.note.clone();
+    if let Some(r) = &spec.robust {
+        note.push_str(&r.describe(round_epsilon, smallest_budget(ctx)?.1));
+    }
+    let (mut built, mut planned, pvec_plan) =
+        pvec_halves(ctx, shape.k, &pvec, server, "Cheu et al. Alg. 4", &note)?;
+    let Some(r) = spec.robust.filter(|r| r.adversaries > 0) else {
+        return Ok((built, planned, pvec_plan));
+    };
+    let n = planned.len();
+    for (i, entry) in planned.iter_mut().enumerate() {
+        if !r.is_adversary(i, n) {
+            continue;
+        }
+        // Smoothing stays outermost, so a flipping liar negates the smoothed gradient.
+        let adversarial = |inner: ShuffleSilo| ShuffleSilo::Adversarial {
+            behaviour: r.behaviour,
+            inner: Box::new(inner),
+        };
+        *entry = match entry.clone() {
+            ShuffleSilo::Smoothed { beta, inner } => ShuffleSilo::Smoothed {
+                beta,
+                inner: Box::new(adversarial(*inner)),
+            },
+            other => adversarial(other),
+        };
+    }
+    let plan = super::plan::ShufflePlan {
+        silos: planned.clone(),
+        pvec: pvec_plan.clone(),
+    };
+    for (i, half) in built.silos.iter_mut().enumerate() {
+        if r.is_adversary(i, n) {
+            *half = plan.silo_half(ctx, i)?;
+        }
+    }
+    if plan.has_dropouts() {
+        built.server = Box::new(super::robust::AbsentFilter {
+            inner: built.server,
+        });
+    }
+    Ok((built, planned, pvec_plan))
 }
 
 #[cfg(test)]

@@ -110,7 +110,9 @@ pub fn zeta(lipschitz: f64, k: usize, epsilon: f64, delta: f64) -> crate::Result
     if !(epsilon > 0.0 && epsilon < 1.0) {
         return Err(crate::Error::config(
             "privacy.epsilon",
-            format!("pan-private AC-SA's Gaussian (Cheu et al. Lemma C.5) needs 0 < eps < 1, got {epsilon}"),
+            format!(
+                "pan-private AC-SA's Gaussian (Cheu et al. Lemma C.5) needs 0 < eps < 1, got {epsilon}"
+            ),
         ));
     }
     if !(delta > 0.0 && delta < 1.0) {
