@@ -110,6 +110,8 @@ pub struct Tuning {
     /// The log factor ℓ of the rates: ln(d/δ) for PVEC; √ln(1/δ) pan-privately (Thm C.3's
     /// substitution ln²(d/δ) → ln(1/δ) in the variance).
     pub log_factor: f64,
+    /// How the report writes ℓ.
+    pub log_label: &'static str,
     /// The per-round ε PVEC (or the Gaussian) is calibrated at.
     pub epsilon: f64,
 }
@@ -127,6 +129,7 @@ impl PagdSpec {
             strong_convexity: self.strong_convexity,
             phases: self.phases,
             log_factor: (ctx.federation.dim as f64 / delta).ln().max(1.0),
+            log_label: "ln(d/delta)",
             epsilon,
         })
     }
@@ -189,12 +192,12 @@ pub fn shape(ctx: &BuildContext, t: &Tuning) -> crate::Result<Shape> {
         )
     })?;
     let n = (m * n_min).max(1) as f64;
+    if let Some(lambda) = t.strong_convexity {
+        positive("strong_convexity", lambda)?;
+    }
     let phases = match (t.phases, t.strong_convexity) {
         (Some(k), _) => k,
-        (None, Some(lambda)) => {
-            positive("strong_convexity", lambda)?;
-            n.log2().max(1.0).log2().ceil().max(1.0) as usize
-        }
+        (None, Some(_)) => n.log2().max(1.0).log2().ceil().max(1.0) as usize,
         (None, None) => 1,
     }
     .clamp(1, rounds);
@@ -218,7 +221,10 @@ pub fn shape(ctx: &BuildContext, t: &Tuning) -> crate::Result<Shape> {
                 Smoothing::Beta(b) => (positive("smoothing", b)?, "given".to_string()),
                 Smoothing::Rule(SmoothingRule::Theory) => (
                     super::moreau::theory_beta(eps, n_k, l, d, diameter, t.log_factor)?,
-                    "= eps^(2/3) n^(2/3) L/(d^(1/3) D ln^(2/3)(d/delta)) (Thm 4.7)".to_string(),
+                    format!(
+                        "= eps^(2/3) n^(2/3) L/(d^(1/3) D [{}]^(2/3)) (Thm 4.7)",
+                        t.log_label
+                    ),
                 ),
             };
             (
@@ -246,8 +252,9 @@ pub fn shape(ctx: &BuildContext, t: &Tuning) -> crate::Result<Shape> {
         ));
     }
     let note = format!(
-        "; AC-SA preset (Cheu et al. Thm 4.3{}): n = M min n_i = {n}, {phases} phase(s), D = {diameter}, beta = {beta:.4e}{smooth_note}, B = n^(3/5) d^(1/5) L^(2/5) ln^(2/5)/(eps^(2/5) beta^(2/5) D^(2/5)) = {b_theory:.1}, K = {k} per silo (B = M K = {}, at most min n_i/R = {k_max}; theorem's T = n/B = {:.0}, run's T = R = {rounds})",
+        "; AC-SA preset (Cheu et al. Thm 4.3{}): n = M min n_i = {n}, {phases} phase(s), D = {diameter}, beta = {beta:.4e}{smooth_note}, B = n^(3/5) d^(1/5) L^(2/5) [{}]^(2/5)/(eps^(2/5) beta^(2/5) D^(2/5)) = {b_theory:.1}, K = {k} per silo (B = M K = {}, at most min n_i/R = {k_max}; theorem's T = n/B = {:.0}, run's T = R = {rounds})",
         if phases > 1 { ", 4.8" } else { "" },
+        t.log_label,
         m * k,
         n_k / (m * k) as f64,
     );

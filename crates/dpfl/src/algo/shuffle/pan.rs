@@ -99,6 +99,7 @@ impl PanPrivateSpec {
             strong_convexity: self.strong_convexity,
             phases: self.phases,
             log_factor: (1.0 / delta).ln().sqrt().max(1.0),
+            log_label: "sqrt(ln(1/delta))",
             epsilon: eps,
         }
     }
@@ -270,10 +271,7 @@ pub fn pan_preset(
         s.phases,
         ctx.federation.rounds,
     );
-    s.note = format!(
-        "{}; sigma^2 = L^2/(MK) + 2 d zeta^2/M{text}",
-        s.note.replace("ln^(2/5)", "ln^(1/5)(1/delta)")
-    );
+    s.note = format!("{}; sigma^2 = L^2/(MK) + 2 d zeta^2/M{text}", s.note);
     Ok((s, phases, z))
 }
 
