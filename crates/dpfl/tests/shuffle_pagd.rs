@@ -330,11 +330,10 @@ fn pan_private_acsa_noises_state_and_output_and_charges_its_guarantee() {
             })
         )
     );
-    assert!(
-        built.calibration[0]
-            .formula
-            .contains("state noise before the batch")
-    );
+    let text = &built.calibration[0].formula;
+    assert!(text.contains("state noise before the batch"), "{text}");
+    // Thm C.3's log factor in the preset: √ln(1/δ) where PVEC has ln(d/δ).
+    assert!(text.contains("[sqrt(ln(1/delta))]^(2/5)"), "{text}");
     // Monte Carlo: at w = 0 with identical records the output is the gradient (−0.3, 0.4)
     // plus two independent N(0, ζ²) draws: mean within 4·√(2ζ²/T), variance 2ζ² ± 4·2ζ²√(2/T).
     let x = Matrix::from_vec(200, 2, [0.6, -0.8].repeat(200)).unwrap();
