@@ -426,6 +426,49 @@ fn psgd_trains_through_the_real_shuffler_which_sees_only_shares() {
     assert_charged_once(&alg, 4, 5);
 }
 
+/// Issue 15 item 2: PAGD (PVEC silos in front of AC-SA, compact shares through the real
+/// shuffler) and pan-private AC-SA (no shuffler) federate with nothing of their own: the
+/// wing's plan builds their halves, and the models equal the simulator's bit for bit.
+#[test]
+fn pagd_and_pan_private_acsa_federate_like_the_simulator() {
+    let tmp = tempfile::tempdir().unwrap();
+    let exp = tmp.path().join("exp.toml");
+    std::fs::write(
+        &exp,
+        shuffle_experiment(
+            "kind = \"pagd\"\nsmoothness = 1.0\ndiameter = 10.0\nshuffler = \"trusted\"",
+        ),
+    )
+    .unwrap();
+    let alg = federate(tmp.path(), &exp);
+    assert_eq!(participants(&alg), vec![8; 5]);
+    let got = dpfl_net::server::read_model(&alg.join("server/model.bin")).unwrap();
+    assert!(got != vec![0.0; got.len()], "the model moved");
+    assert_eq!(bits(&got), bits(&simulated(&exp).final_model));
+    assert_charged_once(&alg, 4, 5);
+
+    let dir = tmp.path().join("pan");
+    std::fs::create_dir_all(&dir).unwrap();
+    let exp = dir.join("exp.toml");
+    let text = shuffle_experiment("kind = \"pan-private-acsa\"\nsmoothness = 1.0\ndiameter = 10.0")
+        .replace("epsilon = 2.0", "epsilon = 0.5");
+    std::fs::write(&exp, text).unwrap();
+    let out = dir.join("run");
+    let o = dpfl(&[
+        "federate",
+        "--config",
+        exp.to_str().unwrap(),
+        "--local",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let alg = out.join("trial-0/alg-0");
+    let got = dpfl_net::server::read_model(&alg.join("server/model.bin")).unwrap();
+    assert_eq!(bits(&got), bits(&simulated(&exp).final_model));
+    assert_charged_once(&alg, 4, 5);
+}
+
 /// A SoteriaFL silo that does not come back: the round is never aggregated short. At
 /// `round_deadline_ms` the server exits 1 naming the silo, its checkpoint still at that round
 /// (with the shift of the last full round), so a restart of both resumes there.

@@ -70,6 +70,12 @@ pub enum AlgorithmSpec {
     Psgd(shuffle::PsgdSpec),
     /// PGD (Cheu, Joseph, Mao & Peng 2022 Algorithm 5); see [`shuffle::PgdSpec`].
     Pgd(shuffle::PgdSpec),
+    /// PAGD (Cheu, Joseph, Mao & Peng 2022 Algorithm 4, with smoothing, phases and the
+    /// robust variant); see [`shuffle::PagdSpec`].
+    Pagd(shuffle::PagdSpec),
+    /// Pan-private AC-SA (Cheu, Joseph, Mao & Peng 2022 Algorithm 6); see
+    /// [`shuffle::PanPrivateSpec`].
+    PanPrivateAcsa(shuffle::PanPrivateSpec),
     /// The DP-NormFedAvg family (Das et al.: Algorithms 2 and 3, the clipping and Binomial
     /// baselines); see [`normfedavg::NormFedAvgSpec`].
     NormFedAvg(normfedavg::NormFedAvgSpec),
@@ -110,6 +116,8 @@ impl AlgorithmSpec {
             AlgorithmSpec::SdpAcceleratedMbSgd(_) => "SDP accelerated MB-SGD (one-pass)".into(),
             AlgorithmSpec::Psgd(_) => "PSGD (shuffle)".into(),
             AlgorithmSpec::Pgd(_) => "PGD (shuffle)".into(),
+            AlgorithmSpec::Pagd(_) => "PAGD (shuffle)".into(),
+            AlgorithmSpec::PanPrivateAcsa(_) => "pan-private AC-SA".into(),
             AlgorithmSpec::NormFedAvg(a) => a.label(),
             _ => match self.soteria() {
                 Some((m, s)) => s.label(m),
@@ -131,7 +139,9 @@ impl AlgorithmSpec {
             AlgorithmSpec::SdpMbSgd(_)
             | AlgorithmSpec::SdpAcceleratedMbSgd(_)
             | AlgorithmSpec::Psgd(_)
-            | AlgorithmSpec::Pgd(_) => true,
+            | AlgorithmSpec::Pgd(_)
+            | AlgorithmSpec::Pagd(_)
+            | AlgorithmSpec::PanPrivateAcsa(_) => true,
             AlgorithmSpec::NormFedAvg(a) => a.variant.is_private(),
             _ => self.soteria().is_some_and(|(_, s)| s.is_private()),
         }
@@ -157,6 +167,7 @@ impl AlgorithmSpec {
                 | AlgorithmSpec::SdpAcceleratedMbSgd(_)
                 | AlgorithmSpec::Psgd(_)
                 | AlgorithmSpec::Pgd(_)
+                | AlgorithmSpec::Pagd(_)
         )
     }
     /// The configured step size; `None` where `params = "theory"` computes it.
@@ -171,6 +182,8 @@ impl AlgorithmSpec {
             AlgorithmSpec::SdpAcceleratedMbSgd(a) => Some(a.step_size),
             AlgorithmSpec::Psgd(a) => a.step_size,
             AlgorithmSpec::Pgd(a) => a.step_size,
+            // AC-SA's steps come from the preset (L_t).
+            AlgorithmSpec::Pagd(_) | AlgorithmSpec::PanPrivateAcsa(_) => None,
             AlgorithmSpec::NormFedAvg(a) => Some(a.step_size),
             AlgorithmSpec::SoteriaFl(a)
             | AlgorithmSpec::CdpSgd(a)
@@ -192,6 +205,8 @@ impl AlgorithmSpec {
             AlgorithmSpec::SdpAcceleratedMbSgd(a) => a.step_size = eta,
             AlgorithmSpec::Psgd(a) => a.step_size = Some(eta),
             AlgorithmSpec::Pgd(a) => a.step_size = Some(eta),
+            // No step size to search: L_t is the preset's.
+            AlgorithmSpec::Pagd(_) | AlgorithmSpec::PanPrivateAcsa(_) => {}
             AlgorithmSpec::NormFedAvg(a) => a.step_size = eta,
             AlgorithmSpec::SoteriaFl(a)
             | AlgorithmSpec::CdpSgd(a)
@@ -286,7 +301,9 @@ impl AlgorithmSpec {
             AlgorithmSpec::SdpMbSgd(_)
             | AlgorithmSpec::SdpAcceleratedMbSgd(_)
             | AlgorithmSpec::Psgd(_)
-            | AlgorithmSpec::Pgd(_) => {
+            | AlgorithmSpec::Pgd(_)
+            | AlgorithmSpec::Pagd(_)
+            | AlgorithmSpec::PanPrivateAcsa(_) => {
                 let inner = self.shuffle_inner(ctx)?;
                 let (built, silos, pvec) = match self {
                     AlgorithmSpec::SdpMbSgd(a) => shuffle::build_sdp_mbsgd(ctx, a, inner)?,
@@ -295,6 +312,8 @@ impl AlgorithmSpec {
                     }
                     AlgorithmSpec::Psgd(a) => shuffle::build_psgd(ctx, a, inner)?,
                     AlgorithmSpec::Pgd(a) => shuffle::build_pgd(ctx, a, inner)?,
+                    AlgorithmSpec::Pagd(a) => shuffle::build_pagd(ctx, a, inner)?,
+                    AlgorithmSpec::PanPrivateAcsa(a) => shuffle::pan::build_pan(ctx, a, inner)?,
                     _ => {
                         return Err(crate::Error::config("algorithm", "not a shuffle algorithm"));
                     }
@@ -366,6 +385,8 @@ impl AlgorithmSpec {
                     dpfl_privacy::sampler::RecordSampling::WithReplacement,
                 )
             }
+            AlgorithmSpec::Pagd(a) => shuffle::pagd_preset::pagd_server(ctx, a),
+            AlgorithmSpec::PanPrivateAcsa(a) => shuffle::pan::pan_server(ctx, a),
             _ => Err(crate::Error::config(
                 "algorithm",
                 format!("{} is not a shuffle algorithm", self.default_label()),

@@ -25,6 +25,8 @@ fn configure(spec: &AlgorithmSpec, k: Option<usize>, eta: f64) -> AlgorithmSpec 
             AlgorithmSpec::SdpMbSgd(a) => a.batch_size = k,
             AlgorithmSpec::SdpAcceleratedMbSgd(a) => a.batch_size = Some(k),
             AlgorithmSpec::Psgd(a) => a.batch_size = Some(k),
+            AlgorithmSpec::Pagd(a) => a.batch_size = Some(k),
+            AlgorithmSpec::PanPrivateAcsa(a) => a.batch_size = Some(k),
             AlgorithmSpec::Pgd(_) => {}
             AlgorithmSpec::NormFedAvg(_) => {}
             AlgorithmSpec::SoteriaFl(a)

@@ -27,16 +27,27 @@
 //!   round, per-round (ε₀, δ₀) from digest §5.2 item 5, checked by advanced composition
 //!   ([`pgd_preset`]); each round's event is charged (fully interactive).
 //!
-//! Not here yet: PAGD's own constants (Lan's AC-SA form; `sdp-accelerated-mb-sgd` uses Lowy's
-//! AC-SA schedule), Moreau smoothing, the strongly convex phases, pan-private AC-SA, the robust
-//! variant.
+//! - `kind = "pagd"` — **PAGD** (Algorithm 4, Thm 4.3; [`pagd`], [`pagd_preset`]): PVEC
+//!   silos in front of AC-SA with Lan's (default) or the OCR's constants; Moreau smoothing
+//!   for non-smooth losses (Thm 4.7, [`moreau`]); the strongly convex phases (Thm 4.8); the
+//!   robust variant (Cor. A.9, [`robust`]).
+//! - `kind = "pan-private-acsa"` — **pan-private AC-SA** (Algorithm 6, Thm C.3; [`pan`]): no
+//!   shuffler; each silo's accumulator is noised before and after its batch.
 
 pub mod calibration;
+pub mod moreau;
+pub mod pagd;
+pub mod pagd_preset;
+pub mod pan;
 pub mod plan;
 mod presets;
 pub mod pvec;
+pub mod robust;
 pub mod trust;
 
+pub use pagd_preset::PagdSpec;
+pub(crate) use pagd_preset::build_pagd;
+pub use pan::PanPrivateSpec;
 pub use presets::{pgd_preset, psgd_preset};
 
 use serde::{Deserialize, Serialize};
@@ -113,7 +124,7 @@ pub struct SdpAcceleratedSpec {
     pub shuffler: ShufflerTrust,
 }
 
-fn paper_scale() -> Scale {
+pub(crate) fn paper_scale() -> Scale {
     Scale::Paper
 }
 
@@ -264,6 +275,7 @@ pub(crate) fn build_sdp_acsa(
         scale: spec.scale,
         min_participants: spec.min_participants,
         trust: spec.shuffler,
+        ..PvecChoice::plain()
     };
     pvec_halves(ctx, k, &pvec, server, "Lowy & Razaviyayn Alg. 6", "")
 }
@@ -308,16 +320,37 @@ pub(crate) fn build_psgd(
         scale: spec.scale,
         min_participants: spec.min_participants,
         trust: spec.shuffler,
+        ..PvecChoice::plain()
     };
     pvec_halves(ctx, k, &pvec, server, "Cheu et al. Alg. 3", &note)
 }
 
 /// How the PVEC silos of an algorithm are configured.
-struct PvecChoice {
-    transport: Transport,
-    scale: Scale,
-    min_participants: Option<usize>,
-    trust: ShufflerTrust,
+pub(crate) struct PvecChoice {
+    pub(crate) transport: Transport,
+    pub(crate) scale: Scale,
+    pub(crate) min_participants: Option<usize>,
+    pub(crate) trust: ShufflerTrust,
+    /// The Moreau β the silos smooth their loss with (PVEC's Δ₂ is then 2L).
+    pub(crate) moreau: Option<f64>,
+    /// The per-round ε PVEC is calibrated at (default the smallest budget).
+    pub(crate) round_epsilon: Option<f64>,
+    /// γ of the robust variant: a trusted shuffler's charge is ε_c/γ.
+    pub(crate) robust_gamma: Option<f64>,
+}
+
+impl PvecChoice {
+    fn plain() -> Self {
+        PvecChoice {
+            transport: Transport::Compact,
+            scale: Scale::Paper,
+            min_participants: None,
+            trust: ShufflerTrust::Untrusted,
+            moreau: None,
+            round_epsilon: None,
+            robust_gamma: None,
+        }
+    }
 }
 
 /// The smallest (ε, δ) of any silo: one PVEC serves every user, so it meets the tightest
@@ -337,7 +370,7 @@ pub(crate) fn smallest_budget(ctx: &BuildContext) -> crate::Result<(f64, f64)> {
 }
 
 /// PVEC silos (K records each per round) and the analyzer in front of `server`.
-fn pvec_halves(
+pub(crate) fn pvec_halves(
     ctx: &BuildContext,
     k: usize,
     choice: &PvecChoice,
@@ -354,12 +387,13 @@ fn pvec_halves(
         ));
     }
     let (eps, delta) = smallest_budget(ctx)?;
+    let (oracle, l2) = crate::algo::lowy::params::oracle(ctx, choice.moreau)?;
     let target = PvecTarget {
         users: (m_min as u64).saturating_mul(k as u64),
         d: ctx.federation.dim,
-        l2_bound: ctx.lipschitz,
+        l2_bound: l2,
         scale: choice.scale,
-        round: (eps, delta),
+        round: (choice.round_epsilon.unwrap_or(eps), delta),
         uses: 1,
         budget: (eps, delta),
     };
@@ -372,20 +406,30 @@ fn pvec_halves(
         .checked_mul(k as u64)
         .and_then(|v| v.checked_mul(n_silos as u64))
         .ok_or_else(|| crate::Error::config("algorithm.batch_size", "N·K·(g + s) overflows u64"))?;
-    let oracle = ctx.enforcing_oracle()?;
     let rounds = ctx.federation.rounds;
     let mut silos: Vec<Box<dyn SiloHalf>> = Vec::with_capacity(ctx.silos.len());
     let mut report = Vec::with_capacity(ctx.silos.len());
-    let g = silo_guarantees(&plan, &target, k as u64, choice.trust)?;
+    let mut g = silo_guarantees(&plan, &target, k as u64, choice.trust)?;
+    if let (Some(gamma), ShufflerTrust::Trusted) = (choice.robust_gamma, choice.trust) {
+        // Cor. A.9: with only a γ fraction honest the round is (ε_c/γ, δ).
+        g.charged.0 /= gamma;
+    }
     let both = describe(&plan, &target, &g, choice.trust);
     let mut planned = Vec::with_capacity(ctx.silos.len());
     for s in &ctx.silos {
         count_calibration();
-        planned.push(ShuffleSilo::Pvec {
+        let entry = ShuffleSilo::Pvec {
             records: s.records,
             batch_size: k,
             full: false,
             charged: g.charged,
+        };
+        planned.push(match choice.moreau {
+            Some(beta) => ShuffleSilo::Smoothed {
+                beta,
+                inner: Box::new(entry),
+            },
+            None => entry,
         });
         let silo = PvecSilo::new(
             oracle.clone(),
@@ -403,7 +447,7 @@ fn pvec_halves(
                 "PVEC (Cheu et al. 2022 Thm 3.2; {cite}) for n = {} users, d = {}, L = {}: g = {}, s = {}, p = {:.6}, E||PVEC - sum||^2 <= {:.4e}, calibrated at (eps, delta) = ({:.4}, {delta}) per disjoint batch; {both}{note}",
                 target.users,
                 params.d,
-                ctx.lipschitz,
+                l2,
                 params.p1d.g,
                 params.p1d.s,
                 params.p1d.p,

@@ -12,10 +12,12 @@ use dpfl_privacy::shuffle::params::PvecParams;
 use dpfl_privacy::shuffle::protocol::Pvec;
 
 use super::pvec::{PvecServer, PvecSilo, Transport, shuffle_err};
+use super::robust::{AbsentFilter, AbsentSilo, Behaviour, ExtremeSilo, NegatedModel};
 use super::trust::ChargedAs;
 use crate::algo::context::BuildContext;
 use crate::algo::gradient::{BatchSource, GradientSilo};
 use crate::algo::half::{ServerHalf, SiloHalf};
+use crate::model::GradientOracle;
 
 /// One silo's half, as planned.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -35,6 +37,23 @@ pub enum ShuffleSilo {
         batch_size: usize,
         full: bool,
         charged: (f64, f64),
+    },
+    /// `inner` on the β-Moreau envelope of the loss (gradients clipped at 2L; `super::moreau`).
+    Smoothed { beta: f64, inner: Box<ShuffleSilo> },
+    /// A simulated adversary of the robust variant (`super::robust`); `inner` is the honest
+    /// silo it replaces.
+    Adversarial {
+        behaviour: Behaviour,
+        inner: Box<ShuffleSilo>,
+    },
+    /// Pan-private AC-SA's silo (`super::pan`): ζ per coordinate, drawn twice a round.
+    PanPrivate {
+        records: usize,
+        batch_size: usize,
+        zeta: f64,
+        guarantee: (f64, f64),
+        lipschitz: f64,
+        moreau: Option<f64>,
     },
 }
 
@@ -58,7 +77,7 @@ pub struct ShufflePlan {
 impl ShufflePlan {
     /// The analyzer (if PVEC) in front of `inner`, the spec's non-private server half.
     pub fn server_half(&self, inner: Box<dyn ServerHalf>) -> crate::Result<Box<dyn ServerHalf>> {
-        Ok(match &self.pvec {
+        let server: Box<dyn ServerHalf> = match &self.pvec {
             None => inner,
             Some(p) => {
                 let pvec = Pvec::new(p.params).map_err(shuffle_err)?;
@@ -67,6 +86,24 @@ impl ShufflePlan {
                     None => PvecServer::full_batch(inner, pvec, p.transport, p.users),
                 })
             }
+        };
+        Ok(if self.has_dropouts() {
+            Box::new(AbsentFilter { inner: server })
+        } else {
+            server
+        })
+    }
+
+    /// Whether some silo is a simulated dropout (the analyzer then discards their markers).
+    pub fn has_dropouts(&self) -> bool {
+        self.silos.iter().any(|s| {
+            matches!(
+                s,
+                ShuffleSilo::Adversarial {
+                    behaviour: Behaviour::Drop,
+                    ..
+                }
+            )
         })
     }
 
@@ -77,8 +114,40 @@ impl ShufflePlan {
                 format!("no silo {silo} in a plan of {} silos", self.silos.len()),
             )
         })?;
-        let oracle = ctx.enforcing_oracle()?;
+        self.half(ctx, plan, ctx.enforcing_oracle()?)
+    }
+
+    /// The half of one plan entry with `oracle` (the smoothed or negated one where needed).
+    fn half(
+        &self,
+        ctx: &BuildContext,
+        plan: &ShuffleSilo,
+        oracle: GradientOracle,
+    ) -> crate::Result<Box<dyn SiloHalf>> {
         match plan {
+            ShuffleSilo::Smoothed { beta, inner } => {
+                let (oracle, _) = crate::algo::lowy::params::oracle(ctx, Some(*beta))?;
+                self.half(ctx, inner, oracle)
+            }
+            ShuffleSilo::Adversarial { behaviour, inner } => {
+                self.adversary(ctx, *behaviour, inner, oracle)
+            }
+            ShuffleSilo::PanPrivate {
+                records,
+                batch_size,
+                zeta,
+                guarantee,
+                lipschitz,
+                moreau,
+            } => Ok(Box::new(super::pan::silo_from_plan(
+                ctx,
+                *moreau,
+                *records,
+                *batch_size,
+                *zeta,
+                *guarantee,
+                *lipschitz,
+            )?)),
             ShuffleSilo::Gaussian {
                 sigma,
                 records,
@@ -117,5 +186,40 @@ impl ShufflePlan {
                 }))
             }
         }
+    }
+
+    /// A simulated adversary in place of the honest silo `inner`.
+    fn adversary(
+        &self,
+        ctx: &BuildContext,
+        behaviour: Behaviour,
+        inner: &ShuffleSilo,
+        oracle: GradientOracle,
+    ) -> crate::Result<Box<dyn SiloHalf>> {
+        let dim = ctx.federation.dim;
+        Ok(match behaviour {
+            Behaviour::Drop => Box::new(AbsentSilo { dim }),
+            Behaviour::Flip => {
+                let model = std::sync::Arc::new(NegatedModel {
+                    inner: oracle.model_arc(),
+                });
+                let negated = GradientOracle::new(model, oracle.clip())?;
+                self.half(ctx, inner, negated)?
+            }
+            Behaviour::Extreme => {
+                let p = self.pvec.as_ref().ok_or_else(|| {
+                    crate::Error::config("plan", "an extreme liar in a plan without PVEC")
+                })?;
+                let k = match inner {
+                    ShuffleSilo::Pvec { batch_size, .. } => *batch_size as u64,
+                    _ => 1,
+                };
+                Box::new(ExtremeSilo {
+                    dim,
+                    max: p.params.p1d.bits_per_user().saturating_mul(k),
+                    transport: p.transport,
+                })
+            }
+        })
     }
 }

@@ -1,0 +1,378 @@
+//! Pan-private AC-SA (Cheu, Joseph, Mao & Peng 2022, App. C: Definition C.2, Algorithm 6,
+//! Lemma C.4, Theorem C.3; digest `shuffle-private-sco.md` §1.6, §2.9).
+//!
+//! **Definition** (C.2): for neighbouring streams and every time t, the pair (internal state
+//! after the first t elements, final output) is (ε, δ)-indistinguishable: privacy against one
+//! intrusion into the memory at any time *and* the published output.
+//!
+//! **Federated reading.** Each silo is the stream processor of its own records: it reads its
+//! disjoint batch of K records one at a time into a gradient accumulator, and its internal
+//! state during a round is that accumulator (the θ variables are the server's, computed from
+//! published outputs only, so post-processing). Per round and silo ([`PanPrivateSilo`]):
+//!
+//! ```text
+//! g ← Z_t,  Z_t ~ N(0, ζ² I_d)         state noise, before any record is read (Alg. 6 lines 4–5)
+//! for each of the K records: g ← g + (1/K)·∇ℓ(θ^md, x); discard x         (line 7)
+//! g ← g + N(0, ζ² I_d)                  output noise, fresh, at the end of the batch (line 9)
+//! send g
+//! ```
+//!
+//! with ζ² = 8L²ln(2/δ)/(K²ε²) (Alg. 6 line 1): the Gaussian mechanism of Lemma C.5
+//! (2Δ²ln(2/δ)/ε², valid for ε < 1) at the sensitivity Δ = 2L/K of the batch mean under
+//! replacement (the OCR's "Δ₂(f) ≤ 2L" is 2L/K; digest §2.9). **The state noise** is Z_t, the
+//! first draw: an intrusion after the differing record was read sees Z_t + (partial mean),
+//! which Z_t alone protects (Lemma C.4, case t* = t, i* ≥ i); an intrusion before it sees
+//! nothing of the record, and the output's second draw protects the output (cases t* < t and
+//! i* < i). One Gaussian counts in each case, so each round is (ε, δ)-pan-private, and the
+//! batches are disjoint (one pass), so the whole run is.
+//!
+//! The server half is PAGD's AC-SA ([`super::pagd::PagdServer`]) with the same preset
+//! ([`super::pagd_preset`]), σ² = L²/(MK) + 2dζ²/M (the paper's L²/B + 2dζ² with M silos each
+//! adding their own noise), and the log factor √ln(1/δ) (Thm C.3's substitution of ln(1/δ)
+//! for ln²(d/δ) in the variance). No shuffler is needed.
+//!
+//! Decisions: **what the ledger charges** — the pan-private (ε, δ) per disjoint batch (the
+//! output alone is a Gaussian of variance 2ζ², a stronger guarantee, reported beside it); the
+//! charge is the weaker of the two, so it never under-reports. **ε < 1** is required (Lemma
+//! C.5), and refused otherwise. **Line 12** of Algorithm 6 repeats line 11 in the OCR; the
+//! server forms θ^md for the next round from the new θ and θ^ag (digest §5.2 item 3).
+
+#![warn(missing_docs)]
+
+use serde::{Deserialize, Serialize};
+
+use dpfl_privacy::event::Sampling;
+use dpfl_privacy::sampler::DisjointBatches;
+use dpfl_privacy::{DpRng, GaussianMechanism, PrivacyEvent, VectorMechanism};
+
+use super::pagd::{AcsaConstants, PagdServer};
+use super::pagd_preset::{Tuning, phase_schedule, shape};
+use super::plan::ShuffleSilo;
+use crate::algo::context::{BuildContext, BuiltAlgorithm, SiloCalibration, count_calibration};
+use crate::algo::half::{HalfState, ServerHalf, SiloHalf};
+use crate::algo::lowy::inputs::Smoothing;
+use crate::algo::message::{Broadcast, Payload, Round, SiloMessage};
+use crate::data::Dataset;
+use crate::model::GradientOracle;
+
+/// Pan-private AC-SA as named in a config file:
+///
+/// ```toml
+/// [[algorithms]]
+/// kind = "pan-private-acsa"
+/// smoothness = 0.25      # β, or smoothing = "theory"
+/// ```
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PanPrivateSpec {
+    /// K per silo; default the preset's.
+    #[serde(default)]
+    pub batch_size: Option<usize>,
+    /// The AC-SA constants.
+    #[serde(default)]
+    pub constants: AcsaConstants,
+    /// β.
+    #[serde(default)]
+    pub smoothness: Option<f64>,
+    /// D; default the projection's diameter.
+    #[serde(default)]
+    pub diameter: Option<f64>,
+    /// Moreau smoothing.
+    #[serde(default)]
+    pub smoothing: Option<Smoothing>,
+    /// λ: the phase reduction (Thm C.3 items 3–4).
+    #[serde(default)]
+    pub strong_convexity: Option<f64>,
+    /// k phases.
+    #[serde(default)]
+    pub phases: Option<usize>,
+}
+
+impl PanPrivateSpec {
+    fn tuning(&self, eps: f64, delta: f64) -> Tuning {
+        Tuning {
+            batch_size: self.batch_size,
+            constants: self.constants,
+            smoothness: self.smoothness,
+            diameter: self.diameter,
+            smoothing: self.smoothing,
+            strong_convexity: self.strong_convexity,
+            phases: self.phases,
+            log_factor: (1.0 / delta).ln().sqrt().max(1.0),
+            log_label: "sqrt(ln(1/delta))",
+            epsilon: eps,
+        }
+    }
+}
+
+/// ζ = (2L/K)·√(2 ln(2/δ))/ε (Algorithm 6 line 1, ζ² = 8L²ln(2/δ)/(K²ε²)), for 0 < ε < 1 and
+/// 0 < δ < 1 (Lemma C.5).
+pub fn zeta(lipschitz: f64, k: usize, epsilon: f64, delta: f64) -> crate::Result<f64> {
+    if !(epsilon > 0.0 && epsilon < 1.0) {
+        return Err(crate::Error::config(
+            "privacy.epsilon",
+            format!(
+                "pan-private AC-SA's Gaussian (Cheu et al. Lemma C.5) needs 0 < eps < 1, got {epsilon}"
+            ),
+        ));
+    }
+    if !(delta > 0.0 && delta < 1.0) {
+        return Err(crate::Error::config(
+            "privacy.delta",
+            format!("must lie in (0, 1), got {delta}"),
+        ));
+    }
+    Ok(2.0 * lipschitz / k as f64 * (2.0 * (2.0 / delta).ln()).sqrt() / epsilon)
+}
+
+/// The silo half of pan-private AC-SA (module doc).
+#[derive(Debug)]
+pub struct PanPrivateSilo {
+    oracle: GradientOracle,
+    mechanism: GaussianMechanism,
+    n: usize,
+    k: usize,
+    batches: Option<DisjointBatches>,
+    guarantee: (f64, f64),
+    grad: Vec<f64>,
+}
+
+impl PanPrivateSilo {
+    /// `mechanism`: N(0, ζ²) per coordinate; `guarantee`: the (ε, δ) each batch is
+    /// pan-private at.
+    pub fn new(
+        oracle: GradientOracle,
+        mechanism: GaussianMechanism,
+        n: usize,
+        k: usize,
+        guarantee: (f64, f64),
+    ) -> crate::Result<Self> {
+        if k == 0 || k > n {
+            return Err(crate::Error::config(
+                "algorithm.batch_size",
+                format!("K = {k} must lie in [1, n = {n}]"),
+            ));
+        }
+        let d = oracle.model().num_params();
+        Ok(PanPrivateSilo {
+            oracle,
+            mechanism,
+            n,
+            k,
+            batches: None,
+            guarantee,
+            grad: vec![0.0; d],
+        })
+    }
+}
+
+impl SiloHalf for PanPrivateSilo {
+    fn round_event(&self, _: Round) -> Option<PrivacyEvent> {
+        let (epsilon, delta) = self.guarantee;
+        Some(
+            PrivacyEvent::EpsilonDelta { epsilon, delta }.sampled(Sampling::Disjoint {
+                population: self.n as u64,
+                size: self.k as u64,
+            }),
+        )
+    }
+
+    fn respond(
+        &mut self,
+        b: &Broadcast,
+        data: &Dataset,
+        rng: &mut DpRng,
+    ) -> crate::Result<SiloMessage> {
+        b.check_dim(self.grad.len())?;
+        if data.len() != self.n {
+            return Err(crate::Error::Protocol(format!(
+                "the silo half was built for {} records, its data has {}",
+                self.n,
+                data.len()
+            )));
+        }
+        let batches = match &mut self.batches {
+            Some(x) => x,
+            None => self
+                .batches
+                .insert(DisjointBatches::new(self.n, self.k, rng)?),
+        };
+        let batch = batches
+            .next_batch()
+            .ok_or_else(|| {
+                crate::Error::Protocol(format!(
+                    "one-pass pan-private silo has used all ⌊n/K⌋ = {} batches",
+                    self.n / self.k
+                ))
+            })?
+            .to_vec();
+        // The state noise Z_t goes in before any record is read.
+        let mut acc = vec![0.0; self.grad.len()];
+        self.mechanism.privatize(&mut acc, rng);
+        let inv = 1.0 / self.k as f64;
+        for i in batch {
+            let (x, y) = data.row(i);
+            self.oracle.clipped_grad(&b.point, x, y, &mut self.grad);
+            acc.iter_mut()
+                .zip(&self.grad)
+                .for_each(|(a, g)| *a += inv * g);
+        }
+        self.mechanism.privatize(&mut acc, rng);
+        Ok(SiloMessage {
+            round: b.round,
+            payload: Payload::Dense(acc),
+        })
+    }
+
+    fn noise_std(&self) -> f64 {
+        // Two independent draws of ζ per coordinate reach the output.
+        std::f64::consts::SQRT_2 * self.mechanism.noise_std()
+    }
+
+    fn state(&self) -> HalfState {
+        let mut s = HalfState::default();
+        if let Some(b) = &self.batches {
+            let (perm, k, next) = b.parts();
+            s.put("perm", perm);
+            s.put("batch_size", &(k as u64));
+            s.put("next", &(next as u64));
+        }
+        s
+    }
+
+    fn restore(&mut self, state: HalfState) -> crate::Result<()> {
+        if state.contains("perm") {
+            let perm: Vec<usize> = state.get("perm")?;
+            let next: u64 = state.get("next")?;
+            self.batches = Some(DisjointBatches::from_parts(perm, self.k, next as usize)?);
+        }
+        Ok(())
+    }
+}
+
+/// K, the phases and the report of a pan-private run.
+pub fn pan_preset(
+    ctx: &BuildContext,
+    spec: &PanPrivateSpec,
+) -> crate::Result<(super::pagd_preset::Shape, Vec<super::pagd::Phase>, f64)> {
+    let (eps, delta) = super::smallest_budget(ctx)?;
+    let mut s = shape(ctx, &spec.tuning(eps, delta))?;
+    let z = zeta(s.lipschitz, s.k, eps, delta)?;
+    let m = super::participants(ctx) as f64;
+    let d = ctx.federation.dim as f64;
+    let b = m * s.k as f64;
+    let sigma = (s.lipschitz * s.lipschitz / b + 2.0 * d * z * z / m).sqrt();
+    let (phases, text) = phase_schedule(
+        spec.constants,
+        s.beta,
+        sigma,
+        s.diameter,
+        spec.strong_convexity,
+        s.phases,
+        ctx.federation.rounds,
+    );
+    s.note = format!("{}; sigma^2 = L^2/(MK) + 2 d zeta^2/M{text}", s.note);
+    Ok((s, phases, z))
+}
+
+/// Pan-private AC-SA's server half.
+pub fn pan_server(ctx: &BuildContext, spec: &PanPrivateSpec) -> crate::Result<Box<dyn ServerHalf>> {
+    let (_, phases, _) = pan_preset(ctx, spec)?;
+    Ok(Box::new(PagdServer::new(
+        ctx.init.clone(),
+        ctx.projection,
+        spec.constants,
+        phases,
+    )?))
+}
+
+/// One silo's half from its plan entry.
+pub fn silo_from_plan(
+    ctx: &BuildContext,
+    moreau: Option<f64>,
+    records: usize,
+    batch_size: usize,
+    zeta: f64,
+    guarantee: (f64, f64),
+    lipschitz: f64,
+) -> crate::Result<PanPrivateSilo> {
+    let (oracle, _) = crate::algo::lowy::params::oracle(ctx, moreau)?;
+    let mechanism = ctx.gaussian(zeta, 2.0 * lipschitz / batch_size as f64)?;
+    PanPrivateSilo::new(oracle, mechanism, records, batch_size, guarantee)
+}
+
+/// The whole federation of a pan-private run around `server`.
+pub(crate) fn build_pan(
+    ctx: &BuildContext,
+    spec: &PanPrivateSpec,
+    server: Box<dyn ServerHalf>,
+) -> crate::Result<super::Planned> {
+    let (s, _, _) = pan_preset(ctx, spec)?;
+    let rounds = ctx.federation.rounds;
+    let mut silos: Vec<Box<dyn SiloHalf>> = Vec::with_capacity(ctx.silos.len());
+    let mut planned = Vec::with_capacity(ctx.silos.len());
+    let mut report = Vec::with_capacity(ctx.silos.len());
+    for info in &ctx.silos {
+        let (e, d) = ctx.budget(info)?;
+        let (eps, delta) = (e.get(), d.get());
+        let z = zeta(s.lipschitz, s.k, eps, delta)?;
+        count_calibration();
+        let silo = silo_from_plan(
+            ctx,
+            s.moreau,
+            info.records,
+            s.k,
+            z,
+            (eps, delta),
+            s.lipschitz,
+        )?;
+        // The output alone: a Gaussian of σ² = 2ζ² at sensitivity 2L/K.
+        let output_multiplier = std::f64::consts::SQRT_2 * z * s.k as f64 / (2.0 * s.lipschitz);
+        report.push(SiloCalibration {
+            silo: info.id,
+            sigma: silo.noise_std(),
+            batch_size: s.k,
+            formula: format!(
+                "pan-private AC-SA (Cheu et al. Alg. 6, Lemma C.4/C.5): zeta^2 = 8 L^2 ln(2/delta)/(K^2 eps^2), zeta = {z:.4e} drawn twice per round (state noise before the batch, output noise after); ({eps}, {delta:e})-pan-private per disjoint batch, charged; the output alone is a Gaussian of noise multiplier {output_multiplier:.4}{}",
+                s.note
+            ),
+            run_event: silo.round_event(0).map(|e| e.repeated(rounds as u64)),
+        });
+        planned.push(ShuffleSilo::PanPrivate {
+            records: info.records,
+            batch_size: s.k,
+            zeta: z,
+            guarantee: (eps, delta),
+            lipschitz: s.lipschitz,
+            moreau: s.moreau,
+        });
+        silos.push(Box::new(silo));
+    }
+    Ok((
+        BuiltAlgorithm {
+            server,
+            silos,
+            calibration: report,
+        },
+        planned,
+        None,
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn zeta_by_hand_and_its_conditions() {
+        // L = 1, K = 4, ε = 0.5, δ = 2/e⁸ (ln(2/δ) = 8): ζ = (2/4)·√16/0.5 = 4;
+        // ζ² = 8·1·8/(16·0.25) = 16.
+        let delta = 2.0 * (-8f64).exp();
+        let z = zeta(1.0, 4, 0.5, delta).unwrap();
+        assert!((z - 4.0).abs() < 1e-12, "{z}");
+        assert!((z * z - 8.0 * 8.0 / (16.0 * 0.25)).abs() < 1e-9);
+        let e = zeta(1.0, 4, 1.0, 1e-5).unwrap_err().to_string();
+        assert!(e.contains("privacy.epsilon"), "{e}");
+        assert!(zeta(1.0, 4, 0.5, 1.0).is_err());
+    }
+}
