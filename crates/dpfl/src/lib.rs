@@ -19,8 +19,6 @@
 #![warn(missing_docs)]
 
 pub mod algo;
-// TODO(issue 10): documented by the audit lane
-#[allow(missing_docs)]
 pub mod audit;
 pub mod compress;
 pub mod data;

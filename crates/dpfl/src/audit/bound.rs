@@ -21,8 +21,11 @@ use crate::Error;
 /// One audit's count: `m` canaries, `r` guesses, `v` correct.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Guesses {
+    /// Canaries.
     pub m: u64,
+    /// Guesses made (r ≤ m).
     pub r: u64,
+    /// Correct guesses (v ≤ r).
     pub v: u64,
 }
 
