@@ -269,14 +269,14 @@ mod tests {
         let mut s =
             PagdServer::new(vec![1.0, 0.0], Projection::None, AcsaConstants::Lan, phases).unwrap();
         // t = 1: α = 1, md = θ_1 = (1, 0); θ_2 = (1, 0) − (2, 2)/2 = (0, −1); ag = θ_2.
-        assert_eq!(s.broadcast(0).point, vec![1.0, 0.0]);
-        s.aggregate(0, &[dense(0, vec![2.0, 2.0])]).unwrap();
+        assert_eq!(s.broadcast(Round::new(0)).point, vec![1.0, 0.0]);
+        s.aggregate(Round::new(0), &[dense(Round::new(0), vec![2.0, 2.0])]).unwrap();
         assert_eq!(s.output(), vec![0.0, -1.0]);
         // t = 2: α = 2/3, md = (2/3)(0,−1) + (1/3)(0,−1) = (0, −1); θ_3 = (0, −1) − (0, 3)·3/4
         // = (0, −3.25); ag = (2/3)(0, −3.25) + (1/3)(0, −1) = (0, −2.5).
-        let b = s.broadcast(1);
+        let b = s.broadcast(Round::new(1));
         assert!((b.point[1] + 1.0).abs() < 1e-15);
-        s.aggregate(1, &[dense(1, vec![0.0, 3.0])]).unwrap();
+        s.aggregate(Round::new(1), &[dense(Round::new(1), vec![0.0, 3.0])]).unwrap();
         let out = s.output();
         assert!(
             out[0].abs() < 1e-15 && (out[1] + 2.5).abs() < 1e-12,
@@ -284,13 +284,13 @@ mod tests {
         );
         // Phase 2 restarts at θ_1 = θ^ag = (0, −2.5), α_1 = 1 again.
         assert_eq!(s.position(), (1, 0));
-        let b = s.broadcast(2);
+        let b = s.broadcast(Round::new(2));
         assert!((b.point[1] + 2.5).abs() < 1e-12);
         // An empty round changes nothing; a wrong-round message is refused.
         let before = s.state();
-        s.aggregate(2, &[]).unwrap();
+        s.aggregate(Round::new(2), &[]).unwrap();
         assert_eq!(s.state(), before);
-        assert!(s.aggregate(2, &[dense(9, vec![0.0, 0.0])]).is_err());
+        assert!(s.aggregate(Round::new(2), &[dense(Round::new(9), vec![0.0, 0.0])]).is_err());
         // State round-trips.
         let mut t = PagdServer::new(
             vec![0.0, 0.0],
