@@ -41,7 +41,10 @@ use crate::params::Delta;
 
 /// The (ε_i, δ_i, count) of the approximate leaves of `event` (δ_i > 0), and the rest as one
 /// composed event (`None` if there is none).
-fn split(event: &PrivacyEvent) -> Result<(Vec<(f64, f64, u64)>, Option<PrivacyEvent>)> {
+/// (ε_i, δ_i, count) of each approximate leaf.
+type ApproxLeaves = Vec<(f64, f64, u64)>;
+
+fn split(event: &PrivacyEvent) -> Result<(ApproxLeaves, Option<PrivacyEvent>)> {
     let mut approx = Vec::new();
     let mut rest = Vec::new();
     for Leaf { event, count } in leaves(event)? {
@@ -101,7 +104,7 @@ pub fn approximate_rdp_epsilon(
     // needs no conversion slack, so it also covers events that use the whole δ.
     let basic = (rest.is_none() && own_delta <= delta.get()).then_some(basic);
     let left = delta.get() - own_delta;
-    if !(left > 0.0) {
+    if left.is_nan() || left <= 0.0 {
         // No finite ε holds at this δ: ∞, which every budget check refuses (a ledger turns
         // it into `BudgetExceeded`, not an error that stops the run).
         return Ok(basic.unwrap_or(f64::INFINITY));

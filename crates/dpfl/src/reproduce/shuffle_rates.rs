@@ -25,7 +25,9 @@
 //!   Lemma B.6 presets, T = min(n, ε²n²/(d ln²(nd/δ))) clamped to [1, 64]);
 //! * *non-private* MB-SGD: the statistical floor.
 //!
-//! Rounds: R = 25 for the MB-SGD runs (K = ⌊n_i/R⌋, at least 1); one pass for PSGD
+//! Rounds: R = 25 for the MB-SGD runs (K = ⌊n_i/R⌋, at least 1, last iterate: the average
+//! of 25 iterates from w = 0 leaves an optimisation floor near 1e-3 that hides every slope);
+//! one pass for PSGD
 //! (B = √d ln(d/δ)/ε of Thm 4.1, K = ⌈B/N⌉, R = ⌊n_i/K⌋) and for PAGD (Thm 4.3's
 //! B = n^{3/5} d^{1/5} L^{2/5} ln^{2/5}(d/δ)/(ε^{2/5} β^{2/5} D^{2/5}) with β = 1, D = 2).
 //!
@@ -186,7 +188,9 @@ fn setting(plan: &Plan, a: usize, n: usize) -> Option<(String, usize, usize)> {
             ""
         };
         (
-            format!("kind = \"mb-sgd\"\nstep_size = 1.0\nbatch_size = {k}\n{cal}"),
+            format!(
+                "kind = \"mb-sgd\"\nstep_size = 1.0\nbatch_size = {k}\noutput = \"last\"\n{cal}"
+            ),
             silos,
             MBSGD_ROUNDS,
         )
