@@ -86,11 +86,17 @@ pub const THEORY_EXPONENT: [Option<f64>; 7] = [
 /// What to run.
 #[derive(Debug, Clone, Serialize)]
 pub struct Plan {
+    /// "shuffle-rates" (the figure's file stem).
     pub id: String,
+    /// The numbers of records n.
     pub ns: Vec<usize>,
+    /// Seeds per (algorithm, n).
     pub seeds: usize,
+    /// The dimension d.
     pub d: usize,
+    /// Every model's ε.
     pub epsilon: f64,
+    /// Every model's δ.
     pub delta: f64,
     /// The local-DP runs stop at this n (N = n silos are the slowest runs).
     pub ldp_max_n: usize,
@@ -120,11 +126,17 @@ impl Plan {
 /// One run's result.
 #[derive(Debug, Clone, Serialize)]
 pub struct RunRow {
+    /// An entry of [`ALGORITHMS`].
     pub algorithm: String,
+    /// Records in the federation.
     pub n: usize,
+    /// The run's seed index.
     pub seed: usize,
+    /// N.
     pub silos: usize,
+    /// R.
     pub rounds: usize,
+    /// ‖w − w*‖²/(2d) of the output.
     pub excess_loss: f64,
 }
 
@@ -329,11 +341,17 @@ pub fn run(
 /// One (algorithm, n) over seeds: the mean excess loss and the 10th/90th percentiles.
 #[derive(Debug, Clone, Serialize)]
 pub struct Band {
+    /// An entry of [`ALGORITHMS`].
     pub algorithm: String,
+    /// Records.
     pub n: usize,
+    /// Runs averaged.
     pub seeds: usize,
+    /// Mean excess loss.
     pub mean: f64,
+    /// Its 10th percentile over seeds.
     pub low: f64,
+    /// Its 90th percentile over seeds.
     pub high: f64,
 }
 

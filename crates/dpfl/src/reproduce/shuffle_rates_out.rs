@@ -26,12 +26,19 @@ use dpfl_privacy::shuffle::params::{P1dParams, PvecParams, Scale};
 /// One row of the PVEC / P1D noise table.
 #[derive(Debug, Clone, Serialize)]
 pub struct NoiseRow {
+    /// "PVEC" or "P1D".
     pub protocol: String,
+    /// Users in the sum.
     pub n: u64,
+    /// Coordinates (1 for P1D).
     pub d: usize,
+    /// Target ε.
     pub epsilon: f64,
+    /// Target δ.
     pub delta: f64,
+    /// The paper's granularity g.
     pub g: u64,
+    /// The paper's noise bits per user s.
     pub s: u64,
     /// Per-coordinate std of the shuffle protocol's sum at the paper's constants.
     pub paper_std: f64,
