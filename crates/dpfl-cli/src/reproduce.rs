@@ -15,7 +15,8 @@ use crate::progress::Progress;
 pub struct ReproduceArgs {
     /// lowy-mnist (Fig. 4, 7), lowy-insurance (Fig. 5, 8, 9), lowy-obesity (Fig. 6),
     /// normfedavg-fmnist-{bits,clipping,fedavg} (Das et al. Tables 4, 3, 6),
-    /// soteria-a9a or soteria-mnist (SoteriaFL Figs. 1–8).
+    /// soteria-a9a or soteria-mnist (SoteriaFL Figs. 1–8), shuffle-rates (Cheu et al.'s
+    /// implied experiment: excess loss against n per trust model).
     id: String,
     /// The reduced run of the spec's [quick] table (under a minute).
     #[arg(long)]
@@ -91,6 +92,9 @@ pub fn reproduce(args: &ReproduceArgs) -> anyhow::Result<()> {
     }
     if args.id.starts_with("soteria-") {
         return reproduce_soteria(args);
+    }
+    if args.id == "shuffle-rates" {
+        return reproduce_shuffle_rates(args);
     }
     let mut spec = match &args.spec {
         Some(p) => {
@@ -374,6 +378,75 @@ fn reproduce_soteria(args: &ReproduceArgs) -> anyhow::Result<()> {
             "{:>6} {:<16} {:>10.4} {:>10.4} {:>10.4}",
             b.epsilon, b.algorithm, b.utility_mean, b.train_loss_mean, b.test_accuracy_mean
         );
+    }
+    for f in files {
+        println!("wrote {}", f.display());
+    }
+    Ok(())
+}
+
+/// `dpfl reproduce shuffle-rates` (`dpfl::reproduce::shuffle_rates`).
+fn reproduce_shuffle_rates(args: &ReproduceArgs) -> anyhow::Result<()> {
+    use dpfl::reproduce::{shuffle_rates as sr, shuffle_rates_out as out};
+    if args.spec.is_some() || args.resume {
+        return Err(dpfl::Error::config(
+            "--spec/--resume",
+            "shuffle-rates is built in and runs in one go",
+        )
+        .into());
+    }
+    let mut plan = sr::Plan::new(args.quick);
+    if let Some(t) = args.trials {
+        if t == 0 {
+            return Err(dpfl::Error::config("--trials", "must be at least 1").into());
+        }
+        plan.seeds = t;
+    }
+    let out_dir = args.out.clone().unwrap_or_else(|| {
+        PathBuf::from("results").join(if args.quick {
+            "shuffle-rates-quick".to_string()
+        } else {
+            "shuffle-rates".to_string()
+        })
+    });
+    prepare(args, &out_dir)?;
+    let start = std::time::Instant::now();
+    let bar = Progress::new(
+        (sr::ALGORITHMS.len() * plan.ns.len() * plan.seeds) as u64,
+        args.quiet,
+        "{spinner} {msg} [{bar:30}] {pos}/{len} runs ({elapsed}, eta {eta})",
+        "runs",
+    );
+    bar.set_message("training");
+    let (runs, refused) = sr::run(&plan, &|d, _| bar.set_position(d as u64))?;
+    bar.finish();
+    let bands = sr::bands(&runs);
+    let slopes = sr::slopes(&bands);
+    let noise = out::pvec_noise_rows(if args.quick { 1_000 } else { 100_000 })?;
+    let mut files = out::write(&plan, &runs, &bands, &slopes, &noise, &refused, &out_dir)?;
+    files.push(provenance(args, None, &plan, &out_dir)?);
+    if crate::json() {
+        crate::print_json(&serde_json::json!({
+            "id": plan.id,
+            "runs": runs.len(),
+            "wall_seconds": start.elapsed().as_secs_f64(),
+            "slopes": slopes,
+            "not_run": refused,
+            "files": files,
+        }));
+        return Ok(());
+    }
+    println!(
+        "{}: {} runs in {:.1} s",
+        plan.id,
+        runs.len(),
+        start.elapsed().as_secs_f64()
+    );
+    for (a, fit, theory) in &slopes {
+        println!("  {a}: fitted slope {fit:.3?}, Table 1 exponent {theory:?}");
+    }
+    for r in &refused {
+        println!("  not run: {r}");
     }
     for f in files {
         println!("wrote {}", f.display());

@@ -9,7 +9,9 @@ use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use dpfl_privacy::binomial::Binomial;
 use dpfl_privacy::rng::{DpRng, Purpose};
 use dpfl_privacy::shuffle::params::{PvecParams, Scale};
-use dpfl_privacy::shuffle::protocol::{Pvec, compact_round};
+use dpfl_privacy::shuffle::protocol::{
+    Message, Pvec, compact_round, explicit_round, shuffle_messages,
+};
 use std::hint::black_box;
 
 const DRAWS: usize = 100_000;
@@ -69,5 +71,41 @@ fn pvec(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, binomial, pvec);
+/// Explicit mode: messages per second through the shuffler (Fisher–Yates over one round's
+/// labelled bits) and through a whole explicit PVEC round (randomize, emit, shuffle, tally).
+fn explicit(c: &mut Criterion) {
+    let total = 1usize << 20;
+    let mut msgs: Vec<Message> = (0..total)
+        .map(|i| Message {
+            label: (i % 16) as u32,
+            bit: i % 3 == 0,
+        })
+        .collect();
+    let mut rng = DpRng::from_seed(4, Purpose::Shuffle, 0);
+    let mut g = c.benchmark_group("explicit");
+    g.sample_size(10);
+    g.throughput(Throughput::Elements(total as u64));
+    g.bench_function("shuffle/2^20 messages", |bch| {
+        bch.iter(|| {
+            shuffle_messages(&mut msgs, &mut rng);
+            black_box(msgs[0])
+        })
+    });
+    // n = 64 users, d = 16, g + s = 1024 bits each: 2^20 messages per round.
+    let (n, d) = (64usize, 16usize);
+    let params = PvecParams::with_p1d(n as u64, d, 1.0, Scale::Unit, 24, 1000, 0.25).unwrap();
+    let pv = Pvec::new(params).unwrap();
+    let inputs: Vec<Vec<f64>> = (0..n)
+        .map(|i| vec![0.2 * ((i % 5) as f64 - 2.0) / 4.0; d])
+        .collect();
+    let mut rngs: Vec<DpRng> = (0..n as u32)
+        .map(|i| DpRng::from_seed(6, Purpose::Silo, i))
+        .collect();
+    g.bench_function("round/n=64/d=16/bits=1024", |bch| {
+        bch.iter(|| black_box(explicit_round(&pv, &inputs, &mut rngs, &mut rng).unwrap()))
+    });
+    g.finish();
+}
+
+criterion_group!(benches, binomial, pvec, explicit);
 criterion_main!(benches);

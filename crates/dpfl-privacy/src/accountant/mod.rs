@@ -22,6 +22,7 @@
 //! multiplier is relative to the sensitivity under that relation, and which sampling
 //! amplification theorems apply depends on it.
 
+pub mod approximate;
 pub mod composition;
 pub mod gaussian;
 pub mod lower_bound;

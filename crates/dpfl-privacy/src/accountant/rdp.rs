@@ -231,7 +231,7 @@ impl RdpAccountant {
 }
 
 /// Pure ε-DP as RDP: min(ε, αε²/2) (Bun & Steinke 2016, Prop. 3.3; D_α ≤ D_∞ = ε).
-fn pure_dp_rdp(eps: f64, a: f64) -> f64 {
+pub(crate) fn pure_dp_rdp(eps: f64, a: f64) -> f64 {
     eps.min(a * eps * eps / 2.0)
 }
 

@@ -17,6 +17,7 @@
 //! The optimizers built on PVEC live in `dpfl::algo::shuffle`.
 
 pub mod amplification;
+pub mod exact;
 pub mod local;
 pub mod params;
 pub mod protocol;

@@ -43,6 +43,8 @@ pub mod normfedavg;
 pub mod normfedavg_plot;
 mod output;
 pub mod plot;
+pub mod shuffle_rates;
+pub mod shuffle_rates_out;
 pub mod soteria;
 pub mod soteria_out;
 mod spec;

@@ -1,0 +1,417 @@
+//! `dpfl reproduce shuffle-rates` (issue 15 item 6): the experiment Cheu, Joseph, Mao &
+//! Peng (ICLR 2022) imply but do not run (digest `shuffle-private-sco.md` §4: the paper has
+//! no experiments). Excess population loss against the number of records n, log–log, for
+//! the trust models side by side at the same (ε, δ), with least-squares slopes next to the
+//! exponents of the paper's Table 1 (digest §3.3).
+//!
+//! **Problem** (known minimiser, exact population loss): least squares
+//! ℓ(w; x, y) = (⟨w, x⟩ − y)²/2 with x uniform on {±1/√d}^d (so ‖x‖ = 1), y = ⟨w*, x⟩ + ξ,
+//! ξ uniform on [−½, ½], ‖w*‖ = ½, Θ the unit ball (projected steps). Then
+//! E ℓ(w) − ℓ(w*) = ‖w − w*‖²/(2d) exactly (E xxᵀ = I/d), and every gradient has norm
+//! ≤ |⟨w, x⟩| + |y| ≤ 1 + ½ + ½ = 2 = L, so clipping never binds and the privacy analysis is
+//! the paper's. The instance is convex, 1-smooth per example and (1/d)-strongly convex in
+//! population; the table lists the convex exponents the algorithms' presets are tuned for,
+//! and the realised slopes on this curved instance may be steeper (docs/reproductions.md).
+//!
+//! **Trust models**, all ISRL-DP-style silos of the same engine (the simulator, the real
+//! halves, calibrated by the accountant at (ε, δ) for the whole run):
+//! * *local DP*: N = n silos of one record (ISRL-DP with n_i = 1 is LDP), MB-SGD;
+//! * *ISRL-DP*: N = 10 silos, MB-SGD;
+//! * *central DP*: N = 1 silo holding every record (the silo is the trusted curator);
+//! * *shuffle*: N = 10 silos, PVEC at paper-faithful constants, **trusted shuffler** (the
+//!   paper's model): PSGD (Alg. 3, Thm 4.1 presets), PAGD ([`PAGD_TOML`]; today Lowy's SDP
+//!   AC-SA, `sdp-accelerated-mb-sgd`, which is PVEC inside AC-SA; the PAGD of Cheu et al.
+//!   §2.5 with Lan's constants replaces it by editing that one constant) and PGD (Alg. 5,
+//!   Lemma B.6 presets, T = min(n, ε²n²/(d ln²(nd/δ))) clamped to [1, 64]);
+//! * *non-private* MB-SGD: the statistical floor.
+//!
+//! Rounds: R = 25 for the MB-SGD runs (K = ⌊n_i/R⌋, at least 1, last iterate: the average
+//! of 25 iterates from w = 0 leaves an optimisation floor near 1e-3 that hides every slope);
+//! one pass for PSGD
+//! (B = √d ln(d/δ)/ε of Thm 4.1, K = ⌈B/N⌉, R = ⌊n_i/K⌋) and for PAGD (Thm 4.3's
+//! B = n^{3/5} d^{1/5} L^{2/5} ln^{2/5}(d/δ)/(ε^{2/5} β^{2/5} D^{2/5}) with β = 1, D = 2).
+//!
+//! The PVEC noise table ([`pvec_noise_rows`]) and the exact accountant for P1D's binomial
+//! mechanism ([`dpfl_privacy::shuffle::exact`]) are in [`super::shuffle_rates_out`].
+
+use std::sync::Arc;
+
+use rayon::prelude::*;
+use serde::Serialize;
+
+use crate::algo::half::{FederationInfo, SiloInfo};
+use crate::algo::{AlgorithmSpec, BuildContext};
+use crate::data::{Dataset, SiloData, Target};
+use crate::linalg::Matrix;
+use crate::model::{GradientOracle, LinearRegression, Projection};
+use crate::sim::{Participation, Simulator};
+use dpfl_privacy::DpRng;
+use dpfl_privacy::rng::Purpose;
+
+/// The PAGD entry: swap this for the Cheu et al. PAGD kind once it exists (one line).
+pub const PAGD_TOML: &str =
+    "kind = \"sdp-accelerated-mb-sgd\"\nstep_size = 1.0\nshuffler = \"trusted\"\nscale = \"Unit\"";
+
+/// Rounds of the MB-SGD runs.
+const MBSGD_ROUNDS: usize = 25;
+/// Silos of the ISRL-DP and shuffle runs.
+const SILOS: usize = 10;
+/// The largest PGD T (each round touches every record).
+const PGD_MAX_ROUNDS: usize = 64;
+
+/// The trust models/algorithms of the figure, in legend order.
+pub const ALGORITHMS: [&str; 7] = [
+    "local DP (MB-SGD, N = n)",
+    "ISRL-DP (MB-SGD, N = 10)",
+    "central DP (MB-SGD, N = 1)",
+    "shuffle PSGD",
+    "shuffle PAGD",
+    "shuffle PGD",
+    "non-private",
+];
+
+/// Table 1's exponent of n in the privacy term of the convex rows (digest §3.3), and the
+/// statistical term's −½, for each entry of [`ALGORITHMS`]; `None` where the paper states no
+/// bound (non-private: −½ is the statistical rate).
+pub const THEORY_EXPONENT: [Option<f64>; 7] = [
+    Some(-0.5), // LDP: DL√d/(ε√n)
+    Some(-1.0), // ISRL-DP with N fixed: √d/(ε n_i √N), n_i = n/N
+    Some(-1.0), // central: √d/(εn)
+    Some(-0.5), // PSGD, Thm 4.1: d^{1/4}/√(εn)
+    Some(-0.8), // PAGD, Thm 4.3: d^{2/5}/(εn)^{4/5}
+    Some(-1.0), // PGD, Lemma B.6: √d/(εn)
+    None,
+];
+
+/// What to run.
+#[derive(Debug, Clone, Serialize)]
+pub struct Plan {
+    /// "shuffle-rates" (the figure's file stem).
+    pub id: String,
+    /// The numbers of records n.
+    pub ns: Vec<usize>,
+    /// Seeds per (algorithm, n).
+    pub seeds: usize,
+    /// The dimension d.
+    pub d: usize,
+    /// Every model's ε.
+    pub epsilon: f64,
+    /// Every model's δ.
+    pub delta: f64,
+    /// The local-DP runs stop at this n (N = n silos are the slowest runs).
+    pub ldp_max_n: usize,
+}
+
+impl Plan {
+    /// The full run (n = 500 … 8000, three seeds) or the `--quick` one (three n, two seeds;
+    /// under a minute).
+    pub fn new(quick: bool) -> Plan {
+        let (ns, seeds, ldp) = if quick {
+            (vec![400, 800, 1600], 2, 1600)
+        } else {
+            (vec![500, 1000, 2000, 4000, 8000], 3, 4000)
+        };
+        Plan {
+            id: "shuffle-rates".into(),
+            ns,
+            seeds,
+            d: 5,
+            epsilon: 8.0,
+            delta: 1e-6,
+            ldp_max_n: ldp,
+        }
+    }
+}
+
+/// One run's result.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunRow {
+    /// An entry of [`ALGORITHMS`].
+    pub algorithm: String,
+    /// Records in the federation.
+    pub n: usize,
+    /// The run's seed index.
+    pub seed: usize,
+    /// N.
+    pub silos: usize,
+    /// R.
+    pub rounds: usize,
+    /// ‖w − w*‖²/(2d) of the output.
+    pub excess_loss: f64,
+}
+
+/// The minimiser w* (‖w*‖ = ½, fixed by the seed-independent direction (1, −1, 1, …)/√d).
+pub fn minimiser(d: usize) -> Vec<f64> {
+    let c = 0.5 / (d as f64).sqrt();
+    (0..d).map(|j| if j % 2 == 0 { c } else { -c }).collect()
+}
+
+/// n records of the problem, split into `silos` silos as evenly as possible.
+fn data(n: usize, silos: usize, d: usize, seed: u64) -> crate::Result<Vec<SiloData>> {
+    let mut rng = DpRng::from_seed(seed, Purpose::Data, 0);
+    let w = minimiser(d);
+    let per = n / silos;
+    (0..silos)
+        .map(|s| {
+            let rows = if s < n % silos { per + 1 } else { per };
+            // Rademacher coordinates ±1/√d: ‖x‖ = 1 and E xxᵀ = I/d exactly.
+            let c = 1.0 / (d as f64).sqrt();
+            let x: Vec<f64> = dpfl_privacy::sampler::uniforms(&mut rng, rows * d)
+                .into_iter()
+                .map(|u| if u < 0.5 { -c } else { c })
+                .collect();
+            let u = dpfl_privacy::sampler::uniforms(&mut rng, rows);
+            let y: Vec<f64> = x
+                .chunks(d)
+                .zip(&u)
+                .map(|(r, &u)| crate::linalg::dot(r, &w) + (u - 0.5))
+                .collect();
+            let names: Vec<String> = (0..d).map(|j| format!("x{j}")).collect();
+            let ds = || -> crate::Result<Dataset> {
+                let m = Matrix::from_vec(rows, d, x.clone())
+                    .ok_or_else(|| crate::Error::data("shuffle-rates data", "matrix shape"))?;
+                Dataset::new(m, y.clone(), Target::Real, names.clone())
+            };
+            Ok(SiloData {
+                train: ds()?,
+                test: ds()?,
+            })
+        })
+        .collect()
+}
+
+/// Thm 4.1's B and Thm 4.3's B (β = 1, D = 2, L = 2), each at least 1.
+fn batches(plan: &Plan, n: usize) -> (f64, f64) {
+    let (d, eps) = (plan.d as f64, plan.epsilon);
+    let log = (d / plan.delta).ln();
+    let psgd = d.sqrt() * log / eps;
+    let pagd = (n as f64).powf(0.6) * d.powf(0.2) * 2f64.powf(0.4) * log.powf(0.4)
+        / (eps.powf(0.4) * 2f64.powf(0.4));
+    (psgd.max(1.0), pagd.max(1.0))
+}
+
+/// (TOML, silos, rounds) of algorithm `a` at n records; `None` if not run at this n.
+fn setting(plan: &Plan, a: usize, n: usize) -> Option<(String, usize, usize)> {
+    let mbsgd = |silos: usize, private: bool| {
+        let k = (n / silos / MBSGD_ROUNDS).max(1);
+        let cal = if private {
+            "calibration = \"accountant\"\n"
+        } else {
+            ""
+        };
+        (
+            format!(
+                "kind = \"mb-sgd\"\nstep_size = 1.0\nbatch_size = {k}\noutput = \"last\"\n{cal}"
+            ),
+            silos,
+            MBSGD_ROUNDS,
+        )
+    };
+    let n_i = n / SILOS;
+    let (b_psgd, b_pagd) = batches(plan, n);
+    Some(match a {
+        0 if n > plan.ldp_max_n => return None,
+        0 => mbsgd(n, true),
+        1 => mbsgd(SILOS, true),
+        2 => mbsgd(1, true),
+        3 => {
+            let k = (b_psgd / SILOS as f64).ceil() as usize;
+            (
+                format!(
+                    "kind = \"psgd\"\nshuffler = \"trusted\"\nbatch_size = {k}\nscale = \"Unit\""
+                ),
+                SILOS,
+                (n_i / k).max(1),
+            )
+        }
+        4 => {
+            let k = ((b_pagd / SILOS as f64).ceil() as usize).clamp(1, n_i);
+            (
+                format!("{PAGD_TOML}\nbatch_size = {k}"),
+                SILOS,
+                (n_i / k).max(1),
+            )
+        }
+        5 => {
+            let (d, eps) = (plan.d as f64, plan.epsilon);
+            let nf = n as f64;
+            let t = (eps * eps * nf * nf / (d * (nf * d / plan.delta).ln().powi(2))).min(nf);
+            let t = (t.floor() as usize).clamp(1, PGD_MAX_ROUNDS);
+            (
+                "kind = \"pgd\"\nshuffler = \"trusted\"\nscale = \"Unit\"".into(),
+                SILOS,
+                t,
+            )
+        }
+        _ => mbsgd(1, false),
+    })
+}
+
+/// Trains algorithm `a` on n records with `seed`; the excess population loss of its output.
+fn run_one(plan: &Plan, a: usize, n: usize, seed: usize) -> crate::Result<Option<RunRow>> {
+    let Some((text, silos, rounds)) = setting(plan, a, n) else {
+        return Ok(None);
+    };
+    let spec: AlgorithmSpec = toml::from_str(&text)
+        .map_err(|e| crate::Error::config("shuffle-rates algorithm", e.to_string()))?;
+    let data = data(n, silos, plan.d, 1000 + seed as u64)?;
+    let model = Arc::new(LinearRegression::new(plan.d));
+    let ctx = BuildContext {
+        federation: FederationInfo {
+            dim: plan.d,
+            silos,
+            rounds,
+            expected_participants: silos as f64,
+        },
+        silos: data
+            .iter()
+            .enumerate()
+            .map(|(i, s)| SiloInfo {
+                id: i as u32,
+                records: s.train.len(),
+                budget: Some((plan.epsilon, plan.delta)),
+            })
+            .collect(),
+        oracle: GradientOracle::new(model, None)?,
+        lipschitz: 2.0,
+        projection: Projection::L2Ball { radius: 1.0 },
+        init: vec![0.0; plan.d],
+        noise: Default::default(),
+    };
+    let built = spec.build(&ctx)?;
+    let mut sim = Simulator::new(&data, built, Participation::All, Some(7 + seed as u64))?;
+    if spec.needs_shuffler() {
+        sim = sim.with_shuffle(Some(11 + seed as u64))?;
+    }
+    for _ in 0..rounds {
+        sim.step()?;
+    }
+    let w = sim.output();
+    let star = minimiser(plan.d);
+    let sq: f64 = w.iter().zip(&star).map(|(a, b)| (a - b) * (a - b)).sum();
+    Ok(Some(RunRow {
+        algorithm: ALGORITHMS[a].into(),
+        n,
+        seed,
+        silos,
+        rounds,
+        excess_loss: sq / (2.0 * plan.d as f64),
+    }))
+}
+
+/// Every (algorithm, n, seed) of the plan, in parallel; `progress(done, total)`. A run the
+/// library refuses (e.g. PGD's per-round δ₀ below the Binomial sampler's total-variation
+/// term, which the no-shuffler guarantee must absorb) is not a failure of the reproduction:
+/// it is returned in the second list, "algorithm at n: reason", and reported.
+pub fn run(
+    plan: &Plan,
+    progress: &(dyn Fn(usize, usize) + Sync),
+) -> crate::Result<(Vec<RunRow>, Vec<String>)> {
+    let jobs: Vec<(usize, usize, usize)> = (0..ALGORITHMS.len())
+        .flat_map(|a| {
+            plan.ns
+                .iter()
+                .flat_map(move |&n| (0..plan.seeds).map(move |s| (a, n, s)))
+        })
+        .collect();
+    let done = std::sync::atomic::AtomicUsize::new(0);
+    let results: Vec<Result<Option<RunRow>, String>> = jobs
+        .par_iter()
+        .map(|&(a, n, s)| {
+            let r =
+                run_one(plan, a, n, s).map_err(|e| format!("{} at n = {n}: {e}", ALGORITHMS[a]));
+            let d = done.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+            progress(d, jobs.len());
+            r
+        })
+        .collect();
+    let mut rows = Vec::new();
+    let mut refused: Vec<String> = Vec::new();
+    for r in results {
+        match r {
+            Ok(Some(row)) => rows.push(row),
+            Ok(None) => {}
+            Err(e) if !refused.contains(&e) => refused.push(e),
+            Err(_) => {}
+        }
+    }
+    Ok((rows, refused))
+}
+
+/// One (algorithm, n) over seeds: the mean excess loss and the 10th/90th percentiles.
+#[derive(Debug, Clone, Serialize)]
+pub struct Band {
+    /// An entry of [`ALGORITHMS`].
+    pub algorithm: String,
+    /// Records.
+    pub n: usize,
+    /// Runs averaged.
+    pub seeds: usize,
+    /// Mean excess loss.
+    pub mean: f64,
+    /// Its 10th percentile over seeds.
+    pub low: f64,
+    /// Its 90th percentile over seeds.
+    pub high: f64,
+}
+
+/// Groups the runs by (algorithm, n).
+pub fn bands(rows: &[RunRow]) -> Vec<Band> {
+    let mut out = Vec::new();
+    for a in ALGORITHMS {
+        let mut ns: Vec<usize> = rows
+            .iter()
+            .filter(|r| r.algorithm == a)
+            .map(|r| r.n)
+            .collect();
+        ns.sort_unstable();
+        ns.dedup();
+        for n in ns {
+            let mut v: Vec<f64> = rows
+                .iter()
+                .filter(|r| r.algorithm == a && r.n == n)
+                .map(|r| r.excess_loss)
+                .collect();
+            v.sort_by(f64::total_cmp);
+            out.push(Band {
+                algorithm: a.into(),
+                n,
+                seeds: v.len(),
+                mean: v.iter().sum::<f64>() / v.len() as f64,
+                low: super::quantile(&v, 0.1),
+                high: super::quantile(&v, 0.9),
+            });
+        }
+    }
+    out
+}
+
+/// The least-squares slope of ln(mean excess) on ln n per algorithm (`None` with < 2 points).
+pub fn slopes(bands: &[Band]) -> Vec<(String, Option<f64>, Option<f64>)> {
+    ALGORITHMS
+        .iter()
+        .zip(THEORY_EXPONENT)
+        .map(|(a, theory)| {
+            let pts: Vec<(f64, f64)> = bands
+                .iter()
+                .filter(|b| b.algorithm == *a && b.mean > 0.0)
+                .map(|b| ((b.n as f64).ln(), b.mean.ln()))
+                .collect();
+            (a.to_string(), fit_slope(&pts), theory)
+        })
+        .collect()
+}
+
+/// Ordinary least-squares slope of y on x.
+pub fn fit_slope(pts: &[(f64, f64)]) -> Option<f64> {
+    if pts.len() < 2 {
+        return None;
+    }
+    let m = pts.len() as f64;
+    let (mx, my) = pts
+        .iter()
+        .fold((0.0, 0.0), |(a, b), (x, y)| (a + x / m, b + y / m));
+    let sxx: f64 = pts.iter().map(|(x, _)| (x - mx) * (x - mx)).sum();
+    let sxy: f64 = pts.iter().map(|(x, y)| (x - mx) * (y - my)).sum();
+    (sxx > 0.0).then(|| sxy / sxx)
+}
