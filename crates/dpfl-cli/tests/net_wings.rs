@@ -55,13 +55,17 @@ const SOTERIA_FEATURES: usize = 10_000;
 const SOTERIA_ROUNDS: u32 = 30;
 
 fn soteria_experiment() -> String {
+    soteria_experiment_with("svrg", SOTERIA_FEATURES)
+}
+
+fn soteria_experiment_with(estimator: &str, features: usize) -> String {
     format!(
         r#"
 name = "soteria-net"
 rounds = {SOTERIA_ROUNDS}
 seed = 11
 [data]
-source = {{ kind = "synthetic", task = "binary", silos = 3, train = 40, test = 10, features = {SOTERIA_FEATURES}, shift = 0.5 }}
+source = {{ kind = "synthetic", task = "binary", silos = 3, train = 40, test = 10, features = {features}, shift = 0.5 }}
 [model]
 kind = "nonconvex-logistic"
 lambda = 0.2
@@ -71,7 +75,7 @@ delta = 1e-3
 lipschitz = 0.5
 [[algorithms]]
 kind = "soteria-fl"
-estimator = "svrg"
+estimator = "{estimator}"
 step_size = 0.5
 calibration = "accountant"
 compressor = {{ kind = "random-k", fraction = 0.05, indices = "seed" }}
@@ -188,6 +192,52 @@ fn soteria_svrg_survives_a_killed_silo_with_its_shifts_in_sync() {
          ratio {ratio:.3}"
     );
     assert!((1.0..=1.2).contains(&ratio), "ratio {ratio}");
+}
+
+/// Issue 13 item 6 for SAGA: its per-record gradient table (m × d floats) is silo state. Silo
+/// 2 is SIGKILLed mid-run and restarted; it resumes from its stored table, shift and
+/// generator, and the run ends on the simulator's model bit for bit (a lost or stale table
+/// would change every later SAGA estimate), with every round aggregating all three silos and
+/// every ledger charging each round once.
+#[test]
+#[ignore = "written in session 6 and not yet run (no build time left): run with --ignored"]
+fn soteria_saga_survives_a_killed_silo_with_its_table() {
+    const D: usize = 2000;
+    let tmp = tempfile::tempdir().unwrap();
+    let exp = tmp.path().join("exp.toml");
+    std::fs::write(&exp, soteria_experiment_with("saga", D)).unwrap();
+    let (cfg, shards) = prepare(tmp.path(), &exp, &[], "min_round_ms = 150");
+    let alg = cfg.parent().unwrap().join("alg-0");
+    let logs = tmp.path();
+    let c = cfg.to_str().unwrap();
+    let mut server = spawn(&["server", "--config", c], &logs.join("server.log"));
+    let mut silos: Vec<Child> = shards
+        .iter()
+        .enumerate()
+        .map(|(i, s)| spawn_silo(&cfg, i, s, &logs.join(format!("silo-{i}.log"))))
+        .collect();
+    wait_until("round 5", Duration::from_secs(60), || {
+        checkpoint_round(&alg) >= 5
+    });
+    silos[2].kill().unwrap(); // SIGKILL
+    silos[2].wait().unwrap();
+    let killed_at = checkpoint_round(&alg);
+    assert!(killed_at < SOTERIA_ROUNDS, "killed mid-training");
+    silos[2] = spawn_silo(&cfg, 2, &shards[2], &logs.join("silo-2-again.log"));
+    let status = wait_exit(&mut server, Duration::from_secs(120));
+    let server_log = std::fs::read_to_string(logs.join("server.log")).unwrap();
+    assert!(status.success(), "{server_log}");
+    for s in &mut silos {
+        assert!(wait_exit(s, Duration::from_secs(30)).success());
+    }
+    let again = std::fs::read_to_string(logs.join("silo-2-again.log")).unwrap();
+    assert!(again.contains("restored silo state"), "{again}");
+    assert_eq!(participants(&alg), vec![3; SOTERIA_ROUNDS as usize]);
+    assert_charged_once(&alg, 3, u64::from(SOTERIA_ROUNDS));
+    let sim = simulated(&exp);
+    let got = dpfl_net::server::read_model(&alg.join("server/model.bin")).unwrap();
+    assert_eq!(got.len(), D);
+    assert_eq!(bits(&got), bits(&sim.final_model));
 }
 
 const NFA_FEATURES: usize = 2000;

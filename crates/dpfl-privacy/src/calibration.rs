@@ -202,23 +202,52 @@ pub fn calibrate_sampled_gaussian(
         .sampled(sampling.clone())
         .repeated(rounds)
     };
-    let z_rdp =
-        calibrate_noise_multiplier(event, AccountantKind::Rdp, neighbouring, target, delta)?;
     if !crate::accountant::sampled_pld::supported(&sampling, neighbouring) {
-        return Ok((z_rdp, "rdp"));
+        let z =
+            calibrate_noise_multiplier(event, AccountantKind::Rdp, neighbouring, target, delta)?;
+        return Ok((z, "rdp"));
     }
+    calibrate_rdp_then_pld(
+        event,
+        neighbouring,
+        target,
+        delta,
+        "pld (sampled, Balle-Barthe-Gaboardi profile)",
+    )
+}
+
+/// The smallest noise multiplier z (relative tolerance 1e-4, rounded up) for which
+/// `make_event(z)` meets (`target`, `delta`) under the tighter of the RDP accountant and the
+/// PLD accountant on the grid [`CALIBRATION_PLD_DISCRETIZATION`], with the name of the one
+/// that certified it (`pld_name` for the PLD). Both are sound upper bounds, so either z is
+/// certified; the RDP answer is found first and the PLD bisects below it (the PLD is never
+/// looser in practice). A PLD that cannot evaluate the event (unsupported, or a numerical
+/// failure) leaves the RDP answer.
+pub fn calibrate_rdp_then_pld(
+    make_event: impl Fn(f64) -> PrivacyEvent,
+    neighbouring: Neighbouring,
+    target: Epsilon,
+    delta: Delta,
+    pld_name: &'static str,
+) -> Result<(f64, &'static str)> {
+    let z_rdp = calibrate_noise_multiplier(
+        &make_event,
+        AccountantKind::Rdp,
+        neighbouring,
+        target,
+        delta,
+    )?;
     let pld = crate::accountant::pld::PldAccountant::with_discretization(
         neighbouring,
         CALIBRATION_PLD_DISCRETIZATION,
     )?;
     let meets = |z: f64| -> Result<bool> {
-        match pld.epsilon(&event(z), delta) {
+        match pld.epsilon(&make_event(z), delta) {
             Ok(e) => Ok(e <= target.get()),
-            Err(PrivacyError::Numerical { .. }) => Ok(false),
+            Err(PrivacyError::Numerical { .. } | PrivacyError::Unsupported { .. }) => Ok(false),
             Err(e) => Err(e),
         }
     };
-    // RDP's z is certified and PLD is never looser in practice: bisect below it.
     if !meets(z_rdp)? {
         return Ok((z_rdp, "rdp"));
     }
@@ -228,7 +257,7 @@ pub fn calibrate_sampled_gaussian(
         hi = lo;
         lo /= 2.0;
         if lo < 1e-3 {
-            return Ok((hi, "pld (sampled, Balle-Barthe-Gaboardi profile)"));
+            return Ok((hi, pld_name));
         }
     }
     while hi - lo > 1e-4 * hi {
@@ -239,7 +268,7 @@ pub fn calibrate_sampled_gaussian(
             lo = mid;
         }
     }
-    Ok((hi, "pld (sampled, Balle-Barthe-Gaboardi profile)"))
+    Ok((hi, pld_name))
 }
 
 /// The analytic Gaussian mechanism (Balle & Wang 2018, Alg. 1): the smallest noise

@@ -314,6 +314,48 @@ fn truncated_discrete_laplace_passes_chi2() {
     }
 }
 
+/// The digits path of the exact TDL sampler (αm > 1: uniform low bits accepted with
+/// e^{−αR}, independent high bits; `qtdl::tdl` module doc) through `fill`, whose draws share
+/// ChaCha20 words: m = 3000, α = 0.002 (αm = 6; low = 5 bits, high bits 5–11), and a steep
+/// α = 1.3 (no low part, every bit a logistic Bernoulli), each on its whole support against
+/// the exact pmf. The same draws are rejected against α·1.05 and against m = 2900, so the
+/// test can fail at this sample size.
+#[test]
+fn truncated_discrete_laplace_digits_path_passes_chi2_through_fill() {
+    for (seed, m, alpha, n) in [(77u64, 3000u64, 0.002, 200_000usize), (78, 40, 1.3, 60_000)] {
+        let t = TruncatedDiscreteLaplace::new(m, alpha).unwrap();
+        let mut out = vec![0i64; n];
+        t.fill(&mut rng(seed), &mut out);
+        let hi = m as i64;
+        assert!(out.iter().all(|y| y.abs() <= hi));
+        let counts = int_counts(out.iter().copied(), -hi, hi);
+        let probs: Vec<f64> = (-hi..=hi).map(|y| t.pmf(y)).collect();
+        assert_chi2(&format!("TDL({m}, {alpha}) by fill"), &counts, &probs);
+        let steeper: Vec<f64> = (-hi..=hi)
+            .map(|y| {
+                TruncatedDiscreteLaplace::new(m, alpha * 1.05)
+                    .unwrap()
+                    .pmf(y)
+            })
+            .collect();
+        assert!(
+            chi2_pvalue(&counts, &steeper) < ALPHA,
+            "alpha x 1.05 not rejected"
+        );
+    }
+    // Truncation: the draws of m = 3000 against the law cut at 2900 (mass 1.4e−3 beyond).
+    let t = TruncatedDiscreteLaplace::new(3000, 0.002).unwrap();
+    let mut out = vec![0i64; 200_000];
+    t.fill(&mut rng(79), &mut out);
+    let counts = int_counts(out.iter().copied(), -3000, 3000);
+    let cut = TruncatedDiscreteLaplace::new(2900, 0.002).unwrap();
+    let probs: Vec<f64> = (-3000..=3000).map(|y| cut.pmf(y)).collect();
+    assert!(
+        chi2_pvalue(&counts, &probs) < ALPHA,
+        "m = 2900 not rejected"
+    );
+}
+
 /// TDL at dpfl's corrected m for FMNIST s = 2^12 (m = 1,993,383, α = 1.12e−5, per-round
 /// δ = 1e−9: the noise the reproductions actually draw, on the Laplace-proposal path with a
 /// support far too wide to tabulate): 60,000 draws in 64 equal-width bins over [−m, m], each

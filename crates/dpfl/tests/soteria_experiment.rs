@@ -46,13 +46,13 @@ fn soteria_runs_from_a_config_with_its_metrics_and_accounted_epsilon() {
     let out = run(&s, None, &|_, _, _| {}).unwrap();
     assert_eq!(out.summary[0].algorithm, "SoteriaFL-SVRG");
     assert_eq!(out.summary[1].algorithm, "LDP-SGD");
-    // Accountant calibration (RDP over the composed SVRG event): the certified ε, the tighter
-    // of RDP and PLD, is at most the target (PLD certifies far less here: RDP's bound for
-    // sampling with replacement is loose, so the noise errs on the safe side).
+    // Accountant calibration: the tighter of RDP and the PLD over the composed SVRG event
+    // (since session 6; here the PLD, RDP's bound for sampling with replacement being loose):
+    // the certified ε lands just under the target, and RDP alone reports more at that σ.
     let e = out.summary[0].max_certified_epsilon().unwrap();
-    assert!(e <= 2.0 + 1e-9 && e > 0.1, "{e}");
+    assert!(e <= 2.0 + 1e-6 && e > 1.9, "{e}");
     let rdp = out.summary[0].max_accounted_epsilon(false).unwrap();
-    assert!(rdp <= 2.0 + 1e-6 && rdp > 1.9, "{rdp}");
+    assert!(rdp > e, "{rdp} vs {e}");
     // d = 6 features: random-k keeps ⌊0.34·6⌋ = 2 → 64 + 128 bits per silo and round;
     // LDP-SGD sends 6 floats = 384 bits.
     let row = |alg: &str, r: usize| {

@@ -47,14 +47,18 @@ pub fn paper_per_round(th: &Theorem1, d: u64) -> (f64, LogProb) {
 pub struct Theorem2 {
     /// The theorem's ε parameter (not the final ε: see [`Self::paper_epsilon`]).
     pub epsilon: f64,
+    /// The theorem's δ parameter.
     pub delta: f64,
+    /// K, the rounds.
     pub rounds: u64,
     /// r clients sampled per round out of n.
     pub sampled: u64,
+    /// n, the clients.
     pub clients: u64,
 }
 
 impl Theorem2 {
+    /// Checks the theorem's validity range (0 < ε < 6, 0 < δ < e^{−9/4}, K ≥ 1, 1 ≤ r ≤ n).
     pub fn new(epsilon: f64, delta: f64, rounds: u64, sampled: u64, clients: u64) -> Result<Self> {
         if !(epsilon > 0.0 && epsilon < 6.0) {
             return Err(PrivacyError::OutsideValidity {
@@ -235,9 +239,11 @@ pub fn dpfl_epsilon(
 pub struct KRoundReport {
     /// The paper's final ε ([`Theorem2::paper_epsilon`]) and δ = K·2^{−d} + δ.
     pub paper_epsilon: f64,
+    /// The paper's δ, as a log.
     pub paper_delta: LogProb,
     /// dpfl's ε at `dpfl_delta` over K rounds of [`release_event`], or why there is none.
     pub dpfl_epsilon: Result<f64>,
+    /// The δ dpfl's ε is reported at.
     pub dpfl_delta: f64,
 }
 

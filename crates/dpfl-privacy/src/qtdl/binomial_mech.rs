@@ -28,17 +28,24 @@ use super::theorem1::bits_per_coordinate;
 /// Sensitivities of the quantized vector in grid units.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Sensitivities {
+    /// Δ₁.
     pub l1: f64,
+    /// Δ₂.
     pub l2: f64,
+    /// Δ∞.
     pub linf: f64,
 }
 
 /// A calibrated Binomial mechanism: Bin(n_trials, ½) − n_trials/2 per coordinate.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CpSgdBinomial {
+    /// N, the trials per coordinate.
     pub n_trials: u64,
+    /// The ε it was calibrated for.
     pub epsilon: f64,
+    /// The δ it was calibrated for.
     pub delta: f64,
+    /// d, the coordinates.
     pub dimension: u64,
 }
 

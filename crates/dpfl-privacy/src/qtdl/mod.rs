@@ -23,8 +23,11 @@
 //! Neighbouring relation (digest §6.2 item 11): nothing here depends on it; Δ₁ and Δ∞ must be
 //! sensitivities under the relation the silo's ledger accounts with.
 
+#![warn(missing_docs)]
+
 pub mod accounting;
 pub mod binomial_mech;
+mod bits;
 pub mod brute;
 pub mod quantizer;
 pub mod tdl;
@@ -38,7 +41,9 @@ pub use tdl::TruncatedDiscreteLaplace;
 pub struct LogProb(f64);
 
 impl LogProb {
+    /// Probability 1.
     pub const ONE: LogProb = LogProb(0.0);
+    /// Probability 0.
     pub const ZERO: LogProb = LogProb(f64::NEG_INFINITY);
 
     /// From ln p (clamped to ≤ 0; NaN becomes 1, the conservative value for a δ).
@@ -48,12 +53,15 @@ impl LogProb {
         }
         LogProb(ln.min(0.0))
     }
+    /// From p (p = 0 gives [`Self::ZERO`]).
     pub fn from_prob(p: f64) -> Self {
         Self::from_ln(p.ln())
     }
+    /// ln p.
     pub fn ln(self) -> f64 {
         self.0
     }
+    /// log₂ p.
     pub fn log2(self) -> f64 {
         self.0 / std::f64::consts::LN_2
     }

@@ -24,6 +24,7 @@ pub struct StochasticQuantizer {
 }
 
 impl StochasticQuantizer {
+    /// Q_s for 1 ≤ s ≤ the largest supported resolution.
     pub fn new(s: u64) -> Result<Self> {
         if s == 0 || s > MAX_S {
             return Err(PrivacyError::invalid(
@@ -47,6 +48,7 @@ impl StochasticQuantizer {
         Self::new(s)
     }
 
+    /// The resolution s.
     pub fn s(&self) -> u64 {
         self.s
     }

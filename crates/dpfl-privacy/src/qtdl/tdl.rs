@@ -6,29 +6,41 @@
 //! **The sampler is exact** (digest §2.6 open decision; we take option (c), made fast): α is
 //! held as a dyadic rational num/2^k (the requested f64 α when k ≤ 120, else rounded *down*
 //! to k = 120 — a flatter distribution; every formula here, and the privacy report, uses the
-//! rational actually sampled), and every random choice is an integer comparison on ChaCha20
-//! draws through CKS20's exact Bernoulli(e^{−γ}) (`crate::discrete`). Two exact proposals,
-//! each followed by rejection, are available and the cheaper one is chosen from the
-//! parameters (the choice changes speed, never the output distribution):
-//! * *uniform*: Y uniform on {−m..m}, accepted with probability e^{−α|Y|}. Acceptance is
-//!   Z/(2m+1) ≥ e^{−αm}, at least e^{−0.46} for every Theorem-1 calibration (αΔ∞ < e^{−1}
-//!   there), where the digest's option (c) — discrete Laplace then truncation — accepts only
-//!   ≈ αm ≈ 10^{−9}…10^{−2};
-//! * *Laplace*: CKS20 Algorithm 2 with scale 2^k/num on u128 (so α down to 2^{−120}), then
-//!   rejection of |Y| > m; used when αm is large (acceptance 1 − 2e^{−α(m+1)}/(1 + e^{−α})).
-//!   A proposal whose magnitude overflows u128 is > m and is rejected, as it would be anyway.
+//! rational actually sampled), and every random choice is an exact comparison of uniform
+//! random bits with a rational threshold ([`super::bits`]: ChaCha20 output read a few bits at a
+//! time; CKS20's Bernoulli(e^{−γ}) built on lazy digit comparisons). Two proposals, each
+//! followed by rejection, are available; the cheaper is chosen from the parameters (the choice
+//! changes speed, never the output distribution):
+//! * *uniform* (αm ≤ 1, which covers every Theorem-1 calibration: αΔ∞ < e^{−1} there): Y
+//!   uniform on {−m..m} (Lemire's exact bounded integer on 2m+1 values), accepted with
+//!   probability e^{−α|Y|}. The accepted law is ∝ e^{−α|y|} on {−m..m}; acceptance is
+//!   Z/(2m+1) ≥ e^{−αm} ≥ e^{−1}, where the digest's option (c) — discrete Laplace then
+//!   truncation — accepts only ≈ αm ≈ 10^{−9}…10^{−2}. A draw of the paper's settings costs
+//!   ≈ 28 random bits (18 for the index, 10 that decide the acceptance unless the uniform
+//!   falls below 2^{−10} + α|Y|).
+//! * *digits* (αm > 1, e.g. dpfl's corrected m): a sign S, a magnitude J ∈ [0, 2^K)
+//!   (K = bit length of m) written J = R + Σ_{i=l}^{K−1} b_i 2^i, with R uniform on [0, 2^l)
+//!   accepted with probability e^{−αR} (α2^l ≤ 1/8, so acceptance ≥ e^{−1/8}), and independent
+//!   bits b_i with P[b_i = 1] = w_i/(1 + w_i), w_i = e^{−α2^i} (each by rejection: a fair bit
+//!   0 returns 0; a fair bit 1 returns 1 with probability w_i, else retries, so
+//!   P[1] = (w_i/2)/(1/2 + w_i/2)). Then P[R, b] ∝ e^{−αR}·Π_i e^{−α b_i 2^i} = e^{−αJ}: the
+//!   bits of a geometric variable on [0, 2^K) are independent, so no table of transcendental
+//!   probabilities is needed. Rejecting J > m and (S = −, J = 0) leaves P[Y = ±J] ∝ e^{−α|y|}
+//!   on {−m..m}.
 //!
 //! Conditioning an exact draw on an event by rejection gives the exact conditional law, so
-//! both paths sample TDL(m, α) exactly (tested by χ² in `tests/samplers.rs`).
+//! both paths sample TDL(m, α) exactly (χ² tests of both paths in `tests/samplers.rs`).
+//! Speed (issue 14, BENCHMARKS.md): a table of the pmf (alias, Knuth–Yao) would be faster on
+//! the digits path, but its entries are transcendental, so an exact table sampler needs an
+//! arbitrary-precision fallback on ties; the digits path instead spends a few exact
+//! Bernoulli(e^{−γ}) per high bit.
 //!
 //! The variance (Lemma 1) has the paper's closed form and a stable path: the closed form
 //! cancels catastrophically as αm → 0 (relative error ≈ 10^{−16}/(αm)³), so
 //! [`TruncatedDiscreteLaplace::variance`] sums directly for m ≤ 2^20, uses the closed form for
 //! αm ≥ 0.1 and otherwise a power series in αm with Euler–Maclaurin power sums.
 
-use rand::RngExt;
-
-use crate::discrete::{bernoulli_exp, bernoulli_exp_unit};
+use super::bits::{Bits, lemire_threshold};
 use crate::error::{PrivacyError, Result};
 use crate::rng::DpRng;
 
@@ -41,10 +53,15 @@ const MAX_DEN_BITS: u32 = 120;
 /// Up to this m the variance is summed term by term.
 const DIRECT_SUM_MAX: u64 = 1 << 20;
 
+/// α·2^l ≤ this for the digits path's uniform low part (module doc).
+const LOW_ALPHA_SPAN: f64 = 0.125;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Proposal {
-    Uniform,
-    Laplace,
+    /// Y uniform on the 2m+1 values (Lemire with `w`-bit draws, reject below `reject`).
+    Uniform { w: u32, reject: u64 },
+    /// J = R + Σ_{i=low}^{high−1} b_i 2^i, R uniform on [0, 2^low).
+    Digits { low: u32, high: u32 },
 }
 
 /// TDL(m, α) on the integers {−m..m}, sampled exactly.
@@ -78,22 +95,30 @@ impl TruncatedDiscreteLaplace {
         }
         let (num, den_bits) = dyadic_floor(alpha);
         let alpha = libm::ldexp(num as f64, -(den_bits as i32));
+        let (w, reject) = lemire_threshold(2 * m + 1);
         let mut tdl = TruncatedDiscreteLaplace {
             m,
             num,
             den_bits,
             alpha,
-            proposal: Proposal::Uniform,
+            proposal: Proposal::Uniform { w, reject },
         };
-        // Expected proposals per draw; a Laplace proposal costs roughly three uniform ones.
-        let accept_uniform = tdl.normaliser() / (2.0 * m as f64 + 1.0);
-        let accept_laplace = 1.0 - 2.0 * (-alpha * (m as f64 + 1.0)).exp() / (1.0 + (-alpha).exp());
-        if alpha > 0.0 && accept_laplace > 3.0 * accept_uniform {
-            tdl.proposal = Proposal::Laplace;
+        if alpha * m as f64 > 1.0 {
+            // The largest l with α·2^l ≤ 1/8 (l < K because α·m > 1).
+            let high = 64 - m.leading_zeros();
+            let low = (LOW_ALPHA_SPAN / alpha)
+                .log2()
+                .floor()
+                .clamp(0.0, f64::from(high - 1));
+            tdl.proposal = Proposal::Digits {
+                low: low as u32,
+                high,
+            };
         }
         Ok(tdl)
     }
 
+    /// The support's half-width m.
     pub fn m(&self) -> u64 {
         self.m
     }
@@ -208,80 +233,66 @@ impl TruncatedDiscreteLaplace {
 
     /// One exact draw.
     pub fn sample(&self, rng: &mut DpRng) -> i64 {
+        self.draw(&mut Bits::new(rng))
+    }
+
+    /// Fills `out` with independent draws; one bit reader serves them all, so consecutive
+    /// draws share ChaCha20 words (faster than repeated [`Self::sample`]).
+    pub fn fill(&self, rng: &mut DpRng, out: &mut [i64]) {
+        let mut bits = Bits::new(rng);
+        for o in out {
+            *o = self.draw(&mut bits);
+        }
+    }
+
+    #[inline]
+    fn draw(&self, bits: &mut Bits<'_>) -> i64 {
+        let k = self.den_bits;
         match self.proposal {
-            Proposal::Uniform => loop {
-                let y = rng.inner().random_range(0..=2 * self.m) as i64 - self.m as i64;
-                if self.num == 0 || self.accept(rng, y.unsigned_abs()) {
+            Proposal::Uniform { w, reject } => loop {
+                let y = bits.uniform_below(2 * self.m + 1, w, reject) as i64 - self.m as i64;
+                // |y|·num < 2^40·2^53.
+                if bits.bernoulli_exp(u128::from(y.unsigned_abs()) * self.num, k) {
                     return y;
                 }
             },
-            Proposal::Laplace => loop {
-                let (y, negative) = laplace_u128(rng, self.num, 1u128 << self.den_bits);
-                if let Some(y) = y.filter(|&y| y <= u128::from(self.m)) {
-                    let y = y as i64;
-                    return if negative { -y } else { y };
+            Proposal::Digits { low, high } => loop {
+                let negative = bits.take(1) == 1;
+                let r = if low > 0 { bits.take(low) } else { 0 };
+                if !bits.bernoulli_exp(u128::from(r) * self.num, k) {
+                    continue;
                 }
+                // High bits from the top, so a magnitude past m is rejected early.
+                let mut j = r;
+                let mut over = false;
+                for i in (low..high).rev() {
+                    if self.high_bit(bits, i) {
+                        j |= 1 << i;
+                        if j > self.m {
+                            over = true;
+                            break;
+                        }
+                    }
+                }
+                if over || (negative && j == 0) {
+                    continue;
+                }
+                return if negative { -(j as i64) } else { j as i64 };
             },
         }
     }
 
-    /// Fills `out` with independent draws.
-    pub fn fill(&self, rng: &mut DpRng, out: &mut [i64]) {
-        for o in out {
-            *o = self.sample(rng);
-        }
-    }
-
-    /// Bernoulli(e^{−α|y|}) exactly, γ = |y|·num/2^k: CKS20 Algorithm 1 (return whether the
-    /// first k' with A_{k'} = 0, A_{k'} ~ Bernoulli(γ/k'), is odd), with the first trial — the
-    /// only one usually reached, γ being small — a lazy comparison of a uniform k-bit integer
-    /// with γ·2^k (one 64-bit draw instead of a u128 range draw). γ ≥ 1 takes the general path.
-    fn accept(&self, rng: &mut DpRng, y: u64) -> bool {
-        let n = u128::from(y) * self.num;
-        let k = self.den_bits;
-        if n >> k != 0 {
-            return bernoulli_exp(rng, n, 1u128 << k);
-        }
-        if !uniform_below(rng, n, k) {
-            return true; // A₁ = 0: K = 1, odd
-        }
-        let d = 1u128 << k;
-        let mut j: u128 = 2;
+    /// b_i ~ Bernoulli(w/(1 + w)), w = e^{−α2^i} (module doc); num·2^i < 2^53·2^40.
+    fn high_bit(&self, bits: &mut Bits<'_>, i: u32) -> bool {
         loop {
-            // A_j ~ Bernoulli(n/(d·j)); d·j overflows only after ~2^7 successes of probability
-            // ≤ γ/j each (k ≤ 120), an event below 2^−700.
-            let Some(dj) = d.checked_mul(j) else {
-                return j % 2 == 1;
-            };
-            if rng.inner().random_range(0..dj) >= n {
-                return j % 2 == 1;
+            if bits.take(1) == 0 {
+                return false;
             }
-            j += 1;
+            if bits.bernoulli_exp(self.num << i, self.den_bits) {
+                return true;
+            }
         }
     }
-}
-
-/// Whether U < n for U uniform on [0, 2^k), n < 2^k, k ≤ 120: the top 64 bits decide unless
-/// they tie with n's (probability 2^−64), then the remaining k − 64 bits do. Exact.
-fn uniform_below(rng: &mut DpRng, n: u128, k: u32) -> bool {
-    if k == 0 {
-        return false; // U = 0 and n < 1
-    }
-    let hi: u64 = rng.inner().random();
-    below(hi, || rng.inner().random(), n, k)
-}
-
-/// U < n for U's top word `hi` and, drawn only on a tie, its next word.
-fn below(hi: u64, next: impl FnOnce() -> u64, n: u128, k: u32) -> bool {
-    if k <= 64 {
-        return u128::from(hi >> (64 - k)) < n;
-    }
-    let low_bits = k - 64;
-    let n_hi = (n >> low_bits) as u64;
-    if hi != n_hi {
-        return hi < n_hi;
-    }
-    u128::from(next() >> (64 - low_bits)) < (n & ((1u128 << low_bits) - 1))
 }
 
 /// Z_{m,α} (eq. 3).
@@ -317,31 +328,6 @@ fn dyadic_floor(alpha: f64) -> (u128, u32) {
         k -= 1;
     }
     (num, k)
-}
-
-/// CKS20 Algorithm 2 on u128: a magnitude and sign of Lap_ℤ(t/s), P ∝ e^{−|y|s/t}. `None`
-/// magnitude: ≥ 2^128/s (the caller's rejection of |y| > m covers it).
-fn laplace_u128(rng: &mut DpRng, s: u128, t: u128) -> (Option<u128>, bool) {
-    loop {
-        let u = rng.inner().random_range(0..t);
-        if !bernoulli_exp(rng, u, t) {
-            continue;
-        }
-        // V ~ Geometric(1 − e^{−1}) on {0, 1, …}.
-        let mut v: u128 = 0;
-        while bernoulli_exp_unit(rng, 1, 1) {
-            v = v.saturating_add(1);
-        }
-        let y = t
-            .checked_mul(v)
-            .and_then(|tv| tv.checked_add(u))
-            .map(|x| x / s);
-        let negative = rng.inner().random::<bool>();
-        if negative && y == Some(0) {
-            continue;
-        }
-        return (y, negative);
-    }
 }
 
 fn neumaier(sum: &mut f64, comp: &mut f64, x: f64) {
@@ -493,44 +479,32 @@ mod tests {
     }
 
     #[test]
-    fn lazy_uniform_comparison_has_the_right_probability() {
-        // P[U < n] = n/2^k: 5/8, 3·2^68/2^70 = 3/4, 1/2. The tie path (probability 2^−64)
-        // is checked on fixed words: k = 66, n = 2^2·h + 2: U = 4h + (next >> 62) < n iff the
-        // low two bits are 0 or 1.
-        let h = 0x1234_5678_9abc_def0u64;
-        let n = (u128::from(h) << 2) + 2;
-        for (low, want) in [(0u64, true), (1, true), (2, false), (3, false)] {
-            assert_eq!(below(h, || low << 62, n, 66), want, "low {low}");
-        }
-        assert!(below(h - 1, || unreachable!(), n, 66));
-        assert!(!below(h + 1, || unreachable!(), n, 66));
-        let mut rng = DpRng::from_seed(4, Purpose::Silo, 0);
-        for (n, k, p) in [
-            (5u128, 3u32, 0.625),
-            (3u128 << 68, 70, 0.75),
-            (1 << 63, 64, 0.5),
-        ] {
-            let hits = (0..100_000)
-                .filter(|_| uniform_below(&mut rng, n, k))
-                .count();
-            // sd ≤ 0.0016; 5 sd.
-            assert!((hits as f64 / 1e5 - p).abs() < 8e-3, "n {n} k {k}: {hits}");
-        }
-        assert!(!uniform_below(&mut rng, 0, 0));
-        assert!(!uniform_below(&mut rng, 0, 90));
-    }
-
-    #[test]
     fn both_proposals_are_used_and_stay_in_support() {
         let mut rng = DpRng::from_seed(3, Purpose::Silo, 0);
+        // 2·413 + 1 = 827 values, 18-bit Lemire draws, 2^18 mod 827 = 812.
         let flat = TruncatedDiscreteLaplace::new(413, 1.12e-5).unwrap();
-        assert_eq!(flat.proposal, Proposal::Uniform);
+        assert_eq!(flat.proposal, Proposal::Uniform { w: 18, reject: 812 });
+        // α = 0.5 > 1/8: no uniform low part; m = 1000 has 10 bits.
         let steep = TruncatedDiscreteLaplace::new(1000, 0.5).unwrap();
-        assert_eq!(steep.proposal, Proposal::Laplace);
-        for t in [flat, steep] {
-            for _ in 0..10_000 {
-                assert!(t.sample(&mut rng).unsigned_abs() <= t.m());
-            }
+        assert_eq!(steep.proposal, Proposal::Digits { low: 0, high: 10 });
+        // Corrected m = 1,993,383 (21 bits), α = 1.12e−5: 2^13·α = 0.092 ≤ 1/8 < 2^14·α.
+        let wide = TruncatedDiscreteLaplace::new(1_993_383, 1.12e-5).unwrap();
+        assert_eq!(wide.proposal, Proposal::Digits { low: 13, high: 21 });
+        for t in [flat, steep, wide] {
+            let mut out = vec![0i64; 10_000];
+            t.fill(&mut rng, &mut out);
+            assert!(out.iter().all(|y| y.unsigned_abs() <= t.m()));
+            assert!(t.sample(&mut rng).unsigned_abs() <= t.m());
         }
+        // Boundaries: m = 1 at α = 64 (almost always 0), and α = 0 (uniform, no acceptance
+        // test).
+        let spike = TruncatedDiscreteLaplace::new(1, 64.0).unwrap();
+        assert!((0..1000).all(|_| spike.sample(&mut rng).abs() <= 1));
+        let uni = TruncatedDiscreteLaplace::new(2, 0.0).unwrap();
+        let mut seen = [false; 5];
+        for _ in 0..200 {
+            seen[(uni.sample(&mut rng) + 2) as usize] = true;
+        }
+        assert_eq!(seen, [true; 5]);
     }
 }

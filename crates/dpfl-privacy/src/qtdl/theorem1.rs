@@ -32,8 +32,11 @@ use super::tdl::{MAX_M, TruncatedDiscreteLaplace, normaliser};
 /// Theorem 1's output.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Theorem1 {
+    /// ε of the theorem's pure-DP part.
     pub epsilon: f64,
+    /// Δ₁ in grid units.
     pub delta_1: f64,
+    /// Δ∞ in grid units.
     pub delta_inf: f64,
     /// The distribution actually sampled (its α ≤ ε/Δ₁).
     pub tdl: TruncatedDiscreteLaplace,
@@ -108,12 +111,15 @@ pub fn calibrate(epsilon: f64, delta_1: f64, delta_inf: f64) -> Result<Theorem1>
 }
 
 impl Theorem1 {
+    /// The support's half-width m.
     pub fn m(&self) -> u64 {
         self.tdl.m()
     }
+    /// α as sampled.
     pub fn alpha(&self) -> f64 {
         self.tdl.alpha()
     }
+    /// Z_{m,α}.
     pub fn normaliser(&self) -> f64 {
         self.tdl.normaliser()
     }

@@ -196,6 +196,7 @@ impl Mlp {
             1.0,
             Par::Seq,
         );
+        super::batch::clean_simd_state();
         for row in ws.a.chunks_exact_mut(h) {
             for (v, b) in row.iter_mut().zip(c1) {
                 *v = sigmoid(*v + b);
@@ -210,6 +211,7 @@ impl Mlp {
             1.0,
             Par::Seq,
         );
+        super::batch::clean_simd_state();
         for (z, &i) in ws.d2.chunks_exact_mut(c).zip(rows) {
             axpy(1.0, c2, z);
             softmax_in_place(z);

@@ -18,15 +18,20 @@ pub enum Variant {
     DpNormFedAvg,
     /// The clipping baseline of experiment (ii): d·min(1, C/‖d‖) → Q_s → + TDL noise
     /// (per client; C ≤ 1 so that the worst-case sensitivities hold).
-    Clipping { clip: f64 },
+    Clipping {
+        /// C.
+        clip: f64,
+    },
     /// The Binomial baseline of experiment (i): d/‖d‖ → Q_s → + Bin(N, ½) − N/2 (cpSGD Thm 1).
     Binomial,
 }
 
 impl Variant {
+    /// Whether the variant adds noise.
     pub fn is_private(&self) -> bool {
         !matches!(self, Variant::FedAvg | Variant::NormFedAvg)
     }
+    /// The tables' name of the variant.
     pub fn label(&self) -> String {
         match self {
             Variant::FedAvg => "FedAvg".into(),
@@ -43,12 +48,23 @@ impl Variant {
 #[serde(tag = "kind", rename_all = "kebab-case", deny_unknown_fields)]
 pub enum BetaSchedule {
     /// β_k = beta.
-    Constant { beta: f64 },
+    Constant {
+        /// β.
+        beta: f64,
+    },
     /// β_k = values[j] for from[j] ≤ k < from[j+1] (digest §5.4's phases); from[0] = 0,
     /// strictly increasing.
-    Piecewise { from: Vec<u32>, values: Vec<f64> },
+    Piecewise {
+        /// The first round of each phase.
+        from: Vec<u32>,
+        /// β of each phase.
+        values: Vec<f64>,
+    },
     /// β_k = factor·η_k (experiment (iv): β_k = 50η_k, 100η_k).
-    Proportional { factor: f64 },
+    Proportional {
+        /// β_k/η_k.
+        factor: f64,
+    },
 }
 
 impl Default for BetaSchedule {
@@ -69,6 +85,7 @@ fn positive(field: &str, v: f64) -> crate::Result<()> {
 }
 
 impl BetaSchedule {
+    /// Checks the schedule's parameters, naming the field.
     pub fn check(&self) -> crate::Result<()> {
         let f = "algorithm.beta";
         match self {
@@ -118,11 +135,14 @@ impl BetaSchedule {
 /// The local step η_k = η₀·decay^k (digest §5.3, after Bottou).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct EtaSchedule {
+    /// η₀.
     pub eta0: f64,
+    /// The per-round factor (the paper's 0.99).
     pub decay: f64,
 }
 
 impl EtaSchedule {
+    /// η₀ > 0 and decay ∈ (0, 1].
     pub fn check(&self) -> crate::Result<()> {
         positive("algorithm.step_size", self.eta0)?;
         if !(self.decay > 0.0 && self.decay <= 1.0) {
@@ -133,6 +153,7 @@ impl EtaSchedule {
         }
         Ok(())
     }
+    /// η_k.
     pub fn at(&self, k: u32) -> f64 {
         self.eta0 * self.decay.powi(k as i32)
     }
@@ -146,9 +167,15 @@ pub enum SensitivitySpec {
     WorstCase,
     /// Theorem 3 (A1 + A3 with growth constant ρ): valid with probability ≥ 1 − 4(ρ−1)/n_i,
     /// which is added to the round's δ (Corollary 3.1).
-    Theorem3 { rho: f64 },
+    Theorem3 {
+        /// ρ > 1.
+        rho: f64,
+    },
     /// The experiments' eq. 6 with a chosen μ: an assumption, not a guarantee.
-    Mu { mu: f64 },
+    Mu {
+        /// μ.
+        mu: f64,
+    },
 }
 
 /// The privacy target of a private variant.
@@ -157,10 +184,20 @@ pub enum SensitivitySpec {
 pub enum BudgetSpec {
     /// Every message (ε, δ)-DP (experiment (i)); δ is the target of the corrected TDL
     /// calibration and the Binomial's δ.
-    PerRound { epsilon: f64, delta: f64 },
+    PerRound {
+        /// ε per message.
+        epsilon: f64,
+        /// δ per message.
+        delta: f64,
+    },
     /// The whole run (ε, δ) by Theorem 2: ε₀ = ε/(8√(2K ln(1/δ))) per round (K = planned
     /// rounds, r = expected participants); the corrected calibration targets δ/K per round.
-    Total { epsilon: f64, delta: f64 },
+    Total {
+        /// ε of the run.
+        epsilon: f64,
+        /// δ of the run.
+        delta: f64,
+    },
 }
 
 /// How m of the TDL noise is chosen.
@@ -181,8 +218,11 @@ pub enum TdlCalibration {
 pub struct QuantPrivacy {
     /// Quantisation resolution s (a power of two, as in every experiment of the paper).
     pub s: u64,
+    /// Where the sensitivities Δ₁, Δ₂, Δ∞ come from.
     pub sensitivity: SensitivitySpec,
+    /// The per-round or total budget.
     pub budget: BudgetSpec,
+    /// Theorem 1's m or dpfl's corrected m.
     #[serde(default)]
     pub calibration: TdlCalibration,
 }
@@ -191,12 +231,14 @@ pub struct QuantPrivacy {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct NormFedAvgSpec {
+    /// Which algorithm of the family.
     pub variant: Variant,
     /// η₀.
     pub step_size: f64,
     /// η_k = η₀·step_decay^k; the paper's 0.99.
     #[serde(default = "default_decay")]
     pub step_decay: f64,
+    /// The server's step β_k.
     #[serde(default)]
     pub beta: BetaSchedule,
     /// E.
@@ -211,6 +253,7 @@ pub struct NormFedAvgSpec {
     /// PyTorch-style weight decay: λw added to every minibatch gradient.
     #[serde(default = "default_weight_decay")]
     pub weight_decay: f64,
+    /// The QTDL/Binomial settings (private variants only).
     #[serde(default)]
     pub privacy: Option<QuantPrivacy>,
 }
@@ -247,6 +290,7 @@ impl NormFedAvgSpec {
         }
     }
 
+    /// The local step schedule.
     pub fn eta(&self) -> EtaSchedule {
         EtaSchedule {
             eta0: self.step_size,
@@ -254,6 +298,7 @@ impl NormFedAvgSpec {
         }
     }
 
+    /// The variant's label with its resolution s.
     pub fn label(&self) -> String {
         match (&self.variant, &self.privacy) {
             (Variant::DpNormFedAvg | Variant::Binomial, Some(p)) => {

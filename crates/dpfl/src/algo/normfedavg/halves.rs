@@ -46,6 +46,8 @@ impl Direction {
     }
 }
 
+/// The silo half: E local steps, the update's direction, and (private variants) the
+/// quantized, integer-noised, t-bit packed message.
 pub struct NormFedAvgSilo {
     pub(crate) local: LocalTrainer,
     pub(crate) direction: Direction,

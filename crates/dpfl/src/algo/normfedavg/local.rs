@@ -21,12 +21,18 @@ use super::config::EtaSchedule;
 use crate::data::Dataset;
 use crate::model::GradientOracle;
 
+/// A silo's local training: E minibatch steps with momentum and weight decay.
 #[derive(Debug, Clone)]
 pub struct LocalTrainer {
+    /// The model's gradients.
     pub oracle: GradientOracle,
+    /// η_k.
     pub eta: EtaSchedule,
+    /// E, the local steps per round.
     pub steps: usize,
+    /// Heavy-ball momentum (PyTorch's form).
     pub momentum: f64,
+    /// λ, added as λw to every minibatch gradient.
     pub weight_decay: f64,
     sampler: BatchSampler,
     records: usize,
@@ -37,6 +43,7 @@ pub struct LocalTrainer {
 }
 
 impl LocalTrainer {
+    /// A trainer of a silo with `records` records, minibatches of min(`batch`, records).
     pub fn new(
         oracle: GradientOracle,
         eta: EtaSchedule,

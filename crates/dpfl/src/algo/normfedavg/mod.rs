@@ -34,6 +34,8 @@
 //! * **Record-level DP, any neighbouring relation**: the sensitivities are suprema over the
 //!   local run and do not depend on which relation the ledger uses.
 
+#![warn(missing_docs)]
+
 pub mod config;
 pub mod halves;
 pub mod local;

@@ -25,9 +25,17 @@ use crate::algo::half::{ServerHalf, SiloHalf};
 #[serde(rename_all = "kebab-case")]
 pub enum NoisePlan {
     /// TDL(m, α).
-    Tdl { m: u64, alpha: f64 },
+    Tdl {
+        /// m.
+        m: u64,
+        /// α as sampled.
+        alpha: f64,
+    },
     /// Bin(N, ½) − N/2.
-    Binomial { n: u64 },
+    Binomial {
+        /// N, even.
+        n: u64,
+    },
 }
 
 impl NoisePlan {
@@ -42,16 +50,20 @@ impl NoisePlan {
 /// One silo's part of the plan.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SiloPlan {
+    /// The silo's records n_i.
     pub records: usize,
     /// Its round event (none when non-private).
     pub event: Option<PrivacyEvent>,
 }
 
+/// A checked, calibrated run of the family: everything its halves are built from.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct NormFedAvgPlan {
+    /// The configuration.
     pub spec: NormFedAvgSpec,
     /// The common noise (none when non-private).
     pub noise: Option<NoisePlan>,
+    /// One per silo, in silo order.
     pub silos: Vec<SiloPlan>,
 }
 

@@ -20,6 +20,7 @@ use crate::algo::message::{PackedInts, Payload};
 /// The integer noise added to the quantized vector.
 #[derive(Debug, Clone)]
 pub enum IntNoise {
+    /// TDL(m, α).
     Tdl(TruncatedDiscreteLaplace),
     /// Bin(N, ½) − N/2, N even.
     Binomial(Binomial),
@@ -33,10 +34,15 @@ impl IntNoise {
             IntNoise::Binomial(b) => b.n() / 2,
         }
     }
-    fn draw(&self, rng: &mut DpRng) -> i64 {
+    /// Fills `out` with independent draws (TDL: one bit reader for the whole vector).
+    fn fill(&self, rng: &mut DpRng, out: &mut [i64]) {
         match self {
-            IntNoise::Tdl(t) => t.sample(rng),
-            IntNoise::Binomial(b) => b.sample(rng) as i64 - (b.n() / 2) as i64,
+            IntNoise::Tdl(t) => t.fill(rng, out),
+            IntNoise::Binomial(b) => {
+                for o in out {
+                    *o = b.sample(rng) as i64 - (b.n() / 2) as i64;
+                }
+            }
         }
     }
     /// Per-coordinate variance in real units at resolution s.
@@ -52,14 +58,19 @@ impl IntNoise {
 /// The packed layout shared by the silo's encoder and the server's decoder.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Layout {
+    /// The quantizer's resolution.
     pub s: u64,
     /// s + h: z + offset ∈ [0, 2·offset].
     pub offset: u64,
+    /// t, bits per coordinate.
     pub bits: u8,
+    /// d, coordinates per message.
     pub dim: usize,
 }
 
 impl Layout {
+    /// The layout of resolution s, noise half-width h and dimension d; errs if s + h
+    /// overflows.
     pub fn new(s: u64, half_width: u64, dim: usize) -> crate::Result<Self> {
         let offset = s
             .checked_add(half_width)
@@ -116,14 +127,17 @@ impl Layout {
 /// The silo's side: quantize, add integer noise, pack.
 #[derive(Debug, Clone)]
 pub struct Encoder {
+    /// The message layout.
     pub layout: Layout,
     quantizer: StochasticQuantizer,
     noise: IntNoise,
     q: Vec<i64>,
+    e: Vec<i64>,
     packed: Vec<u64>,
 }
 
 impl Encoder {
+    /// An encoder at resolution `s` with `noise`, for d-dimensional updates.
     pub fn new(s: u64, noise: IntNoise, dim: usize) -> crate::Result<Self> {
         let layout = Layout::new(s, noise.half_width(), dim)?;
         Ok(Encoder {
@@ -131,9 +145,11 @@ impl Encoder {
             quantizer: StochasticQuantizer::power_of_two(s)?,
             noise,
             q: Vec::with_capacity(dim),
+            e: vec![0; dim],
             packed: Vec::with_capacity(dim),
         })
     }
+    /// The integer noise.
     pub fn noise(&self) -> &IntNoise {
         &self.noise
     }
@@ -148,11 +164,12 @@ impl Encoder {
             )));
         }
         self.quantizer.quantize(u, rng, &mut self.q)?;
+        self.noise.fill(rng, &mut self.e);
         let off = self.layout.offset as i64;
         self.packed.clear();
-        for &q in &self.q {
+        for (&q, &e) in self.q.iter().zip(&self.e) {
             // |q| ≤ s and |e| ≤ h, so z + s + h ∈ [0, 2(s+h)].
-            self.packed.push((q + self.noise.draw(rng) + off) as u64);
+            self.packed.push((q + e + off) as u64);
         }
         Ok(Payload::Packed(PackedInts::pack(
             self.layout.bits,

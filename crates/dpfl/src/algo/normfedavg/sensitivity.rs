@@ -13,8 +13,11 @@ use super::config::SensitivitySpec;
 /// Sensitivities in grid units and the probability that they fail to hold.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Sensitivities {
+    /// Δ₁.
     pub l1: f64,
+    /// Δ₂.
     pub l2: f64,
+    /// Δ∞.
     pub linf: f64,
     /// 0 for worst case and the μ form; 4(ρ−1)/n_i for Theorem 3.
     pub failure: f64,

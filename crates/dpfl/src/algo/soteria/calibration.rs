@@ -11,7 +11,9 @@
 //! composition of a sampled Gaussian and a plain one, which dpfl's accountant composes soundly.
 
 use dpfl_privacy::accountant::AccountantKind;
-use dpfl_privacy::calibration::{calibrate_noise_multiplier, calibrate_sampled_gaussian};
+use dpfl_privacy::calibration::{
+    calibrate_noise_multiplier, calibrate_rdp_then_pld, calibrate_sampled_gaussian,
+};
 use dpfl_privacy::event::Sampling;
 use dpfl_privacy::{Delta, Epsilon, Neighbouring, PrivacyEvent};
 
@@ -24,10 +26,14 @@ pub fn shift_step(omega: f64) -> f64 {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize, Default)]
 #[serde(rename_all = "kebab-case")]
 pub enum Estimator {
+    /// Full-batch gradient (Option I with b = m).
     Gd,
+    /// Minibatch gradient of b records (Option I).
     #[default]
     Sgd,
+    /// Loopless SVRG with a shared snapshot coin (Option II).
     Svrg,
+    /// SAGA with a per-record gradient table (Option III).
     Saga,
 }
 
@@ -44,6 +50,7 @@ impl Estimator {
         let (a, b) = self.bounds();
         a * a / 4.0 + b * b
     }
+    /// Whether the estimator has Lemma 3's full-batch B term (SVRG, SAGA).
     pub fn has_full_term(self) -> bool {
         matches!(self, Estimator::Svrg | Estimator::Saga)
     }
@@ -142,8 +149,10 @@ pub fn split_sigma(sigma: f64) -> (f64, f64) {
 }
 
 /// The smallest σ dpfl's accountant certifies for `rounds` rounds of [`round_event`]
-/// (replace-one): the sampled Gaussian's PLD/RDP calibration for SGD, the analytic composition
-/// of Gaussians for GD and aggregate clipping, RDP over the composed event for SVRG/SAGA.
+/// (replace-one): the sampled Gaussian's PLD/RDP calibration for SGD; for SVRG/SAGA the
+/// tighter of RDP and the PLD over the composed event (the sampled part's PLD for the sampling
+/// actually used, `accountant::sampled_pld`, composed with the full-batch Gaussian; RDP alone
+/// where that PLD has no rule); RDP for GD and aggregate clipping.
 #[allow(clippy::too_many_arguments)]
 pub fn accountant_sigma(
     est: Estimator,
@@ -171,6 +180,13 @@ pub fn accountant_sigma(
         4.0 * g / b as f64
     };
     let event = |z: f64| round_event(est, z * unit, g, b, m, sampling, aggregate_clip).repeated(t);
+    if !aggregate_clip
+        && est.has_full_term()
+        && dpfl_privacy::accountant::sampled_pld::supported(sampling, Neighbouring::ReplaceOne)
+    {
+        let (z, name) = calibrate_rdp_then_pld(event, Neighbouring::ReplaceOne, eps, delta, "pld")?;
+        return Ok((z * unit, name.to_string()));
+    }
     let z = calibrate_noise_multiplier(
         event,
         AccountantKind::Rdp,
@@ -285,13 +301,70 @@ mod tests {
         let (agg, _) =
             accountant_sigma(Estimator::Sgd, 0.5, 10, 1000, &s, true, 25, eps, delta).unwrap();
         assert!(sgd > 0.0 && svrg > sgd && agg > svrg, "{sgd} {svrg} {agg}");
-        let e = AccountantKind::Rdp
-            .epsilon(
-                Neighbouring::ReplaceOne,
-                &round_event(Estimator::Svrg, svrg, 0.5, 10, 1000, &s, false).repeated(25),
-                delta,
-            )
-            .unwrap();
+        // Certified by the PLD on the calibration's grid (the rule the silo ledger falls back
+        // to when RDP alone would refuse).
+        let e = dpfl_privacy::accountant::pld::PldAccountant::with_discretization(
+            Neighbouring::ReplaceOne,
+            dpfl_privacy::calibration::CALIBRATION_PLD_DISCRETIZATION,
+        )
+        .unwrap()
+        .epsilon(
+            &round_event(Estimator::Svrg, svrg, 0.5, 10, 1000, &s, false).repeated(25),
+            delta,
+        )
+        .unwrap();
         assert!(e <= 1.0 + 1e-9, "{e}");
+    }
+
+    #[test]
+    fn svrg_and_saga_calibrate_with_the_pld_below_rdp_and_never_under_report() {
+        // a9a's SVRG silo at ε = 1 (digest §5.2): G = 0.5, m = 3256, b = 54 draws with
+        // replacement, T = 25, δ = 1e−3.
+        let (g, m, b, t) = (0.5, 3256usize, 54usize, 25usize);
+        let eps = Epsilon::new(1.0).unwrap();
+        let delta = Delta::new(1e-3).unwrap();
+        let s = Sampling::WithReplacement {
+            population: m as u64,
+            draws: b as u64,
+        };
+        let (sigma, name) =
+            accountant_sigma(Estimator::Svrg, g, b, m, &s, false, t, eps, delta).unwrap();
+        assert_eq!(name, "pld");
+        let event = round_event(Estimator::Svrg, sigma, g, b, m, &s, false).repeated(t as u64);
+        let acc = |k: AccountantKind| k.epsilon(Neighbouring::ReplaceOne, &event, delta).unwrap();
+        let (pld, rdp) = (acc(AccountantKind::Pld), acc(AccountantKind::Rdp));
+        // The PLD certifies the target at its σ (default grid, finer than the calibration's),
+        // and at the same σ it is below RDP, which alone would need more noise.
+        assert!(pld <= 1.0 + 1e-9, "pld {pld}");
+        assert!(pld < rdp, "pld {pld} rdp {rdp}");
+        let z_rdp = calibrate_noise_multiplier(
+            |z| round_event(Estimator::Svrg, z, g, b, m, &s, false).repeated(t as u64),
+            AccountantKind::Rdp,
+            Neighbouring::ReplaceOne,
+            eps,
+            delta,
+        )
+        .unwrap();
+        assert!(sigma < z_rdp, "{sigma} vs rdp's {z_rdp}");
+        // Hand-checkable sandwich at this σ: z_A = σ√(2/3)/(4G/b), z_B = (σ/√3)/(2G/m).
+        // Lower bound: the full-batch part alone, T Gaussians = one of z_B/√T. Upper bound:
+        // no amplification, T rounds of the pair = one Gaussian of (T(1/z_A² + 1/z_B²))^{−½}.
+        let (sa, sb) = split_sigma(sigma);
+        let (za, zb) = (sa / (4.0 * g / b as f64), sb / (2.0 * g / m as f64));
+        let tf = t as f64;
+        let lower = dpfl_privacy::calibration::gaussian_epsilon(zb / tf.sqrt(), delta).unwrap();
+        let upper = dpfl_privacy::calibration::gaussian_epsilon(
+            1.0 / (tf * (1.0 / (za * za) + 1.0 / (zb * zb))).sqrt(),
+            delta,
+        )
+        .unwrap();
+        assert!(lower < pld && pld < upper, "{lower} < {pld} < {upper}");
+        // SAGA has SVRG's event (Lemma 3), so the same σ; Poisson is accounted too.
+        let (saga, _) =
+            accountant_sigma(Estimator::Saga, g, b, m, &s, false, t, eps, delta).unwrap();
+        assert_eq!(saga, sigma);
+        // Aggregate clipping has no sampled part: RDP, as before.
+        let (_, agg) = accountant_sigma(Estimator::Svrg, g, b, m, &s, true, t, eps, delta).unwrap();
+        assert_eq!(agg, "rdp");
     }
 }

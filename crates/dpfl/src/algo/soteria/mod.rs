@@ -43,6 +43,8 @@
 //! SAGA's table (m × d floats) is silo state; it is refused above dpfl's parameter cap.
 //! x⁰ is the model's `initial_params` unless `init = { std, seed }` draws it.
 
+#![warn(missing_docs)]
+
 pub mod calibration;
 pub mod plan;
 pub mod qdpsgd;

@@ -42,15 +42,21 @@ pub struct SoteriaSiloPlan {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SoteriaPlan {
+    /// Which algorithm of the wing.
     pub method: Method,
+    /// The local estimator (SGD for the direct-compression methods).
     pub estimator: Estimator,
+    /// The uplink compressor (identity for LDP-*).
     pub compressor: CompressorSpec,
     /// γ under shifted compression (SoteriaFL), `None` for direct compression.
     pub shift_step: Option<f64>,
     /// G, the per-record (or, under aggregate clipping, per-estimator) clip.
     pub clip: f64,
+    /// Where gradients are clipped.
     pub clipping: Clipping,
+    /// How a silo draws its b records.
     pub sampling: RecordSampling,
+    /// η, the server's step size.
     pub step_size: f64,
     /// SVRG's shared coin: (p, seed).
     pub coin: Option<(f64, u64)>,

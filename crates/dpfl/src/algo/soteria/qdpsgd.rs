@@ -59,6 +59,8 @@ pub struct QdpsgdSilo {
 }
 
 impl QdpsgdSilo {
+    /// The half of a silo with m records drawing b per round, with consensus step ε_c =
+    /// `consensus` and local step η = `step_size` among `silos` silos.
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         oracle: GradientOracle,
@@ -228,6 +230,7 @@ pub struct QdpsgdServer {
 }
 
 impl QdpsgdServer {
+    /// From x⁰ and the silo count.
     pub fn new(init: Vec<f64>, silos: usize) -> Self {
         QdpsgdServer { zbar: init, silos }
     }

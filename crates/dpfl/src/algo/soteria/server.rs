@@ -12,6 +12,7 @@ use crate::algo::half::{HalfState, ServerHalf};
 use crate::algo::message::{Broadcast, Round, SiloMessage};
 use crate::algo::server::average_messages;
 
+/// The server half of the wing (module doc): x ← x − η(s + mean v_i), s ← s + γ·mean v_i.
 #[derive(Debug, Clone)]
 pub struct SoteriaServer {
     x: Vec<f64>,
@@ -25,6 +26,7 @@ pub struct SoteriaServer {
 }
 
 impl SoteriaServer {
+    /// From x⁰, η, γ (`None`: direct compression), SVRG's coin (p, seed) and the silo count.
     pub fn new(
         init: Vec<f64>,
         step_size: f64,

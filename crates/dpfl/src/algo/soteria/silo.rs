@@ -24,9 +24,11 @@ use crate::model::GradientOracle;
 /// Noise of one silo: N(0, σ²I) as one draw (SGD/GD) or Lemma 3's two parts (SVRG/SAGA).
 #[derive(Debug, Clone)]
 pub struct SiloNoise {
+    /// One Gaussian mechanism per independent draw (one, or Lemma 3's A and B parts).
     pub parts: Vec<GaussianMechanism>,
     /// The event one round spends (from [`super::calibration::round_event`]).
     pub event: PrivacyEvent,
+    /// σ_p, the total standard deviation per coordinate.
     pub sigma: f64,
 }
 
@@ -59,6 +61,9 @@ pub struct SoteriaSilo {
 }
 
 impl SoteriaSilo {
+    /// The half of a silo with m records drawing b per round (`sampler`: `None` for GD);
+    /// `aggregate_clip` is the official code's whole-estimator clip, `shift_step` γ under
+    /// shifted compression (`None`: direct compression).
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         est: Estimator,

@@ -68,7 +68,9 @@ pub enum Clipping {
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct InitSpec {
+    /// The standard deviation of every coordinate.
     pub std: f64,
+    /// The draw's seed.
     #[serde(default)]
     pub seed: u64,
 }
@@ -77,6 +79,7 @@ pub struct InitSpec {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SoteriaSpec {
+    /// η, the server's step size.
     pub step_size: f64,
     /// SoteriaFL's local estimator (default sgd); only `kind = "soteria-fl"` takes one.
     #[serde(default)]
@@ -93,11 +96,13 @@ pub struct SoteriaSpec {
     /// γ; default sqrt((1+2ω)/(2(1+ω)³)).
     #[serde(default)]
     pub shift_step: Option<f64>,
+    /// How σ is chosen (default `accountant`).
     #[serde(default)]
     pub calibration: NoiseCalibration,
     /// c of the closed form (calibration = "closed-form"); default 48.
     #[serde(default)]
     pub noise_constant: Option<f64>,
+    /// Where gradients are clipped (default per record).
     #[serde(default)]
     pub clipping: Clipping,
     /// Record sampling: `with-replacement` (the official code's, default), `without-replacement`
@@ -118,6 +123,7 @@ pub struct SoteriaSpec {
 }
 
 impl SoteriaSpec {
+    /// The figures' name of `method` with this estimator, e.g. "SoteriaFL-SVRG".
     pub fn label(&self, method: Method) -> String {
         match method {
             Method::SoteriaFl => {
@@ -135,6 +141,7 @@ impl SoteriaSpec {
             Method::QDpsgd1 => "Q-DPSGD-1".into(),
         }
     }
+    /// Whether noise is added.
     pub fn is_private(&self) -> bool {
         self.calibration != NoiseCalibration::None
     }
