@@ -12,11 +12,12 @@ use super::shuffle;
 use super::soteria;
 
 /// An algorithm as named in a config file.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "kind", rename_all = "kebab-case", deny_unknown_fields)]
 pub enum AlgorithmSpec {
     /// Minibatch SGD (Lowy & Razaviyayn Algorithm 2); private when `calibration` is set.
     MbSgd {
+        /// η, the server's step size on the averaged noisy gradient.
         step_size: f64,
         #[serde(default)]
         calibration: Option<Calibration>,
@@ -34,7 +35,10 @@ pub enum AlgorithmSpec {
     /// (the paper's ISRL-DP Local SGD baseline, App. I) when `private = true` or a
     /// `calibration` is given.
     LocalSgd {
+        /// η of every local step.
         step_size: f64,
+        /// Add App. I's per-step Gaussian noise (the experiment rule unless `calibration`
+        /// names another).
         #[serde(default)]
         private: bool,
         /// The noise rule of a private run: `experiment` (App. I's per-step σ, the default

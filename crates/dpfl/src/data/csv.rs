@@ -29,17 +29,17 @@ use crate::linalg::Matrix;
 use crate::{Error, Result};
 
 /// Which column is the target and how to read it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "kind", rename_all = "kebab-case", deny_unknown_fields)]
 pub enum TargetSpec {
-    /// Class names, label-encoded 0..C in `order` (if given; values outside it are errors)
+    /// Class names in `column`, label-encoded 0..C in `order` (if given; values outside it are errors)
     /// or else in sorted order.
     Class {
         column: String,
         #[serde(default)]
         order: Option<Vec<String>>,
     },
-    /// A real-valued target.
+    /// A real-valued target in `column`.
     Real { column: String },
 }
 
@@ -52,7 +52,9 @@ impl TargetSpec {
 }
 
 /// How a categorical column becomes numbers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum Encoding {
     /// One column holding the category's index 0..k (the paper's choice).
@@ -63,9 +65,10 @@ pub enum Encoding {
 }
 
 /// A categorical feature column.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CategoricalSpec {
+    /// The column's header name.
     pub column: String,
     #[serde(default)]
     pub encoding: Encoding,
@@ -94,10 +97,12 @@ impl CategoricalSpec {
 }
 
 /// What to make of a CSV file with a header row.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CsvSpec {
+    /// The target (label) column and how to read it.
     pub target: TargetSpec,
+    /// Categorical feature columns and their encoding.
     #[serde(default)]
     pub categorical: Vec<CategoricalSpec>,
     /// Numeric feature columns to standardise after splitting (fit on training rows only).

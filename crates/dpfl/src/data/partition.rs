@@ -25,14 +25,16 @@ use super::{Dataset, SiloData, Target};
 use crate::{Error, Result};
 
 /// A partition of a data set into silos, as written in an experiment spec.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "kind", rename_all = "kebab-case", deny_unknown_fields)]
 pub enum PartitionSpec {
     /// One silo per class.
     ByClass,
     /// Sorted by target into `silos` groups.
     SortedTarget { silos: usize },
-    /// The 25 MNIST digit-pair silos.
+    /// The 25 MNIST digit-pair silos (Lowy & Razaviyayn App. I.4): `p` the share of each
+    /// silo's rows drawn from outside its pair, `scale` the fraction of the pool used,
+    /// `sampling` how the rows are drawn.
     MnistPairs {
         #[serde(default)]
         p: f64,
@@ -41,9 +43,10 @@ pub enum PartitionSpec {
         #[serde(default)]
         sampling: PairSampling,
     },
-    /// Uniformly random near-equal parts.
+    /// Uniformly random near-equal parts, `silos` of them.
     Iid { silos: usize },
-    /// Dirichlet(α) label skew; every silo gets at least `min_size` rows.
+    /// Dirichlet(α) label skew over `silos` silos with concentration `alpha` (smaller: more
+    /// skew); every silo gets at least `min_size` rows.
     Dirichlet {
         silos: usize,
         alpha: f64,
@@ -52,7 +55,7 @@ pub enum PartitionSpec {
     },
     /// DP-NormFedAvg's label shards (`super::shards`): `silos` × `per_silo` shards.
     LabelShards { silos: usize, per_silo: usize },
-    /// One silo per distinct value of a CSV column (data already split, e.g. by hospital;
+    /// One silo per distinct value of the CSV column `column` (data already split, e.g. by hospital;
     /// see [`super::silos`]). Only for a `csv` source, which applies it while loading.
     ByColumn { column: String },
 }
@@ -274,7 +277,9 @@ pub fn dirichlet_label_skew(
 }
 
 /// Whether the MNIST pair silos may share images.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum PairSampling {
     /// No image is in two silos (needs about 5·n_m images of every digit: scale ≲ 0.2).

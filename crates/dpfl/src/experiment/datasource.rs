@@ -26,7 +26,7 @@ use crate::data::{Dataset, SiloData};
 use crate::experiment::preprocessing::{IdxLayout, Preprocessing};
 
 /// The data section of an experiment.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct DataSpec {
     pub source: Source,
@@ -46,7 +46,7 @@ fn default_test_fraction() -> f64 {
 }
 
 /// A data source.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "kind", rename_all = "kebab-case", deny_unknown_fields)]
 pub enum Source {
     /// UCI obesity (bundled), the paper's preprocessing (App. I.3).
@@ -58,7 +58,7 @@ pub enum Source {
         #[serde(default)]
         pca: Option<usize>,
     },
-    /// Fashion-MNIST training images, as MNIST.
+    /// Fashion-MNIST training images, as MNIST (`pca` components if given).
     FashionMnist {
         #[serde(default)]
         pca: Option<usize>,
@@ -67,13 +67,16 @@ pub enum Source {
     A9a,
     /// LIBSVM w8a training file, 300 features.
     W8a,
-    /// Any CSV file with a header row.
+    /// Any CSV file with a header row: `path` (relative to the experiment file) and `spec`,
+    /// its target and feature columns.
     Csv { path: PathBuf, spec: CsvSpec },
-    /// One CSV file per silo, all with one header (no `partition`; see [`crate::data::silos`]).
+    /// One CSV file per silo (`paths`, in silo order), all with one header and one `spec`
+    /// (no `partition`; see [`crate::data::silos`]).
     CsvSilos { paths: Vec<PathBuf>, spec: CsvSpec },
-    /// Any LIBSVM file.
+    /// Any LIBSVM file: `path` and its `spec`.
     Libsvm { path: PathBuf, spec: LibsvmSpec },
-    /// Any IDX image file with its IDX label file (MNIST's format; pixels scaled to [0, 1]);
+    /// Any IDX image file (`images`) with its IDX label file (`labels`; MNIST's format;
+    /// pixels scaled to [0, 1]);
     /// `pca` components if given; `classes` names the labels 0, 1, … (default "0".."9").
     Idx {
         images: PathBuf,
@@ -83,7 +86,9 @@ pub enum Source {
         #[serde(default)]
         classes: Option<Vec<String>>,
     },
-    /// Generated data (see [`crate::data::synthetic`]); already one data set per silo.
+    /// Generated data (see [`crate::data::synthetic`]); already one data set per silo: `task`,
+    /// `silos` silos of `train` training and `test` test rows with `features` features;
+    /// `shift` moves each silo's feature mean (heterogeneity, 0 = i.i.d.).
     Synthetic {
         task: SyntheticTask,
         silos: usize,

@@ -43,6 +43,7 @@ pub mod metrics;
 mod output;
 pub mod paths;
 pub mod preprocessing;
+pub mod reference;
 pub mod report;
 pub mod saved;
 mod silo_privacy;
@@ -60,7 +61,7 @@ pub use spec::{AlgorithmEntry, DeltaRule, DeltaSpec, ExperimentSpec, NoiseKind, 
 pub(crate) use summary::silo_privacy as account_silos;
 pub use summary::{
     AlgorithmSummary, RoundRow, RunAccumulator, RunOutput, SEEDED_CAVEAT, SiloPrivacy, SingleRun,
-    TestMetric, run_caveats, summary_of,
+    TestMetric, noise_multiplier, run_caveats, summary_of,
 };
 
 /// Progress callback: (algorithm index, trial, rounds done in this run).

@@ -1,6 +1,7 @@
 //! The experiment file: [`ExperimentSpec`] and its sections (privacy, algorithms), parsed and
 //! checked once.
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::datasource::DataSpec;
@@ -9,9 +10,10 @@ use crate::model::{ModelSpec, Projection};
 use crate::sim::Participation;
 
 /// A whole experiment, as read from TOML.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ExperimentSpec {
+    /// The experiment's name, written into `summary.json`, the report and the provenance.
     pub name: String,
     /// Master seed; without one every generator is seeded from the operating system.
     #[serde(default)]
@@ -24,17 +26,23 @@ pub struct ExperimentSpec {
     /// Evaluate every this many rounds (default: every round up to 200 rounds, else R/100).
     #[serde(default)]
     pub eval_every: Option<usize>,
+    /// Where the records come from and how they become silos.
     pub data: DataSpec,
+    /// The model trained (its loss and its test metric).
     pub model: ModelSpec,
+    /// The ISRL-DP guarantee of every silo; required when any algorithm is private.
     #[serde(default)]
     pub privacy: Option<PrivacySpec>,
+    /// Which silos take part in each round (Lowy & Razaviyayn Assumption 1.4).
     #[serde(default)]
     pub participation: Participation,
+    /// The parameter domain W the server projects onto.
     #[serde(default)]
     pub projection: Projection,
     /// Per-example L2 clip threshold C (applies to all algorithms).
     #[serde(default)]
     pub clip: Option<f64>,
+    /// The algorithms trained, each on the same trials (`[[algorithms]]`, one table each).
     pub algorithms: Vec<AlgorithmEntry>,
     /// A non-finite training loss or test metric is an error (exit code 1) unless this is
     /// set: for sweeps where a diverging setting is an expected result.
@@ -51,10 +59,12 @@ fn one() -> usize {
 }
 
 /// One algorithm of an experiment with an optional display label.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct AlgorithmEntry {
+    /// The name shown in tables, plots and `rounds.csv` (default: one derived from `kind`).
     #[serde(default)]
     pub label: Option<String>,
+    /// The algorithm and its parameters, chosen by `kind`.
     #[serde(flatten)]
     pub spec: AlgorithmSpec,
 }
@@ -68,7 +78,7 @@ impl AlgorithmEntry {
 }
 
 /// δ as a number or as "1/n^2" (n = the silo's number of training records; the paper's rule).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(try_from = "DeltaRaw", into = "DeltaRaw")]
 pub enum DeltaSpec {
     Value(f64),
@@ -85,7 +95,7 @@ pub enum DeltaRule {
 }
 
 /// How δ is written in a file: a number or a rule (spaces ignored).
-#[derive(Serialize, Deserialize)]
+#[derive(Serialize, Deserialize, JsonSchema)]
 #[serde(untagged)]
 enum DeltaRaw {
     Value(f64),
@@ -129,11 +139,13 @@ impl DeltaSpec {
 }
 
 /// The ISRL-DP budget of every silo and the gradient bound the noise is calibrated to.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PrivacySpec {
     /// ε of every silo (overridden per silo by `epsilons`).
     pub epsilon: f64,
+    /// δ of every silo: a number in (0, 1), or a rule in the silo's training-record count n:
+    /// `"1/n^2"` (Lowy & Razaviyayn's experiments) or `"1/n"`.
     pub delta: DeltaSpec,
     /// Per-silo ε_i (unbalanced budgets, App. H); length N.
     #[serde(default)]
@@ -166,7 +178,7 @@ pub struct PrivacySpec {
 }
 
 /// `privacy.mechanism`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum NoiseKind {
     #[default]

@@ -6,7 +6,7 @@
 use serde::{Deserialize, Serialize};
 
 /// Which algorithm of the paper.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "kind", rename_all = "kebab-case", deny_unknown_fields)]
 pub enum Variant {
     /// FedAvg (Algorithm 3): silos send d = w_k − w_{k,E}; w_{k+1} = w_k − β_k·mean(d)
@@ -17,7 +17,7 @@ pub enum Variant {
     /// DP-NormFedAvg (Algorithm 2): d/‖d‖ → Q_s → + TDL noise, t-bit integers.
     DpNormFedAvg,
     /// The clipping baseline of experiment (ii): d·min(1, C/‖d‖) → Q_s → + TDL noise
-    /// (per client; C ≤ 1 so that the worst-case sensitivities hold).
+    /// (per client; `clip` = C ≤ 1 so that the worst-case sensitivities hold).
     Clipping { clip: f64 },
     /// The Binomial baseline of experiment (i): d/‖d‖ → Q_s → + Bin(N, ½) − N/2 (cpSGD Thm 1).
     Binomial,
@@ -39,15 +39,15 @@ impl Variant {
 }
 
 /// The server step β_k.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "kind", rename_all = "kebab-case", deny_unknown_fields)]
 pub enum BetaSchedule {
-    /// β_k = beta.
+    /// β_k = `beta`.
     Constant { beta: f64 },
-    /// β_k = values[j] for from[j] ≤ k < from[j+1] (digest §5.4's phases); from[0] = 0,
+    /// β_k = `values`[j] for `from`[j] ≤ k < from[j+1] (digest §5.4's phases); from[0] = 0,
     /// strictly increasing.
     Piecewise { from: Vec<u32>, values: Vec<f64> },
-    /// β_k = factor·η_k (experiment (iv): β_k = 50η_k, 100η_k).
+    /// β_k = `factor`·η_k (experiment (iv): β_k = 50η_k, 100η_k).
     Proportional { factor: f64 },
 }
 
@@ -139,32 +139,32 @@ impl EtaSchedule {
 }
 
 /// The per-client sensitivities the noise is calibrated to (digest §6.1 item 5).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "kind", rename_all = "kebab-case", deny_unknown_fields)]
 pub enum SensitivitySpec {
     /// Δ∞ = 2s, Δ₁ = 2ds, Δ₂ = 2s + 2√d: valid for every pair of neighbours.
     WorstCase,
-    /// Theorem 3 (A1 + A3 with growth constant ρ): valid with probability ≥ 1 − 4(ρ−1)/n_i,
+    /// Theorem 3 (A1 + A3 with growth constant ρ = `rho`): valid with probability ≥ 1 − 4(ρ−1)/n_i,
     /// which is added to the round's δ (Corollary 3.1).
     Theorem3 { rho: f64 },
-    /// The experiments' eq. 6 with a chosen μ: an assumption, not a guarantee.
+    /// The experiments' eq. 6 with a chosen μ = `mu`: an assumption, not a guarantee.
     Mu { mu: f64 },
 }
 
 /// The privacy target of a private variant.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "kind", rename_all = "kebab-case", deny_unknown_fields)]
 pub enum BudgetSpec {
-    /// Every message (ε, δ)-DP (experiment (i)); δ is the target of the corrected TDL
+    /// Every message (`epsilon`, `delta`)-DP (experiment (i)); δ is the target of the corrected TDL
     /// calibration and the Binomial's δ.
     PerRound { epsilon: f64, delta: f64 },
-    /// The whole run (ε, δ) by Theorem 2: ε₀ = ε/(8√(2K ln(1/δ))) per round (K = planned
+    /// The whole run (`epsilon`, `delta`) by Theorem 2: ε₀ = ε/(8√(2K ln(1/δ))) per round (K = planned
     /// rounds, r = expected participants); the corrected calibration targets δ/K per round.
     Total { epsilon: f64, delta: f64 },
 }
 
 /// How m of the TDL noise is chosen.
-#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum TdlCalibration {
     /// The smallest m whose *correct* δ meets the target (dpfl's default).
@@ -176,7 +176,7 @@ pub enum TdlCalibration {
 }
 
 /// QTDL / Binomial settings of a private variant.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct QuantPrivacy {
     /// Quantisation resolution s (a power of two, as in every experiment of the paper).
@@ -188,7 +188,7 @@ pub struct QuantPrivacy {
 }
 
 /// The DP-NormFedAvg family, as named in a config (`kind = "norm-fed-avg"`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NormFedAvgSpec {
     pub variant: Variant,

@@ -35,7 +35,9 @@ pub enum Method {
 }
 
 /// How σ is chosen.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default, schemars::JsonSchema,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum NoiseCalibration {
     /// The smallest σ dpfl's accountant certifies for (ε, δ) over T rounds of the sampling
@@ -52,7 +54,9 @@ pub enum NoiseCalibration {
 }
 
 /// Where the gradients are clipped.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default, schemars::JsonSchema,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum Clipping {
     /// Every per-record gradient at G (the paper's Assumption 2; SVRG/SAGA clip both terms).
@@ -65,18 +69,21 @@ pub enum Clipping {
 }
 
 /// x⁰ ~ N(0, std²) from `seed` (the official code's randn(d)/5 has std 0.2).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct InitSpec {
+    /// The standard deviation of every coordinate of x⁰.
     pub std: f64,
+    /// The seed of x⁰'s generator (independent of the experiment's seed).
     #[serde(default)]
     pub seed: u64,
 }
 
 /// The configuration shared by the wing's algorithms.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SoteriaSpec {
+    /// η, the server's (and for Q-DPSGD-1 each silo's) step size (SoteriaFL Algorithm 2).
     pub step_size: f64,
     /// SoteriaFL's local estimator (default sgd); only `kind = "soteria-fl"` takes one.
     #[serde(default)]
