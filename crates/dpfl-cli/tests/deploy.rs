@@ -37,8 +37,7 @@ fn dockerfile_refers_to_what_the_repository_has() {
     assert_eq!(df.matches("FROM debian:trixie-slim").count(), 2, "{df}");
     // A failed download must fail its own step (`curl | sh` runs an empty script happily).
     assert!(
-        !df
-            .lines()
+        !df.lines()
             .filter(|l| !l.trim_start().starts_with('#'))
             .any(|l| l.contains("| sh")),
         "rustup's script is piped into sh: {df}"
