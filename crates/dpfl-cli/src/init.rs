@@ -1,5 +1,5 @@
-//! `dpfl init` (an experiment file for one's own CSV) and `dpfl config check` (validate an
-//! experiment without training).
+//! `dpfl init` (an experiment file for one's own CSV), `dpfl config check` (validate an
+//! experiment without training) and `dpfl config reference` (the generated field reference).
 
 use std::path::PathBuf;
 
@@ -33,6 +33,13 @@ pub enum ConfigCommand {
         /// Directory holding the larger data sets (else $DPFL_DATA, else the bundled data).
         #[arg(long)]
         data_dir: Option<PathBuf>,
+    },
+    /// Print the experiment file reference (every table and field: type, default, allowed
+    /// values, meaning), generated from the parser's own types; with --json, its JSON Schema.
+    Reference {
+        /// Write it here (e.g. docs/config-reference.md) instead of standard output.
+        #[arg(long)]
+        out: Option<PathBuf>,
     },
 }
 
@@ -93,6 +100,24 @@ pub fn config(cmd: &ConfigCommand) -> anyhow::Result<()> {
             }
             println!("{report}");
             println!("{}: ok", path.display());
+            Ok(())
+        }
+        ConfigCommand::Reference { out } => {
+            use dpfl::experiment::reference;
+            let text = if crate::json() {
+                let mut t = serde_json::to_string_pretty(&reference::json_schema())?;
+                t.push('\n');
+                t
+            } else {
+                reference::markdown()
+            };
+            match out {
+                None => print!("{text}"),
+                Some(out) => {
+                    dpfl::output::atomic_write(out, text.as_bytes())?;
+                    eprintln!("wrote {}", out.display());
+                }
+            }
             Ok(())
         }
     }

@@ -167,7 +167,7 @@ pub(crate) fn print_report(spec: &ExperimentSpec, out: &RunOutput) {
         spec.name, spec.rounds, spec.trials
     );
     println!(
-        "{:<24} {:>8} {:>10} {:>9} {:>9} {:>9} {:>9} {:>6} {:>11} {:>11}",
+        "{:<24} {:>8} {:>10} {:>9} {:>9} {:>9} {:>9} {:>7} {:>6} {:>11} {:>11}",
         "algorithm",
         "epsilon",
         "delta",
@@ -175,6 +175,7 @@ pub(crate) fn print_report(spec: &ExperimentSpec, out: &RunOutput) {
         "eps PLD",
         "eps lower",
         "sigma",
+        "z",
         "K",
         metric,
         "train loss"
@@ -189,7 +190,7 @@ pub(crate) fn print_report(spec: &ExperimentSpec, out: &RunOutput) {
         };
         let lower = s.max_lower_epsilon().map_or("-".into(), |e| num(e, 3));
         println!(
-            "{:<24} {:>8} {:>10} {:>9} {:>9} {:>9} {:>9} {:>6} {:>11} {:>11}",
+            "{:<24} {:>8} {:>10} {:>9} {:>9} {:>9} {:>9} {:>7} {:>6} {:>11} {:>11}",
             s.algorithm,
             eps,
             delta,
@@ -197,6 +198,7 @@ pub(crate) fn print_report(spec: &ExperimentSpec, out: &RunOutput) {
             acc(true),
             lower,
             num(s.sigma, 4),
+            s.noise_multiplier.map_or("-".into(), |z| num(z, 3)),
             s.batch_size,
             num(s.test_metric, 4),
             num(s.final_train_loss, 4)

@@ -115,7 +115,9 @@ impl Poisson {
 }
 
 /// Which record sampler a minibatch algorithm draws its batches with (a config choice).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default, schemars::JsonSchema,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum RecordSampling {
     /// K i.i.d. uniform draws (Lowy & Razaviyayn Algorithm 2 line 6).

@@ -111,7 +111,9 @@ impl P1dParams {
 }
 
 /// How PVEC treats the ℓ₂ bound (decision on digest §5.2 item 7).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
 pub enum Scale {
     /// Δ₂ as given: g ≥ 2Δ₂√n, range 2Δ₂.
     Paper,

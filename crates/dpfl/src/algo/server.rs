@@ -8,7 +8,7 @@ use super::half::HalfState;
 use super::message::{Round, SiloMessage};
 
 /// Which iterate the server outputs.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum OutputRule {
     /// ŵ_R = (1/R) Σ_{r<R} w_r (Algorithm 2 line 11 with γ_r = 1/R).

@@ -12,7 +12,7 @@ use super::shuffle;
 use super::soteria;
 
 /// An algorithm as named in a config file.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "kind", rename_all = "kebab-case", deny_unknown_fields)]
 pub enum AlgorithmSpec {
     /// Minibatch SGD (Lowy & Razaviyayn Algorithm 2); private when `calibration` is set.

@@ -115,9 +115,10 @@ pub(crate) fn check_input(x: &[f64], dim: usize) -> crate::Result<()> {
 }
 
 /// Which compressor to build, as named in a config file (`[compressor]`, `kind = …`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "kind", rename_all = "kebab-case", deny_unknown_fields)]
 pub enum CompressorSpec {
+    /// No compression: the vector as it is.
     // Braces so that `deny_unknown_fields` applies (serde ignores extra fields of a unit
     // variant in an internally tagged enum).
     /// No compression; the vector travels dense (`Payload::Dense`).

@@ -9,7 +9,9 @@ use crate::algo::message::Payload;
 use dpfl_privacy::DpRng;
 
 /// How the k kept coordinates are named in the message.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum IndexEncoding {
     /// The k indices themselves, 32 bits each (`Payload::Sparse`).

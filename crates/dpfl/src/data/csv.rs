@@ -29,10 +29,10 @@ use crate::linalg::Matrix;
 use crate::{Error, Result};
 
 /// Which column is the target and how to read it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "kind", rename_all = "kebab-case", deny_unknown_fields)]
 pub enum TargetSpec {
-    /// Class names, label-encoded 0..C in `order` (if given; values outside it are errors)
+    /// Class names in `column`, label-encoded 0..C in `order` (if given; values outside it are errors)
     /// or else in sorted order.
     Class {
         /// The header name of the target column.
@@ -58,7 +58,9 @@ impl TargetSpec {
 }
 
 /// How a categorical column becomes numbers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum Encoding {
     /// One column holding the category's index 0..k (the paper's choice).
@@ -69,7 +71,7 @@ pub enum Encoding {
 }
 
 /// A categorical feature column.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CategoricalSpec {
     /// The header name of the column.
@@ -102,7 +104,7 @@ impl CategoricalSpec {
 }
 
 /// What to make of a CSV file with a header row.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CsvSpec {
     /// Which column is the target and how its values become labels or reals.

@@ -24,7 +24,7 @@ use crate::linalg::Matrix;
 use crate::{Error, Result};
 
 /// How to read the label column.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum LibsvmTarget {
     /// Two classes: −1 (or 0) ↦ class 0 named "-1", +1 (or 1) ↦ class 1 named "+1".
@@ -34,7 +34,7 @@ pub enum LibsvmTarget {
 }
 
 /// Shape and target of a LIBSVM file.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct LibsvmSpec {
     /// d, the feature dimension (indices 1..=d; a larger index is an error naming its line).

@@ -25,7 +25,7 @@ use super::{Dataset, SiloData, Target};
 use crate::{Error, Result};
 
 /// A partition of a data set into silos, as written in an experiment spec.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "kind", rename_all = "kebab-case", deny_unknown_fields)]
 pub enum PartitionSpec {
     /// One silo per class.
@@ -296,7 +296,9 @@ pub fn dirichlet_label_skew(
 }
 
 /// Whether the MNIST pair silos may share images.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum PairSampling {
     /// No image is in two silos (needs about 5·n_m images of every digit: scale ≲ 0.2).

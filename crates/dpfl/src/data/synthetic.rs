@@ -11,7 +11,7 @@ use super::{Dataset, SiloData, Target};
 use crate::linalg::{Matrix, dot};
 
 /// What kind of target to generate.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum SyntheticTask {
     /// Labels {0,1} from a logistic model.

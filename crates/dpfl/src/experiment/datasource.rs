@@ -26,7 +26,7 @@ use crate::data::{Dataset, SiloData};
 use crate::experiment::preprocessing::{IdxLayout, Preprocessing};
 
 /// The data section of an experiment.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct DataSpec {
     /// Where the records come from (a known set, a file, or generated).
@@ -47,7 +47,7 @@ fn default_test_fraction() -> f64 {
 }
 
 /// A data source.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "kind", rename_all = "kebab-case", deny_unknown_fields)]
 pub enum Source {
     /// UCI obesity (bundled), the paper's preprocessing (App. I.3).
@@ -61,7 +61,7 @@ pub enum Source {
         #[serde(default)]
         pca: Option<usize>,
     },
-    /// Fashion-MNIST training images, as MNIST.
+    /// Fashion-MNIST training images, as MNIST (`pca` components if given).
     FashionMnist {
         /// Principal components, as for MNIST.
         #[serde(default)]
@@ -106,7 +106,9 @@ pub enum Source {
         #[serde(default)]
         classes: Option<Vec<String>>,
     },
-    /// Generated data (see [`crate::data::synthetic`]); already one data set per silo.
+    /// Generated data (see [`crate::data::synthetic`]); already one data set per silo: `task`,
+    /// `silos` silos of `train` training and `test` test rows with `features` features;
+    /// `shift` moves each silo's feature mean (heterogeneity, 0 = i.i.d.).
     Synthetic {
         /// Binary, regression or multiclass (see [`crate::data::synthetic`]).
         task: SyntheticTask,

@@ -43,6 +43,7 @@ pub mod metrics;
 mod output;
 pub mod paths;
 pub mod preprocessing;
+pub mod reference;
 pub mod report;
 pub mod saved;
 mod silo_privacy;
@@ -59,7 +60,7 @@ pub(crate) use spec::parse_toml;
 pub use spec::{AlgorithmEntry, DeltaRule, DeltaSpec, ExperimentSpec, NoiseKind, PrivacySpec};
 pub use summary::{
     AlgorithmSummary, RoundRow, RunAccumulator, RunOutput, SEEDED_CAVEAT, SiloPrivacy, SingleRun,
-    TestMetric, run_caveats, summary_of,
+    TestMetric, noise_multiplier, run_caveats, summary_of,
 };
 pub(crate) use summary::{Precision, silo_privacy_at as account_silos};
 

@@ -95,20 +95,21 @@ fn results(h: &mut String, out: &RunOutput) {
     let _ = write!(
         h,
         "<h2>Results</h2>\n<table id=\"results\"><tr><th class=\"l\">algorithm</th>\
-         <th>private</th><th>target ε</th><th>δ</th><th>σ</th><th>K</th><th>R</th>\
-         <th>final train loss</th><th>{}</th></tr>\n",
+         <th>private</th><th>target ε</th><th>δ</th><th>σ</th><th>z = σ/Δ</th><th>K</th>\
+         <th>R</th><th>final train loss</th><th>{}</th></tr>\n",
         esc(metric)
     );
     for s in &out.summary {
         let _ = writeln!(
             h,
             "<tr><td class=\"l\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>\
-             <td>{}</td><td>{}</td><td>{}</td></tr>",
+             <td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
             esc(&s.algorithm),
             if s.private { "yes" } else { "no" },
             num(s.epsilon),
             num(s.delta),
             num(Some(s.sigma)),
+            num(s.noise_multiplier),
             s.batch_size,
             s.rounds,
             num(Some(s.final_train_loss)),

@@ -1,6 +1,7 @@
 //! The experiment file: [`ExperimentSpec`] and its sections (privacy, algorithms), parsed and
 //! checked once.
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::datasource::DataSpec;
@@ -9,7 +10,7 @@ use crate::model::{ModelSpec, Projection};
 use crate::sim::Participation;
 
 /// A whole experiment, as read from TOML.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ExperimentSpec {
     /// The name written into the outputs (`summary.json`, `model.json`).
@@ -58,7 +59,7 @@ fn one() -> usize {
 }
 
 /// One algorithm of an experiment with an optional display label.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct AlgorithmEntry {
     /// The name in the outputs; default: the algorithm's [`AlgorithmSpec::default_label`].
     #[serde(default)]
@@ -78,7 +79,7 @@ impl AlgorithmEntry {
 }
 
 /// δ as a number or as "1/n^2" (n = the silo's number of training records; the paper's rule).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(try_from = "DeltaRaw", into = "DeltaRaw")]
 pub enum DeltaSpec {
     /// A fixed δ ∈ (0, 1).
@@ -97,7 +98,7 @@ pub enum DeltaRule {
 }
 
 /// How δ is written in a file: a number or a rule (spaces ignored).
-#[derive(Serialize, Deserialize)]
+#[derive(Serialize, Deserialize, JsonSchema)]
 #[serde(untagged)]
 enum DeltaRaw {
     Value(f64),
@@ -142,7 +143,7 @@ impl DeltaSpec {
 }
 
 /// The ISRL-DP budget of every silo and the gradient bound the noise is calibrated to.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PrivacySpec {
     /// ε of every silo (overridden per silo by `epsilons`).
@@ -180,7 +181,7 @@ pub struct PrivacySpec {
 }
 
 /// `privacy.mechanism`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum NoiseKind {
     /// Continuous N(0, σ²) per coordinate.

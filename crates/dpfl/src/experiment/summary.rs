@@ -68,6 +68,10 @@ pub struct AlgorithmSummary {
     pub delta: Option<f64>,
     /// Noise std per coordinate (largest over silos).
     pub sigma: f64,
+    /// The noise multiplier z = σ/Δ of the Gaussian the run's privacy events name (Δ the
+    /// message's L2 sensitivity; Opacus' `noise_multiplier`), smallest over silos; null for
+    /// a non-private run or a mechanism without one (PVEC, TDL, Binomial).
+    pub noise_multiplier: Option<f64>,
     /// Records (or local steps) per round, K (smallest over silos).
     pub batch_size: usize,
     /// R.
@@ -467,6 +471,11 @@ pub fn summary_of(
         epsilon,
         delta,
         sigma: run.calibration.iter().map(|c| c.sigma).fold(0.0, f64::max),
+        noise_multiplier: run
+            .calibration
+            .iter()
+            .filter_map(|c| c.run_event.as_ref().and_then(noise_multiplier))
+            .reduce(f64::min),
         batch_size: run
             .calibration
             .iter()
@@ -493,6 +502,27 @@ pub fn summary_of(
 }
 
 /// The caveats of a private run's guarantee (empty for a non-private one).
+/// The z of the Gaussian (continuous or discrete) in `event`, if it holds exactly one value
+/// of z (a run whose rounds use different multipliers has none to show).
+pub fn noise_multiplier(event: &dpfl_privacy::PrivacyEvent) -> Option<f64> {
+    use dpfl_privacy::PrivacyEvent as E;
+    fn walk(e: &E, found: &mut Vec<f64>) {
+        match e {
+            E::Gaussian { noise_multiplier }
+            | E::DiscreteGaussian {
+                noise_multiplier, ..
+            } => found.push(*noise_multiplier),
+            E::Sampled { event, .. } | E::SelfComposed { event, .. } => walk(event, found),
+            E::Composed(es) => es.iter().for_each(|e| walk(e, found)),
+            _ => found.push(f64::NAN),
+        }
+    }
+    let mut found = Vec::new();
+    walk(event, &mut found);
+    let first = *found.first()?;
+    (first.is_finite() && found.iter().all(|z| z.to_bits() == first.to_bits())).then_some(first)
+}
+
 pub fn run_caveats(spec: &ExperimentSpec, private: bool) -> Vec<String> {
     let mut c = Vec::new();
     if private && !lipschitz_is_public(spec) {
@@ -502,4 +532,35 @@ pub fn run_caveats(spec: &ExperimentSpec, private: bool) -> Vec<String> {
         c.push(SEEDED_CAVEAT.to_string());
     }
     c
+}
+
+#[cfg(test)]
+mod noise_multiplier_tests {
+    use dpfl_privacy::PrivacyEvent as E;
+    use dpfl_privacy::event::Sampling;
+
+    #[test]
+    fn the_one_z_of_an_event_or_none() {
+        let g = |z| E::Gaussian {
+            noise_multiplier: z,
+        };
+        let run = E::SelfComposed {
+            event: Box::new(E::Sampled {
+                sampling: Sampling::Poisson { rate: 0.1 },
+                event: Box::new(g(1.1)),
+            }),
+            count: 5,
+        };
+        assert_eq!(super::noise_multiplier(&run), Some(1.1));
+        // Rounds with different multipliers have no single z; nor has a non-Gaussian event.
+        assert_eq!(
+            super::noise_multiplier(&E::Composed(vec![g(1.1), g(0.9)])),
+            None
+        );
+        let pure = E::EpsilonDelta {
+            epsilon: 1.0,
+            delta: 0.0,
+        };
+        assert_eq!(super::noise_multiplier(&pure), None);
+    }
 }

@@ -33,7 +33,9 @@ use dpfl_privacy::rng::Purpose;
 const CHUNK: usize = 256;
 
 /// The hidden layers' nonlinearity.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum Activation {
     #[default]

@@ -373,7 +373,7 @@ impl GradientOracle {
 }
 
 /// The feasible set W of the paper. Only Euclidean balls centred at 0 (and no constraint).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default, schemars::JsonSchema)]
 #[serde(tag = "kind", rename_all = "kebab-case")]
 pub enum Projection {
     /// W = R^d (the paper's experiments).
@@ -447,7 +447,7 @@ pub fn metric_value(model: &dyn Model, w: &[f64], data: &Dataset) -> f64 {
 }
 
 /// Which model to build, as named in a config file.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "kind", rename_all = "kebab-case", deny_unknown_fields)]
 pub enum ModelSpec {
     /// Binary logistic regression on labels {0, 1}; `logit_clip` clamps ⟨w,x⟩ to ±clip.

@@ -6,7 +6,7 @@ use dpfl_privacy::{DpRng, sampler};
 
 /// Which silos are available in a round (Lowy & Razaviyayn Assumption 1.4: S_r is uniform
 /// among subsets of size M_r; the M_r are independent).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default, schemars::JsonSchema)]
 #[serde(tag = "kind", rename_all = "kebab-case", deny_unknown_fields)]
 pub enum Participation {
     /// M_r = N.

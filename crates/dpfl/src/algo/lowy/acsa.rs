@@ -207,7 +207,7 @@ impl ServerHalf for AcsaServer {
 }
 
 /// How an accelerated silo samples its records.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum AcsaSampling {
     /// Disjoint batches, one pass (Thm E.1: population loss, heterogeneous silos).
@@ -231,7 +231,7 @@ pub enum AcsaSampling {
 /// params = "theory"          # or give step_size (the first step 1/(2γ))
 /// constants = { smoothness = 0.25, diameter = 10.0 }
 /// ```
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AcceleratedSpec {
     /// One pass over disjoint batches (Thm E.1) or a fresh batch every round (ERM, Thm F.1) and its

@@ -40,7 +40,7 @@ use crate::algo::half::{SiloHalf, SiloInfo};
 use crate::units::SiloId;
 
 /// How a private algorithm calibrates its Gaussian noise.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Calibration {
     /// Lowy & Razaviyayn Thm D.1: σ² = 256 L² R ln(2.5R/δ) ln(2/δ)/(n²ε²), with its K bound.

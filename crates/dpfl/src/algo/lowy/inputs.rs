@@ -8,7 +8,9 @@ use super::multistage::AcsaSchedule;
 use crate::algo::server::OutputRule;
 
 /// Whether missing parameters come from the theorems or must be given.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum Params {
     /// Every parameter is given (step size required).
@@ -19,7 +21,7 @@ pub enum Params {
 }
 
 /// A fixed smoothing parameter β or the theorem's rule.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(untagged)]
 pub enum Smoothing {
     /// A fixed β > 0 of the Moreau envelope.
@@ -29,7 +31,7 @@ pub enum Smoothing {
 }
 
 /// The string `"theory"`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum SmoothingRule {
     /// The theorems' rule (`"theory"`), the only string accepted.
@@ -38,7 +40,7 @@ pub enum SmoothingRule {
 
 /// Problem constants the rules need and the data cannot provide (all optional; a rule that
 /// needs a missing one says so).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Constants {
     /// β: every f(·, x) is β-smooth.

@@ -221,7 +221,7 @@ pub(crate) fn plan(
 /// constants = { smoothness = 0.25, diameter = 10.0 }
 /// weights = [0.5, 0.25, 0.25]
 /// ```
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NoisyMbSgdSpec {
     /// Noise rule; `None` for the non-private algorithm.

@@ -6,7 +6,7 @@
 use serde::{Deserialize, Serialize};
 
 /// Which algorithm of the paper.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "kind", rename_all = "kebab-case", deny_unknown_fields)]
 pub enum Variant {
     /// FedAvg (Algorithm 3): silos send d = w_k − w_{k,E}; w_{k+1} = w_k − β_k·mean(d)
@@ -44,7 +44,7 @@ impl Variant {
 }
 
 /// The server step β_k.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "kind", rename_all = "kebab-case", deny_unknown_fields)]
 pub enum BetaSchedule {
     /// β_k = beta.
@@ -160,12 +160,12 @@ impl EtaSchedule {
 }
 
 /// The per-client sensitivities the noise is calibrated to (digest §6.1 item 5).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "kind", rename_all = "kebab-case", deny_unknown_fields)]
 pub enum SensitivitySpec {
     /// Δ∞ = 2s, Δ₁ = 2ds, Δ₂ = 2s + 2√d: valid for every pair of neighbours.
     WorstCase,
-    /// Theorem 3 (A1 + A3 with growth constant ρ): valid with probability ≥ 1 − 4(ρ−1)/n_i,
+    /// Theorem 3 (A1 + A3 with growth constant ρ = `rho`): valid with probability ≥ 1 − 4(ρ−1)/n_i,
     /// which is added to the round's δ (Corollary 3.1).
     Theorem3 {
         /// ρ > 1.
@@ -179,10 +179,10 @@ pub enum SensitivitySpec {
 }
 
 /// The privacy target of a private variant.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "kind", rename_all = "kebab-case", deny_unknown_fields)]
 pub enum BudgetSpec {
-    /// Every message (ε, δ)-DP (experiment (i)); δ is the target of the corrected TDL
+    /// Every message (`epsilon`, `delta`)-DP (experiment (i)); δ is the target of the corrected TDL
     /// calibration and the Binomial's δ.
     PerRound {
         /// ε per message.
@@ -201,7 +201,7 @@ pub enum BudgetSpec {
 }
 
 /// How m of the TDL noise is chosen.
-#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum TdlCalibration {
     /// The smallest m whose *correct* δ meets the target (dpfl's default).
@@ -213,7 +213,7 @@ pub enum TdlCalibration {
 }
 
 /// QTDL / Binomial settings of a private variant.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct QuantPrivacy {
     /// Quantisation resolution s (a power of two, as in every experiment of the paper).
@@ -228,7 +228,7 @@ pub struct QuantPrivacy {
 }
 
 /// The DP-NormFedAvg family, as named in a config (`kind = "norm-fed-avg"`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NormFedAvgSpec {
     /// Which algorithm of the family.

@@ -28,10 +28,10 @@ use dpfl_privacy::shuffle::amplification::amplify;
 use dpfl_privacy::{Delta, Epsilon, Neighbouring, PrivacyEvent};
 
 /// How Shuffled Noisy MB-SGD's σ is chosen.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "kind", rename_all = "kebab-case", deny_unknown_fields)]
 pub enum SdpCalibration {
-    /// Thm 5.1 / G.1 with the absolute constant C.
+    /// Thm 5.1 / G.1 with the absolute constant C = `constant`.
     Theory { constant: f64 },
     /// The proof's chain, solved numerically ([`sdp_chain`]).
     Accountant,

@@ -79,9 +79,10 @@ fn one() -> usize {
 /// step_size = 0.5
 /// calibration = { kind = "accountant" }   # or { kind = "theory", constant = 1.0 }
 /// ```
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SdpMbSgdSpec {
+    /// η of every round.
     pub step_size: f64,
     pub calibration: SdpCalibration,
     /// K (the theorem's proof has K = 1, the default).
@@ -101,9 +102,10 @@ pub struct SdpMbSgdSpec {
 /// step_size = 1.0        # AC-SA's first step 1/(2γ)
 /// transport = "compact"  # or "explicit" (tiny parameters only)
 /// ```
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SdpAcceleratedSpec {
+    /// The first step α₁/η₁ of AC-SA's convex schedule (Algorithm 6).
     pub step_size: f64,
     /// K for every silo; default ⌊min_i n_i / R⌋ (one pass).
     #[serde(default)]
@@ -289,7 +291,7 @@ pub(crate) fn build_sdp_acsa(
 /// [[algorithms]]
 /// kind = "psgd"          # Thm 4.1's B and η unless given (η needs a bounded projection)
 /// ```
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PsgdSpec {
     /// η; default Thm 4.1's D·ε·B/(L·√T·(εB + √d·ln(d/δ))).
@@ -302,6 +304,7 @@ pub struct PsgdSpec {
     pub transport: Transport,
     #[serde(default = "paper_scale")]
     pub scale: Scale,
+    /// The fewest silos that answer a round (PVEC is calibrated for M_min·K users); default M.
     #[serde(default)]
     pub min_participants: Option<usize>,
     #[serde(default)]
@@ -483,9 +486,10 @@ pub(crate) fn pvec_halves(
 /// [[algorithms]]
 /// kind = "pgd"           # η = D/(L√T) (Lemma B.6) unless given
 /// ```
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PgdSpec {
+    /// η; default D/(L√T) (Cheu et al. 2022 Lemma B.6; needs a bounded projection).
     #[serde(default)]
     pub step_size: Option<f64>,
     #[serde(default)]

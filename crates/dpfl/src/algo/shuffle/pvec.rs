@@ -48,7 +48,9 @@ pub const TO_SERVER: u32 = 1;
 pub const MAX_EXPLICIT_PER_REPLY: u64 = 1 << 22;
 
 /// How a silo's PVEC counts travel.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum Transport {
     /// One message per bit.

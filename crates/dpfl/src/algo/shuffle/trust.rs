@@ -28,7 +28,9 @@ use dpfl_privacy::{Delta, Neighbouring, PrivacyEvent};
 use super::pvec::shuffle_err;
 
 /// Whether the silos trust the shuffler not to collude with the server.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum ShufflerTrust {
     /// The ledger charges the guarantee that holds whatever the shuffler does (default).

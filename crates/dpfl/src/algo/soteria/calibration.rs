@@ -23,7 +23,17 @@ pub fn shift_step(omega: f64) -> f64 {
 }
 
 /// The local estimator of a silo (Algorithm 3's options; GD is Option I with b = m).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize, Default)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    serde::Serialize,
+    serde::Deserialize,
+    Default,
+    schemars::JsonSchema,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum Estimator {
     /// Full-batch gradient (Option I with b = m).

@@ -35,7 +35,9 @@ pub enum Method {
 }
 
 /// How σ is chosen.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default, schemars::JsonSchema,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum NoiseCalibration {
     /// The smallest σ dpfl's accountant certifies for (ε, δ) over T rounds of the sampling
@@ -52,7 +54,9 @@ pub enum NoiseCalibration {
 }
 
 /// Where the gradients are clipped.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default, schemars::JsonSchema,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum Clipping {
     /// Every per-record gradient at G (the paper's Assumption 2; SVRG/SAGA clip both terms).
@@ -65,7 +69,7 @@ pub enum Clipping {
 }
 
 /// x⁰ ~ N(0, std²) from `seed` (the official code's randn(d)/5 has std 0.2).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct InitSpec {
     /// The standard deviation of every coordinate.
@@ -76,7 +80,7 @@ pub struct InitSpec {
 }
 
 /// The configuration shared by the wing's algorithms.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SoteriaSpec {
     /// η, the server's step size.
