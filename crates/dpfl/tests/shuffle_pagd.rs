@@ -16,6 +16,7 @@ use dpfl::data::{Dataset, SiloData, Target};
 use dpfl::linalg::Matrix;
 use dpfl::model::{GradientOracle, HingeLoss, LogisticRegression, Model, Projection};
 use dpfl::sim::{Participation, Simulator};
+use dpfl::units::SiloId;
 use dpfl_privacy::rng::Purpose;
 use dpfl_privacy::shuffle::params::{PvecParams, Scale};
 use dpfl_privacy::shuffle::protocol::Pvec;
@@ -62,11 +63,7 @@ fn federation(
             expected_participants: silos as f64,
         },
         silos: (0..silos)
-            .map(|i| SiloInfo {
-                id: i as u32,
-                records: n,
-                budget: Some((eps, 1e-5)),
-            })
+            .map(|i| SiloInfo::new(SiloId::new(i as u32), n, Some((eps, 1e-5))).unwrap())
             .collect(),
         oracle: GradientOracle::new(model, None).unwrap(),
         lipschitz: 1.0,
@@ -128,8 +125,8 @@ fn pagd_builds_from_its_config_explains_its_preset_and_runs() {
     let b2 = ocr.build(&ctx).unwrap();
     assert!(b2.calibration[0].formula.contains("schedule (paper-ocr"));
     assert_eq!(
-        b2.silos[0].round_event(dpfl::algo::Round::FIRST),
-        built.silos[0].round_event(dpfl::algo::Round::FIRST),
+        b2.silos[0].round_event(Round::FIRST),
+        built.silos[0].round_event(Round::FIRST),
         "the constants do not change the privacy event"
     );
     // Missing β (and no smoothing), or an unbounded domain without D, are refused by field.
@@ -240,8 +237,9 @@ fn strongly_convex_phases_cut_the_error_phase_by_phase_as_predicted() {
         let mut r = 0;
         for (i, p) in phases.iter().enumerate() {
             for _ in 0..p.rounds {
-                let b = s.broadcast(r);
-                s.aggregate(r, &[q.message(&b, &mut rng)]).unwrap();
+                let b = s.broadcast(Round::new(r));
+                s.aggregate(Round::new(r), &[q.message(&b, &mut rng)])
+                    .unwrap();
                 r += 1;
             }
             mean[i] += q.excess(&s.output()) / trials as f64;
@@ -281,8 +279,9 @@ fn strongly_convex_phases_cut_the_error_phase_by_phase_as_predicted() {
         .unwrap();
         let mut rng = DpRng::from_seed(seed, Purpose::Silo, 0);
         for r in 0..300 {
-            let b = s.broadcast(r);
-            s.aggregate(r, &[q.message(&b, &mut rng)]).unwrap();
+            let b = s.broadcast(Round::new(r));
+            s.aggregate(Round::new(r), &[q.message(&b, &mut rng)])
+                .unwrap();
         }
         single += q.excess(&s.output()) / trials as f64;
     }
@@ -318,7 +317,7 @@ fn pan_private_acsa_noises_state_and_output_and_charges_its_guarantee() {
     assert!((z - 1.976_346).abs() < 1e-6, "{z}");
     assert!((built.silos[0].noise_std() - 2f64.sqrt() * z).abs() < 1e-12);
     assert_eq!(
-        built.silos[0].round_event(dpfl::algo::Round::FIRST),
+        built.silos[0].round_event(Round::FIRST),
         Some(
             dpfl_privacy::PrivacyEvent::EpsilonDelta {
                 epsilon: 0.5,
@@ -352,7 +351,7 @@ fn pan_private_acsa_noises_state_and_output_and_charges_its_guarantee() {
         let mut silo = s.build(&ctx).unwrap().silos.remove(0);
         let mut rng = DpRng::from_seed(21, Purpose::Silo, t);
         let b = Broadcast {
-            round: dpfl::algo::Round::FIRST,
+            round: Round::FIRST,
             point: vec![0.0, 0.0],
             aux: vec![],
         };
@@ -453,7 +452,7 @@ fn analyzer_moments(
         )),
     };
     let b = Broadcast {
-        round: dpfl::algo::Round::FIRST,
+        round: Round::FIRST,
         point: vec![0.0, 0.0],
         aux: vec![],
     };
@@ -478,7 +477,7 @@ fn analyzer_moments(
             let mut rng = DpRng::from_seed(5, Purpose::Silo, t * 10 + i);
             messages.extend(half.respond_reply(&b, &data, &mut rng).unwrap().messages);
         }
-        server.aggregate(dpfl::algo::Round::FIRST, &messages).unwrap();
+        server.aggregate(Round::FIRST, &messages).unwrap();
     }
     let v = seen.lock().unwrap();
     let n = v.len() as f64;
@@ -574,7 +573,7 @@ fn robust_pagd_reports_eps_over_gamma_refuses_too_many_adversaries_and_never_pan
         // PVEC at ε_c = γε = 0.5, so the robust level ε_c/γ = 1 is the budget, charged.
         assert!(text.contains("eps_c = gamma eps = 0.5000"), "{text}");
         assert!(text.contains("(1.0000, 1e-5, gamma = 0.5)"), "{text}");
-        match built.silos[0].round_event(dpfl::algo::Round::FIRST) {
+        match built.silos[0].round_event(Round::FIRST) {
             Some(dpfl_privacy::PrivacyEvent::Sampled { event, .. }) => assert_eq!(
                 *event,
                 dpfl_privacy::PrivacyEvent::EpsilonDelta {
@@ -606,8 +605,11 @@ fn robust_pagd_reports_eps_over_gamma_refuses_too_many_adversaries_and_never_pan
         .unwrap();
         let back: dpfl::plan::Plan = toml::from_str(&toml::to_string(&plan).unwrap()).unwrap();
         assert_eq!(back, plan);
-        let adversary = dpfl::plan::silo_half(&back, dpfl::units::SiloId::new(5)).unwrap();
-        assert_eq!(adversary.round_event(dpfl::algo::Round::FIRST).is_none(), behaviour != "flip");
+        let adversary = dpfl::plan::silo_half(&back, SiloId::new(5)).unwrap();
+        assert_eq!(
+            adversary.round_event(Round::FIRST).is_none(),
+            behaviour != "flip"
+        );
     }
     let e = spec(&format!(
         "{base}robust = {{ honest_fraction = 0.5, adversaries = 4 }}"
@@ -657,10 +659,8 @@ fn new_kinds_plan_once_and_halves_calibrate_nothing() {
             noise: Default::default(),
             enforce_budget: false,
             silos: (0..3)
-                .map(|i| SiloInfo {
-                    id: i as u32,
-                    records: 100 + 10 * i,
-                    budget: Some((eps, 1e-5)),
+                .map(|i| {
+                    SiloInfo::new(SiloId::new(i as u32), 100 + 10 * i, Some((eps, 1e-5))).unwrap()
                 })
                 .collect(),
         };
@@ -680,7 +680,7 @@ fn new_kinds_plan_once_and_halves_calibrate_nothing() {
         for (i, s) in silos.iter().enumerate() {
             assert_eq!(s.noise_std(), plan.calibration[i].sigma, "{text}");
             assert_eq!(
-                s.round_event(dpfl::algo::Round::FIRST).map(|e| e.repeated(5)),
+                s.round_event(Round::FIRST).map(|e| e.repeated(5)),
                 plan.calibration[i].run_event,
                 "{text}"
             );

@@ -218,12 +218,15 @@ mod tests {
     use crate::algo::message::compressed::Compressed;
 
     fn msg(payload: Payload) -> SiloMessage {
-        SiloMessage { round: 2, payload }
+        SiloMessage {
+            round: Round::new(2),
+            payload,
+        }
     }
 
     fn bcast(point: Vec<f64>) -> Broadcast {
         Broadcast {
-            round: 2,
+            round: Round::new(2),
             point,
             aux: vec![],
         }
@@ -275,7 +278,7 @@ mod tests {
         );
         // A message of another round is refused.
         let late = SiloMessage {
-            round: 1,
+            round: Round::new(1),
             payload: Payload::Dense(vec![0.0; 3]),
         };
         assert!(g.observe(&b, &[late], &mut out).is_err());

@@ -501,7 +501,6 @@ pub fn summary_of(
     }
 }
 
-/// The caveats of a private run's guarantee (empty for a non-private one).
 /// The z of the Gaussian (continuous or discrete) in `event`, if it holds exactly one value
 /// of z (a run whose rounds use different multipliers has none to show).
 pub fn noise_multiplier(event: &dpfl_privacy::PrivacyEvent) -> Option<f64> {
@@ -523,6 +522,7 @@ pub fn noise_multiplier(event: &dpfl_privacy::PrivacyEvent) -> Option<f64> {
     (first.is_finite() && found.iter().all(|z| z.to_bits() == first.to_bits())).then_some(first)
 }
 
+/// The caveats of a private run's guarantee (empty for a non-private one).
 pub fn run_caveats(spec: &ExperimentSpec, private: bool) -> Vec<String> {
     let mut c = Vec::new();
     if private && !lipschitz_is_public(spec) {

@@ -320,7 +320,7 @@ mod tests {
             .map(|i| (((i + seed) * 37 % 17) as f64 - 8.0) / 4.0)
             .collect();
         let y = (0..n)
-            .map(|i| ((i * 7 + seed) % 3 == 0) as u8 as f64)
+            .map(|i| (i * 7 + seed).is_multiple_of(3) as u8 as f64)
             .collect();
         let names = (0..p).map(|j| format!("x{j}")).collect();
         let target = Target::Classes {

@@ -266,12 +266,14 @@ fn run_one(plan: &Plan, a: usize, n: usize, seed: usize) -> crate::Result<Option
         silos: data
             .iter()
             .enumerate()
-            .map(|(i, s)| SiloInfo {
-                id: i as u32,
-                records: s.train.len(),
-                budget: Some((plan.epsilon, plan.delta)),
+            .map(|(i, s)| {
+                SiloInfo::new(
+                    crate::units::SiloId::new(i as u32),
+                    s.train.len(),
+                    Some((plan.epsilon, plan.delta)),
+                )
             })
-            .collect(),
+            .collect::<crate::Result<Vec<_>>>()?,
         oracle: GradientOracle::new(model, None)?,
         lipschitz: 2.0,
         projection: Projection::L2Ball { radius: 1.0 },

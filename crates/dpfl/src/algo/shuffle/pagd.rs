@@ -43,7 +43,9 @@ use crate::algo::server::average_messages;
 use crate::model::Projection;
 
 /// Which AC-SA step-size sequences PAGD uses (see the module doc).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum AcsaConstants {
     /// Lan (2012): α_t = 2/(t+1), L_t = (2/(t+1))·max{2β, (T+2)^{3/2}σ/D} (default).
@@ -83,7 +85,7 @@ impl AcsaConstants {
 }
 
 /// One AC-SA run of the phase reduction: its rounds and L_t = `numerator`/(t+1).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Phase {
     /// Rounds (AC-SA iterations) of this phase.
     pub rounds: u64,
@@ -270,13 +272,15 @@ mod tests {
             PagdServer::new(vec![1.0, 0.0], Projection::None, AcsaConstants::Lan, phases).unwrap();
         // t = 1: α = 1, md = θ_1 = (1, 0); θ_2 = (1, 0) − (2, 2)/2 = (0, −1); ag = θ_2.
         assert_eq!(s.broadcast(Round::new(0)).point, vec![1.0, 0.0]);
-        s.aggregate(Round::new(0), &[dense(Round::new(0), vec![2.0, 2.0])]).unwrap();
+        s.aggregate(Round::new(0), &[dense(Round::new(0), vec![2.0, 2.0])])
+            .unwrap();
         assert_eq!(s.output(), vec![0.0, -1.0]);
         // t = 2: α = 2/3, md = (2/3)(0,−1) + (1/3)(0,−1) = (0, −1); θ_3 = (0, −1) − (0, 3)·3/4
         // = (0, −3.25); ag = (2/3)(0, −3.25) + (1/3)(0, −1) = (0, −2.5).
         let b = s.broadcast(Round::new(1));
         assert!((b.point[1] + 1.0).abs() < 1e-15);
-        s.aggregate(Round::new(1), &[dense(Round::new(1), vec![0.0, 3.0])]).unwrap();
+        s.aggregate(Round::new(1), &[dense(Round::new(1), vec![0.0, 3.0])])
+            .unwrap();
         let out = s.output();
         assert!(
             out[0].abs() < 1e-15 && (out[1] + 2.5).abs() < 1e-12,
@@ -290,7 +294,10 @@ mod tests {
         let before = s.state();
         s.aggregate(Round::new(2), &[]).unwrap();
         assert_eq!(s.state(), before);
-        assert!(s.aggregate(Round::new(2), &[dense(Round::new(9), vec![0.0, 0.0])]).is_err());
+        assert!(
+            s.aggregate(Round::new(2), &[dense(Round::new(9), vec![0.0, 0.0])])
+                .is_err()
+        );
         // State round-trips.
         let mut t = PagdServer::new(
             vec![0.0, 0.0],
@@ -325,8 +332,9 @@ mod tests {
         let ball = Projection::L2Ball { radius: 1.0 };
         let mut s = PagdServer::new(vec![0.0], ball, AcsaConstants::PaperOcr, phases).unwrap();
         for r in 0..10 {
-            s.broadcast(r);
-            s.aggregate(r, &[dense(r, vec![-100.0])]).unwrap();
+            s.broadcast(Round::new(r));
+            s.aggregate(Round::new(r), &[dense(Round::new(r), vec![-100.0])])
+                .unwrap();
             assert!(s.output()[0] <= 1.0 + 1e-12);
         }
         // Pushed to the boundary every round: θ_t = 1 and θ^ag = 1 − Π_t (1 − α_t) with

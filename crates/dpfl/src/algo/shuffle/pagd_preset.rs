@@ -49,7 +49,7 @@ use dpfl_privacy::shuffle::params::Scale;
 /// constants = "lan"        # or "paper-ocr"
 /// strong_convexity = 0.1   # optional: the phase reduction of Thm 4.8
 /// ```
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PagdSpec {
     /// K per silo; default Thm 4.3's B/M, clamped to one pass.

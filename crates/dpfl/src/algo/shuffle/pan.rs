@@ -62,7 +62,7 @@ use crate::model::GradientOracle;
 /// kind = "pan-private-acsa"
 /// smoothness = 0.25      # β, or smoothing = "theory"
 /// ```
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PanPrivateSpec {
     /// K per silo; default the preset's.
@@ -336,7 +336,7 @@ pub(crate) fn build_pan(
                 "pan-private AC-SA (Cheu et al. Alg. 6, Lemma C.4/C.5): zeta^2 = 8 L^2 ln(2/delta)/(K^2 eps^2), zeta = {z:.4e} drawn twice per round (state noise before the batch, output noise after); ({eps}, {delta:e})-pan-private per disjoint batch, charged; the output alone is a Gaussian of noise multiplier {output_multiplier:.4}{}",
                 s.note
             ),
-            run_event: silo.round_event(crate::units::Round::FIRST).map(|e| e.repeated(rounds as u64)),
+            run_event: silo.round_event(Round::FIRST).map(|e| e.repeated(rounds as u64)),
         });
         planned.push(ShuffleSilo::PanPrivate {
             records: info.records,

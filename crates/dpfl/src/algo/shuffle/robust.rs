@@ -48,7 +48,9 @@ use crate::model::{Metric, Model};
 pub const ABSENT: u32 = 2;
 
 /// What the adversarial silos do.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum Behaviour {
     /// Take no part (an empty marker the analyzer discards).
@@ -61,7 +63,7 @@ pub enum Behaviour {
 }
 
 /// `robust = { honest_fraction = γ, adversaries = a, behaviour = "drop" }`.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RobustSpec {
     /// γ ∈ [1/3, 1]: the honest fraction the guarantee holds for.
