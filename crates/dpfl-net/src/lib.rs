@@ -18,6 +18,7 @@
 
 #![warn(missing_docs)]
 
+pub mod budget;
 pub mod certs;
 pub mod checkpoint;
 pub mod codec;
