@@ -48,5 +48,16 @@ fn json_schema_names_every_section() {
         assert!(props.contains_key(field), "{field}");
     }
     assert_eq!(v["properties"]["trials"]["default"], 1);
-    assert_eq!(v["$defs"]["NoiseKind"]["enum"][1], "discrete-gaussian");
+    // A unit enum is a flat `enum`, or a `oneOf` of `const`s once its variants carry docs.
+    let noise = &v["$defs"]["NoiseKind"];
+    let variants: Vec<&serde_json::Value> = match noise["enum"].as_array() {
+        Some(values) => values.iter().collect(),
+        None => noise["oneOf"]
+            .as_array()
+            .expect("NoiseKind is an enum or a oneOf")
+            .iter()
+            .map(|o| &o["const"])
+            .collect(),
+    };
+    assert_eq!(variants, ["gaussian", "discrete-gaussian"]);
 }

@@ -241,6 +241,50 @@ struct OnePassState {
     next: u64,
 }
 
+/// A fixed smoothing parameter β or the theorem's rule.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(untagged)]
+pub enum Smoothing {
+    /// A fixed β > 0 of the Moreau envelope.
+    Beta(f64),
+    /// β from the theorem (Thm D.2 / F.2).
+    Rule(SmoothingRule),
+}
+
+/// The string `"theory"`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum SmoothingRule {
+    /// The theorems' rule (`"theory"`), the only string accepted.
+    Theory,
+}
+
+/// The gradient oracle and the L the noise is calibrated to, for Moreau smoothing at `beta`
+/// (or none): a smoothed loss is optimised with gradients clipped at 2L (Lemma D.7). Plans
+/// store β and every half rebuilds its oracle here, so the halves equal one build's.
+pub(crate) fn smoothed_oracle(
+    ctx: &crate::algo::context::BuildContext,
+    beta: Option<f64>,
+) -> crate::Result<(GradientOracle, f64)> {
+    Ok(match beta {
+        None => (ctx.enforcing_oracle()?, ctx.lipschitz),
+        Some(b) => {
+            let model = ctx.oracle.model().smoothed(b)?.ok_or_else(|| {
+                crate::Error::config(
+                    "algorithm.smoothing",
+                    format!(
+                        "the {} loss offers no prox to smooth it with",
+                        ctx.oracle.model().name()
+                    ),
+                )
+            })?;
+            let l = 2.0 * ctx.lipschitz;
+            let clip = ctx.oracle.clip().map_or(l, |c| c.min(l));
+            (GradientOracle::new(model, Some(clip))?, l)
+        }
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -313,7 +313,9 @@ impl AlgorithmSpec {
                     AlgorithmSpec::Psgd(a) => shuffle::build_psgd(ctx, a, inner)?,
                     AlgorithmSpec::Pgd(a) => shuffle::build_pgd(ctx, a, inner)?,
                     AlgorithmSpec::Pagd(a) => shuffle::build_pagd(ctx, a, inner)?,
-                    AlgorithmSpec::PanPrivateAcsa(a) => shuffle::pan::build_pan(ctx, a, inner)?,
+                    AlgorithmSpec::PanPrivateAcsa(a) => {
+                        shuffle::pan_plan::build_pan(ctx, a, inner)?
+                    }
                     _ => {
                         return Err(crate::Error::config("algorithm", "not a shuffle algorithm"));
                     }
@@ -386,7 +388,7 @@ impl AlgorithmSpec {
                 )
             }
             AlgorithmSpec::Pagd(a) => shuffle::pagd_preset::pagd_server(ctx, a),
-            AlgorithmSpec::PanPrivateAcsa(a) => shuffle::pan::pan_server(ctx, a),
+            AlgorithmSpec::PanPrivateAcsa(a) => shuffle::pan_plan::pan_server(ctx, a),
             _ => Err(crate::Error::config(
                 "algorithm",
                 format!("{} is not a shuffle algorithm", self.default_label()),

@@ -20,23 +20,7 @@ pub enum Params {
     Theory,
 }
 
-/// A fixed smoothing parameter β or the theorem's rule.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(untagged)]
-pub enum Smoothing {
-    /// A fixed β > 0 of the Moreau envelope.
-    Beta(f64),
-    /// β from the theorem (Thm D.2 / F.2).
-    Rule(SmoothingRule),
-}
-
-/// The string `"theory"`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(rename_all = "kebab-case")]
-pub enum SmoothingRule {
-    /// The theorems' rule (`"theory"`), the only string accepted.
-    Theory,
-}
+pub use crate::algo::gradient::{Smoothing, SmoothingRule};
 
 /// Problem constants the rules need and the data cannot provide (all optional; a rule that
 /// needs a missing one says so).

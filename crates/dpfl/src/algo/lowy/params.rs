@@ -8,7 +8,6 @@ use super::theory::{
     theory_params,
 };
 use crate::algo::context::BuildContext;
-use crate::model::GradientOracle;
 
 impl TheoryInputs {
     /// The rules' inputs from a build context: the worst silo on each axis (smallest n_i, ε_i
@@ -106,31 +105,7 @@ pub(crate) fn prepare(
     })
 }
 
-/// The gradient oracle and the L the noise is calibrated to, for Moreau smoothing at `beta`
-/// (or none): a smoothed loss is optimised with gradients clipped at 2L (Lemma D.7). Plans
-/// store β and every half rebuilds its oracle here, so the halves equal one build's.
-pub(crate) fn oracle(
-    ctx: &BuildContext,
-    beta: Option<f64>,
-) -> crate::Result<(GradientOracle, f64)> {
-    Ok(match beta {
-        None => (ctx.enforcing_oracle()?, ctx.lipschitz),
-        Some(b) => {
-            let model = ctx.oracle.model().smoothed(b)?.ok_or_else(|| {
-                crate::Error::config(
-                    "algorithm.smoothing",
-                    format!(
-                        "the {} loss offers no prox to smooth it with",
-                        ctx.oracle.model().name()
-                    ),
-                )
-            })?;
-            let l = 2.0 * ctx.lipschitz;
-            let clip = ctx.oracle.clip().map_or(l, |c| c.min(l));
-            (GradientOracle::new(model, Some(clip))?, l)
-        }
-    })
-}
+pub(crate) use crate::algo::gradient::smoothed_oracle as oracle;
 
 /// [`theory_params`] for a built federation: R = the run's rounds, K = the
 /// smallest K_i, σ = the largest σ_i.

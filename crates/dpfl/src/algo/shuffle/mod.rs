@@ -39,6 +39,7 @@ pub mod moreau;
 pub mod pagd;
 pub mod pagd_preset;
 pub mod pan;
+pub mod pan_plan;
 pub mod plan;
 mod presets;
 pub mod pvec;
@@ -390,7 +391,7 @@ pub(crate) fn pvec_halves(
         ));
     }
     let (eps, delta) = smallest_budget(ctx)?;
-    let (oracle, l2) = crate::algo::lowy::params::oracle(ctx, choice.moreau)?;
+    let (oracle, l2) = crate::algo::gradient::smoothed_oracle(ctx, choice.moreau)?;
     let target = PvecTarget {
         users: (m_min as u64).saturating_mul(k as u64),
         d: ctx.federation.dim,

@@ -36,8 +36,8 @@ use super::robust::RobustSpec;
 use super::trust::{PvecTarget, ShufflerTrust, plan_pvec};
 use super::{Planned, PvecChoice, participants, pvec_halves, smallest_budget};
 use crate::algo::context::BuildContext;
+use crate::algo::gradient::{Smoothing, SmoothingRule};
 use crate::algo::half::ServerHalf;
-use crate::algo::lowy::inputs::{Smoothing, SmoothingRule};
 use dpfl_privacy::shuffle::params::Scale;
 
 /// PAGD as named in a config file:

@@ -126,7 +126,7 @@ impl ShufflePlan {
     ) -> crate::Result<Box<dyn SiloHalf>> {
         match plan {
             ShuffleSilo::Smoothed { beta, inner } => {
-                let (oracle, _) = crate::algo::lowy::params::oracle(ctx, Some(*beta))?;
+                let (oracle, _) = crate::algo::gradient::smoothed_oracle(ctx, Some(*beta))?;
                 self.half(ctx, inner, oracle)
             }
             ShuffleSilo::Adversarial { behaviour, inner } => {
