@@ -200,7 +200,6 @@ fn soteria_svrg_survives_a_killed_silo_with_its_shifts_in_sync() {
 /// would change every later SAGA estimate), with every round aggregating all three silos and
 /// every ledger charging each round once.
 #[test]
-#[ignore = "written in session 6 and not yet run (no build time left): run with --ignored"]
 fn soteria_saga_survives_a_killed_silo_with_its_table() {
     const D: usize = 2000;
     let tmp = tempfile::tempdir().unwrap();
