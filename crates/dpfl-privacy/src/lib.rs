@@ -35,8 +35,6 @@ pub mod qtdl;
 pub mod release;
 pub mod rng;
 pub mod sampler;
-// TODO(issue 10): the shuffle modules' public items are not all documented yet.
-#[allow(missing_docs)]
 pub mod shuffle;
 
 pub use error::PrivacyError;

@@ -45,6 +45,8 @@ const BISECTION_STEPS: u32 = 50;
 pub struct Amplified {
     /// The reported guarantee: min of the two bounds (and of ε₀).
     pub epsilon: f64,
+    /// The target δ of the shuffled output, as requested (both bounds are computed at it;
+    /// neither adds slack beyond it).
     pub delta: f64,
     /// Theorem 3.1, when its condition holds.
     pub closed_form: Option<f64>,
@@ -296,8 +298,13 @@ pub fn local_epsilon(event: &PrivacyEvent, neighbouring: Neighbouring) -> Result
 /// what the server can learn given an honest shuffler mixing `reports` reports.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ShuffledRelease {
+    /// ε₀ of the pure-DP local randomizer (δ₀ = 0) under replace-one neighbours: what the
+    /// silo's own ledger charges per release, whatever the shuffler does.
     pub local_epsilon: f64,
+    /// n in FMT 2021: the number of ε₀-DP reports (one per user) the shuffler mixes.
     pub reports: u64,
+    /// The (ε, δ) against the server after shuffling `reports` reports (FMT 2021 Theorems
+    /// 3.1/3.2, the smaller).
     pub amplified: Amplified,
 }
 
@@ -333,11 +340,15 @@ impl ShuffledRelease {
 /// guarantee against the server given an honest shuffler (the amplified events composed).
 #[derive(Debug, Clone, PartialEq)]
 pub struct SideBySide {
+    /// The total δ both composed ε are reported at (the per-round amplification δ is
+    /// `per_round.amplified.delta`, part of this budget).
     pub delta: f64,
     /// ε of the silo's own noise, composed by `accountant`: holds whatever the shuffler does.
     pub isrl_dp_epsilon: f64,
     /// ε against the server if the shuffler is honest.
     pub shuffled_epsilon: f64,
+    /// One round's release (ε₀, reports and amplified (ε, δ)); the composed values above
+    /// are `rounds` copies of it.
     pub per_round: ShuffledRelease,
 }
 

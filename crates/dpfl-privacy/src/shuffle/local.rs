@@ -36,7 +36,11 @@ use super::params::PvecParams;
 /// One silo's per-round guarantee without a trusted shuffler.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct LocalGuarantee {
+    /// The reported ε: the smaller of `basic_epsilon` and `lemma33_epsilon`, per round,
+    /// against a server that sees this silo's per-label counts.
     pub epsilon: f64,
+    /// The total δ requested: half for Lemma A.1's δ_j over d coordinates (and γ), half
+    /// reserved for the Binomial sampler's total-variation error.
     pub delta: f64,
     /// Lemma A.1's α of the composition that gave `epsilon`.
     pub alpha: f64,

@@ -34,23 +34,41 @@ pub enum ShuffleError {
     Parameter(#[from] PrivacyError),
     /// A quantity does not fit in u64 (g + s, the total message count, a count sum).
     #[error("{what} overflows u64: {detail}")]
-    Overflow { what: &'static str, detail: String },
+    Overflow {
+        /// The quantity that overflowed (e.g. "g", "explicit messages per user").
+        what: &'static str,
+        /// The values involved, and the way out when there is one (e.g. "use the compact
+        /// transport").
+        detail: String,
+    },
     /// A message carries a coordinate label outside [0, d).
     #[error("message label {label} outside [0, {d})")]
-    LabelOutOfRange { label: u64, d: usize },
+    LabelOutOfRange {
+        /// The offending coordinate label (as received, widened to u64).
+        label: u64,
+        /// The dimension d of the protocol instance: valid labels are 0..d.
+        d: usize,
+    },
     /// A vector (input, count vector, share vector) has the wrong length.
     #[error("{what} has length {got}, expected {expected}")]
     WrongLength {
+        /// Which vector (e.g. "share vector", "partial share sum").
         what: &'static str,
+        /// The length the protocol instance requires (d for per-label vectors).
         expected: usize,
+        /// The length received.
         got: usize,
     },
     /// A count exceeds what the messages it stands for could hold (g + s per user).
     #[error("{what}: count {count} at label {label} exceeds the maximum {max}")]
     CountTooLarge {
+        /// Which count (e.g. "P1D ones").
         what: &'static str,
+        /// The coordinate label j the count belongs to (0 for P1D).
         label: usize,
+        /// The count of ones received.
         count: u64,
+        /// The largest possible count: n'·(g + s) for n' users, or g + s for one user.
         max: u64,
     },
     /// The messages or shares received are inconsistent (e.g. an unequal number of messages
@@ -59,4 +77,5 @@ pub enum ShuffleError {
     Inconsistent(String),
 }
 
+/// The result type of the shuffle protocols and calculators (error: [`ShuffleError`]).
 pub type Result<T> = std::result::Result<T, ShuffleError>;

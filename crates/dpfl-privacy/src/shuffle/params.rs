@@ -124,7 +124,9 @@ pub enum Scale {
 /// What a calibrated PVEC's parameters were derived from (Theorem 3.2's proof).
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct PvecCalibration {
+    /// The target ε of Theorem 3.2 (0 < ε ≤ 15) for one PVEC call.
     pub epsilon: f64,
+    /// The target δ of Theorem 3.2 (0 < δ < ½): d·δ̂ + γ.
     pub delta: f64,
     /// γ = δ/(d+1), the slack of Lemma 3.3.
     pub gamma: f64,
@@ -139,10 +141,15 @@ pub struct PvecCalibration {
 pub struct PvecParams {
     /// The common per-coordinate P1D parameters (range 2Δ₂, or 2 at unit scale).
     pub p1d: P1dParams,
+    /// The dimension: the number of coordinates, hence of independent P1D instances and of
+    /// message labels.
     pub d: usize,
     /// Δ₂: the ℓ₂ bound of each input (inputs are clipped to it).
     pub l2_bound: f64,
+    /// Whether the protocol runs at Δ₂ as given or at unit scale (digest §5.2 item 7).
     pub scale: Scale,
+    /// The (ε, δ) target and derived γ, δ̂, ε̂ when the parameters came from
+    /// [`PvecParams::calibrate`]; `None` for hand-set parameters.
     pub calibration: Option<PvecCalibration>,
 }
 

@@ -36,7 +36,9 @@ pub const MAX_EXPLICIT_MESSAGES: u64 = 1 << 28;
 /// no position.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Message {
+    /// The coordinate j ∈ [0, d) this bit belongs to (always 0 for P1D).
     pub label: u32,
+    /// One of R1D's g + s bits: the analyzer counts the ones per label.
     pub bit: bool,
 }
 
@@ -78,10 +80,13 @@ pub struct P1d {
 }
 
 impl P1d {
+    /// Builds the randomizer/analyzer and its Bin(s, p) noise sampler. Errors if the
+    /// sampler refuses (s, p) (see [`crate::binomial::Binomial::new`]).
     pub fn new(params: P1dParams) -> Result<Self> {
         let noise = Binomial::new(params.s, params.p)?;
         Ok(P1d { params, noise })
     }
+    /// The (n, Δ, g, s, p) of Lemma 3.1 this instance runs with.
     pub fn params(&self) -> &P1dParams {
         &self.params
     }
@@ -142,10 +147,14 @@ pub struct Pvec {
 }
 
 impl Pvec {
+    /// Builds RVEC/AVEC with one Bin(s, p) noise sampler shared by the d coordinates (each
+    /// draw is independent). Errors if the sampler refuses (s, p).
     pub fn new(params: PvecParams) -> Result<Self> {
         let noise = Binomial::new(params.p1d.s, params.p1d.p)?;
         Ok(Pvec { params, noise })
     }
+    /// The d, Δ₂, scale and per-coordinate P1D parameters of Theorem 3.2 this instance runs
+    /// with.
     pub fn params(&self) -> &PvecParams {
         &self.params
     }
@@ -315,6 +324,7 @@ pub struct ShareSum {
 }
 
 impl ShareSum {
+    /// An empty sum over d labels (all zero, no users yet).
     pub fn new(d: usize) -> Self {
         ShareSum {
             sum: vec![0; d],
@@ -336,6 +346,7 @@ impl ShareSum {
         self.users += 1;
         Ok(())
     }
+    /// The number of users whose share has been added (n' for [`reveal`]).
     pub fn users(&self) -> u64 {
         self.users
     }
@@ -355,6 +366,9 @@ impl ShareSum {
         self.users += other.users;
         Ok(())
     }
+    /// The per-label sum of the shares added so far, modulo 2⁶⁴. On its own it is uniform
+    /// and reveals nothing; only combined with the other side's sum by [`reveal`] does it give
+    /// the per-label counts of ones.
     pub fn sum(&self) -> &[u64] {
         &self.sum
     }

@@ -82,8 +82,6 @@ pub mod lowy;
 pub mod message;
 pub mod normfedavg;
 pub mod server;
-// TODO(issue 10): the shuffle modules' public items are not all documented yet.
-#[allow(missing_docs)]
 pub mod shuffle;
 pub mod soteria;
 pub mod spec;

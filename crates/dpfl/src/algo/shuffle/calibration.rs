@@ -32,7 +32,11 @@ use dpfl_privacy::{Delta, Epsilon, Neighbouring, PrivacyEvent};
 #[serde(tag = "kind", rename_all = "kebab-case", deny_unknown_fields)]
 pub enum SdpCalibration {
     /// Thm 5.1 / G.1 with the absolute constant C = `constant`.
-    Theory { constant: f64 },
+    Theory {
+        /// C in σ² = C·L²·R·M·ln(RM²/(Nδ))·ln(R/δ)·ln(1/δ)/(n²N²ε²): the theorem leaves it
+        /// unspecified, so the guarantee holds only if C is at least the proof's constant.
+        constant: f64,
+    },
     /// The proof's chain, solved numerically ([`sdp_chain`]).
     Accountant,
 }
@@ -40,7 +44,11 @@ pub enum SdpCalibration {
 /// What one silo's calibration reads.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct SdpInputs {
+    /// The silo's target ε (its whole run, R rounds) against the server given an honest
+    /// shuffler.
     pub epsilon: f64,
+    /// The silo's target δ, in (0, 1); the accountant rule splits it between the
+    /// amplification, the local randomizer and the composition over rounds.
     pub delta: f64,
     /// n_i.
     pub records: usize,
@@ -50,6 +58,7 @@ pub struct SdpInputs {
     pub silos: usize,
     /// M: silos answering every round (fixed).
     pub participants: usize,
+    /// R: the number of rounds, each using one fresh batch of K of the silo's records.
     pub rounds: usize,
     /// L.
     pub lipschitz: f64,
@@ -58,6 +67,9 @@ pub struct SdpInputs {
 /// One silo's σ with both guarantees.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SdpNoise {
+    /// σ: the standard deviation of the Gaussian noise added to each coordinate of the
+    /// silo's batch-mean gradient (in gradient units; accountant rule: z·2L with z the
+    /// analytic-Gaussian multiplier at (ε̂₀, δ̂₀)).
     pub sigma: f64,
     /// ε against the server given an honest shuffler (the chain's ε, `None` under theory).
     pub shuffled_epsilon: Option<f64>,
@@ -65,6 +77,8 @@ pub struct SdpNoise {
     pub local: Option<(f64, f64)>,
     /// ε of the silo's own noise alone, R rounds composed by RDP at δ (no shuffler needed).
     pub isrl_dp_epsilon: f64,
+    /// Human-readable provenance of σ (rule, theorem and intermediate values), for the run
+    /// log and reports.
     pub formula: String,
 }
 

@@ -85,12 +85,18 @@ fn one() -> usize {
 pub struct SdpMbSgdSpec {
     /// η of every round.
     pub step_size: f64,
+    /// How σ is chosen: Lowy & Razaviyayn Thm 5.1/G.1 with a given constant (`theory`), or
+    /// the proof's chain with FMT 2021 amplification solved numerically (`accountant`).
     pub calibration: SdpCalibration,
     /// K (the theorem's proof has K = 1, the default).
     #[serde(default = "one")]
     pub batch_size: usize,
+    /// Which iterate the run returns: the average (default), the last, or exponentially
+    /// weighted (strongly convex case).
     #[serde(default)]
     pub output: OutputRule,
+    /// Which guarantee each silo's ledger charges: its own ISRL-DP noise (`untrusted`,
+    /// default) or the FMT-amplified guarantee that needs an honest shuffler (`trusted`).
     #[serde(default)]
     pub shuffler: ShufflerTrust,
 }
@@ -114,6 +120,9 @@ pub struct SdpAcceleratedSpec {
     /// λ of f + (λ/2)‖w − w₀‖².
     #[serde(default)]
     pub regularization: Option<f64>,
+    /// How PVEC's messages travel: `compact` (additive shares of per-label counts mod 2⁶⁴,
+    /// default) or `explicit` (every one-bit message shuffled; tiny parameters only). Both
+    /// give the analyzer the same statistic.
     #[serde(default)]
     pub transport: Transport,
     /// PVEC's treatment of Δ₂ = L (Cheu et al. §5.2 item 7): `Paper` or `Unit`.
@@ -301,13 +310,20 @@ pub struct PsgdSpec {
     /// K per silo; default ⌈B/M⌉ with Thm 4.1's B = √d·ln(d/δ)/ε, at most ⌊min n_i/R⌋.
     #[serde(default)]
     pub batch_size: Option<usize>,
+    /// How PVEC's messages travel: `compact` (additive shares of per-label counts mod 2⁶⁴,
+    /// default) or `explicit` (every one-bit message shuffled; tiny parameters only).
     #[serde(default)]
     pub transport: Transport,
+    /// PVEC's treatment of Δ₂ = L (Cheu et al. §5.2 item 7): `Paper` (g ≥ 2L√n, the
+    /// default) or `Unit` (gradients divided by L, run at Δ₂ = 1, output multiplied by L).
     #[serde(default = "paper_scale")]
     pub scale: Scale,
     /// The fewest silos that answer a round (PVEC is calibrated for M_min·K users); default M.
     #[serde(default)]
     pub min_participants: Option<usize>,
+    /// Which guarantee each silo's ledger charges: the one without a trusted shuffler
+    /// (Cheu et al. Lemma A.1 on the silo's own binomial noise; `untrusted`, default) or
+    /// Theorem 3.2's shuffle-DP guarantee (`trusted`).
     #[serde(default)]
     pub shuffler: ShufflerTrust,
 }
@@ -493,10 +509,17 @@ pub struct PgdSpec {
     /// η; default D/(L√T) (Cheu et al. 2022 Lemma B.6; needs a bounded projection).
     #[serde(default)]
     pub step_size: Option<f64>,
+    /// How PVEC's messages travel: `compact` (additive shares of per-label counts mod 2⁶⁴,
+    /// default) or `explicit` (every one-bit message shuffled; tiny parameters only).
     #[serde(default)]
     pub transport: Transport,
+    /// PVEC's treatment of Δ₂ = L (Cheu et al. §5.2 item 7): `Paper` (g ≥ 2L√n, the
+    /// default) or `Unit` (gradients divided by L, run at Δ₂ = 1, output multiplied by L).
     #[serde(default = "paper_scale")]
     pub scale: Scale,
+    /// Which guarantee each silo's ledger charges per round: the one without a trusted
+    /// shuffler (Cheu et al. Lemma A.1; `untrusted`, default) or the per-round (ε₀, δ₀) of
+    /// Theorem 3.2, composed over the T rounds (`trusted`).
     #[serde(default)]
     pub shuffler: ShufflerTrust,
 }

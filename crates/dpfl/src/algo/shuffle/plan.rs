@@ -26,33 +26,62 @@ pub enum ShuffleSilo {
     /// Shuffled Noisy MB-SGD: a Gaussian silo; `charged` replaces its own event (trusted
     /// shuffler) when set.
     Gaussian {
+        /// σ: standard deviation of the Gaussian noise per coordinate of the batch-mean
+        /// gradient (from `super::calibration`).
         sigma: f64,
+        /// n_i: the silo's records.
         records: usize,
+        /// K: records sampled per round.
         batch_size: usize,
+        /// The honest-shuffler round event the ledger charges instead of the Gaussian's own
+        /// (`shuffler = "trusted"`); `None`: the silo's own ISRL-DP event.
         charged: Option<PrivacyEvent>,
     },
     /// A PVEC silo: K records per round (one pass) or all of them (`full`, PGD).
     Pvec {
+        /// n_i: the silo's records, one PVEC user each.
         records: usize,
+        /// K: fresh records (users) per round in one-pass mode; ignored when `full`.
         batch_size: usize,
+        /// PGD (Cheu et al. Algorithm 5): all n_i records answer every round.
         full: bool,
+        /// The (ε, δ) per round the silo's ledger charges (chosen by the shuffler trust
+        /// model, `super::trust`).
         charged: (f64, f64),
     },
     /// `inner` on the β-Moreau envelope of the loss (gradients clipped at 2L; `super::moreau`).
-    Smoothed { beta: f64, inner: Box<ShuffleSilo> },
+    Smoothed {
+        /// β: the envelope's smoothness (Cheu et al. Lemma 4.6: f_β is β-smooth and
+        /// 2L-Lipschitz, within L²/(2β) of f).
+        beta: f64,
+        /// The silo run on the smoothed loss.
+        inner: Box<ShuffleSilo>,
+    },
     /// A simulated adversary of the robust variant (`super::robust`); `inner` is the honest
     /// silo it replaces.
     Adversarial {
+        /// What the adversary does instead of following the protocol: drop out, run the
+        /// honest randomizer on the negated gradient, or send the largest count per label.
         behaviour: Behaviour,
+        /// The honest silo it replaces (a `flip` adversary runs it on the negated loss; an
+        /// `extreme` one takes its K).
         inner: Box<ShuffleSilo>,
     },
     /// Pan-private AC-SA's silo (`super::pan`): ζ per coordinate, drawn twice a round.
     PanPrivate {
+        /// n_i: the silo's records (its stream).
         records: usize,
+        /// B: records per round (batch), one pass.
         batch_size: usize,
+        /// ζ: standard deviation of each of the two Gaussian draws per coordinate a round
+        /// (Cheu et al. Algorithm 6: ζ² = 8L²ln(2/δ)/(B²ε²), Lemma C.5).
         zeta: f64,
+        /// The (ε, δ) per round the silo's ledger charges (pan-privacy, Lemma C.4).
         guarantee: (f64, f64),
+        /// L: gradients are clipped to ℓ₂ norm L (2L under `moreau`); the mean's
+        /// sensitivity is 2L/B.
         lipschitz: f64,
+        /// β of the Moreau envelope when the loss is smoothed (Theorem 4.7's variant).
         moreau: Option<f64>,
     },
 }
@@ -60,17 +89,23 @@ pub enum ShuffleSilo {
 /// PVEC's parameters, shared by every silo and the analyzer.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PvecPlanned {
+    /// Theorem 3.2's calibrated parameters (d, Δ₂, g, s, p) for `users` users per round.
     pub params: PvecParams,
+    /// How the messages travel (compact shares or explicit shuffled bits).
     pub transport: Transport,
     /// K, or `None` for PGD's full batch over `users`.
     pub batch_size: Option<usize>,
+    /// The users PVEC is calibrated for per round (M_min·K, or Σ n_i for PGD): its n.
     pub users: u64,
 }
 
 /// The shuffle wing's plan.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ShufflePlan {
+    /// One planned half per silo, in silo order.
     pub silos: Vec<ShuffleSilo>,
+    /// PVEC's shared parameters; `None` when no silo runs PVEC (Gaussian or pan-private
+    /// silos: the server then has no analyzer).
     pub pvec: Option<PvecPlanned>,
 }
 
@@ -107,6 +142,8 @@ impl ShufflePlan {
         })
     }
 
+    /// Builds silo `silo`'s half from its planned entry (no calibration: σ, PVEC parameters
+    /// and the charged (ε, δ) come from the plan). Errors if `silo` is out of range.
     pub fn silo_half(&self, ctx: &BuildContext, silo: usize) -> crate::Result<Box<dyn SiloHalf>> {
         let plan = self.silos.get(silo).ok_or_else(|| {
             crate::Error::config(

@@ -305,6 +305,9 @@ enum Users {
 }
 
 impl PvecServer {
+    /// The analyzer of a one-pass protocol: each answering silo contributes K users per
+    /// round, so the compact analyzer's n' is K times the number of answering silos; the
+    /// estimate (AVEC, Algorithm 2) goes to `inner` as the round's summed gradient.
     pub fn new(inner: Box<dyn ServerHalf>, pvec: Pvec, transport: Transport, k: usize) -> Self {
         PvecServer {
             inner,

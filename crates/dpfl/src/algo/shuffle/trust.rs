@@ -41,6 +41,7 @@ pub enum ShufflerTrust {
 }
 
 impl ShufflerTrust {
+    /// The config spelling (`untrusted` or `trusted`), for logs and reports.
     pub fn name(self) -> &'static str {
         match self {
             ShufflerTrust::Untrusted => "untrusted",
@@ -54,8 +55,11 @@ impl ShufflerTrust {
 pub struct PvecTarget {
     /// Users the shuffle is calibrated for (M_min·K, or Σ n_i for PGD).
     pub users: u64,
+    /// d: the model dimension (PVEC's number of coordinates).
     pub d: usize,
+    /// Δ₂: the ℓ₂ bound of each user's gradient (L, or 2L on a Moreau envelope).
     pub l2_bound: f64,
+    /// PVEC's treatment of Δ₂ (paper or unit scale).
     pub scale: Scale,
     /// The honest-shuffler (ε, δ) per round the algorithm asks for.
     pub round: (f64, f64),
@@ -68,7 +72,9 @@ pub struct PvecTarget {
 /// The PVEC a trust model allows, with both guarantees of one silo.
 #[derive(Debug, Clone)]
 pub struct PvecPlan {
+    /// Theorem 3.2's parameters calibrated at `round`.
     pub params: PvecParams,
+    /// The randomizer/analyzer built from `params`.
     pub pvec: Pvec,
     /// The honest-shuffler (ε, δ) per round actually used (≤ the asked one).
     pub round: (f64, f64),
@@ -220,7 +226,9 @@ pub fn describe(
 /// A silo half whose ledger charges `event` instead of its mechanism's own event (Shuffled
 /// MB-SGD under `shuffler = "trusted"`: the honest-shuffler round guarantee).
 pub struct ChargedAs<S> {
+    /// The silo half that runs the mechanism (its noise is unchanged).
     pub inner: S,
+    /// The event charged every round in place of `inner`'s own.
     pub event: PrivacyEvent,
 }
 
