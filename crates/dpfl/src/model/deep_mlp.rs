@@ -38,8 +38,10 @@ const CHUNK: usize = 256;
 )]
 #[serde(rename_all = "kebab-case")]
 pub enum Activation {
+    /// max(0, z): the paper's MLP (Das et al. §6, 784 → 300 → 300 → 10 ReLU).
     #[default]
     Relu,
+    /// The logistic sigmoid 1/(1 + e^{−z}).
     Sigmoid,
 }
 
@@ -66,6 +68,8 @@ impl Activation {
     }
 }
 
+/// A fully connected network p → n_1 → … → n_L → C with one [`Activation`] on the hidden
+/// layers, softmax cross-entropy at the output, a bias per unit and a seeded initialisation.
 #[derive(Debug, Clone)]
 pub struct DeepMlp {
     /// n_0 = p, n_1 … n_L hidden, n_{L+1} = C.
@@ -83,6 +87,8 @@ impl DeepMlp {
         })
     }
 
+    /// The network on `features` inputs with the `hidden` widths (each ≥ 1) and `classes` ≥ 2
+    /// outputs; `init_seed` fixes the initial weights. An error names the bad field.
     pub fn new(
         features: usize,
         hidden: &[usize],

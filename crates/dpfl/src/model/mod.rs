@@ -37,8 +37,6 @@ macro_rules! batch_grads_from_loop {
 }
 
 mod batch;
-// Being optimised in another lane; documented there.
-#[allow(missing_docs)]
 mod deep_mlp;
 mod hinge;
 mod linear;
