@@ -5,11 +5,11 @@
 
 mod common;
 use common::{
-    bits, dpfl, participants, prepare, simulated_run, spawn, spawn_silo, wait_exit, wait_until,
+    Started, bits, dpfl, participants, prepare, simulated_run, spawn, spawn_silo, start, wait_exit,
+    wait_until,
 };
 
 use std::path::{Path, PathBuf};
-use std::process::Child;
 use std::time::Duration;
 
 use dpfl::experiment::{self, ExperimentSpec};
@@ -96,16 +96,15 @@ fn soteria_svrg_survives_a_killed_silo_with_its_shifts_in_sync() {
     let tmp = tempfile::tempdir().unwrap();
     let exp = tmp.path().join("exp.toml");
     std::fs::write(&exp, soteria_experiment()).unwrap();
-    let (cfg, shards) = prepare(tmp.path(), &exp, &[], "min_round_ms = 150");
+    let Started {
+        cfg,
+        shards,
+        mut server,
+        mut silos,
+    } = start(tmp.path(), &exp, &[], "min_round_ms = 150");
     let alg = cfg.parent().unwrap().join("alg-0");
     let logs = tmp.path();
     let c = cfg.to_str().unwrap();
-    let mut server = spawn(&["server", "--config", c], &logs.join("server.log"));
-    let mut silos: Vec<Child> = shards
-        .iter()
-        .enumerate()
-        .map(|(i, s)| spawn_silo(&cfg, i, s, &logs.join(format!("silo-{i}.log"))))
-        .collect();
     wait_until("round 5", Duration::from_secs(60), || {
         checkpoint_round(&alg) >= 5
     });
@@ -205,16 +204,14 @@ fn soteria_saga_survives_a_killed_silo_with_its_table() {
     let tmp = tempfile::tempdir().unwrap();
     let exp = tmp.path().join("exp.toml");
     std::fs::write(&exp, soteria_experiment_with("saga", D)).unwrap();
-    let (cfg, shards) = prepare(tmp.path(), &exp, &[], "min_round_ms = 150");
+    let Started {
+        cfg,
+        shards,
+        mut server,
+        mut silos,
+    } = start(tmp.path(), &exp, &[], "min_round_ms = 150");
     let alg = cfg.parent().unwrap().join("alg-0");
     let logs = tmp.path();
-    let c = cfg.to_str().unwrap();
-    let mut server = spawn(&["server", "--config", c], &logs.join("server.log"));
-    let mut silos: Vec<Child> = shards
-        .iter()
-        .enumerate()
-        .map(|(i, s)| spawn_silo(&cfg, i, s, &logs.join(format!("silo-{i}.log"))))
-        .collect();
     wait_until("round 5", Duration::from_secs(60), || {
         checkpoint_round(&alg) >= 5
     });
@@ -528,7 +525,12 @@ fn a_soteria_round_missing_a_silo_past_the_deadline_stops_the_server_without_agg
     let text =
         soteria_experiment().replace(&format!("features = {SOTERIA_FEATURES}"), "features = 50");
     std::fs::write(&exp, text).unwrap();
-    let (cfg, shards) = prepare(
+    let Started {
+        cfg,
+        mut server,
+        mut silos,
+        ..
+    } = start(
         tmp.path(),
         &exp,
         &["--deadline-ms", "2500"],
@@ -536,13 +538,6 @@ fn a_soteria_round_missing_a_silo_past_the_deadline_stops_the_server_without_agg
     );
     let alg = cfg.parent().unwrap().join("alg-0");
     let logs = tmp.path();
-    let c = cfg.to_str().unwrap();
-    let mut server = spawn(&["server", "--config", c], &logs.join("server.log"));
-    let mut silos: Vec<Child> = shards
-        .iter()
-        .enumerate()
-        .map(|(i, s)| spawn_silo(&cfg, i, s, &logs.join(format!("silo-{i}.log"))))
-        .collect();
     wait_until("round 3", Duration::from_secs(60), || {
         checkpoint_round(&alg) >= 3
     });

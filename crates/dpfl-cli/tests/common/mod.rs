@@ -163,6 +163,33 @@ pub(crate) fn spawn_silo(cfg: &Path, id: usize, shard: &Path, log: &Path) -> Chi
     spawn(&strs(&silo_args(cfg, id, shard)), log)
 }
 
+/// A federation started by [`start`]: its file, shards, server and silo processes.
+pub(crate) struct Started {
+    pub(crate) cfg: PathBuf,
+    pub(crate) shards: Vec<PathBuf>,
+    pub(crate) server: Child,
+    pub(crate) silos: Vec<Child>,
+}
+
+/// [`prepare`], then the server and one silo per shard, logging into `dir/server.log` and
+/// `dir/silo-<i>.log`.
+pub(crate) fn start(dir: &Path, exp: &Path, extra: &[&str], extra_server: &str) -> Started {
+    let (cfg, shards) = prepare(dir, exp, extra, extra_server);
+    let c = cfg.to_str().unwrap();
+    let server = spawn(&["server", "--config", c], &dir.join("server.log"));
+    let silos = shards
+        .iter()
+        .enumerate()
+        .map(|(i, s)| spawn_silo(&cfg, i, s, &dir.join(format!("silo-{i}.log"))))
+        .collect();
+    Started {
+        cfg,
+        shards,
+        server,
+        silos,
+    }
+}
+
 /// M_r of every round in an algorithm's state directory (`alg-<a>`), from the server's log.
 pub(crate) fn participants(alg: &Path) -> Vec<u64> {
     std::fs::read_to_string(alg.join("server/rounds.jsonl"))
