@@ -403,6 +403,39 @@ mod tests {
     }
 
     #[test]
+    fn the_coarse_grids_still_bracket_the_fine_ones() {
+        // What reproduction grids use (1e-3): the optimistic lower bound may only fall and the
+        // pessimistic PLD may only rise against the 1e-4 grids; a bad width is refused.
+        use crate::accountant::pld::PldAccountant;
+        let e = PrivacyEvent::Gaussian {
+            noise_multiplier: 1.64,
+        }
+        .sampled(Sampling::WithReplacement {
+            population: 240,
+            draws: 26,
+        })
+        .repeated(20);
+        let d = Delta::new(1.0 / (240.0 * 240.0)).unwrap();
+        let nb = Neighbouring::ReplaceOne;
+        let lo_fine = epsilon_lower_bound(&e, nb, d).unwrap().unwrap();
+        let lo_coarse = epsilon_lower_bound_at(&e, nb, d, 1e-3).unwrap().unwrap();
+        let up_fine = PldAccountant::new(nb).epsilon(&e, d).unwrap();
+        let up_coarse = PldAccountant::with_discretization(nb, 1e-3)
+            .unwrap()
+            .epsilon(&e, d)
+            .unwrap();
+        assert!(lo_coarse <= lo_fine + 1e-9, "{lo_coarse} > {lo_fine}");
+        assert!(up_coarse >= up_fine - 1e-9, "{up_coarse} < {up_fine}");
+        assert!(
+            lo_coarse > 0.0 && up_coarse < 2.0 * up_fine,
+            "{lo_coarse} {up_coarse}"
+        );
+        for h in [0.0, -1e-3, f64::NAN, f64::INFINITY] {
+            assert!(epsilon_lower_bound_at(&e, nb, d, h).is_err(), "{h}");
+        }
+    }
+
+    #[test]
     fn events_without_a_pair_give_none() {
         let d = Delta::new(1e-5).unwrap();
         let e = PrivacyEvent::Laplace {
