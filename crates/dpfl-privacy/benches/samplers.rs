@@ -3,8 +3,15 @@
 //! mechanism (rand_distr's ziggurat), both on ChaCha20; the exact truncated discrete Laplace
 //! of DP-NormFedAvg (issue 14).
 //!
-//! Run: `cargo bench -p dpfl-privacy --bench samplers`.
+//! `cpu/*` measure the same kind of work in CPU time of the benchmarking thread
+//! (`/proc/thread-self/schedstat`, nanoseconds, updated at scheduler ticks: use long samples),
+//! for a machine shared with other work: the raw ChaCha20 keystream (rand_chacha against
+//! RustCrypto's chacha20, which produce the same stream) and `TruncatedDiscreteLaplace::fill`
+//! at the paper's (m, α) and at dpfl's corrected m; one element = one 64-bit word or one draw.
+//!
+//! Run: `cargo bench -p dpfl-privacy --bench samplers` (`-- cpu/` for the CPU-time group).
 
+use criterion::measurement::{Measurement, ValueFormatter, WallTime};
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use dpfl_privacy::discrete::DiscreteGaussian;
 use dpfl_privacy::mechanism::{GaussianMechanism, GaussianNoise, VectorMechanism};
@@ -64,5 +71,110 @@ fn benches(c: &mut Criterion) {
     g.finish();
 }
 
+/// CPU time of the calling thread in nanoseconds (first field of
+/// `/proc/thread-self/schedstat`; 0 where it cannot be read, which shows as a zero time).
+fn thread_cpu_ns() -> u64 {
+    std::fs::read_to_string("/proc/thread-self/schedstat")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Criterion measurement: the benchmarking thread's CPU time.
+struct CpuTime;
+
+impl Measurement for CpuTime {
+    type Intermediate = u64;
+    type Value = u64;
+    fn start(&self) -> u64 {
+        thread_cpu_ns()
+    }
+    fn end(&self, start: u64) -> u64 {
+        thread_cpu_ns().saturating_sub(start)
+    }
+    fn add(&self, a: &u64, b: &u64) -> u64 {
+        a + b
+    }
+    fn zero(&self) -> u64 {
+        0
+    }
+    fn to_f64(&self, v: &u64) -> f64 {
+        *v as f64
+    }
+    fn formatter(&self) -> &dyn ValueFormatter {
+        WallTime.formatter()
+    }
+}
+
+/// The keystream and the TDL sampler in CPU time (module doc).
+fn cpu(c: &mut Criterion<CpuTime>) {
+    use rand::{Rng, SeedableRng};
+    const WORDS: usize = 1 << 18;
+    let mut g = c.benchmark_group("cpu");
+    g.throughput(Throughput::Elements(WORDS as u64));
+    let mut a = rand_chacha::ChaCha20Rng::seed_from_u64(1);
+    g.bench_function("keystream/rand_chacha/next_u64", |b| {
+        b.iter(|| {
+            let mut s = 0u64;
+            for _ in 0..WORDS {
+                s ^= a.next_u64();
+            }
+            black_box(s)
+        })
+    });
+    let mut buf = [0u8; 2048];
+    g.bench_function("keystream/rand_chacha/fill_bytes_2k", |b| {
+        b.iter(|| {
+            for _ in 0..WORDS / 256 {
+                a.fill_bytes(&mut buf);
+                black_box(&buf);
+            }
+        })
+    });
+    let mut r = chacha20::ChaCha20Rng::seed_from_u64(1);
+    g.bench_function("keystream/chacha20/next_u64", |b| {
+        b.iter(|| {
+            let mut s = 0u64;
+            for _ in 0..WORDS {
+                s ^= r.next_u64();
+            }
+            black_box(s)
+        })
+    });
+    g.bench_function("keystream/chacha20/fill_bytes_2k", |b| {
+        b.iter(|| {
+            for _ in 0..WORDS / 256 {
+                r.fill_bytes(&mut buf);
+                black_box(&buf);
+            }
+        })
+    });
+    // The paper's Theorem-1 (m, α) for FMNIST s = 2^12 and 2^6 (digest §5.6), and dpfl's
+    // corrected m for s = 2^12 (per-round δ = 1e−9).
+    const N: usize = 1 << 18;
+    g.throughput(Throughput::Elements(N as u64));
+    for (name, m, alpha) in [
+        ("thm1_s4096", 413u64, 1.12e-5),
+        ("thm1_s64", 9, 1.51e-5),
+        ("corrected_s4096", 1_993_383, 1.12e-5),
+    ] {
+        let tdl = TruncatedDiscreteLaplace::new(m, alpha).unwrap();
+        let mut rng = DpRng::from_seed(3, Purpose::Silo, 0);
+        let mut out = vec![0i64; N];
+        g.bench_function(format!("tdl/{name}_m{m}"), |b| {
+            b.iter(|| {
+                tdl.fill(&mut rng, &mut out);
+                black_box(out[0])
+            })
+        });
+    }
+    g.finish();
+}
+
 criterion_group!(samplers, benches);
-criterion_main!(samplers);
+criterion_group! {
+    name = cpu_time;
+    config = Criterion::default().with_measurement(CpuTime);
+    targets = cpu
+}
+criterion_main!(samplers, cpu_time);

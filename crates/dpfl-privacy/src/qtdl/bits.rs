@@ -23,53 +23,146 @@
 //!   Algorithm 1 (first k with A_k = 0, A_k ~ Bernoulli(γ/k), is odd with probability
 //!   e^{−γ}; e^{−γ} = (e^{−1})^{⌊γ⌋}·e^{−(γ−⌊γ⌋)}), built from the two comparisons above.
 
-use rand::RngExt;
+use rand::{Rng, RngExt};
 
 use crate::rng::DpRng;
 
 /// Bits read for the first comparison of U with a threshold: decides unless U's first
 /// chunk equals the threshold's (probability 2^−10).
-const FIRST_CHUNK: u32 = 10;
+pub(crate) const FIRST_CHUNK: u32 = 10;
 /// Bits per later chunk.
 const CHUNK: u32 = 32;
+/// Keystream bytes fetched per refill by a bulk reader (32 ChaCha20 blocks).
+const BULK_BYTES: usize = 2048;
+/// Bits a [`Bits::peek`] window is guaranteed to hold (an unaligned 64-bit load shifted by
+/// at most 7).
+pub(crate) const PEEK_BITS: u32 = 57;
 
 /// A buffered reader of uniform random bits from a [`DpRng`].
+///
+/// The bit stream is the generator's sequence of 64-bit words (`next_u64`), each read from
+/// its least significant bit up, and a read consumes the next bits of it in order — so the
+/// bits a sequence of reads returns do not depend on how the stream is fetched. A *word*
+/// reader fetches one word when a read needs it; a *bulk* reader fetches 2 KiB of keystream
+/// at a time (ChaCha20's `fill_bytes`: the same bytes, little-endian, as consecutive
+/// `next_u64`) and, when dropped or before any direct use of the generator, rewinds the
+/// generator to just after the last word it has started reading. Both leave the generator
+/// where the word reader would, so they return the same bits and the same draws.
 pub(crate) struct Bits<'a> {
     rng: &'a mut DpRng,
-    /// The unread bits, in the low `left` positions (the rest zero).
-    buf: u64,
-    left: u32,
+    /// Fetched keystream, `buf[..len]`; the 8 bytes after `BULK_BYTES` are padding so that
+    /// an unaligned 8-byte load never leaves the array.
+    buf: [u8; BULK_BYTES + 8],
+    /// Valid bytes (a multiple of 8: whole words).
+    len: usize,
+    /// Bits of `buf` already consumed.
+    pos: usize,
+    bulk: bool,
 }
 
 impl<'a> Bits<'a> {
+    /// A word reader (for a few draws: fetches nothing ahead).
     pub(crate) fn new(rng: &'a mut DpRng) -> Self {
         Bits {
             rng,
-            buf: 0,
-            left: 0,
+            buf: [0; BULK_BYTES + 8],
+            len: 0,
+            pos: 0,
+            bulk: false,
         }
+    }
+
+    /// A bulk reader (for many draws).
+    pub(crate) fn bulk(rng: &'a mut DpRng) -> Self {
+        let mut b = Self::new(rng);
+        b.bulk = true;
+        b
+    }
+
+    /// Unread bits in the buffer.
+    #[inline]
+    fn available(&self) -> usize {
+        self.len * 8 - self.pos
+    }
+
+    /// The buffer's bits from `pos` on: at least [`PEEK_BITS`] of them are stream bits when
+    /// that many are available (higher ones may be anything).
+    #[inline]
+    fn window(&self, pos: usize) -> u64 {
+        let byte = pos >> 3;
+        let mut w = [0u8; 8];
+        w.copy_from_slice(&self.buf[byte..byte + 8]);
+        u64::from_le_bytes(w) >> (pos & 7)
+    }
+
+    /// Makes at least `need` (≤ 64) bits available: drops the words wholly consumed, then
+    /// fetches one word at a time (word reader) or fills the buffer (bulk reader).
+    #[cold]
+    fn refill(&mut self, need: usize) {
+        let first = (self.pos / 64) * 8;
+        self.buf.copy_within(first..self.len, 0);
+        self.len -= first;
+        self.pos -= first * 8;
+        if self.bulk {
+            let end = BULK_BYTES;
+            self.rng.inner().fill_bytes(&mut self.buf[self.len..end]);
+            self.len = end;
+        } else {
+            while self.available() < need {
+                let w = self.rng.inner().next_u64();
+                self.buf[self.len..self.len + 8].copy_from_slice(&w.to_le_bytes());
+                self.len += 8;
+            }
+        }
+    }
+
+    /// Returns fetched but unstarted words to the generator (rewinds it) and keeps only the
+    /// word being read, so that the generator stands where a word reader's would.
+    fn sync(&mut self) {
+        let started = self.pos.div_ceil(64) * 8;
+        let unread_words = (self.len - started) / 8;
+        if unread_words > 0 {
+            let inner = self.rng.inner();
+            let at = inner.get_word_pos();
+            // Two 32-bit ChaCha20 words per 64-bit word.
+            inner.set_word_pos(at - 2 * unread_words as u128);
+            self.len = started;
+        }
+    }
+
+    /// At least [`PEEK_BITS`] unread bits (fetching if needed), in the low bits of the result
+    /// (the next bit lowest); nothing is consumed until [`Self::advance`].
+    #[inline]
+    pub(crate) fn peek(&mut self) -> u64 {
+        if self.available() < PEEK_BITS as usize {
+            self.refill(PEEK_BITS as usize);
+        }
+        self.window(self.pos)
+    }
+
+    /// Consumes `n` bits of the last [`Self::peek`] (n ≤ [`PEEK_BITS`]).
+    #[inline]
+    pub(crate) fn advance(&mut self, n: u32) {
+        debug_assert!(n as usize <= self.available());
+        self.pos += n as usize;
     }
 
     /// The next `n` bits (1 ≤ n ≤ 64) as a uniform integer on [0, 2^n).
     #[inline]
     pub(crate) fn take(&mut self, n: u32) -> u64 {
         debug_assert!((1..=64).contains(&n));
-        let mask = u64::MAX >> (64 - n);
-        if n <= self.left {
-            let v = self.buf & mask;
-            self.buf = self.buf.checked_shr(n).unwrap_or(0);
-            self.left -= n;
-            v
-        } else {
-            let (lo, have) = (self.buf, self.left);
-            let w: u64 = self.rng.inner().random();
-            let need = n - have;
-            let hi = w & (u64::MAX >> (64 - need));
-            self.buf = w.checked_shr(need).unwrap_or(0);
-            self.left = 64 - need;
-            // have < n ≤ 64.
-            lo | (hi << have)
+        if self.available() < n as usize {
+            self.refill(n as usize);
         }
+        let v = if n <= PEEK_BITS {
+            self.window(self.pos) & (u64::MAX >> (64 - n))
+        } else {
+            let lo = self.window(self.pos) & 0xffff_ffff;
+            let hi = self.window(self.pos + 32) & (u64::MAX >> (96 - n));
+            lo | (hi << 32)
+        };
+        self.pos += n as usize;
+        v
     }
 
     /// A uniform integer on [0, n), n ≥ 1, from `w`-bit draws (n ≤ 2^w, w ≤ 64) with the
@@ -115,14 +208,26 @@ impl<'a> Bits<'a> {
             return true;
         }
         if b >> 119 != 0 {
-            // No headroom for the long division below: one uniform integer below b.
+            // No headroom for the long division below: one uniform integer below b, drawn
+            // from the generator directly after the words already started.
+            self.sync();
             return self.rng.inner().random_range(0..b) < a;
         }
-        // a/b = 0.d₁d₂… in base 2^8: compare U's digits with them.
+        // a/b = 0.d₁d₂… in base 2^8: compare U's digits with them. With b = odd·2^z,
+        // ⌊t/b⌋ = ⌊⌊t/2^z⌋/odd⌋ and ⌊t/2^z⌋ < 2^8·odd (t < 2^8·b): one u64 division when odd
+        // < 2^56 — the usual case, b = 2^k·j in [`Self::bernoulli_exp_unit`].
+        let z = b.trailing_zeros();
+        let odd = b >> z;
+        let narrow = odd < 1 << 56;
         let mut a = a;
         loop {
             let t = a << 8;
-            let (digit, rest) = (t / b, t % b);
+            let digit = if narrow {
+                u128::from(((t >> z) as u64) / odd as u64)
+            } else {
+                t / b
+            };
+            let rest = t - digit * b;
             let u = u128::from(self.take(8));
             if u != digit {
                 return u < digit;
@@ -165,6 +270,12 @@ impl<'a> Bits<'a> {
             }
             j += 1;
         }
+    }
+}
+
+impl Drop for Bits<'_> {
+    fn drop(&mut self) {
+        self.sync();
     }
 }
 
@@ -253,33 +364,67 @@ mod tests {
         assert!(b.bernoulli_exp(0, 5));
     }
 
+    /// A word reader whose next `n` bits are `value` (lowest first).
+    fn primed(rng: &mut DpRng, value: u64, n: u32) -> Bits<'_> {
+        let mut b = Bits::new(rng);
+        b.buf[..8].copy_from_slice(&(value << (64 - n)).to_le_bytes());
+        b.len = 8;
+        b.pos = 64 - n as usize;
+        b
+    }
+
     #[test]
     fn a_tie_reads_the_next_chunk() {
         // U < 2/2^12 with U's first ten bits zero (= the threshold's): bits 11–12 decide.
         let mut r = DpRng::from_seed(6, Purpose::Silo, 0);
         for (next, want) in [(0u64, true), (1, true), (2, false), (3, false)] {
-            let mut b = Bits {
-                rng: &mut r,
-                buf: next << 10,
-                left: 12,
-            };
+            let mut b = primed(&mut r, next << 10, 12);
             assert_eq!(b.below_dyadic(2, 12), want, "next bits {next}");
-            assert_eq!(b.left, 0);
+            assert_eq!(b.available(), 0);
         }
         // A first chunk above or below the threshold's decides alone.
-        let mut b = Bits {
-            rng: &mut r,
-            buf: 1,
-            left: 10,
-        };
+        let mut b = primed(&mut r, 1, 10);
         assert!(!b.below_dyadic(2, 12));
-        assert_eq!(b.left, 0);
+        assert_eq!(b.available(), 0);
+        drop(b);
         // 1/3 = 0.01010101…₂: digits 0x55 = 85 then the same again; U's first byte 85 ties.
-        let mut b = Bits {
-            rng: &mut r,
-            buf: 85 | (84 << 8),
-            left: 16,
-        };
+        let mut b = primed(&mut r, 85 | (84 << 8), 16);
         assert!(b.bernoulli_ratio(1, 3));
+    }
+
+    #[test]
+    fn bulk_and_word_readers_return_the_same_bits_and_leave_the_generator_alike() {
+        // Reads of every width (incl. 58–64, which straddle two loads), across many refills,
+        // with a direct generator draw (the u128 path of bernoulli_ratio) in the middle; then
+        // both generators continue identically.
+        let widths: Vec<u32> = (0..20_000u32).map(|i| 1 + (i * 37 + i / 7) % 64).collect();
+        let mut ra = DpRng::from_seed(8, Purpose::Silo, 1);
+        let mut rb = DpRng::from_seed(8, Purpose::Silo, 1);
+        {
+            let (mut a, mut b) = (Bits::new(&mut ra), Bits::bulk(&mut rb));
+            for (i, &n) in widths.iter().enumerate() {
+                assert_eq!(a.take(n), b.take(n), "read {i} of {n} bits");
+                if i == 9_999 {
+                    let big = 1u128 << 125;
+                    assert_eq!(
+                        a.bernoulli_ratio(big / 3, big),
+                        b.bernoulli_ratio(big / 3, big)
+                    );
+                }
+            }
+            // A 7-bit read leaves a word started: both readers count it as consumed.
+            assert_eq!(a.take(7), b.take(7));
+        }
+        assert_eq!(ra.snapshot(), rb.snapshot());
+        assert_eq!(ra.next_seed(), rb.next_seed());
+        // Ending exactly on a word boundary returns every unread word.
+        let mut rc = DpRng::from_seed(8, Purpose::Silo, 2);
+        let w: u64 = rc.inner().random();
+        let mut rd = DpRng::from_seed(8, Purpose::Silo, 2);
+        {
+            let mut b = Bits::bulk(&mut rd);
+            assert_eq!(b.take(64), w);
+        }
+        assert_eq!(rc.snapshot(), rd.snapshot());
     }
 }

@@ -40,7 +40,7 @@
 //! [`TruncatedDiscreteLaplace::variance`] sums directly for m ≤ 2^20, uses the closed form for
 //! αm ≥ 0.1 and otherwise a power series in αm with Euler–Maclaurin power sums.
 
-use super::bits::{Bits, lemire_threshold};
+use super::bits::{Bits, FIRST_CHUNK, PEEK_BITS, lemire_threshold};
 use crate::error::{PrivacyError, Result};
 use crate::rng::DpRng;
 
@@ -73,6 +73,9 @@ pub struct TruncatedDiscreteLaplace {
     den_bits: u32,
     alpha: f64,
     proposal: Proposal,
+    /// The uniform path's fast lane ([`Self::fill`]): an upper bound c/2^32 ≥ α·2^10 in
+    /// 32-bit fixed point, when every quantity of the lane fits in u64.
+    fast_top: Option<u64>,
 }
 
 impl TruncatedDiscreteLaplace {
@@ -102,7 +105,9 @@ impl TruncatedDiscreteLaplace {
             den_bits,
             alpha,
             proposal: Proposal::Uniform { w, reject },
+            fast_top: None,
         };
+        tdl.fast_top = fast_top(m, num, den_bits, w);
         if alpha * m as f64 > 1.0 {
             // The largest l with α·2^l ≤ 1/8 (l < K because α·m > 1).
             let high = 64 - m.leading_zeros();
@@ -236,12 +241,58 @@ impl TruncatedDiscreteLaplace {
         self.draw(&mut Bits::new(rng))
     }
 
-    /// Fills `out` with independent draws; one bit reader serves them all, so consecutive
-    /// draws share ChaCha20 words (faster than repeated [`Self::sample`]).
+    /// Fills `out` with independent draws — the very draws, and the generator left at the
+    /// very position, of `out.len()` draws from one word-by-word bit reader — from keystream
+    /// fetched in bulk, with the uniform path's common case in a fast lane (module doc).
     pub fn fill(&self, rng: &mut DpRng, out: &mut [i64]) {
-        let mut bits = Bits::new(rng);
+        let mut bits = Bits::bulk(rng);
+        match (self.proposal, self.fast_top) {
+            (Proposal::Uniform { w, reject }, Some(c)) => {
+                self.fill_uniform_fast(&mut bits, w, reject, c, out)
+            }
+            _ => {
+                for o in out {
+                    *o = self.draw(&mut bits);
+                }
+            }
+        }
+    }
+
+    /// [`Self::draw`]'s uniform path with its common case read from one window of stream
+    /// bits: x (w bits) for Lemire, then the acceptance's first chunk u (10 bits). When x is
+    /// accepted, |y| > 0 and u > ⌊|y|·c/2^32⌋ ≥ ⌊α|y|·2^10⌋ (the threshold's first chunk),
+    /// `draw` would accept y having read exactly these w + 10 bits; every other case
+    /// consumes x and continues with `draw`'s own code, so the draws are `draw`'s.
+    fn fill_uniform_fast(&self, bits: &mut Bits<'_>, w: u32, reject: u64, c: u64, out: &mut [i64]) {
+        let n = 2 * self.m + 1;
+        let wmask = u64::MAX >> (64 - w);
+        let chunk_mask = (1u64 << FIRST_CHUNK) - 1;
+        let m = self.m as i64;
         for o in out {
-            *o = self.draw(&mut bits);
+            *o = loop {
+                let win = bits.peek();
+                // x·n < 2^w·2^(w−8) ≤ 2^64 (fast_top's conditions).
+                let prod = (win & wmask) * n;
+                if prod & wmask < reject {
+                    bits.advance(w);
+                    continue;
+                }
+                let y = (prod >> w) as i64 - m;
+                let a = y.unsigned_abs();
+                if a == 0 {
+                    // Bernoulli(e^0): no bits read.
+                    bits.advance(w);
+                    break 0;
+                }
+                if (win >> w) & chunk_mask > (a * c) >> 32 {
+                    bits.advance(w + FIRST_CHUNK);
+                    break y;
+                }
+                bits.advance(w);
+                if bits.bernoulli_exp(u128::from(a) * self.num, self.den_bits) {
+                    break y;
+                }
+            };
         }
     }
 
@@ -293,6 +344,28 @@ impl TruncatedDiscreteLaplace {
             }
         }
     }
+}
+
+/// The fast lane's constant c ≥ α·2^42 = num·2^(42−k) (rounded up), when the lane applies:
+/// α > 0, a first chunk of [`FIRST_CHUNK`] bits (k ≥ 10), x and the chunk within one
+/// [`Bits::peek`] window, x·(2m+1) and m·c within u64.
+fn fast_top(m: u64, num: u128, k: u32, w: u32) -> Option<u64> {
+    let n = 2 * m + 1;
+    if num == 0 || k < FIRST_CHUNK || w + FIRST_CHUNK > PEEK_BITS {
+        return None;
+    }
+    if w + (64 - n.leading_zeros()) > 64 {
+        return None;
+    }
+    let sh = k - FIRST_CHUNK;
+    let c = if sh >= 32 {
+        ((num - 1) >> (sh - 32)) + 1
+    } else {
+        num.checked_shl(32 - sh)?
+    };
+    let c = u64::try_from(c).ok()?;
+    m.checked_mul(c)?;
+    Some(c)
 }
 
 /// Z_{m,α} (eq. 3).
@@ -476,6 +549,143 @@ mod tests {
         let uni = (m as f64) * (m as f64 + 1.0) / 3.0;
         assert!((t.variance() - uni).abs() / uni < 1e-8);
         assert!(t.variance() < uni);
+    }
+
+    /// `fill` as it was before the fast lane: one word-by-word reader for all draws.
+    fn word_reader_fill(t: &TruncatedDiscreteLaplace, rng: &mut DpRng, n: usize) -> Vec<i64> {
+        let mut b = Bits::new(rng);
+        (0..n).map(|_| t.draw(&mut b)).collect()
+    }
+
+    #[test]
+    fn fill_returns_the_word_readers_draws_and_leaves_the_generator_alike() {
+        // The paper's (m, α) (fast lane), αm = 1 (large acceptance thresholds, many slow
+        // acceptances), a wide support (w = 30), α = 0 and the digits path (no fast lane),
+        // α below 2^−68 (k = 120).
+        for (m, alpha, n) in [
+            (413u64, 1.12e-5, 200_000usize),
+            (9, 1.512e-5, 100_000),
+            (100, 0.01, 100_000),
+            (1 << 20, 1e-7, 50_000),
+            (4, 0.0, 10_000),
+            (30, 0.5, 20_000),
+            (1_993_383, 1.12e-5, 5_000),
+            (50, 1e-30, 10_000),
+        ] {
+            let t = TruncatedDiscreteLaplace::new(m, alpha).unwrap();
+            let mut a = DpRng::from_seed(11, Purpose::Silo, 5);
+            let mut b = DpRng::from_seed(11, Purpose::Silo, 5);
+            // Two calls, so the second starts mid-keystream (each call its own reader: the
+            // rest of a started word is dropped).
+            let mut want = word_reader_fill(&t, &mut a, n / 3);
+            want.extend(word_reader_fill(&t, &mut a, n - n / 3));
+            let mut got = vec![0i64; n];
+            t.fill(&mut b, &mut got[..n / 3]);
+            t.fill(&mut b, &mut got[n / 3..]);
+            assert!(got == want, "m {m} alpha {alpha}");
+            assert_eq!(a.snapshot(), b.snapshot(), "m {m} alpha {alpha}");
+        }
+    }
+
+    #[test]
+    fn seeded_draws_are_those_of_the_session_6_sampler() {
+        // Pinned from the sampler before the bulk reader, the fast lane and the u64 long
+        // division (commit 6085237): `fill` then 8 `sample`s and the next generator word, so
+        // seeded messages and every seeded test are unchanged. FNV-1a of the filled draws.
+        let pins: [(u64, f64, usize, [i64; 6], u64, u64, [i64; 8]); 5] = [
+            (
+                413,
+                1.12e-5,
+                100_000,
+                [-51, -227, 365, -236, 345, 242],
+                0x724de8613acce6a2,
+                1968782068938783172,
+                [390, 217, -281, -144, -270, -32, 352, 102],
+            ),
+            (
+                9,
+                1.51e-5,
+                100_000,
+                [-9, 7, 5, 1, 3, 3],
+                0x2149848289cd6ce2,
+                3302694794416345950,
+                [0, -8, -5, -1, -5, 0, 9, 4],
+            ),
+            (
+                100,
+                0.01,
+                100_000,
+                [-22, -5, -11, -83, 7, -44],
+                0xf95c76f9bac6b80c,
+                12375828750507446281,
+                [27, -47, 53, -39, 100, -81, -66, -2],
+            ),
+            (
+                30,
+                0.5,
+                100_000,
+                [-1, 2, 1, 0, 2, 2],
+                0xa7279983efd30bb1,
+                17137555769135911399,
+                [-3, 4, 0, -6, 4, 0, -2, -1],
+            ),
+            (
+                1_993_383,
+                1.12e-5,
+                20_000,
+                [-41070, -70509, -47537, -8139, -6753, -13326],
+                0x2f674e82a9e20d00,
+                13507541317950962308,
+                [
+                    113712, 63620, -164063, 19155, -157616, 63489, -151341, -1639,
+                ],
+            ),
+        ];
+        for (m, alpha, n, first, hash, next, single) in pins {
+            let t = TruncatedDiscreteLaplace::new(m, alpha).unwrap();
+            let mut r = DpRng::from_seed(2026, Purpose::Silo, 7);
+            let mut out = vec![0i64; n];
+            t.fill(&mut r, &mut out);
+            let h = out.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &y| {
+                (h ^ y as u64).wrapping_mul(0x100_0000_01b3)
+            });
+            let got: Vec<i64> = (0..8).map(|_| t.sample(&mut r)).collect();
+            assert_eq!(out[..6], first, "m {m}");
+            assert_eq!(h, hash, "m {m}");
+            assert_eq!(got, single, "m {m}");
+            assert_eq!(r.next_seed(), next, "m {m}");
+        }
+    }
+
+    #[test]
+    fn the_fast_lane_threshold_bounds_the_first_chunk_from_above() {
+        // α = 1.12e−5 = num/2^69 (num odd, 53 bits): c = ⌈num/2^27⌉ ≥ α·2^42 = 49,258,682.3…,
+        // and within 1 of it.
+        let t = TruncatedDiscreteLaplace::new(413, 1.12e-5).unwrap();
+        let (num, k) = t.alpha_rational();
+        assert_eq!(k, 69);
+        let c = t.fast_top.unwrap();
+        assert_eq!(u128::from(c), num.div_ceil(1 << 27));
+        let exact = 1.12e-5 * 2f64.powi(42);
+        assert!(
+            c as f64 >= exact && (c as f64 - exact) < 1.0,
+            "{c} vs {exact}"
+        );
+        // No lane for α = 0, for the digits path's wide supports beyond u64, or at k < 10.
+        assert_eq!(
+            TruncatedDiscreteLaplace::new(4, 0.0).unwrap().fast_top,
+            None
+        );
+        assert_eq!(
+            TruncatedDiscreteLaplace::new(1 << 30, 1e-12)
+                .unwrap()
+                .fast_top,
+            None
+        );
+        assert_eq!(
+            TruncatedDiscreteLaplace::new(1, 0.5).unwrap().fast_top,
+            None
+        );
     }
 
     #[test]
