@@ -356,6 +356,39 @@ fn truncated_discrete_laplace_digits_path_passes_chi2_through_fill() {
     );
 }
 
+/// The uniform path through `fill`'s fast lane (bulk keystream, 10-bit first chunk of the
+/// acceptance test read with Lemire's index; `qtdl::tdl` module doc): the paper's FMNIST
+/// (m, α) at s = 2^6 and 2^12, and αm = 1 (m = 10, α = 0.1: the largest acceptance thresholds
+/// the path takes, so the lane's fallback runs often), each on its whole support against the
+/// exact pmf. At αm = 1 the same draws are rejected against α·1.05 (non-centrality ≈ 220 at
+/// this n against a 1e−6 critical value of ≈ 58 on 20 degrees of freedom), so the test can
+/// fail.
+#[test]
+fn truncated_discrete_laplace_uniform_path_passes_chi2_through_fill() {
+    for (seed, m, alpha, n) in [
+        (80u64, 9u64, 1.51e-5, 200_000usize),
+        (81, 413, 1.12e-5, 400_000),
+        (82, 10, 0.1, 1_000_000),
+    ] {
+        let t = TruncatedDiscreteLaplace::new(m, alpha).unwrap();
+        let mut out = vec![0i64; n];
+        t.fill(&mut rng(seed), &mut out);
+        let hi = m as i64;
+        assert!(out.iter().all(|y| y.abs() <= hi));
+        let counts = int_counts(out.iter().copied(), -hi, hi);
+        let probs: Vec<f64> = (-hi..=hi).map(|y| t.pmf(y)).collect();
+        assert_chi2(&format!("TDL({m}, {alpha}) by fill"), &counts, &probs);
+        if m == 10 {
+            let wrong = TruncatedDiscreteLaplace::new(m, alpha * 1.05).unwrap();
+            let steeper: Vec<f64> = (-hi..=hi).map(|y| wrong.pmf(y)).collect();
+            assert!(
+                chi2_pvalue(&counts, &steeper) < ALPHA,
+                "alpha x 1.05 not rejected"
+            );
+        }
+    }
+}
+
 /// TDL at dpfl's corrected m for FMNIST s = 2^12 (m = 1,993,383, α = 1.12e−5, per-round
 /// δ = 1e−9: the noise the reproductions actually draw, on the Laplace-proposal path with a
 /// support far too wide to tabulate): 60,000 draws in 64 equal-width bins over [−m, m], each

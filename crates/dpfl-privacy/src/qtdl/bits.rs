@@ -3,7 +3,10 @@
 //!
 //! A ChaCha20 output word is 64 independent uniform bits. [`Bits`] hands them out a few at a
 //! time, so a draw that needs b bits consumes b bits, not a word per random choice (the TDL
-//! draws of the paper's settings need ≈ 25 bits). Every primitive here is an *exact*
+//! draws of the paper's settings need 28 bits). A bulk reader fetches the keystream 2 KiB at
+//! a time and reads any field of up to 57 bits with one unaligned load and a shift; it returns
+//! the same bits as the word reader and rewinds the generator to the same position (the
+//! struct's doc), so switching readers changes speed, never a draw. Every primitive here is an *exact*
 //! comparison of a lazily generated uniform U ∈ [0, 1) with a rational threshold: U's binary
 //! digits are read chunk by chunk, and the answer is returned only once the digits read so far
 //! decide it (the chunk differs from the threshold's digits at that position); on a tie the

@@ -30,6 +30,21 @@
 //!
 //! Conditioning an exact draw on an event by rejection gives the exact conditional law, so
 //! both paths sample TDL(m, α) exactly (χ² tests of both paths in `tests/samplers.rs`).
+//!
+//! **Speed without a new law** (issue 14, session 7): [`TruncatedDiscreteLaplace::fill`]
+//! returns exactly the draws of one word-by-word bit reader, from keystream fetched in 2 KiB
+//! bulk ([`super::bits`]: the bits a read returns do not depend on how the stream is fetched,
+//! and the generator is rewound to where the word reader would leave it), and runs the
+//! uniform path's common case in a fast lane: one 57-bit window gives Lemire's x (w bits) and
+//! the acceptance's first 10-bit chunk u; when x is not rejected, |y| > 0 and
+//! u > ⌊|y|·c/2^32⌋ with c = ⌈α·2^42⌉ (so ⌊|y|·c/2^32⌋ ≥ ⌊α|y|·2^10⌋, the threshold's first
+//! chunk), the word reader's CKS20 test would read these very bits and accept (A₁ = 0), so
+//! the lane returns y having consumed the same w + 10 bits. Every other case (a Lemire
+//! rejection, y = 0, a chunk at or below the bound) consumes x and falls back to the general
+//! code at the same stream position. The lane is thus a shortcut of the same function of the
+//! same bits: exactness is the argument above, and the seeded draws are unchanged (pinned by
+//! `seeded_draws_are_those_of_the_session_6_sampler`). At the paper's (m, α) a draw reads
+//! w + 10 = 28 bits (0.875 of a 32-bit word), 18 when y = 0.
 //! Speed (issue 14, BENCHMARKS.md): a table of the pmf (alias, Knuth–Yao) would be faster on
 //! the digits path, but its entries are transcendental, so an exact table sampler needs an
 //! arbitrary-precision fallback on ties; the digits path instead spends a few exact
