@@ -607,7 +607,9 @@ mod tests {
         // Pinned from the sampler before the bulk reader, the fast lane and the u64 long
         // division (commit 6085237): `fill` then 8 `sample`s and the next generator word, so
         // seeded messages and every seeded test are unchanged. FNV-1a of the filled draws.
-        let pins: [(u64, f64, usize, [i64; 6], u64, u64, [i64; 8]); 5] = [
+        /// (m, α, n, first draws, FNV-1a of all, next word, then 8 single draws).
+        type Pin = (u64, f64, usize, [i64; 6], u64, u64, [i64; 8]);
+        let pins: [Pin; 5] = [
             (
                 413,
                 1.12e-5,
