@@ -151,7 +151,7 @@ impl<'a> Bits<'a> {
     }
 
     /// The next `n` bits (1 ≤ n ≤ 64) as a uniform integer on [0, 2^n).
-    #[inline]
+    #[inline(always)]
     pub(crate) fn take(&mut self, n: u32) -> u64 {
         debug_assert!((1..=64).contains(&n));
         if self.available() < n as usize {
@@ -243,6 +243,7 @@ impl<'a> Bits<'a> {
     }
 
     /// Bernoulli(e^{−n/2^k}) exactly (CKS20 Algorithm 1), k ≤ 120.
+    #[inline]
     pub(crate) fn bernoulli_exp(&mut self, n: u128, k: u32) -> bool {
         for _ in 0..(n >> k) {
             if !self.bernoulli_exp_unit(1, 0) {
