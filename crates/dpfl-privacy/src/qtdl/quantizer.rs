@@ -69,17 +69,40 @@ impl StochasticQuantizer {
             ));
         }
         out.clear();
-        out.extend(u.iter().map(|&x| self.quantize_one(x, rng)));
+        out.reserve(u.len());
+        // The coins are the generator's next 64-bit words in order, one per coordinate off
+        // the grid (P[round up] > 0), each read as `uniform01` reads it; fetching a chunk's
+        // coins in one call consumes exactly the words coordinate-by-coordinate draws would.
+        let mut coins = [0u64; 256];
+        for chunk in u.chunks(coins.len()) {
+            let need = chunk.iter().filter(|&&x| self.split(x).1 > 0.0).count();
+            rng.fill_u64(&mut coins[..need]);
+            let mut next = coins.iter();
+            out.extend(chunk.iter().map(|&x| {
+                let (b, up) = self.split(x);
+                if up > 0.0 && next.next().is_some_and(|&w| uniform53(w) < up) {
+                    b + 1
+                } else {
+                    b
+                }
+            }));
+        }
         Ok(())
     }
 
-    /// One coordinate (finite by the caller's check).
-    fn quantize_one(&self, u: f64, rng: &mut DpRng) -> i64 {
+    /// (b, P[round up]) of a finite coordinate: b = min(⌊s·u⌋, s − 1) with u clamped.
+    #[inline]
+    fn split(&self, u: f64) -> (i64, f64) {
         let s = self.s as f64;
         let x = u.clamp(-1.0, 1.0) * s;
         let b = x.floor().min(s - 1.0);
-        let up = x - b; // P[round up] ∈ [0, 1]
-        let b = b as i64;
+        (b as i64, x - b)
+    }
+
+    /// One coordinate (finite by the caller's check), its coin drawn alone.
+    #[cfg(test)]
+    fn quantize_one(&self, u: f64, rng: &mut DpRng) -> i64 {
+        let (b, up) = self.split(u);
         if up > 0.0 && rng.uniform01() < up {
             b + 1
         } else {
@@ -88,10 +111,38 @@ impl StochasticQuantizer {
     }
 }
 
+/// A word's uniform on [0, 1) with 53 bits, as [`DpRng::uniform01`] (rand's `StandardUniform`).
+#[inline]
+fn uniform53(w: u64) -> f64 {
+    (w >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::rng::Purpose;
+
+    #[test]
+    fn chunked_coins_are_the_coordinate_by_coordinate_coins() {
+        // Grid points (no coin), ends, and off-grid values across several 256-chunks: the
+        // same integers and the generator at the same position as one coin per call.
+        let q = StochasticQuantizer::new(1 << 12).unwrap();
+        let u: Vec<f64> = (0..1000)
+            .map(|i| match i % 5 {
+                0 => (i as f64 - 500.0) / 4096.0,
+                1 => 1.0,
+                2 => -1.0,
+                _ => ((i * 7919) % 2001) as f64 / 1000.0 - 1.0 + 1e-7,
+            })
+            .collect();
+        let mut a = DpRng::from_seed(4, Purpose::Silo, 9);
+        let mut b = DpRng::from_seed(4, Purpose::Silo, 9);
+        let want: Vec<i64> = u.iter().map(|&x| q.quantize_one(x, &mut a)).collect();
+        let mut got = Vec::new();
+        q.quantize(&u, &mut b, &mut got).unwrap();
+        assert_eq!(got, want);
+        assert_eq!(a.snapshot(), b.snapshot());
+    }
 
     #[test]
     fn grid_points_are_deterministic_and_ends_are_kept() {
