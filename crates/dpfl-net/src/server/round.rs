@@ -75,6 +75,7 @@ pub(super) async fn run_round(
             seen: HashSet::new(),
             batch_received: false,
             rejected: 0,
+            withheld: None,
         });
     }
     shared.notify_opened();
@@ -127,6 +128,19 @@ pub(super) async fn run_round(
                     "round {r}: this algorithm needs every silo every round and silos \
                      {missing:?} did not answer within server.round_deadline_ms; restart them \
                      and the server (it resumes at round {r} from its checkpoint)"
+                )));
+            }
+            if let Some((submitted, quorum)) = open.withheld {
+                // Nothing of the round reached this server; stopping leaves the checkpoint at
+                // round r, which a restarted server reopens once the silos are back.
+                *slot = None;
+                return Err(NetError::Refused(format!(
+                    "round {r}: the shuffler withheld the round's batch: {submitted} silo(s) \
+                     submitted, fewer than the {quorum} the shuffle's privacy was calibrated \
+                     for (algorithm.min_participants, robust.honest_fraction); the silos' \
+                     ledgers charged the round, nothing was released. Restart the missing \
+                     silos and the server (it resumes at round {r} from its checkpoint), or \
+                     plan for dropouts (docs/shuffle.md)"
                 )));
             }
             if complete || now >= open.deadline {
