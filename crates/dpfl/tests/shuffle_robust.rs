@@ -156,3 +156,68 @@ fn robust_pagd_reports_eps_over_gamma_and_its_excess_loss_degrades_as_stated() {
         assert!(e.contains(field), "{e}");
     }
 }
+
+/// The shuffle quorum each plan gives the network shuffler (`Plan::shuffle_quorum`): the
+/// fewest silos a forwarded batch must hold for the reported honest-shuffler guarantee.
+#[test]
+fn the_shuffle_quorum_is_the_calibrated_number_of_silos() {
+    use dpfl::algo::SiloInfo;
+    use dpfl::model::Projection;
+    use dpfl::plan::{Plan, Setup};
+    use dpfl::sim::Participation;
+    use dpfl::units::SiloId;
+    let quorum = |text: &str| {
+        let setup = Setup {
+            model: toml::from_str("kind = \"logistic\"").unwrap(),
+            features: 2,
+            classes: Some(2),
+            clip: None,
+            lipschitz: 1.0,
+            rounds: 4,
+            participation: Participation::All,
+            projection: Projection::L2Ball { radius: 5.0 },
+            noise: Default::default(),
+            enforce_budget: false,
+            silos: (0..4)
+                .map(|i| SiloInfo::new(SiloId::new(i), 400, Some((0.9, 1e-5))).unwrap())
+                .collect(),
+        };
+        let alg: dpfl::algo::AlgorithmSpec = toml::from_str(text).unwrap();
+        Plan::new(setup, &alg).unwrap().shuffle_quorum()
+    };
+    let pagd = "kind = \"pagd\"\nsmoothness = 1.0\nshuffler = \"trusted\"";
+    // PVEC calibrated for all 4 silos' K users: all 4; for M_min = 3: 3.
+    assert_eq!(quorum(pagd), Some(4));
+    assert_eq!(quorum(&format!("{pagd}\nmin_participants = 3")), Some(3));
+    // Robust at γ = 1/2: ⌈γ·4⌉ = 2; γ = 1/2 of M_min = 3: ⌈1.5⌉ = 2; γ = 0.9 of 4: ⌈3.6⌉ = 4.
+    assert_eq!(
+        quorum(&format!("{pagd}\nrobust = {{ honest_fraction = 0.5 }}")),
+        Some(2)
+    );
+    assert_eq!(
+        quorum(&format!(
+            "{pagd}\nmin_participants = 3\nrobust = {{ honest_fraction = 0.5 }}"
+        )),
+        Some(2)
+    );
+    assert_eq!(
+        quorum(&format!("{pagd}\nrobust = {{ honest_fraction = 0.9 }}")),
+        Some(4)
+    );
+    assert_eq!(quorum("kind = \"psgd\"\nmin_participants = 2"), Some(2));
+    // Shuffled Noisy MB-SGD: the M = 4 reports its amplification by shuffling counted.
+    assert_eq!(
+        quorum("kind = \"sdp-mb-sgd\"\nstep_size = 0.5\ncalibration = { kind = \"accountant\" }"),
+        Some(4)
+    );
+    // PGD's full batch: every silo. Pan-private AC-SA and non-shuffle algorithms: none.
+    assert_eq!(quorum("kind = \"pgd\"\nshuffler = \"trusted\""), Some(4));
+    assert_eq!(
+        quorum("kind = \"pan-private-acsa\"\nsmoothness = 1.0"),
+        None
+    );
+    assert_eq!(
+        quorum("kind = \"mb-sgd\"\nstep_size = 0.1\nbatch_size = 10"),
+        None
+    );
+}
