@@ -628,6 +628,7 @@ fn spawn_shuffler(cfg: &Path, dir: &Path) -> std::process::Child {
 /// * robust at γ = 1/2 (PVEC at γε, quorum ⌈γ·4⌉ = 2): the rounds go on with the 3 silos
 ///   that answer (6 analyzer messages instead of 8: the analyzer debiases with n' = 3K), the
 ///   run finishes, and the survivors' ledgers charged every round once.
+///
 /// Both: each silo's shuffler share travels unsealed to the shuffler, its server share sealed.
 #[test]
 fn pagd_with_a_killed_silo_stops_unless_calibrated_for_dropouts() {

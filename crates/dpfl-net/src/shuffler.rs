@@ -7,6 +7,12 @@
 //! round and drops before forwarding. A submission holds the silo's whole reply, each message
 //! sealed on its own: the unit of the permutation is the message, so the messages of one
 //! silo's multi-message reply are spread through the batch.
+//!
+//! It forwards a round's batch only if at least the plan's shuffle quorum of silos submitted
+//! (`dpfl::plan::Plan::shuffle_quorum`: the silos the shuffle's privacy was calibrated for);
+//! a smaller batch is withheld and the server told so (a lone `STATUS_REFUSED` header), so a
+//! dropout never leaves the others' messages with less noise or amplification than charged
+//! (docs/shuffle.md "Dropouts over the network").
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

@@ -2,7 +2,8 @@
 //! stream, publish the broadcast, keep each selected silo's answer (a reply or its ledger's
 //! refusal) until every one has answered, refused or gone, or the deadline; then collect with
 //! [`Collected`] in silo order (plus, in shuffle mode, the shuffler's permuted batch) and let
-//! the server half aggregate.
+//! the server half aggregate. A batch the shuffler withheld (fewer silos than the shuffle's
+//! quorum) stops the server at that round, its checkpoint unchanged.
 
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
