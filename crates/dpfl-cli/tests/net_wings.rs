@@ -611,3 +611,128 @@ fn explicit_pvec_and_a_shuffle_algorithm_without_a_shuffler_are_refused() {
         "{err}"
     );
 }
+
+/// Starts the shuffler of federation file `cfg`, logging into `dir/shuffler.log`.
+fn spawn_shuffler(cfg: &Path, dir: &Path) -> std::process::Child {
+    spawn(
+        &["shuffler", "--config", cfg.to_str().unwrap()],
+        &dir.join("shuffler.log"),
+    )
+}
+
+/// PAGD over 4 silos with one silo SIGKILLed mid-run (issue 15, docs/shuffle.md "Dropouts
+/// over the network"), in both regimes:
+/// * calibrated for all 4 (default `min_participants`): the shuffler withholds the next
+///   batch (3 < 4 silos would mean less binomial noise than the charged ε assumes), the
+///   server exits 1 saying so, its checkpoint still at that round, nothing aggregated short;
+/// * robust at γ = 1/2 (PVEC at γε, quorum ⌈γ·4⌉ = 2): the rounds go on with the 3 silos
+///   that answer (6 analyzer messages instead of 8: the analyzer debiases with n' = 3K), the
+///   run finishes, and the survivors' ledgers charged every round once.
+///
+/// Both: each silo's shuffler share travels unsealed to the shuffler, its server share sealed.
+#[test]
+fn pagd_with_a_killed_silo_stops_unless_calibrated_for_dropouts() {
+    for robust in [false, true] {
+        let tmp = tempfile::tempdir().unwrap();
+        let exp = tmp.path().join("exp.toml");
+        let alg_text = format!(
+            "kind = \"pagd\"\nsmoothness = 1.0\ndiameter = 10.0\nshuffler = \"trusted\"{}",
+            if robust {
+                "\nrobust = { honest_fraction = 0.5 }"
+            } else {
+                ""
+            }
+        );
+        let text = shuffle_experiment(&alg_text)
+            .replace("rounds = 5", "rounds = 8")
+            .replace("epsilon = 2.0", "epsilon = 1.0");
+        std::fs::write(&exp, text).unwrap();
+        let Started {
+            cfg,
+            mut server,
+            mut silos,
+            ..
+        } = start(
+            tmp.path(),
+            &exp,
+            &["--deadline-ms", "2000"],
+            "min_round_ms = 150",
+        );
+        let mut shuffler = spawn_shuffler(&cfg, tmp.path());
+        let alg = cfg.parent().unwrap().join("alg-0");
+        wait_until("round 2", Duration::from_secs(60), || {
+            checkpoint_round(&alg) >= 2
+        });
+        silos[3].kill().unwrap(); // SIGKILL
+        silos[3].wait().unwrap();
+        let killed_at = checkpoint_round(&alg);
+        let status = wait_exit(&mut server, Duration::from_secs(60));
+        let log = std::fs::read_to_string(tmp.path().join("server.log")).unwrap();
+        let shuffler_log = || std::fs::read_to_string(tmp.path().join("shuffler.log")).unwrap();
+        if robust {
+            assert!(status.success(), "{log}");
+            let p = participants(&alg);
+            assert_eq!(p.len(), 8, "{p:?}");
+            // Rounds before the kill hold 4 silos (8 messages), those after it 3 (6).
+            assert!(p[..killed_at as usize].iter().all(|&m| m == 8), "{p:?}");
+            assert!(p[killed_at as usize + 1..].iter().all(|&m| m == 6), "{p:?}");
+            let got = dpfl_net::server::read_model(&alg.join("server/model.bin")).unwrap();
+            assert!(got.iter().all(|v| v.is_finite()), "{got:?}");
+            assert_charged_once(&alg, 3, 8);
+            assert!(
+                !shuffler_log().contains("batch withheld"),
+                "{}",
+                shuffler_log()
+            );
+        } else {
+            assert_eq!(status.code(), Some(1), "{log}");
+            assert!(
+                log.contains("withheld")
+                    && log.contains("3 silo(s) submitted")
+                    && log.contains("fewer than the 4"),
+                "{log}"
+            );
+            assert!(
+                shuffler_log().contains("batch withheld"),
+                "{}",
+                shuffler_log()
+            );
+            let ckpt = checkpoint(&alg).unwrap();
+            let stopped = ckpt.next_round.get();
+            assert!(
+                stopped < 8 && stopped <= killed_at + 1,
+                "{stopped} {killed_at}"
+            );
+            // Every aggregated round held all 4 silos: none was aggregated short.
+            assert!(
+                ckpt.log.iter().all(|l| l.participants == 8),
+                "{:?}",
+                ckpt.log
+            );
+            // The survivors charged the withheld round too (charged before release): the
+            // ledgers over-count, never under-count.
+            for i in 0..3 {
+                let charged =
+                    dpfl_net::ledger::charged_rounds(&alg.join(format!("silo-{i}/ledger")))
+                        .unwrap();
+                assert!(charged.len() as u32 >= stopped, "silo {i}: {charged:?}");
+            }
+        }
+        for i in 0..3 {
+            let (round, bodies) = dpfl_net::silo::stored_answer(&alg.join(format!("silo-{i}")))
+                .unwrap()
+                .unwrap();
+            let shares = bodies
+                .iter()
+                .filter(|b| dpfl_net::share::is_share_body(b))
+                .count();
+            assert_eq!((bodies.len(), shares), (2, 1), "silo {i} round {round}");
+        }
+        let _ = shuffler.kill();
+        let _ = shuffler.wait();
+        for s in &mut silos[..3] {
+            let _ = s.kill();
+            let _ = s.wait();
+        }
+    }
+}

@@ -373,6 +373,7 @@ impl Federation {
                 AlgorithmSpec::SdpAcceleratedMbSgd(a) => Some(a.transport),
                 AlgorithmSpec::Psgd(a) => Some(a.transport),
                 AlgorithmSpec::Pgd(a) => Some(a.transport),
+                AlgorithmSpec::Pagd(a) => Some(a.transport),
                 _ => None,
             };
             if transport == Some(Transport::Explicit) {
@@ -419,11 +420,16 @@ impl Federation {
         self.algorithm.soteria().is_some()
     }
     /// Whether the silos send PVEC's compact shares through the shuffler (`share`): the
-    /// PVEC-based shuffle algorithms (explicit transport is refused over the network).
+    /// PVEC-based shuffle algorithms (explicit transport is refused over the network). PAGD
+    /// is one: without it its shuffler share went sealed to the server like the server share,
+    /// which could pair the two and read each silo's counts.
     pub fn compact_shares(&self) -> bool {
         matches!(
             self.algorithm,
-            AlgorithmSpec::SdpAcceleratedMbSgd(_) | AlgorithmSpec::Psgd(_) | AlgorithmSpec::Pgd(_)
+            AlgorithmSpec::SdpAcceleratedMbSgd(_)
+                | AlgorithmSpec::Psgd(_)
+                | AlgorithmSpec::Pgd(_)
+                | AlgorithmSpec::Pagd(_)
         ) && self.shuffle()
     }
     /// The certificate directory, resolved.

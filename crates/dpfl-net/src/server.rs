@@ -54,6 +54,8 @@ struct Open {
     seen: HashSet<[u8; 32]>,
     batch_received: bool,
     rejected: usize,
+    /// Shuffle mode: the shuffler withheld the batch, (silos that submitted, quorum).
+    withheld: Option<(u32, u32)>,
 }
 
 struct Inner {

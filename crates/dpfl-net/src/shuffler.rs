@@ -7,6 +7,12 @@
 //! round and drops before forwarding. A submission holds the silo's whole reply, each message
 //! sealed on its own: the unit of the permutation is the message, so the messages of one
 //! silo's multi-message reply are spread through the batch.
+//!
+//! It forwards a round's batch only if at least the plan's shuffle quorum of silos submitted
+//! (`dpfl::plan::Plan::shuffle_quorum`: the silos the shuffle's privacy was calibrated for);
+//! a smaller batch is withheld and the server told so (a lone `STATUS_REFUSED` header), so a
+//! dropout never leaves the others' messages with less noise or amplification than charged
+//! (docs/shuffle.md "Dropouts over the network").
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -38,6 +44,8 @@ struct Shared {
     silos: usize,
     /// The algorithm sends compact PVEC shares (`share`); else a share body is refused.
     shares: bool,
+    /// The fewest silos a forwarded batch must hold (`Plan::shuffle_quorum`).
+    quorum: usize,
     current: Mutex<Option<Collecting>>,
     changed: watch::Sender<u64>,
 }
@@ -108,6 +116,7 @@ impl ShufflerProcess {
             dim,
             silos: fed.silos(),
             shares: fed.compact_shares(),
+            quorum: fed.plan.shuffle_quorum().unwrap_or(1),
             current: Mutex::new(None),
             changed,
         });
@@ -221,17 +230,45 @@ impl ShufflerProcess {
                     }
                     let _ = tokio::time::timeout(end - now, rx.changed()).await;
                 }
-                let collected: Vec<Vec<u8>> = {
+                let by_silo = {
                     let mut cur = shared.current.lock().await;
                     cur.as_mut()
-                        .map(|c| {
-                            std::mem::take(&mut c.by_silo)
-                                .into_values()
-                                .flatten()
-                                .collect()
-                        })
+                        .map(|c| std::mem::take(&mut c.by_silo))
                         .unwrap_or_default()
                 };
+                // Privacy against the server rests on the batch holding at least the silos
+                // the shuffle was calibrated for: a smaller one is withheld, never forwarded
+                // (docs/shuffle.md "Dropouts over the network"). A round where every silo
+                // refused (nothing to protect) is forwarded empty as before.
+                let submitted = by_silo.values().filter(|m| !m.is_empty()).count();
+                if submitted > 0 && submitted < shared.quorum {
+                    tracing::warn!(
+                        round = task.round,
+                        submitted,
+                        quorum = shared.quorum,
+                        "batch withheld: fewer silos than the shuffle's privacy was calibrated for"
+                    );
+                    let marker = Header {
+                        status: RoundStatus::Refused as i32,
+                        round: task.round,
+                        epoch: task.epoch,
+                        index: submitted as u32,
+                        count: shared.quorum as u32,
+                        ..Default::default()
+                    };
+                    match client
+                        .push_shuffled(tokio_stream::iter(codec::frames(marker, &[])))
+                        .await
+                    {
+                        Ok(_) => batches += 1,
+                        Err(e) => {
+                            tracing::warn!(round = task.round, "withholding notice failed: {e}")
+                        }
+                    }
+                    last = (task.epoch, i64::from(task.round));
+                    continue;
+                }
+                let collected: Vec<Vec<u8>> = by_silo.into_values().flatten().collect();
                 // Sealed messages are permuted unread; compact PVEC shares are summed and only
                 // the sum is forwarded (`share`).
                 let mut sum = crate::share::Accumulator::new(shared.dim);

@@ -157,6 +157,26 @@ impl Plan {
     pub fn silos(&self) -> usize {
         self.setup.silos.len()
     }
+
+    /// For an algorithm that needs a shuffler: the fewest silos a shuffled batch must hold
+    /// for the reported honest-shuffler guarantee (`ShufflePlan::quorum`); `None` otherwise.
+    pub fn shuffle_quorum(&self) -> Option<usize> {
+        let WingPlan::Shuffle { plan: p, .. } = &self.wing else {
+            return None;
+        };
+        if !self.algorithm.needs_shuffler() {
+            return None;
+        }
+        let participants = match &self.setup.participation {
+            Participation::Fixed { m } => *m,
+            _ => self.silos(),
+        };
+        let honest = match &self.algorithm {
+            AlgorithmSpec::Pagd(a) => a.robust.map(|r| r.honest_fraction),
+            _ => None,
+        };
+        Some(p.quorum(participants, honest))
+    }
 }
 
 /// The server half of `plan` (no calibration).

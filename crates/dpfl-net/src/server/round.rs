@@ -2,7 +2,8 @@
 //! stream, publish the broadcast, keep each selected silo's answer (a reply or its ledger's
 //! refusal) until every one has answered, refused or gone, or the deadline; then collect with
 //! [`Collected`] in silo order (plus, in shuffle mode, the shuffler's permuted batch) and let
-//! the server half aggregate.
+//! the server half aggregate. A batch the shuffler withheld (fewer silos than the shuffle's
+//! quorum) stops the server at that round, its checkpoint unchanged.
 
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
@@ -75,6 +76,7 @@ pub(super) async fn run_round(
             seen: HashSet::new(),
             batch_received: false,
             rejected: 0,
+            withheld: None,
         });
     }
     shared.notify_opened();
@@ -127,6 +129,19 @@ pub(super) async fn run_round(
                     "round {r}: this algorithm needs every silo every round and silos \
                      {missing:?} did not answer within server.round_deadline_ms; restart them \
                      and the server (it resumes at round {r} from its checkpoint)"
+                )));
+            }
+            if let Some((submitted, quorum)) = open.withheld {
+                // Nothing of the round reached this server; stopping leaves the checkpoint at
+                // round r, which a restarted server reopens once the silos are back.
+                *slot = None;
+                return Err(NetError::Refused(format!(
+                    "round {r}: the shuffler withheld the round's batch: {submitted} silo(s) \
+                     submitted, fewer than the {quorum} the shuffle's privacy was calibrated \
+                     for (algorithm.min_participants, robust.honest_fraction); the silos' \
+                     ledgers charged the round, nothing was released. Restart the missing \
+                     silos and the server (it resumes at round {r} from its checkpoint), or \
+                     plan for dropouts (docs/shuffle.md)"
                 )));
             }
             if complete || now >= open.deadline {

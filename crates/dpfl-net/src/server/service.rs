@@ -361,6 +361,22 @@ impl FederationRpc for Service {
             tracing::info!(round, epoch, "late or repeated shuffled batch ignored");
             return Ok(reply("LATE", 0));
         };
+        if let Some((h, _)) = bodies
+            .first()
+            .filter(|(h, _)| h.status == RoundStatus::Refused as i32)
+        {
+            tracing::warn!(
+                round,
+                submitted = h.index,
+                quorum = h.count,
+                "the shuffler withheld the batch"
+            );
+            open.withheld = Some((h.index, h.count));
+            open.batch_received = true;
+            drop(inner);
+            s.notify();
+            return Ok(reply("WITHHELD", 0));
+        }
         let mut accepted = 0;
         for (i, (h, sealed)) in bodies.iter().enumerate() {
             if h.count == 0 && sealed.is_empty() {

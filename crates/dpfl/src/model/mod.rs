@@ -36,6 +36,7 @@ macro_rules! batch_grads_from_loop {
     };
 }
 
+mod absolute;
 mod batch;
 mod deep_mlp;
 mod hinge;
@@ -45,6 +46,7 @@ mod mlp;
 mod nc_logistic;
 mod softmax;
 
+pub use absolute::{AbsoluteLoss, prox_step as absolute_prox_step};
 pub use deep_mlp::{Activation, DeepMlp};
 pub use hinge::HingeLoss;
 pub use linear::LinearRegression;
@@ -466,6 +468,16 @@ pub enum ModelSpec {
         #[serde(default)]
         smoothing: Option<f64>,
     },
+    /// Least absolute deviations, f = |⟨w,x⟩ − y| on a real target: convex, max‖x‖-Lipschitz,
+    /// not smooth (Cheu et al. 2022 §4.2); its gradient is the subgradient sign(r)·x. With
+    /// `smoothing = β` its β-Moreau envelope (a Huber loss), β-smooth, reporting 2L as its
+    /// Lipschitz constant (Lemma 4.6). The shuffle algorithms can instead smooth it themselves
+    /// (`smoothing` on the algorithm).
+    Absolute {
+        /// The Moreau envelope's β, if smoothed.
+        #[serde(default)]
+        smoothing: Option<f64>,
+    },
     /// Binary logistic regression with λ·Σ w_j²/(1 + w_j²) in every per-example loss
     /// (SoteriaFL's a9a model, λ = 0.2 there).
     NonconvexLogistic {
@@ -568,6 +580,15 @@ impl ModelSpec {
                     ));
                 }
                 std::sync::Arc::new(HingeLoss::new(features, *smoothing)?)
+            }
+            ModelSpec::Absolute { smoothing } => {
+                if let Some(c) = classes {
+                    return Err(crate::Error::config(
+                        "model.kind",
+                        format!("the absolute loss needs a real target, the data has {c} classes"),
+                    ));
+                }
+                std::sync::Arc::new(AbsoluteLoss::new(features, *smoothing)?)
             }
             ModelSpec::NonconvexLogistic { lambda } => {
                 if classes.is_some_and(|c| c != 2) {

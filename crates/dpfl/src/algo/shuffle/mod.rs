@@ -612,6 +612,7 @@ pub(crate) fn build_pgd(
                 plan.pvec,
                 spec.transport,
                 users,
+                ctx.federation.silos as u64,
             )),
             silos,
             calibration: report,

@@ -8,10 +8,10 @@
 //! envelope is β-smooth, and ℓ_β ≤ ℓ ≤ ℓ_β + L²/(2β) (Lemma 4.6; the OCR's "+ L" read as
 //! L²/(2β) from the proofs of Thms 4.7/4.9), so the smoothed minimiser is L²/(2β)-optimal.
 //!
-//! * The wing smooths through [`crate::model::Model::smoothed`], whose hinge loss has its
-//!   closed-form prox (`model/hinge.rs`); [`absolute_prox`] and [`absolute_envelope_grad`]
-//!   are the same construction for the absolute loss |⟨θ, x⟩ − y| (least absolute
-//!   deviations), kept here with hand-computed tests as the reference for a second loss.
+//! * The wing smooths through [`crate::model::Model::smoothed`]: the hinge loss
+//!   (`model/hinge.rs`) and the absolute loss |⟨θ, x⟩ − y| (`kind = "absolute"`,
+//!   `model/absolute.rs`) have closed-form proxes; [`absolute_prox`] and
+//!   [`absolute_envelope_grad`] expose the latter with hand-computed tests.
 //! * β: [`theory_beta`] (Thm 4.7), or a value from the config.
 //!
 //! Decisions on the digest's ambiguities: **prox domain** (§5.2 item 11) — unconstrained on
@@ -23,6 +23,8 @@
 #![warn(missing_docs)]
 
 use crate::linalg::{axpy, dot};
+use crate::model::AbsoluteLoss;
+use crate::model::absolute_prox_step as absolute_step;
 
 /// Thm 4.7's β = ε^{2/3} n^{2/3} L / (d^{1/3} D ℓ^{2/3}) with ℓ the log factor (ln(d/δ) for
 /// PVEC, √ln(1/δ) pan-privately).
@@ -48,24 +50,10 @@ pub fn theory_beta(
     }
 }
 
-/// The step t with prox_{ℓ/β}(θ) = θ + t·x for ℓ(θ) = |⟨θ, x⟩ − y|: with r = ⟨θ, x⟩ − y
-/// and q = ‖x‖², minimising |r + tq| + (β/2)qt² gives t = −r/q when |r| ≤ q/β (the prox lands
-/// on the kink ⟨prox, x⟩ = y) and t = −sign(r)/β otherwise (a full subgradient step).
-fn absolute_step(r: f64, q: f64, beta: f64) -> f64 {
-    if q == 0.0 {
-        0.0
-    } else if r.abs() <= q / beta {
-        -r / q
-    } else {
-        -r.signum() / beta
-    }
-}
-
-/// prox_{ℓ/β}(θ) for ℓ(θ) = |⟨θ, x⟩ − y| into `out`.
+/// prox_{ℓ/β}(θ) for ℓ(θ) = |⟨θ, x⟩ − y| into `out` (the model's closed form,
+/// `model/absolute.rs`).
 pub fn absolute_prox(theta: &[f64], x: &[f64], y: f64, beta: f64, out: &mut [f64]) {
-    let t = absolute_step(dot(theta, x) - y, dot(x, x), beta);
-    out.copy_from_slice(theta);
-    axpy(t, x, out);
+    AbsoluteLoss::prox(theta, x, y, beta, out);
 }
 
 /// ∇ℓ_β(θ) = β(θ − prox_{ℓ/β}(θ)) = clamp(β r/q, −1, 1)·x for the absolute loss, into `out`.
@@ -77,10 +65,7 @@ pub fn absolute_envelope_grad(theta: &[f64], x: &[f64], y: f64, beta: f64, out: 
 
 /// ℓ_β(θ) for the absolute loss: the prox objective at the prox.
 pub fn absolute_envelope(theta: &[f64], x: &[f64], y: f64, beta: f64) -> f64 {
-    let q = dot(x, x);
-    let r = dot(theta, x) - y;
-    let t = absolute_step(r, q, beta);
-    (r + t * q).abs() + 0.5 * beta * t * t * q
+    AbsoluteLoss::envelope(theta, x, y, beta)
 }
 
 #[cfg(test)]

@@ -118,7 +118,13 @@ impl ShufflePlan {
                 let pvec = Pvec::new(p.params).map_err(shuffle_err)?;
                 Box::new(match p.batch_size {
                     Some(k) => PvecServer::new(inner, pvec, p.transport, k),
-                    None => PvecServer::full_batch(inner, pvec, p.transport, p.users),
+                    None => PvecServer::full_batch(
+                        inner,
+                        pvec,
+                        p.transport,
+                        p.users,
+                        self.silos.len() as u64,
+                    ),
                 })
             }
         };
@@ -127,6 +133,38 @@ impl ShufflePlan {
         } else {
             server
         })
+    }
+
+    /// The fewest silos whose messages a shuffled batch must hold for the honest-shuffler
+    /// guarantee the plan reports (and, trusted, charges) to hold; a real shuffler withholds a
+    /// smaller batch (`dpfl_net::shuffler`; docs/shuffle.md "Dropouts over the network").
+    /// * one-pass PVEC: M_min = users/K silos (PVEC calibrated for M_min·K users: fewer users
+    ///   mean less binomial noise, Cheu et al. Lemma A.1); with the robust variant at honest
+    ///   fraction γ, ⌈γ·M_min⌉ (Cor. A.9: PVEC at ε_c is (ε_c/γ, δ)-DP for ≥ γn honest users);
+    /// * PGD's full-batch PVEC: every silo (its analyzer debiases with all Σ n_i users and
+    ///   cannot tell which silo is missing);
+    /// * Shuffled Noisy MB-SGD: the `participants` M its amplification by shuffling
+    ///   (Feldman–McMillan–Talwar over M reports) was computed for.
+    pub fn quorum(&self, participants: usize, honest_fraction: Option<f64>) -> usize {
+        match &self.pvec {
+            Some(PvecPlanned {
+                batch_size: Some(k),
+                users,
+                ..
+            }) => {
+                let m_min = (*users / (*k).max(1) as u64) as usize;
+                match honest_fraction {
+                    // γ·M_min rounded up, with a tolerance so that γ = 1/2 of 4 is 2.
+                    Some(g) => ((g * m_min as f64 - 1e-9).ceil() as usize).clamp(1, m_min),
+                    None => m_min,
+                }
+            }
+            Some(PvecPlanned {
+                batch_size: None, ..
+            }) => self.silos.len(),
+            None => participants,
+        }
+        .max(1)
     }
 
     /// Whether some silo is a simulated dropout (the analyzer then discards their markers).

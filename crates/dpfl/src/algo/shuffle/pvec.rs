@@ -300,8 +300,8 @@ pub struct PvecServer {
 enum Users {
     /// K per answering silo (one pass).
     PerSilo(u64),
-    /// Every user of every silo, every round (PGD with full participation).
-    Total(u64),
+    /// Every user of every silo, every round (PGD with full participation): (users, silos).
+    Total(u64, u64),
 }
 
 impl PvecServer {
@@ -317,18 +317,21 @@ impl PvecServer {
         }
     }
 
-    /// The analyzer of a full-batch protocol whose rounds hold all `users` users.
+    /// The analyzer of a full-batch protocol whose rounds hold all `users` users of all
+    /// `silos` silos. A compact round with fewer silos' shares is refused: the analyzer
+    /// cannot tell which silo (how many users) is missing, so it could not debias.
     pub fn full_batch(
         inner: Box<dyn ServerHalf>,
         pvec: Pvec,
         transport: Transport,
         users: u64,
+        silos: u64,
     ) -> Self {
         PvecServer {
             inner,
             pvec,
             transport,
-            users: Users::Total(users),
+            users: Users::Total(users, silos),
         }
     }
 
@@ -394,8 +397,14 @@ impl PvecServer {
                 }
                 let (ones, silos) = reveal(&shuffler, &server).map_err(shuffle_err)?;
                 let users = match self.users {
+                    // Debiased with the observed n' = K per silo that sent shares (digest §1.5).
                     Users::PerSilo(k) => silos.saturating_mul(k),
-                    Users::Total(u) => u,
+                    Users::Total(u, n) if silos == n => u,
+                    Users::Total(_, n) => {
+                        return Err(crate::Error::Protocol(format!(
+                            "a full-batch PVEC round holds the shares of {silos} of {n} silos: its users are unknown, so it cannot be debiased"
+                        )));
+                    }
                 };
                 let est = self
                     .pvec

@@ -28,6 +28,19 @@
 //! The paper analyses privacy only; the accuracy cost (tested in `tests/shuffle_pagd.rs`):
 //! dropping a fraction f leaves n' = (1 − f)B users and the mean's PVEC noise variance grows
 //! as 1/(1 − f); flipping scales the expected gradient by (1 − 2f).
+//!
+//! **End to end** (`experiments/shuffle-pagd-robust-excess.toml`, `tests/shuffle_robust.rs`,
+//! docs/shuffle.md): PAGD, 6 silos of 40 000 records, ε = 2 at γ = 1/2 (PVEC at ε_c = 1), mean
+//! excess population loss over 8 seeds: all honest 0.0106; 3 of 6 drop out 0.0177 (bound
+//! asserted: ≤ 2× honest, the noise variance's 1/(1 − f)); 1 of 6 flips 0.0208 (≤ 1/(1 − 2f)²
+//! = 2.25×); 3 of 6 flip 0.157, the untrained model's 0.153 (E g̃ = 0 at the edge of the
+//! tolerated fraction); 1 extreme liar 2.21 (the model pinned to the ball's boundary). More
+//! adversaries than ⌊(1 − γ)N⌋, or γ < 1/3, are refused at plan time.
+//!
+//! **Over the network** a silo that dies is a real dropout: the shuffler forwards a batch only
+//! if it holds at least ⌈γ·M_min⌉ silos ([`super::plan::ShufflePlan::quorum`]), so the
+//! guarantee above holds for the silos that answered (docs/shuffle.md "Dropouts over the
+//! network").
 
 #![warn(missing_docs)]
 
