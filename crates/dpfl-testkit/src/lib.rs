@@ -1,13 +1,16 @@
 //! Test and benchmark helpers shared by the workspace's crates, in one place instead of copied
 //! builders: tiny silo data sets, the round core's toy multi-message algorithm (used by the
 //! simulator's and the network runtime's round-core tests alike), and the synthetic
-//! experiment files of the calibration and wing tests.
+//! experiment files of the calibration, wing and audit tests.
 //!
 //! A dev-dependency only. It depends on `dpfl`, and `dpfl`'s integration tests depend on it:
 //! cargo links both against the one `dpfl` library, so the types agree (not in `dpfl`'s own
-//! unit tests, which compile a second copy of the library; use it from `tests/` and `benches/`).
+//! unit tests, which compile a second copy of the library; use it from `tests/` and `benches/`;
+//! plain text such as [`audit`]'s experiment files is fine anywhere).
 
 #![warn(missing_docs)]
+
+pub mod audit;
 
 use std::sync::{Arc, Mutex};
 

@@ -20,6 +20,13 @@
 //! the largest distance the clipping allows (2L) and are orthogonal to every other record's
 //! and every other canary's contribution, the pair the Gaussian analysis treats as the worst.
 //!
+//! **PVEC too (issue 11).** Every payload kind, PVEC included, uses this one-coordinate
+//! canary. A canary spread over all coordinates (±L/√d by a sign pattern, scored by the inner
+//! product) is no stronger against PVEC's i.i.d. per-coordinate noise, whose guarantee is an
+//! ℓ₂ one (the same signal-to-noise ratio), and weaker in practice (rounding of 1 ± 1/√d,
+//! interference between m ≈ d sign patterns); an under-noised PVEC is caught with this canary
+//! (`tests`; docs/audit.md "Limits" has the numbers and the simulation).
+//!
 //! Rows without a canary feature go to the wrapped model unchanged. The wrapper offers no
 //! [`Model::input_coefficient`], so the default batch kernels materialise each gradient
 //! through [`Model::add_grad`] and clip it exactly as for any model.

@@ -95,6 +95,11 @@ pub struct AuditOptions {
     /// own budget raised) while claiming the configured one.
     #[cfg(test)]
     pub(crate) under_noise_spec: Option<crate::algo::AlgorithmSpec>,
+    /// Test-only: PVEC's noise bits per user and coordinate (Binomial(s, p)) set to this s,
+    /// p unchanged: the under-noised PVEC build (PVEC's validity range caps ε at 15, far too
+    /// little to under-noise it visibly; docs/audit.md).
+    #[cfg(test)]
+    pub(crate) pvec_noise_bits: Option<u64>,
 }
 
 impl AuditOptions {
@@ -112,6 +117,8 @@ impl AuditOptions {
             under_noise: None,
             #[cfg(test)]
             under_noise_spec: None,
+            #[cfg(test)]
+            pvec_noise_bits: None,
         }
     }
 }
@@ -270,6 +277,28 @@ pub fn audit(
             let ctx = build_context(&spec, &trial)?;
             alg.as_ref().unwrap_or(&entry.spec).plan_parts(&ctx)?
         }
+    };
+    // The halves are then built from the altered plan, not the wing's prebuilt federation.
+    #[cfg(test)]
+    let (wing, whole) = match (opts.pvec_noise_bits, wing) {
+        (
+            Some(bits),
+            crate::algo::spec::WingPlan::Shuffle {
+                algorithm,
+                mut plan,
+            },
+        ) => {
+            let p = plan
+                .pvec
+                .as_mut()
+                .ok_or_else(|| Error::config("audit", "pvec_noise_bits on a plan without PVEC"))?;
+            p.params.p1d.s = bits;
+            (
+                crate::algo::spec::WingPlan::Shuffle { algorithm, plan },
+                None,
+            )
+        }
+        (_, wing) => (wing, whole),
     };
     let mut built = match whole {
         Some(b) => b,

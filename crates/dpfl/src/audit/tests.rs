@@ -1,43 +1,5 @@
 use super::*;
-
-const EXPERIMENT: &str = r#"
-name = "audit"
-rounds = 50
-seed = 3
-participation = { kind = "all" }
-[data]
-source = { kind = "synthetic", task = "binary", silos = 3, train = 100, test = 20, features = 4 }
-[model]
-kind = "logistic"
-[privacy]
-epsilon = 1.0
-delta = "1/n^2"
-lipschitz = 1.0
-[[algorithms]]
-kind = "mb-sgd"
-calibration = "accountant"
-step_size = 0.3
-batch_size = 100
-[[algorithms]]
-kind = "local-sgd"
-private = true
-step_size = 0.05
-local_steps = 10
-[[algorithms]]
-kind = "accelerated-mb-sgd"
-sampling = "erm"
-calibration = "experiment"
-step_size = 1.0
-[[algorithms]]
-kind = "noisy-mb-sgd"
-calibration = "theory"
-params = "theory"
-constants = { smoothness = 0.25, diameter = 10.0 }
-[[algorithms]]
-kind = "mb-sgd"
-step_size = 0.3
-batch_size = 20
-"#;
+use dpfl_testkit::audit::{EXPERIMENT, LOGISTIC, MB_SGD, MLP, SOTERIA_RANDK, kinds_toml};
 
 fn opts(a: usize) -> AuditOptions {
     AuditOptions {
@@ -179,32 +141,10 @@ fn bad_options_are_config_errors() {
     }
 }
 
-/// One experiment per payload kind and model class (issue 11): 3 silos of 100 rows, 4
-/// features, claimed (1, 1/n²)-DP.
+/// One experiment per payload kind and model class (issue 11; the text is
+/// `dpfl_testkit::audit::kinds_toml`, shared with the CLI's tests).
 fn kinds_experiment(rounds: usize, model: &str, algorithm: &str) -> ExperimentSpec {
     ExperimentSpec::from_toml(&kinds_toml(rounds, model, algorithm), "audit.toml").unwrap()
-}
-
-fn kinds_toml(rounds: usize, model: &str, algorithm: &str) -> String {
-    format!(
-        r#"
-name = "audit-kinds"
-rounds = {rounds}
-seed = 3
-participation = {{ kind = "all" }}
-clip = 1.0
-[data]
-source = {{ kind = "synthetic", task = "binary", silos = 3, train = 100, test = 20, features = 4 }}
-[model]
-{model}
-[privacy]
-epsilon = 1.0
-delta = "1/n^2"
-lipschitz = 1.0
-[[algorithms]]
-{algorithm}
-"#
-    )
 }
 
 /// Audits `spec` honestly and under-noised (`under`), asserts the first stays below the
@@ -215,16 +155,11 @@ fn honest_and_caught(spec: &ExperimentSpec, base: AuditOptions, under: AuditOpti
     assert_caught(&honest, &caught);
 }
 
-const SOTERIA_RANDK: &str = r#"kind = "soteria-fl"
-estimator = "gd"
-step_size = 0.3
-compressor = { kind = "random-k", fraction = 0.5, indices = "seed" }"#;
-
 #[test]
 fn compressed_soteria_is_audited_on_decoded_messages() {
     // SoteriaFL-GD with seeded random-k (k = d/2) and shifted compression: the auditor
     // rebuilds ĝ = s + C(g − s). Under-noised: the accountant's σ for ε = 50.
-    let spec = kinds_experiment(30, r#"kind = "logistic""#, SOTERIA_RANDK);
+    let spec = kinds_experiment(30, LOGISTIC, SOTERIA_RANDK);
     let base = sampled_opts();
     let under = AuditOptions {
         under_noise: Some(50.0),
@@ -244,7 +179,7 @@ fn cdp_sgd_with_quantisation_is_audited() {
 step_size = 0.3
 batch_size = 100
 compressor = { kind = "qsgd", levels = 16 }"#;
-    let spec = kinds_experiment(50, r#"kind = "logistic""#, cdp);
+    let spec = kinds_experiment(50, LOGISTIC, cdp);
     let loud = format!("{cdp}\ncalibration = \"closed-form\"");
     let under = AuditOptions {
         under_noise: Some(50.0),
@@ -273,7 +208,7 @@ fn dp_normfedavg_packed_messages_are_audited() {
     // budget needs its ε < 6 parameter, which ε = 1 at r = n = 3 exceeds).
     // Under-noised: a per-round ε₀ = 5 at a sensitivity far below the worst case (eq. 6's μ
     // taken as 1e-3: the noise of a much larger ε).
-    let spec = kinds_experiment(30, r#"kind = "logistic""#, NORMFEDAVG);
+    let spec = kinds_experiment(30, LOGISTIC, NORMFEDAVG);
     let loud = NORMFEDAVG
         .replace("epsilon = 0.0333", "epsilon = 5.0")
         .replace("kind = \"worst-case\"", "kind = \"mu\", mu = 1e-3")
@@ -294,7 +229,7 @@ fn a_trusted_shuffle_run_is_audited_on_the_summed_messages() {
     // trusted-shuffler chain's per-silo noise), so the under-noised build scales σ by 1e-5.
     let spec = kinds_experiment(
         30,
-        r#"kind = "logistic""#,
+        LOGISTIC,
         r#"kind = "sdp-mb-sgd"
 step_size = 0.3
 batch_size = 100
@@ -314,7 +249,7 @@ shuffler = "trusted""#,
 fn pgd_experiment() -> ExperimentSpec {
     let text = kinds_toml(
         5,
-        r#"kind = "logistic""#,
+        LOGISTIC,
         r#"kind = "pgd"
 step_size = 0.3
 shuffler = "trusted""#,
@@ -323,15 +258,33 @@ shuffler = "trusted""#,
     ExperimentSpec::from_toml(&text, "audit.toml").unwrap()
 }
 
+/// s of the under-noised PVEC build: Binomial(9, ½) noise bits per user and coordinate, a
+/// summed noise of std √(400·9/4) = 30 counts per round against the canary's g = 40.
+const PVEC_UNDER_BITS: u64 = 9;
+
 #[test]
-fn pvec_counts_are_audited_and_stay_below_the_claim() {
-    // All silos' revealed counts (trusted shuffler). PVEC splits its ε over the d coordinates
-    // (here ε̂ ≈ ε₀/67 per coordinate) and its validity range caps ε₀ at 15, so no
-    // under-noised PVEC within that range is visible to one-coordinate canaries (measured:
-    // PVEC calibrated for ε = 50 got 26 of 50 guesses right); docs/audit.md says so.
-    let r = audit(&pgd_experiment(), None, &sampled_opts()).unwrap();
-    assert!(r.scored.contains("PVEC counts"), "{r:?}");
-    assert!(r.epsilon_lower_bound <= r.claimed_epsilon, "{r:?}");
+fn pvec_counts_are_audited_and_an_under_noised_pvec_is_caught() {
+    // All silos' revealed counts (trusted shuffler), 400 users, d = 104, g = 40, R = 5.
+    // Honest: PGD's ε₀ = 0.0574 per round gives ε̂ = 8.56e-4 per coordinate and s = 1.43e10
+    // noise bits per user and coordinate (p ≈ ½): summed noise std 1.2e6 counts against a
+    // canary's 40 per round, Gaussian-equivalent μ = 40√5/1.2e6 = 7.5e-5 over the run, so the
+    // audit must find nothing. Under-noised: s = 9 (std 30, μ = 40√5/30 = 2.98, which is
+    // (13.0, 10⁻³)-DP by the Gaussian approximation and no better, 13 times the claim): the
+    // one-coordinate canaries catch it (docs/audit.md: why no spread canary).
+    let honest = audit(&pgd_experiment(), None, &sampled_opts()).unwrap();
+    assert!(honest.scored.contains("PVEC counts"), "{honest:?}");
+    assert!(honest.epsilon_lower_bound < 0.5, "{honest:?}");
+    let under = audit(
+        &pgd_experiment(),
+        None,
+        &AuditOptions {
+            pvec_noise_bits: Some(PVEC_UNDER_BITS),
+            ..sampled_opts()
+        },
+    )
+    .unwrap();
+    assert_caught(&honest, &under);
+    // PVEC's validity range caps the per-call ε at 15, so ε·factor cannot under-noise it.
     let e = audit(
         &pgd_experiment(),
         None,
@@ -349,16 +302,7 @@ fn pvec_counts_are_audited_and_stay_below_the_claim() {
 fn an_mlp_run_is_audited_through_first_layer_canaries() {
     // MB-SGD on a one-hidden-layer network (clip = 1): canary j owns a first-layer weight of
     // its input. Under-noised: σ scaled by Z30/Z1 as in the linear test.
-    let spec = kinds_experiment(
-        50,
-        r#"kind = "mlp"
-hidden = 4
-inputs = 4"#,
-        r#"kind = "mb-sgd"
-calibration = "accountant"
-step_size = 0.3
-batch_size = 100"#,
-    );
+    let spec = kinds_experiment(50, MLP, MB_SGD);
     let honest = audit(&spec, None, &sampled_opts()).unwrap();
     crate::algo::context::TEST_NOISE_SCALE.with(|c| c.set(Z30 / Z1));
     let under = audit(&spec, None, &sampled_opts());

@@ -1,0 +1,91 @@
+//! The experiment files of the audit's tests, shared by `dpfl::audit`'s unit tests and the
+//! `dpfl audit` command-line tests (one copy): 3 silos of 100 synthetic binary records with 4
+//! features, all silos in every round, claimed (1, 1/n²)-DP at L = 1. The audit puts its
+//! canaries into silo 0 (100 of them: n₀ = 200, so K = 100 draws half of silo 0).
+
+/// Five algorithms on logistic regression, R = 50: accountant-calibrated MB-SGD (K = 100),
+/// private Local SGD, accelerated MB-SGD, Noisy MB-SGD (theory), and a non-private MB-SGD
+/// (index 4: no claim to audit).
+pub const EXPERIMENT: &str = r#"
+name = "audit"
+rounds = 50
+seed = 3
+participation = { kind = "all" }
+[data]
+source = { kind = "synthetic", task = "binary", silos = 3, train = 100, test = 20, features = 4 }
+[model]
+kind = "logistic"
+[privacy]
+epsilon = 1.0
+delta = "1/n^2"
+lipschitz = 1.0
+[[algorithms]]
+kind = "mb-sgd"
+calibration = "accountant"
+step_size = 0.3
+batch_size = 100
+[[algorithms]]
+kind = "local-sgd"
+private = true
+step_size = 0.05
+local_steps = 10
+[[algorithms]]
+kind = "accelerated-mb-sgd"
+sampling = "erm"
+calibration = "experiment"
+step_size = 1.0
+[[algorithms]]
+kind = "noisy-mb-sgd"
+calibration = "theory"
+params = "theory"
+constants = { smoothness = 0.25, diameter = 10.0 }
+[[algorithms]]
+kind = "mb-sgd"
+step_size = 0.3
+batch_size = 20
+"#;
+
+/// One experiment of `rounds` rounds with the `[model]` table's body `model` and one
+/// `[[algorithms]]` table's body `algorithm` (per-example clip 1).
+pub fn kinds_toml(rounds: usize, model: &str, algorithm: &str) -> String {
+    format!(
+        r#"
+name = "audit-kinds"
+rounds = {rounds}
+seed = 3
+participation = {{ kind = "all" }}
+clip = 1.0
+[data]
+source = {{ kind = "synthetic", task = "binary", silos = 3, train = 100, test = 20, features = 4 }}
+[model]
+{model}
+[privacy]
+epsilon = 1.0
+delta = "1/n^2"
+lipschitz = 1.0
+[[algorithms]]
+{algorithm}
+"#
+    )
+}
+
+/// `[model]` body: logistic regression.
+pub const LOGISTIC: &str = r#"kind = "logistic""#;
+
+/// `[model]` body: a one-hidden-layer network of 4 units on the 4 data features.
+pub const MLP: &str = r#"kind = "mlp"
+hidden = 4
+inputs = 4"#;
+
+/// `[[algorithms]]` body: MB-SGD calibrated by the accountant, K = 100 with replacement.
+pub const MB_SGD: &str = r#"kind = "mb-sgd"
+calibration = "accountant"
+step_size = 0.3
+batch_size = 100"#;
+
+/// `[[algorithms]]` body: SoteriaFL-GD with seeded random-k (half the coordinates) and
+/// shifted compression.
+pub const SOTERIA_RANDK: &str = r#"kind = "soteria-fl"
+estimator = "gd"
+step_size = 0.3
+compressor = { kind = "random-k", fraction = 0.5, indices = "seed" }"#;
