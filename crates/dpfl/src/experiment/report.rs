@@ -117,6 +117,22 @@ fn results(h: &mut String, out: &RunOutput) {
         );
     }
     h.push_str("</table>\n");
+    for s in out
+        .summary
+        .iter()
+        .filter(|s| s.private && s.epsilon.is_none())
+    {
+        let _ = writeln!(
+            h,
+            "<p class=\"note\">{}: the noise multiplier z = {} was set directly \
+             (privacy.noise_multiplier); the accountants certify ε = {} at δ = {} for it \
+             (per silo below).</p>",
+            esc(&s.algorithm),
+            num(s.noise_multiplier),
+            num(s.certified_epsilon),
+            num(s.delta),
+        );
+    }
     let caveats: Vec<&String> = out.summary.iter().flat_map(|s| &s.caveats).collect();
     let mut seen = Vec::new();
     for c in caveats {
@@ -146,7 +162,7 @@ fn privacy(h: &mut String, out: &RunOutput) {
                  <td>{}</td><td>{}</td><td class=\"l\">{}</td></tr>",
                 esc(&s.algorithm),
                 p.silo,
-                num(Some(p.target_epsilon)),
+                num(p.target_epsilon),
                 num(Some(p.target_delta)),
                 num(p.rdp_epsilon),
                 num(p.pld_epsilon),

@@ -62,7 +62,9 @@ pub struct AlgorithmSummary {
     pub algorithm: String,
     /// Whether it added noise.
     pub private: bool,
-    /// Target ε (the smallest over silos when budgets differ); null if non-private.
+    /// Target ε (the smallest over silos when budgets differ); null if non-private or if the
+    /// noise multiplier was set directly (`privacy.noise_multiplier`: the certified ε is in
+    /// `privacy`).
     pub epsilon: Option<f64>,
     /// Target δ (the smallest over silos); null if non-private.
     pub delta: Option<f64>,
@@ -72,6 +74,11 @@ pub struct AlgorithmSummary {
     /// message's L2 sensitivity; Opacus' `noise_multiplier`), smallest over silos; null for
     /// a non-private run or a mechanism without one (PVEC, TDL, Binomial).
     pub noise_multiplier: Option<f64>,
+    /// With the noise multiplier set directly (`privacy.noise_multiplier`, so no target ε):
+    /// the ε the accountants certify at `delta` for the noise used (per silo the tighter of
+    /// RDP and PLD, largest over silos). Absent for runs calibrated to a target.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub certified_epsilon: Option<f64>,
     /// Records (or local steps) per round, K (smallest over silos).
     pub batch_size: usize,
     /// R.
@@ -213,11 +220,7 @@ pub(crate) fn silo_privacy_at(
         .iter()
         .enumerate()
         .map(|(i, events)| {
-            let target_epsilon = p
-                .epsilons
-                .as_ref()
-                .and_then(|es| es.get(i).copied())
-                .unwrap_or(p.epsilon);
+            let target_epsilon = p.target_epsilon(i);
             let n = trial.silos.get(i).map_or(1, |s| s.train.len());
             let target_delta = p.delta.resolve(n).unwrap_or(f64::NAN);
             let mut notes = Vec::new();
@@ -458,14 +461,14 @@ pub fn summary_of(
     let (epsilon, delta) = match (&spec.privacy, private) {
         (Some(p), true) => {
             let eps = p.epsilons.as_ref().map_or(p.epsilon, |es| {
-                es.iter().copied().fold(f64::INFINITY, f64::min)
+                Some(es.iter().copied().fold(f64::INFINITY, f64::min))
             });
             let n_min = trial.silos.iter().map(|s| s.train.len()).min().unwrap_or(1);
-            (Some(eps), p.delta.resolve(n_min).ok())
+            (eps, p.delta.resolve(n_min).ok())
         }
         _ => (None, None),
     };
-    AlgorithmSummary {
+    let mut summary = AlgorithmSummary {
         algorithm: entry.label(),
         private,
         epsilon,
@@ -498,7 +501,12 @@ pub fn summary_of(
         end_to_end_private: !private || lipschitz_is_public(spec),
         caveats: run_caveats(spec, private),
         nonfinite_gradients: run.nonfinite_gradients,
+        certified_epsilon: None,
+    };
+    if private && epsilon.is_none() {
+        summary.certified_epsilon = summary.max_certified_epsilon();
     }
+    summary
 }
 
 /// The z of the Gaussian (continuous or discrete) in `event`, if it holds exactly one value
