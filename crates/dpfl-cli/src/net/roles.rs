@@ -1,6 +1,6 @@
 //! The one-process subcommands: `dpfl server`, `dpfl silo`, `dpfl shuffler`, `dpfl certs`.
 
-use anyhow::bail;
+use anyhow::{Context, bail};
 
 use super::args::{CertsCommand, ServerArgs, ShufflerArgs, SiloArgs};
 use super::{config_file, init_logs, load, net, runtime, timeout};
@@ -10,6 +10,8 @@ use super::{config_file, init_logs, load, net, runtime, timeout};
 pub fn server(args: &ServerArgs) -> anyhow::Result<()> {
     init_logs();
     let fed = load(&args.process.config).map_err(config_file)?;
+    let plan = fed.plan.clone();
+    let report_dir = args.out.clone().unwrap_or_else(|| fed.server_state_dir());
     let out = runtime()?.block_on(async {
         crate::ops::metrics(
             args.process.metrics_addr.as_deref(),
@@ -20,6 +22,11 @@ pub fn server(args: &ServerArgs) -> anyhow::Result<()> {
         s.run().await
     });
     let out = out.map_err(net)?;
+    let report = if out.finished && !args.no_report {
+        Some(server_report(&plan, &out, &report_dir)?)
+    } else {
+        None
+    };
     if out.finished && out.log.iter().all(|l| l.participants == 0) {
         bail!(
             "training ended without aggregating a single silo message ({} rounds, each with 0 \
@@ -33,6 +40,7 @@ pub fn server(args: &ServerArgs) -> anyhow::Result<()> {
             "rounds": out.log.len(),
             "dim": out.model.len(),
             "log": out.log,
+            "report": report,
         }));
     } else if out.finished {
         println!(
@@ -43,7 +51,56 @@ pub fn server(args: &ServerArgs) -> anyhow::Result<()> {
     } else {
         println!("stopped after round {} (stop_after_rounds)", out.log.len());
     }
+    if let (Some(files), false) = (&report, crate::json()) {
+        println!(
+            "wrote {} (plan, privacy per silo, rounds, traffic, timings; no model quality: the \
+             server holds no data)",
+            files
+                .iter()
+                .map(|f| f.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
     Ok(())
+}
+
+/// The server's own report of a finished run (`dpfl::experiment::server_report`): from the
+/// plan, its round log and traffic only.
+fn server_report(
+    plan: &dpfl::plan::Plan,
+    out: &dpfl_net::server::ServerOutcome,
+    dir: &std::path::Path,
+) -> anyhow::Result<Vec<std::path::PathBuf>> {
+    use dpfl::experiment::server_report::{
+        NO_MODEL_QUALITY, ServerFacts, ServerRound, server_summary, write_server_report,
+    };
+    let rounds: Vec<ServerRound> = out
+        .log
+        .iter()
+        .map(|l| ServerRound {
+            round: l.round.done(),
+            selected: l.selected,
+            participants: l.participants,
+            rejected: l.rejected,
+            seconds: l.seconds,
+        })
+        .collect();
+    let facts = ServerFacts {
+        rounds_run: rounds.len(),
+        finished: out.finished,
+        messages: rounds.iter().map(|r| r.participants as u64).sum(),
+        rejected: rounds.iter().map(|r| r.rejected as u64).sum(),
+        uplink_bytes: out.received_in_rounds,
+        uplink_bits: out.received_in_rounds.saturating_mul(8),
+        sent_bytes: out.wire.sent(),
+        model_quality: NO_MODEL_QUALITY.to_string(),
+        rounds,
+    };
+    let summary = server_summary(plan, facts, out.rounds_elapsed.as_secs_f64())?;
+    let name = format!("{} (federation server)", plan.algorithm.default_label());
+    Ok(write_server_report(&name, plan, &summary, dir)
+        .with_context(|| format!("writing the server's report into {}", dir.display()))?)
 }
 
 /// Runs one silo: its own budget file judges the plan before its data are read.
