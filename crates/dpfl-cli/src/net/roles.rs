@@ -11,7 +11,8 @@ pub fn server(args: &ServerArgs) -> anyhow::Result<()> {
     init_logs();
     let fed = load(&args.process.config).map_err(config_file)?;
     let plan = fed.plan.clone();
-    let report_dir = args.out.clone().unwrap_or_else(|| fed.server_state_dir());
+    let state_dir = fed.server_state_dir();
+    let report_dir = args.out.clone().unwrap_or_else(|| state_dir.clone());
     let out = runtime()?.block_on(async {
         crate::ops::metrics(
             args.process.metrics_addr.as_deref(),
@@ -23,7 +24,7 @@ pub fn server(args: &ServerArgs) -> anyhow::Result<()> {
     });
     let out = out.map_err(net)?;
     let report = if out.finished && !args.no_report {
-        Some(server_report(&plan, &out, &report_dir)?)
+        Some(server_report(&plan, &out, &state_dir, &report_dir)?)
     } else {
         None
     };
@@ -70,6 +71,7 @@ pub fn server(args: &ServerArgs) -> anyhow::Result<()> {
 fn server_report(
     plan: &dpfl::plan::Plan,
     out: &dpfl_net::server::ServerOutcome,
+    state_dir: &std::path::Path,
     dir: &std::path::Path,
 ) -> anyhow::Result<Vec<std::path::PathBuf>> {
     use dpfl::experiment::server_report::{
@@ -86,14 +88,21 @@ fn server_report(
             seconds: l.seconds,
         })
         .collect();
+    // The traffic of the rounds themselves, as `wire.json` counted it when the last round
+    // closed (the outcome's count also holds the closing handshakes).
+    let wire: Option<serde_json::Value> = std::fs::read(state_dir.join("wire.json"))
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok());
+    let field = |k: &str| wire.as_ref().and_then(|w| w[k].as_u64());
+    let uplink = field("received_in_rounds").unwrap_or(out.received_in_rounds);
     let facts = ServerFacts {
         rounds_run: rounds.len(),
         finished: out.finished,
         messages: rounds.iter().map(|r| r.participants as u64).sum(),
         rejected: rounds.iter().map(|r| r.rejected as u64).sum(),
-        uplink_bytes: out.received_in_rounds,
-        uplink_bits: out.received_in_rounds.saturating_mul(8),
-        sent_bytes: out.wire.sent(),
+        uplink_bytes: uplink,
+        uplink_bits: uplink.saturating_mul(8),
+        sent_bytes: field("sent").unwrap_or(out.wire.sent()),
         model_quality: NO_MODEL_QUALITY.to_string(),
         rounds,
     };
