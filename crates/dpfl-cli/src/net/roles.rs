@@ -108,8 +108,8 @@ fn server_report(
     };
     let summary = server_summary(plan, facts, out.rounds_elapsed.as_secs_f64())?;
     let name = format!("{} (federation server)", plan.algorithm.default_label());
-    Ok(write_server_report(&name, plan, &summary, dir)
-        .with_context(|| format!("writing the server's report into {}", dir.display()))?)
+    write_server_report(&name, plan, &summary, dir)
+        .with_context(|| format!("writing the server's report into {}", dir.display()))
 }
 
 /// Runs one silo: its own budget file judges the plan before its data are read.
