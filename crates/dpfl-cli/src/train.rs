@@ -222,6 +222,16 @@ pub(crate) fn print_report(spec: &ExperimentSpec, out: &RunOutput) {
         // State what the accountants certify (the tighter of the two sound ones), never just
         // the formula's target.
         match s.max_certified_epsilon() {
+            Some(acc) if s.epsilon.is_none() => println!(
+                "Privacy ({}): noise multiplier z = {} set directly (privacy.noise_multiplier); \
+                 the accountants certify epsilon = {} at delta {delta:.1e} for it: each silo's \
+                 messages are ({}, {delta:.1e})-DP with respect to any one of its records \
+                 (ISRL-DP, replace-one){lower}.",
+                s.algorithm,
+                s.noise_multiplier.map_or("-".into(), |z| num(z, 4)),
+                num(acc, 3),
+                num(acc, 3)
+            ),
             Some(acc) if acc <= s.epsilon.unwrap_or(f64::NAN) * (1.0 + 1e-9) => println!(
                 "Privacy ({}): each silo's messages are ({target}, {delta:.1e})-DP with respect to \
                  any one of its records (ISRL-DP, replace-one; certified epsilon = {}{lower}); \

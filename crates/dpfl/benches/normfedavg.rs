@@ -262,6 +262,7 @@ fn round(c: &mut Criterion) {
                 id: dpfl::units::SiloId::new(i),
                 records: 1200,
                 budget: None,
+                fixed_noise: None,
             })
             .collect(),
         oracle: GradientOracle::new(model.clone(), None).unwrap(),

@@ -29,6 +29,14 @@ pub struct ConnectArgs {
 pub struct ServerArgs {
     #[command(flatten)]
     pub(super) process: ProcessArgs,
+    /// Where the server writes its report of a finished run (summary.json, rounds.csv,
+    /// report.html: plan, privacy per silo, rounds, traffic, timings); default: its state
+    /// directory.
+    #[arg(long)]
+    pub(super) out: Option<PathBuf>,
+    /// Write no report (`dpfl federate` writes the fuller one itself, with the silos' data).
+    #[arg(long)]
+    pub(super) no_report: bool,
 }
 
 /// `dpfl silo`.

@@ -56,7 +56,8 @@ fn run_federation(
     let cfg = f.config.to_string_lossy().to_string();
     let mut server = spawn(
         exe,
-        &["server", "--config", &cfg],
+        // The server's own report would only repeat, without the data, what federate writes.
+        &["server", "--config", &cfg, "--no-report"],
         &logs.join(format!("alg-{a}-server.log")),
     )?;
     let mut others: Vec<Child> = Vec::new();

@@ -1,6 +1,6 @@
 //! The one-process subcommands: `dpfl server`, `dpfl silo`, `dpfl shuffler`, `dpfl certs`.
 
-use anyhow::bail;
+use anyhow::{Context, bail};
 
 use super::args::{CertsCommand, ServerArgs, ShufflerArgs, SiloArgs};
 use super::{config_file, init_logs, load, net, runtime, timeout};
@@ -10,6 +10,9 @@ use super::{config_file, init_logs, load, net, runtime, timeout};
 pub fn server(args: &ServerArgs) -> anyhow::Result<()> {
     init_logs();
     let fed = load(&args.process.config).map_err(config_file)?;
+    let plan = fed.plan.clone();
+    let state_dir = fed.server_state_dir();
+    let report_dir = args.out.clone().unwrap_or_else(|| state_dir.clone());
     let out = runtime()?.block_on(async {
         crate::ops::metrics(
             args.process.metrics_addr.as_deref(),
@@ -20,6 +23,11 @@ pub fn server(args: &ServerArgs) -> anyhow::Result<()> {
         s.run().await
     });
     let out = out.map_err(net)?;
+    let report = if out.finished && !args.no_report {
+        Some(server_report(&plan, &out, &state_dir, &report_dir)?)
+    } else {
+        None
+    };
     if out.finished && out.log.iter().all(|l| l.participants == 0) {
         bail!(
             "training ended without aggregating a single silo message ({} rounds, each with 0 \
@@ -33,6 +41,7 @@ pub fn server(args: &ServerArgs) -> anyhow::Result<()> {
             "rounds": out.log.len(),
             "dim": out.model.len(),
             "log": out.log,
+            "report": report,
         }));
     } else if out.finished {
         println!(
@@ -43,7 +52,64 @@ pub fn server(args: &ServerArgs) -> anyhow::Result<()> {
     } else {
         println!("stopped after round {} (stop_after_rounds)", out.log.len());
     }
+    if let (Some(files), false) = (&report, crate::json()) {
+        println!(
+            "wrote {} (plan, privacy per silo, rounds, traffic, timings; no model quality: the \
+             server holds no data)",
+            files
+                .iter()
+                .map(|f| f.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
     Ok(())
+}
+
+/// The server's own report of a finished run (`dpfl::experiment::server_report`): from the
+/// plan, its round log and traffic only.
+fn server_report(
+    plan: &dpfl::plan::Plan,
+    out: &dpfl_net::server::ServerOutcome,
+    state_dir: &std::path::Path,
+    dir: &std::path::Path,
+) -> anyhow::Result<Vec<std::path::PathBuf>> {
+    use dpfl::experiment::server_report::{
+        NO_MODEL_QUALITY, ServerFacts, ServerRound, server_summary, write_server_report,
+    };
+    let rounds: Vec<ServerRound> = out
+        .log
+        .iter()
+        .map(|l| ServerRound {
+            round: l.round.done(),
+            selected: l.selected,
+            participants: l.participants,
+            rejected: l.rejected,
+            seconds: l.seconds,
+        })
+        .collect();
+    // The traffic of the rounds themselves, as `wire.json` counted it when the last round
+    // closed (the outcome's count also holds the closing handshakes).
+    let wire: Option<serde_json::Value> = std::fs::read(state_dir.join("wire.json"))
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok());
+    let field = |k: &str| wire.as_ref().and_then(|w| w[k].as_u64());
+    let uplink = field("received_in_rounds").unwrap_or(out.received_in_rounds);
+    let facts = ServerFacts {
+        rounds_run: rounds.len(),
+        finished: out.finished,
+        messages: rounds.iter().map(|r| r.participants as u64).sum(),
+        rejected: rounds.iter().map(|r| r.rejected as u64).sum(),
+        uplink_bytes: uplink,
+        uplink_bits: uplink.saturating_mul(8),
+        sent_bytes: field("sent").unwrap_or(out.wire.sent()),
+        model_quality: NO_MODEL_QUALITY.to_string(),
+        rounds,
+    };
+    let summary = server_summary(plan, facts, out.rounds_elapsed.as_secs_f64())?;
+    let name = format!("{} (federation server)", plan.algorithm.default_label());
+    write_server_report(&name, plan, &summary, dir)
+        .with_context(|| format!("writing the server's report into {}", dir.display()))
 }
 
 /// Runs one silo: its own budget file judges the plan before its data are read.

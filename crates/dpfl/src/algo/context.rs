@@ -61,14 +61,32 @@ impl BuildContext {
         )?)
     }
 
-    /// (ε_i, δ_i) of silo `i`, or a config error naming the silo.
+    /// (ε_i, δ_i) of silo `i`, or a config error naming the silo. A silo with a noise
+    /// multiplier set directly has no target ε: every rule that reads one (a calibration, a
+    /// default batch size, a theorem's parameters) fails here, naming the field, so no
+    /// algorithm silently calibrates to a made-up target.
     pub fn budget(
         &self,
         silo: &SiloInfo,
     ) -> crate::Result<(dpfl_privacy::Epsilon, dpfl_privacy::Delta)> {
+        if silo.fixed_noise.is_some() {
+            return Err(crate::Error::config(
+                "privacy.noise_multiplier",
+                format!(
+                    "silo {}: this setting reads a target epsilon (set privacy.epsilon instead, \
+                     or give the batch size / local steps and explicit parameters)",
+                    silo.id
+                ),
+            ));
+        }
         silo.budget.ok_or_else(|| {
             crate::Error::config("privacy", format!("silo {} has no privacy budget", silo.id))
         })
+    }
+
+    /// The noise multiplier z of a silo whose noise is set directly (`privacy.noise_multiplier`).
+    pub fn fixed_multiplier(&self, silo: &SiloInfo) -> Option<f64> {
+        silo.fixed_noise.map(|f| f.noise_multiplier)
     }
 }
 
@@ -95,6 +113,15 @@ pub struct SiloCalibration {
     pub formula: String,
     /// The privacy event of the whole run for this silo (None if non-private).
     pub run_event: Option<dpfl_privacy::PrivacyEvent>,
+}
+
+/// The formula of a silo whose noise multiplier z was set directly (`privacy.noise_multiplier`)
+/// for a message of sensitivity `sensitivity`.
+pub fn fixed_formula(z: f64, sensitivity: &str, rounds: usize) -> String {
+    format!(
+        "sigma_i = z {sensitivity} with z = {z} set directly (privacy.noise_multiplier), {rounds} \
+         rounds; the accountants' epsilon at the silo's delta is what the run certifies"
+    )
 }
 
 thread_local! {

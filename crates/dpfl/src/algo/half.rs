@@ -168,6 +168,37 @@ pub struct SiloInfo {
     /// (ε_i, δ_i) for private algorithms, each checked once where the context is built (and
     /// again when a plan is read); written as two bare numbers, as before the types.
     pub budget: Option<(Epsilon, Delta)>,
+    /// The noise multiplier set directly (`privacy.noise_multiplier`) instead of a target ε:
+    /// then `budget` is `None`, the silo's σ is z times its message's sensitivity, and the
+    /// ε the accountants certify at `delta` is reported. Absent from plans that calibrate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fixed_noise: Option<FixedNoise>,
+}
+
+/// A silo's noise given as a multiplier rather than calibrated to a target ε.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FixedNoise {
+    /// z = σ/Δ, Δ the L2 sensitivity of the silo's message as its algorithm defines it.
+    pub noise_multiplier: f64,
+    /// The δ at which the certified ε is reported.
+    pub delta: Delta,
+}
+
+impl FixedNoise {
+    /// z and δ, checked: z finite and > 0, δ ∈ (0, 1).
+    pub fn new(noise_multiplier: f64, delta: f64) -> crate::Result<Self> {
+        if !(noise_multiplier.is_finite() && noise_multiplier > 0.0) {
+            return Err(crate::Error::config(
+                "privacy.noise_multiplier",
+                format!("must be finite and > 0, got {noise_multiplier}"),
+            ));
+        }
+        Ok(FixedNoise {
+            noise_multiplier,
+            delta: Delta::new(delta)?,
+        })
+    }
 }
 
 impl SiloInfo {
@@ -182,7 +213,15 @@ impl SiloInfo {
             id,
             records,
             budget,
+            fixed_noise: None,
         })
+    }
+
+    /// The silo's δ: its budget's, or the one its fixed noise is reported at.
+    pub fn delta(&self) -> Option<Delta> {
+        self.budget
+            .map(|(_, d)| d)
+            .or(self.fixed_noise.map(|f| f.delta))
     }
 }
 

@@ -87,7 +87,9 @@ pub mod soteria;
 pub mod spec;
 
 pub use context::{BuildContext, BuiltAlgorithm, SiloCalibration};
-pub use half::{FederationInfo, HalfState, ServerHalf, SiloCounters, SiloHalf, SiloInfo};
+pub use half::{
+    FederationInfo, FixedNoise, HalfState, ServerHalf, SiloCounters, SiloHalf, SiloInfo,
+};
 pub use lowy::calibration::Calibration;
 pub use message::{Broadcast, PackedInts, Payload, Reply, Round, SiloMessage};
 pub use server::OutputRule;

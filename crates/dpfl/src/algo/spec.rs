@@ -147,6 +147,49 @@ impl AlgorithmSpec {
         }
     }
 
+    /// Whether the algorithm takes `privacy.noise_multiplier` (σ = z·Δ set directly): the
+    /// Gaussian algorithms whose message has one L2 sensitivity Δ. See
+    /// [`Self::noise_multiplier_refusal`] for the others.
+    pub fn accepts_noise_multiplier(&self) -> bool {
+        match self {
+            AlgorithmSpec::MbSgd { .. }
+            | AlgorithmSpec::LocalSgd { .. }
+            | AlgorithmSpec::AcceleratedMbSgd(_)
+            | AlgorithmSpec::NoisyMbSgd(_) => true,
+            _ => self.soteria().is_some_and(|(m, s)| {
+                use soteria::Estimator;
+                m != soteria::Method::LdpSvrg
+                    && matches!(s.estimator, None | Some(Estimator::Sgd | Estimator::Gd))
+            }),
+        }
+    }
+
+    /// Why an algorithm refuses `privacy.noise_multiplier` (empty where it accepts one).
+    pub fn noise_multiplier_refusal(&self) -> &'static str {
+        match self {
+            _ if self.accepts_noise_multiplier() => "",
+            AlgorithmSpec::NormFedAvg(_) => {
+                "its noise is the truncated discrete Laplace (or Binomial) calibrated by Theorem \
+                 1, not a Gaussian multiplier"
+            }
+            AlgorithmSpec::SdpMbSgd(_)
+            | AlgorithmSpec::SdpAcceleratedMbSgd(_)
+            | AlgorithmSpec::Psgd(_)
+            | AlgorithmSpec::Pgd(_)
+            | AlgorithmSpec::Pagd(_) => {
+                "its guarantee is calibrated through the shuffler (amplification, or the \
+                 PVEC/P1D vector summation), where a Gaussian multiplier fixes no epsilon"
+            }
+            AlgorithmSpec::PanPrivateAcsa(_) => {
+                "it adds two Gaussians (state and output noise) split from one target"
+            }
+            _ => {
+                "the SVRG/SAGA estimators split their noise over two terms of different \
+                 sensitivities (SoteriaFL Lemma 3), so one multiplier is ill-defined"
+            }
+        }
+    }
+
     /// The SoteriaFL wing's method and config, if this is one of its kinds.
     pub fn soteria(&self) -> Option<(soteria::Method, &soteria::SoteriaSpec)> {
         use soteria::Method;

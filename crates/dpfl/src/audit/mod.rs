@@ -271,7 +271,7 @@ pub fn audit(
         (factor, alg) => {
             let mut spec = spec.clone();
             if let (Some(f), Some(p)) = (factor, spec.privacy.as_mut()) {
-                p.epsilon *= f;
+                p.epsilon = p.epsilon.map(|e| e * f);
                 p.epsilons = None;
             }
             let ctx = build_context(&spec, &trial)?;

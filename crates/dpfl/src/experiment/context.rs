@@ -182,31 +182,44 @@ pub fn setup_from(
         .iter()
         .enumerate()
         .map(|(i, &n_i)| {
-            let budget = match &spec.privacy {
-                None => None,
+            let (budget, fixed_noise) = match &spec.privacy {
+                None => (None, None),
                 Some(p) => {
-                    let eps = match &p.epsilons {
-                        Some(es) if es.len() != n_silos => {
-                            return Err(crate::Error::config(
-                                "privacy.epsilons",
-                                format!("has {} entries for {n_silos} silos", es.len()),
-                            ));
-                        }
-                        Some(es) => es[i],
-                        None => p.epsilon,
-                    };
+                    p.check_target()?;
+                    if let Some(es) = &p.epsilons
+                        && es.len() != n_silos
+                    {
+                        return Err(crate::Error::config(
+                            "privacy.epsilons",
+                            format!("has {} entries for {n_silos} silos", es.len()),
+                        ));
+                    }
                     let delta = p.delta.resolve(n_i)?;
                     let delta = dpfl_privacy::Delta::new(delta)
                         .map_err(|e| crate::Error::config("privacy.delta", e.to_string()))?;
-                    let eps = dpfl_privacy::Epsilon::new(eps)
-                        .map_err(|e| crate::Error::config("privacy.epsilon", e.to_string()))?;
-                    Some((eps, delta))
+                    match (p.target_epsilon(i), p.noise_multiplier) {
+                        (Some(eps), _) => {
+                            let eps = dpfl_privacy::Epsilon::new(eps).map_err(|e| {
+                                crate::Error::config("privacy.epsilon", e.to_string())
+                            })?;
+                            (Some((eps, delta)), None)
+                        }
+                        // check_target: exactly one of the two.
+                        (None, z) => (
+                            None,
+                            Some(crate::algo::FixedNoise::new(
+                                z.unwrap_or(f64::NAN),
+                                delta.get(),
+                            )?),
+                        ),
+                    }
                 }
             };
             Ok(SiloInfo {
                 id: SiloId::checked(i, n_silos)?,
                 records: n_i,
                 budget,
+                fixed_noise,
             })
         })
         .collect::<crate::Result<Vec<_>>>()?;

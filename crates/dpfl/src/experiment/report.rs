@@ -15,7 +15,7 @@ use super::{ExperimentSpec, RunOutput};
 /// The report's file name.
 pub const REPORT_FILE: &str = "report.html";
 
-fn esc(s: &str) -> String {
+pub(crate) fn esc(s: &str) -> String {
     let mut o = String::with_capacity(s.len());
     for c in s.chars() {
         match c {
@@ -30,7 +30,7 @@ fn esc(s: &str) -> String {
     o
 }
 
-fn num(v: Option<f64>) -> String {
+pub(crate) fn num(v: Option<f64>) -> String {
     match v {
         Some(v) if v.is_finite() && v != 0.0 && (v.abs() < 1e-3 || v.abs() >= 1e5) => {
             format!("{v:.3e}")
@@ -50,8 +50,28 @@ fn config_text(spec: &ExperimentSpec) -> String {
 
 /// The page. `svg` is the curves drawing (`curves.svg`), inlined.
 pub fn render(spec: &ExperimentSpec, out: &RunOutput, svg: &str) -> String {
+    let intro = format!(
+        "{} round(s), {} trial(s), seed {}; written by dpfl {}.",
+        spec.rounds,
+        spec.trials,
+        spec.seed
+            .map_or("none (drawn from the system)".into(), |s| s.to_string()),
+        env!("CARGO_PKG_VERSION"),
+    );
+    let curves = format!(
+        "<h2>Training curves</h2>\n<figure id=\"curves\">\n{}\n<figcaption>Training loss and \
+         test metric against rounds, mean over trials (also curves.svg, curves.png).\
+         </figcaption></figure>\n",
+        svg.trim_start_matches(|c: char| c != '<')
+    );
+    page(&spec.name, &intro, out, &curves, &config_text(spec))
+}
+
+/// A page of `out` under the heading `name`: `intro` (HTML), the results and privacy tables,
+/// `middle` (HTML: the curves, or the server's rounds), the timings and `config` (text).
+pub(crate) fn page(name: &str, intro: &str, out: &RunOutput, middle: &str, config: &str) -> String {
     let mut h = String::new();
-    let title = esc(&spec.name);
+    let title = esc(name);
     let _ = write!(
         h,
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
@@ -62,27 +82,16 @@ pub fn render(spec: &ExperimentSpec, out: &RunOutput, svg: &str) -> String {
          th{{background:#eee}}td.l,th.l{{text-align:left}}\
          pre{{background:#f6f6f6;padding:1em;overflow:auto}}\
          .note{{color:#555;font-size:0.9em}}</style></head>\n<body>\n\
-         <h1>{title}</h1>\n<p>{} round(s), {} trial(s), seed {}; written by dpfl {}.</p>\n",
-        spec.rounds,
-        spec.trials,
-        spec.seed
-            .map_or("none (drawn from the system)".into(), |s| s.to_string()),
-        env!("CARGO_PKG_VERSION"),
+         <h1>{title}</h1>\n<p>{intro}</p>\n",
     );
     results(&mut h, out);
     privacy(&mut h, out);
-    let _ = write!(
-        h,
-        "<h2>Training curves</h2>\n<figure id=\"curves\">\n{}\n<figcaption>Training loss and \
-         test metric against rounds, mean over trials (also curves.svg, curves.png).\
-         </figcaption></figure>\n",
-        svg.trim_start_matches(|c: char| c != '<')
-    );
+    h.push_str(middle);
     timings(&mut h, out);
     let _ = write!(
         h,
         "<h2>Configuration</h2>\n<pre id=\"config\">{}</pre>\n</body></html>\n",
-        esc(&config_text(spec))
+        esc(config)
     );
     h
 }
@@ -117,6 +126,22 @@ fn results(h: &mut String, out: &RunOutput) {
         );
     }
     h.push_str("</table>\n");
+    for s in out
+        .summary
+        .iter()
+        .filter(|s| s.private && s.epsilon.is_none())
+    {
+        let _ = writeln!(
+            h,
+            "<p class=\"note\">{}: the noise multiplier z = {} was set directly \
+             (privacy.noise_multiplier); the accountants certify ε = {} at δ = {} for it \
+             (per silo below).</p>",
+            esc(&s.algorithm),
+            num(s.noise_multiplier),
+            num(s.certified_epsilon),
+            num(s.delta),
+        );
+    }
     let caveats: Vec<&String> = out.summary.iter().flat_map(|s| &s.caveats).collect();
     let mut seen = Vec::new();
     for c in caveats {
@@ -146,7 +171,7 @@ fn privacy(h: &mut String, out: &RunOutput) {
                  <td>{}</td><td>{}</td><td class=\"l\">{}</td></tr>",
                 esc(&s.algorithm),
                 p.silo,
-                num(Some(p.target_epsilon)),
+                num(p.target_epsilon),
                 num(Some(p.target_delta)),
                 num(p.rdp_epsilon),
                 num(p.pld_epsilon),

@@ -8,8 +8,9 @@ use serde::{Deserialize, Serialize};
 pub struct SiloPrivacy {
     /// The silo's index.
     pub silo: usize,
-    /// The paper's target (ε_i, δ_i).
-    pub target_epsilon: f64,
+    /// The paper's target ε_i; null when the noise multiplier was set directly
+    /// (`privacy.noise_multiplier`), where the accountants' ε below is what the run certifies.
+    pub target_epsilon: Option<f64>,
     /// The paper's target δ_i (resolved from the δ rule for this silo's n_i).
     pub target_delta: f64,
     /// ε at `target_delta` of the events the silo released, by the RDP accountant

@@ -146,8 +146,21 @@ impl DeltaSpec {
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PrivacySpec {
-    /// ε of every silo (overridden per silo by `epsilons`).
-    pub epsilon: f64,
+    /// ε of every silo (overridden per silo by `epsilons`): the target each silo's noise is
+    /// calibrated to. Exactly one of `epsilon` and `noise_multiplier` is given.
+    #[serde(default)]
+    pub epsilon: Option<f64>,
+    /// The noise multiplier z set directly, as Opacus users do, instead of a target ε: every
+    /// silo adds σ = z·Δ, Δ the L2 sensitivity of its message as its algorithm defines it
+    /// (e.g. 2L/K for a minibatch mean under replace-one), and the run reports the ε its
+    /// accountants certify for that noise at `delta` (summary table, `summary.json`,
+    /// `report.html`). For the Gaussian algorithms only (Lowy's MB-SGD, noisy MB-SGD, AC-SA
+    /// and Local SGD; SoteriaFL, CDP-SGD, LDP-SGD and Q-DPSGD-1 with the SGD or GD
+    /// estimator); rules that read a target ε (default batch sizes, `params = "theory"`) need
+    /// explicit values. Not with `epsilons` or `enforce_budget` (there is no budget to
+    /// enforce; each silo's ledger still charges every release and caps them at R).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub noise_multiplier: Option<f64>,
     /// δ of every silo: a number or a rule of n ("1/n^2").
     pub delta: DeltaSpec,
     /// Per-silo ε_i (unbalanced budgets, App. H); length N.
@@ -193,6 +206,56 @@ pub enum NoiseKind {
 }
 
 impl PrivacySpec {
+    /// Exactly one of `epsilon` and `noise_multiplier`, and `noise_multiplier` without the
+    /// settings that need a target ε; errors name the fields.
+    pub fn check_target(&self) -> crate::Result<()> {
+        match (self.epsilon, self.noise_multiplier) {
+            (Some(_), Some(_)) => Err(crate::Error::config(
+                "privacy.epsilon, privacy.noise_multiplier",
+                "give exactly one: a target epsilon to calibrate the noise to, or the noise \
+                 multiplier z itself (both were given)",
+            )),
+            (None, None) => Err(crate::Error::config(
+                "privacy.epsilon, privacy.noise_multiplier",
+                "give exactly one: a target epsilon to calibrate the noise to, or the noise \
+                 multiplier z itself (neither was given)",
+            )),
+            (None, Some(z)) => {
+                if !(z.is_finite() && z > 0.0) {
+                    return Err(crate::Error::config(
+                        "privacy.noise_multiplier",
+                        format!("must be finite and > 0, got {z}"),
+                    ));
+                }
+                if self.epsilons.is_some() {
+                    return Err(crate::Error::config(
+                        "privacy.epsilons",
+                        "per-silo targets need privacy.epsilon, not privacy.noise_multiplier",
+                    ));
+                }
+                if self.enforce_budget {
+                    return Err(crate::Error::config(
+                        "privacy.enforce_budget",
+                        "needs a target privacy.epsilon to enforce; with \
+                         privacy.noise_multiplier each silo's ledger still charges every \
+                         release and caps them at R, and the run reports the certified epsilon",
+                    ));
+                }
+                Ok(())
+            }
+            (Some(_), None) => Ok(()),
+        }
+    }
+
+    /// The target ε of silo `i` (`epsilons[i]`, else `epsilon`); `None` with a noise
+    /// multiplier.
+    pub fn target_epsilon(&self, i: usize) -> Option<f64> {
+        self.epsilons
+            .as_ref()
+            .and_then(|es| es.get(i).copied())
+            .or(self.epsilon)
+    }
+
     /// The noise of `mechanism` and `granularity`; errors name the field.
     pub fn noise(&self) -> crate::Result<dpfl_privacy::GaussianNoise> {
         use dpfl_privacy::GaussianNoise;
@@ -288,8 +351,11 @@ impl ExperimentSpec {
             ));
         }
         if let Some(p) = &self.privacy {
-            dpfl_privacy::Epsilon::new(p.epsilon)
-                .map_err(|e| crate::Error::config("privacy.epsilon", e.to_string()))?;
+            p.check_target()?;
+            if let Some(e) = p.epsilon {
+                dpfl_privacy::Epsilon::new(e)
+                    .map_err(|e| crate::Error::config("privacy.epsilon", e.to_string()))?;
+            }
             if let Some(es) = &p.epsilons {
                 for (i, &e) in es.iter().enumerate() {
                     dpfl_privacy::Epsilon::new(e).map_err(|err| {
@@ -318,7 +384,22 @@ impl ExperimentSpec {
                 }
             }
         }
+        let fixed = self
+            .privacy
+            .as_ref()
+            .is_some_and(|p| p.noise_multiplier.is_some());
         for (i, a) in self.algorithms.iter().enumerate() {
+            if fixed && a.spec.is_private() && !a.spec.accepts_noise_multiplier() {
+                return Err(crate::Error::config(
+                    "privacy.noise_multiplier",
+                    format!(
+                        "{} (algorithms[{i}]) does not take a noise multiplier: {}; set \
+                         privacy.epsilon instead",
+                        a.label(),
+                        a.spec.noise_multiplier_refusal()
+                    ),
+                ));
+            }
             if a.spec.is_private() && self.privacy.is_none() {
                 return Err(crate::Error::config(
                     format!("algorithms[{i}]"),

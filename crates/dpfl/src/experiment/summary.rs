@@ -62,7 +62,9 @@ pub struct AlgorithmSummary {
     pub algorithm: String,
     /// Whether it added noise.
     pub private: bool,
-    /// Target ε (the smallest over silos when budgets differ); null if non-private.
+    /// Target ε (the smallest over silos when budgets differ); null if non-private or if the
+    /// noise multiplier was set directly (`privacy.noise_multiplier`: the certified ε is in
+    /// `privacy`).
     pub epsilon: Option<f64>,
     /// Target δ (the smallest over silos); null if non-private.
     pub delta: Option<f64>,
@@ -72,6 +74,15 @@ pub struct AlgorithmSummary {
     /// message's L2 sensitivity; Opacus' `noise_multiplier`), smallest over silos; null for
     /// a non-private run or a mechanism without one (PVEC, TDL, Binomial).
     pub noise_multiplier: Option<f64>,
+    /// With the noise multiplier set directly (`privacy.noise_multiplier`, so no target ε):
+    /// the ε the accountants certify at `delta` for the noise used (per silo the tighter of
+    /// RDP and PLD, largest over silos). Absent for runs calibrated to a target.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub certified_epsilon: Option<f64>,
+    /// What only the server of a networked run reports (`dpfl server`'s own summary):
+    /// rounds, messages, traffic. Absent from `dpfl train` / `dpfl federate` summaries.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub server: Option<super::server_report::ServerFacts>,
     /// Records (or local steps) per round, K (smallest over silos).
     pub batch_size: usize,
     /// R.
@@ -205,7 +216,6 @@ pub(crate) fn silo_privacy_at(
     spent: &[Vec<dpfl_privacy::PrivacyEvent>],
     precision: Precision,
 ) -> Vec<SiloPrivacy> {
-    use dpfl_privacy::accountant::AccountantKind;
     let Some(p) = &spec.privacy else {
         return Vec::new();
     };
@@ -213,90 +223,96 @@ pub(crate) fn silo_privacy_at(
         .iter()
         .enumerate()
         .map(|(i, events)| {
-            let target_epsilon = p
-                .epsilons
-                .as_ref()
-                .and_then(|es| es.get(i).copied())
-                .unwrap_or(p.epsilon);
             let n = trial.silos.get(i).map_or(1, |s| s.train.len());
             let target_delta = p.delta.resolve(n).unwrap_or(f64::NAN);
-            let mut notes = Vec::new();
-            let mut account = |kind: AccountantKind| -> Option<f64> {
-                let d = match dpfl_privacy::Delta::new(target_delta) {
-                    Ok(d) => d,
-                    Err(e) => {
-                        notes.push(format!("{kind}: {e}"));
-                        return None;
-                    }
-                };
-                if events.is_empty() {
-                    return Some(0.0);
-                }
-                let all = dpfl_privacy::PrivacyEvent::Composed(events.clone());
-                let key = format!("{kind}|{precision:?}|{}|{all}", d.get());
-                let nb = dpfl_privacy::Neighbouring::ReplaceOne;
-                match memo_epsilon(key, || {
-                    let eps = match (kind, precision) {
-                        (AccountantKind::Pld, Precision::Coarse) => {
-                            dpfl_privacy::accountant::pld::PldAccountant::with_discretization(
-                                nb,
-                                COARSE_GRID,
-                            )
-                            .and_then(|a| a.epsilon(&all, d))
-                        }
-                        _ => kind.epsilon(nb, &all, d),
-                    };
-                    eps.map(Some).map_err(|e| e.to_string())
-                }) {
-                    Ok(e) => e,
-                    Err(e) => {
-                        notes.push(format!("{kind}: {e}"));
-                        None
-                    }
-                }
-            };
-            let rdp_epsilon = account(AccountantKind::Rdp);
-            let pld_epsilon = account(AccountantKind::Pld);
-            let lower_epsilon = match dpfl_privacy::Delta::new(target_delta) {
-                Ok(_) if events.is_empty() => Some(0.0),
-                Ok(d) => {
-                    let all = dpfl_privacy::PrivacyEvent::Composed(events.clone());
-                    let key = format!("lower|{precision:?}|{}|{all}", d.get());
-                    let h = match precision {
-                        Precision::Fine => {
-                            dpfl_privacy::accountant::lower_bound::LOWER_DISCRETIZATION
-                        }
-                        Precision::Coarse => COARSE_GRID,
-                    };
-                    match memo_epsilon(key, || {
-                        dpfl_privacy::accountant::lower_bound::epsilon_lower_bound_at(
-                            &all,
-                            dpfl_privacy::Neighbouring::ReplaceOne,
-                            d,
-                            h,
-                        )
-                        .map_err(|e| e.to_string())
-                    }) {
-                        Ok(e) => e,
-                        Err(e) => {
-                            notes.push(format!("lower bound: {e}"));
-                            None
-                        }
-                    }
-                }
-                Err(_) => None,
-            };
-            SiloPrivacy {
-                silo: i,
-                target_epsilon,
-                target_delta,
-                rdp_epsilon,
-                pld_epsilon,
-                lower_epsilon,
-                notes,
-            }
+            account_silo(i, p.target_epsilon(i), target_delta, events, precision)
         })
         .collect()
+}
+
+/// One silo's [`SiloPrivacy`]: its released `events` accounted at `target_delta` by RDP, PLD
+/// and the lower bound (replace-one), at `precision`.
+pub(crate) fn account_silo(
+    i: usize,
+    target_epsilon: Option<f64>,
+    target_delta: f64,
+    events: &[dpfl_privacy::PrivacyEvent],
+    precision: Precision,
+) -> SiloPrivacy {
+    use dpfl_privacy::accountant::AccountantKind;
+    let mut notes = Vec::new();
+    let mut account = |kind: AccountantKind| -> Option<f64> {
+        let d = match dpfl_privacy::Delta::new(target_delta) {
+            Ok(d) => d,
+            Err(e) => {
+                notes.push(format!("{kind}: {e}"));
+                return None;
+            }
+        };
+        if events.is_empty() {
+            return Some(0.0);
+        }
+        let all = dpfl_privacy::PrivacyEvent::Composed(events.to_vec());
+        let key = format!("{kind}|{precision:?}|{}|{all}", d.get());
+        let nb = dpfl_privacy::Neighbouring::ReplaceOne;
+        match memo_epsilon(key, || {
+            let eps = match (kind, precision) {
+                (AccountantKind::Pld, Precision::Coarse) => {
+                    dpfl_privacy::accountant::pld::PldAccountant::with_discretization(
+                        nb,
+                        COARSE_GRID,
+                    )
+                    .and_then(|a| a.epsilon(&all, d))
+                }
+                _ => kind.epsilon(nb, &all, d),
+            };
+            eps.map(Some).map_err(|e| e.to_string())
+        }) {
+            Ok(e) => e,
+            Err(e) => {
+                notes.push(format!("{kind}: {e}"));
+                None
+            }
+        }
+    };
+    let rdp_epsilon = account(AccountantKind::Rdp);
+    let pld_epsilon = account(AccountantKind::Pld);
+    let lower_epsilon = match dpfl_privacy::Delta::new(target_delta) {
+        Ok(_) if events.is_empty() => Some(0.0),
+        Ok(d) => {
+            let all = dpfl_privacy::PrivacyEvent::Composed(events.to_vec());
+            let key = format!("lower|{precision:?}|{}|{all}", d.get());
+            let h = match precision {
+                Precision::Fine => dpfl_privacy::accountant::lower_bound::LOWER_DISCRETIZATION,
+                Precision::Coarse => COARSE_GRID,
+            };
+            match memo_epsilon(key, || {
+                dpfl_privacy::accountant::lower_bound::epsilon_lower_bound_at(
+                    &all,
+                    dpfl_privacy::Neighbouring::ReplaceOne,
+                    d,
+                    h,
+                )
+                .map_err(|e| e.to_string())
+            }) {
+                Ok(e) => e,
+                Err(e) => {
+                    notes.push(format!("lower bound: {e}"));
+                    None
+                }
+            }
+        }
+        Err(_) => None,
+    };
+    SiloPrivacy {
+        silo: i,
+        target_epsilon,
+        target_delta,
+        rdp_epsilon,
+        pld_epsilon,
+        lower_epsilon,
+        notes,
+    }
 }
 
 /// Everything a run produces.
@@ -458,14 +474,14 @@ pub fn summary_of(
     let (epsilon, delta) = match (&spec.privacy, private) {
         (Some(p), true) => {
             let eps = p.epsilons.as_ref().map_or(p.epsilon, |es| {
-                es.iter().copied().fold(f64::INFINITY, f64::min)
+                Some(es.iter().copied().fold(f64::INFINITY, f64::min))
             });
             let n_min = trial.silos.iter().map(|s| s.train.len()).min().unwrap_or(1);
-            (Some(eps), p.delta.resolve(n_min).ok())
+            (eps, p.delta.resolve(n_min).ok())
         }
         _ => (None, None),
     };
-    AlgorithmSummary {
+    let mut summary = AlgorithmSummary {
         algorithm: entry.label(),
         private,
         epsilon,
@@ -498,7 +514,13 @@ pub fn summary_of(
         end_to_end_private: !private || lipschitz_is_public(spec),
         caveats: run_caveats(spec, private),
         nonfinite_gradients: run.nonfinite_gradients,
+        certified_epsilon: None,
+        server: None,
+    };
+    if private && epsilon.is_none() {
+        summary.certified_epsilon = summary.max_certified_epsilon();
     }
+    summary
 }
 
 /// The z of the Gaussian (continuous or discrete) in `event`, if it holds exactly one value

@@ -323,6 +323,7 @@ pub fn run(plan: &Plan, train: &Dataset, test: &Dataset) -> crate::Result<Outcom
                         id: SiloId::new(i as u32),
                         records: s.train.len(),
                         budget: None,
+                        fixed_noise: None,
                     })
                     .collect(),
                 oracle: GradientOracle::new(model.clone(), None)?,

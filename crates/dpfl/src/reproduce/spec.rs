@@ -371,7 +371,8 @@ impl ReproSpec {
             data,
             model: self.base.model.clone(),
             privacy: Some(PrivacySpec {
-                epsilon,
+                epsilon: Some(epsilon),
+                noise_multiplier: None,
                 delta: self.base.delta.clone(),
                 epsilons: None,
                 lipschitz: None,

@@ -235,8 +235,11 @@ pub struct SiloPlan {
     pub sigma: f64,
     /// The accountant's certificate (accountant rule only).
     pub certified: Option<Certified>,
-    /// (ε_i, δ_i), for private runs.
+    /// (ε_i, δ_i), for private runs calibrated to a target.
     pub budget: Option<(f64, f64)>,
+    /// The noise multiplier z set directly (`privacy.noise_multiplier`): σ_i = z·2L_i/K_i.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fixed_multiplier: Option<f64>,
 }
 
 impl SiloPlan {
@@ -254,6 +257,13 @@ impl SiloPlan {
 
     /// The accountant rule's per-silo formula: the certified z, the target and the sampling.
     pub fn certificate(&self, rounds: usize) -> Option<String> {
+        if let Some(z) = self.fixed_multiplier {
+            return Some(crate::algo::context::fixed_formula(
+                z,
+                "2 L_i / K_i",
+                rounds,
+            ));
+        }
         let c = self.certified.as_ref()?;
         let (eps, delta) = self.budget?;
         Some(format!(
@@ -328,6 +338,8 @@ pub fn plan_silos(
         .silos
         .iter()
         .map(|s| match noise {
+            // σ = z·2L_i/K_i below; no target to read.
+            Some(_) if s.fixed_noise.is_some() => Ok(None),
             Some(_) => ctx.budget(s).map(Some),
             None => Ok(None),
         })
@@ -365,6 +377,15 @@ pub fn plan_silos(
             (BatchChoice::CommonRatio, Some(_), Some(own)) => ((rho * n as f64).floor() as usize)
                 .max(own)
                 .clamp(1, n.max(1)),
+            (BatchChoice::Own | BatchChoice::CommonRatio, Some(_), None)
+                if s.fixed_noise.is_some() =>
+            {
+                return Err(crate::Error::config(
+                    "algorithm.batch_size",
+                    "with privacy.noise_multiplier give batch_size: the default K rule reads a \
+                     target epsilon",
+                ));
+            }
             _ => {
                 return Err(crate::Error::config(
                     "algorithm.batch_size",
@@ -384,7 +405,10 @@ pub fn plan_silos(
             ));
         }
         let lw = w * lipschitz;
+        let fixed = noise.and(ctx.fixed_multiplier(s));
         let (sigma, certified) = match (noise, budget) {
+            // The mechanism's replace-one sensitivity is 2L_i/K_i (`SiloPlan::mechanism`).
+            _ if fixed.is_some() => (fixed.unwrap_or(f64::NAN) * (2.0 * lw / k as f64), None),
             (Some(rule), Some((e, d))) => {
                 silo_sigma(rule, lw, r, n, k, *e, *d, sampling).map_err(silo_err(s))?
             }
@@ -399,6 +423,7 @@ pub fn plan_silos(
             sigma,
             certified,
             budget: budget.map(|(e, d)| (e.get(), d.get())),
+            fixed_multiplier: fixed,
         });
     }
     Ok(plans)

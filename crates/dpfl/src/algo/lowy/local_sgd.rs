@@ -200,7 +200,22 @@ pub(crate) fn plan(
         let silo_err = |e: dpfl_privacy::PrivacyError| {
             crate::Error::config(format!("silo {}", s.id), e.to_string())
         };
-        let (k, sigma, formula) = if let Some(rule) = calibration {
+        let fixed = calibration.and(ctx.fixed_multiplier(s));
+        let (k, sigma, formula) = if let Some(z) = fixed {
+            // One record's gradient per local step, replace-one: Δ = 2L (`silo_half`).
+            let k = local_steps.ok_or_else(|| {
+                crate::Error::config(
+                    "algorithm.local_steps",
+                    "with privacy.noise_multiplier give local_steps: the default K rule reads a \
+                     target epsilon",
+                )
+            })?;
+            (
+                k,
+                Some(z * 2.0 * ctx.lipschitz),
+                crate::algo::context::fixed_formula(z, "2 L per local step", r),
+            )
+        } else if let Some(rule) = calibration {
             let (eps, delta) = ctx.budget(s)?;
             // App. I: K as for MB-SGD's experiment rule.
             let k = match local_steps {

@@ -189,6 +189,7 @@ pub(crate) fn plan(
     for (i, p) in plan.silos.iter().enumerate() {
         let silo = plan.silo_half(ctx, i)?;
         let formula = match calibration {
+            Some(_) if p.fixed_multiplier.is_some() => p.certificate(rounds).unwrap_or_default(),
             None => "non-private".to_string(),
             Some(Calibration::Experiment) => {
                 "sigma^2 = 8 L^2 R ln(1/delta) / (n^2 eps^2) (Lowy & Razaviyayn App. I)".into()

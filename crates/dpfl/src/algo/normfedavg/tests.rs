@@ -39,6 +39,7 @@ fn ctx() -> BuildContext {
                 id: crate::units::SiloId::new(i),
                 records: 1,
                 budget: None,
+                fixed_noise: None,
             })
             .collect(),
         oracle: GradientOracle::new(std::sync::Arc::new(LinearRegression::new(2)), None).unwrap(),

@@ -179,8 +179,18 @@ pub fn plan(
     let mut coin_p = None;
     for info in &ctx.silos {
         let m = info.records;
+        let fixed = ctx.fixed_multiplier(info).filter(|_| spec.is_private());
+        if fixed.is_some() && !matches!(est, Estimator::Sgd | Estimator::Gd) {
+            return Err(bad(
+                "estimator",
+                "privacy.noise_multiplier needs the sgd or gd estimator (SVRG/SAGA split their \
+                 noise over two terms, SoteriaFL Lemma 3)",
+            ));
+        }
         let (eps, delta) = match info.budget {
             Some((e, d)) => (e.get(), d.get()),
+            // Read only by the default batch size of SGD, which is refused below.
+            None if fixed.is_some() => (f64::NAN, f64::NAN),
             None if !spec.is_private() => (1.0, 0.5),
             None => {
                 return Err(bad(
@@ -201,6 +211,13 @@ pub fn plan(
                 ));
             }
             (_, Some(b)) => b,
+            (Estimator::Sgd, None) if fixed.is_some() => {
+                return Err(bad(
+                    "batch_size",
+                    "with privacy.noise_multiplier give batch_size: the default b reads a \
+                     target epsilon",
+                ));
+            }
             (e, None) => default_batch(e, m, n, d, omega, g_clip, eps, delta),
         };
         let sampling = event_sampling(est, spec.sampling, m, b)?;
@@ -216,6 +233,21 @@ pub fn plan(
         }
         let (sigma, formula) = match spec.calibration {
             NoiseCalibration::None => (0.0, "non-private".to_string()),
+            // σ = z·Δ with Δ the round event's sensitivity (`round_event`).
+            _ if fixed.is_some() => {
+                let z = fixed.unwrap_or(f64::NAN);
+                let (unit, label) = if aggregate {
+                    (2.0 * g_clip, "2 G")
+                } else if est == Estimator::Gd {
+                    (2.0 * g_clip / m as f64, "2 G / m")
+                } else {
+                    (2.0 * g_clip / b as f64, "2 G / b")
+                };
+                (
+                    z * unit,
+                    crate::algo::context::fixed_formula(z, label, t),
+                )
+            }
             NoiseCalibration::Accountant => {
                 let (s, acc) = accountant_sigma(
                     est,
