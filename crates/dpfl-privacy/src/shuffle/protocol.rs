@@ -17,11 +17,12 @@
 //! Decisions: inputs are ℓ₂-clipped to Δ₂ (never asserted: clipping is what keeps the
 //! privacy claim for any input, digest §5.2 item 10); the scaled value u = w·g/Δ is clamped
 //! into [0, g] against floating-point overshoot; the randomized rounding Bernoulli(u − ⌊u⌋)
-//! compares lazily read random bits with (u − ⌊u⌋)·2¹¹⁶ (`qtdl::bits`, ≈ 10 bits per
-//! coordinate instead of a 64-bit word; exact for u − ⌊u⌋ ≥ 2⁻⁶³, otherwise low by < 2⁻¹¹⁶),
+//! compares lazily read random bits with (u − ⌊u⌋)·2⁶⁴ (`qtdl::bits`, ≈ 10 bits per
+//! coordinate instead of a 64-bit word; exact for u − ⌊u⌋ ≥ 2⁻¹², otherwise low by < 2⁻⁶⁴),
 //! and any bias would touch unbiasedness only — the privacy proof holds for any rounding of
-//! x̂ to {⌊u⌋, ⌊u⌋ + 1} (Lemma 3.1 bounds |x̂_u − x̂'_u| ≤ 2 + …). A user's coordinates are
-//! rounded first, then their d Binomial draws are made, then the shares.
+//! x̂ to {⌊u⌋, ⌊u⌋ + 1} (Lemma 3.1 bounds |x̂_u − x̂'_u| ≤ 2 + …). A user's d
+//! Binomial draws are made first (one block fill, [`Binomial::sample_into`]), then their
+//! roundings, then the shares (one block fill).
 
 use rand::RngExt;
 
@@ -46,8 +47,8 @@ pub struct Message {
     pub bit: bool,
 }
 
-/// 2¹¹⁶: the rounding threshold's scale (frac·2¹¹⁶ is an integer for frac ≥ 2⁻⁶³).
-const ROUNDING_SCALE: f64 = 83_076_749_736_557_242_056_487_941_267_521_536.0;
+/// 2⁶⁴: the rounding threshold's scale (frac·2⁶⁴ is an integer for frac ≥ 2⁻¹²).
+const ROUNDING_SCALE: f64 = 18_446_744_073_709_551_616.0;
 
 /// R1D's fixed-point rounding x̂ ∈ {⌊u⌋, ⌊u⌋ + 1}, u = w·g/Δ, for an input already in
 /// [0, Δ] (Algorithm 1 lines 1–4).
@@ -57,8 +58,9 @@ fn p1d_round(w: f64, p: &P1dParams, bits: &mut Bits<'_>) -> u64 {
     // 0 ≤ u ≤ g < 2⁵³: truncation is the floor, exactly (and avoids a libm call).
     let floor = u as u64;
     let frac = u - floor as f64;
-    // frac < 1, so the threshold is below 2¹¹⁶; rounding up from u = g cannot happen.
-    let up = frac > 0.0 && bits.below_dyadic((frac * ROUNDING_SCALE) as u128, 116);
+    // frac ≤ 1 − 2⁻⁵³, so the threshold is below 2⁶⁴ (a u64 cast, not the slow u128 one);
+    // rounding up from u = g cannot happen.
+    let up = frac > 0.0 && bits.below_dyadic(u128::from((frac * ROUNDING_SCALE) as u64), 64);
     floor + u64::from(up)
 }
 
@@ -200,13 +202,12 @@ impl Pvec {
         };
         let unit = pp.protocol_l2() / pp.l2_bound;
         let shift = pp.protocol_l2();
+        let mut out = vec![0u64; x.len()];
+        self.noise.sample_into(rng, &mut out);
         let mut bits = Bits::new(rng);
-        let mut out: Vec<u64> = x
-            .iter()
-            .map(|&v| p1d_round(v * clip * unit + shift, &pp.p1d, &mut bits))
-            .collect();
-        for c in &mut out {
-            *c += self.noise.sample(rng);
+        for (c, &v) in out.iter_mut().zip(x) {
+            // x̂ ≤ g and the noise ≤ s, and g + s fits in u64 (checked by the parameters).
+            *c += p1d_round(v * clip * unit + shift, &pp.p1d, &mut bits);
         }
         Ok(out)
     }
@@ -318,8 +319,8 @@ pub fn share_counts(counts: &[u64], max_count: u64, rng: &mut DpRng) -> Result<S
             max: max_count,
         });
     }
-    let r = rng.inner();
-    let to_shuffler: Vec<u64> = counts.iter().map(|_| r.random::<u64>()).collect();
+    let mut to_shuffler = vec![0u64; counts.len()];
+    rng.inner().fill(&mut to_shuffler[..]);
     let to_server = counts
         .iter()
         .zip(&to_shuffler)
