@@ -32,6 +32,16 @@ fn binomial(c: &mut Criterion) {
             })
         });
     }
+    // The block form PVEC uses (one generator fill per 256 draws).
+    let b = Binomial::new(100_000_000, 0.5).unwrap();
+    let mut rng = DpRng::from_seed(1, Purpose::Silo, 0);
+    let mut out = vec![0u64; DRAWS];
+    g.bench_function("sample_into/n=1e8/p=0.5", |bch| {
+        bch.iter(|| {
+            b.sample_into(&mut rng, &mut out);
+            black_box(out[0])
+        })
+    });
     g.finish();
     let mut g = c.benchmark_group("binomial-setup");
     g.sample_size(10);
