@@ -15,11 +15,9 @@ fn mean(bands: &[sr::Band], a: usize, n: usize) -> f64 {
 fn check(plan: &Plan, dir: &std::path::Path) {
     let (runs, refused) = sr::run(plan, &|_, _| {}).unwrap();
     eprintln!("refused: {refused:?}");
-    // Only PGD may be refused (its per-round δ₀ against the sampler's error term).
-    assert!(
-        refused.iter().all(|r| r.starts_with("shuffle PGD")),
-        "{refused:?}"
-    );
+    // Nothing is refused: PGD's per-round δ₀ absorbs the Binomial sampler's error term since
+    // that fell to ~1e-19 per draw (session 6 refused PGD at every n).
+    assert!(refused.is_empty(), "{refused:?}");
     let bands = sr::bands(&runs);
     let slopes = sr::slopes(&bands);
     eprintln!("{slopes:?}");

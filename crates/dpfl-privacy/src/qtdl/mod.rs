@@ -27,7 +27,7 @@
 
 pub mod accounting;
 pub mod binomial_mech;
-mod bits;
+pub(crate) mod bits;
 pub mod brute;
 pub mod quantizer;
 pub mod tdl;

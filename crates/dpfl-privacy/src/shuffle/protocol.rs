@@ -17,14 +17,19 @@
 //! Decisions: inputs are ℓ₂-clipped to Δ₂ (never asserted: clipping is what keeps the
 //! privacy claim for any input, digest §5.2 item 10); the scaled value u = w·g/Δ is clamped
 //! into [0, g] against floating-point overshoot; the randomized rounding Bernoulli(u − ⌊u⌋)
-//! is a 53-bit comparison, whose ≤ 2⁻⁵³ bias touches unbiasedness only — the privacy proof
-//! holds for any rounding of x̂ to {⌊u⌋, ⌊u⌋ + 1} (Lemma 3.1 bounds |x̂_u − x̂'_u| ≤ 2 + …).
+//! compares lazily read random bits with (u − ⌊u⌋)·2⁶⁴ (`qtdl::bits`, ≈ 10 bits per
+//! coordinate instead of a 64-bit word; exact for u − ⌊u⌋ ≥ 2⁻¹², otherwise low by < 2⁻⁶⁴),
+//! and any bias would touch unbiasedness only — the privacy proof holds for any rounding of
+//! x̂ to {⌊u⌋, ⌊u⌋ + 1} (Lemma 3.1 bounds |x̂_u − x̂'_u| ≤ 2 + …). A user's d
+//! Binomial draws are made first (one block fill, [`Binomial::sample_into`]), then their
+//! roundings, then the shares (one block fill).
 
 use rand::RngExt;
 
 use super::params::{P1dParams, PvecParams};
 use super::{Result, ShuffleError};
 use crate::binomial::Binomial;
+use crate::qtdl::bits::Bits;
 use crate::rng::DpRng;
 use crate::sampler;
 
@@ -42,15 +47,21 @@ pub struct Message {
     pub bit: bool,
 }
 
-/// R1D's count: x̂ + η₂ for an input already in [0, Δ] (Algorithm 1 lines 1–6).
-fn p1d_count(w: f64, p: &P1dParams, noise: &Binomial, rng: &mut DpRng) -> u64 {
+/// 2⁶⁴: the rounding threshold's scale (frac·2⁶⁴ is an integer for frac ≥ 2⁻¹²).
+const ROUNDING_SCALE: f64 = 18_446_744_073_709_551_616.0;
+
+/// R1D's fixed-point rounding x̂ ∈ {⌊u⌋, ⌊u⌋ + 1}, u = w·g/Δ, for an input already in
+/// [0, Δ] (Algorithm 1 lines 1–4).
+fn p1d_round(w: f64, p: &P1dParams, bits: &mut Bits<'_>) -> u64 {
     let g = p.g as f64;
     let u = (w * g / p.range).clamp(0.0, g);
-    let floor = u.floor();
-    let frac = u - floor;
-    let up = u64::from(frac > 0.0 && rng.inner().random::<f64>() < frac);
-    // floor ≤ g, and x̂ ≤ g: rounding up from u = g cannot happen (frac = 0).
-    (floor as u64 + up) + noise.sample(rng)
+    // 0 ≤ u ≤ g < 2⁵³: truncation is the floor, exactly (and avoids a libm call).
+    let floor = u as u64;
+    let frac = u - floor as f64;
+    // frac ≤ 1 − 2⁻⁵³, so the threshold is below 2⁶⁴ (a u64 cast, not the slow u128 one);
+    // rounding up from u = g cannot happen.
+    let up = frac > 0.0 && bits.below_dyadic(u128::from((frac * ROUNDING_SCALE) as u64), 64);
+    floor + u64::from(up)
 }
 
 /// Algorithm 1's analyzer on a count of ones C over n' users: (Δ/g)·(C − p·s·n').
@@ -95,12 +106,12 @@ impl P1d {
         if x.is_nan() {
             return Err(crate::error::PrivacyError::invalid("x", x, "input is NaN").into());
         }
-        Ok(p1d_count(
+        let rounded = p1d_round(
             x.clamp(0.0, self.params.range),
             &self.params,
-            &self.noise,
-            rng,
-        ))
+            &mut Bits::new(rng),
+        );
+        Ok(rounded + self.noise.sample(rng))
     }
     /// The user's g + s explicit messages (label 0).
     pub fn messages(&self, x: f64, rng: &mut DpRng) -> Result<Vec<Message>> {
@@ -191,9 +202,14 @@ impl Pvec {
         };
         let unit = pp.protocol_l2() / pp.l2_bound;
         let shift = pp.protocol_l2();
-        Ok(x.iter()
-            .map(|&v| p1d_count(v * clip * unit + shift, &pp.p1d, &self.noise, rng))
-            .collect())
+        let mut out = vec![0u64; x.len()];
+        self.noise.sample_into(rng, &mut out);
+        let mut bits = Bits::new(rng);
+        for (c, &v) in out.iter_mut().zip(x) {
+            // x̂ ≤ g and the noise ≤ s, and g + s fits in u64 (checked by the parameters).
+            *c += p1d_round(v * clip * unit + shift, &pp.p1d, &mut bits);
+        }
+        Ok(out)
     }
 
     /// RVEC as explicit labelled messages: d·(g + s) of them.
@@ -303,8 +319,8 @@ pub fn share_counts(counts: &[u64], max_count: u64, rng: &mut DpRng) -> Result<S
             max: max_count,
         });
     }
-    let r = rng.inner();
-    let to_shuffler: Vec<u64> = counts.iter().map(|_| r.random::<u64>()).collect();
+    let mut to_shuffler = vec![0u64; counts.len()];
+    rng.inner().fill(&mut to_shuffler[..]);
     let to_server = counts
         .iter()
         .zip(&to_shuffler)

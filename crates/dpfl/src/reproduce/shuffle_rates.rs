@@ -19,10 +19,11 @@
 //! * *ISRL-DP*: N = 10 silos, MB-SGD;
 //! * *central DP*: N = 1 silo holding every record (the silo is the trusted curator);
 //! * *shuffle*: N = 10 silos, PVEC at paper-faithful constants, **trusted shuffler** (the
-//!   paper's model): PSGD (Alg. 3, Thm 4.1 presets), PAGD ([`PAGD_TOML`]; today Lowy's SDP
-//!   AC-SA, `sdp-accelerated-mb-sgd`, which is PVEC inside AC-SA; the PAGD of Cheu et al.
-//!   §2.5 with Lan's constants replaces it by editing that one constant) and PGD (Alg. 5,
-//!   Lemma B.6 presets, T = min(n, ε²n²/(d ln²(nd/δ))) clamped to [1, 64]);
+//!   paper's model): PSGD (Alg. 3, Thm 4.1 presets), PAGD ([`PAGD_TOML`]: Alg. 4 with Lan's
+//!   AC-SA constants, `kind = "pagd"`; session 6 ran Lowy's SDP AC-SA in its place) and PGD
+//!   (Alg. 5, Lemma B.6 presets, T = min(n, ε²n²/(d ln²(nd/δ))) clamped to [1, 64]; it runs
+//!   since the Binomial sampler's total-variation term fell from 4.4e-12 to 1.1e-19 per
+//!   draw, which the no-shuffler guarantee absorbs inside PGD's per-round δ₀);
 //! * *non-private* MB-SGD: the statistical floor.
 //!
 //! Rounds: R = 25 for the MB-SGD runs (K = ⌊n_i/R⌋, at least 1, last iterate: the average
@@ -48,9 +49,11 @@ use crate::sim::{Participation, Simulator};
 use dpfl_privacy::DpRng;
 use dpfl_privacy::rng::Purpose;
 
-/// The PAGD entry: swap this for the Cheu et al. PAGD kind once it exists (one line).
+/// The PAGD entry: Cheu et al.'s PAGD (Algorithm 4, Lan's AC-SA constants, `kind = "pagd"`)
+/// with the instance's smoothness β = 1 (‖x‖ = 1) and the unit ball's diameter D = 2; the
+/// batch K is appended per n (Thm 4.3's B/N, as the preset would choose).
 pub const PAGD_TOML: &str =
-    "kind = \"sdp-accelerated-mb-sgd\"\nstep_size = 1.0\nshuffler = \"trusted\"\nscale = \"Unit\"";
+    "kind = \"pagd\"\nsmoothness = 1.0\ndiameter = 2.0\nshuffler = \"trusted\"\nscale = \"Unit\"";
 
 /// Rounds of the MB-SGD runs.
 const MBSGD_ROUNDS: usize = 25;
