@@ -337,8 +337,8 @@ fn reproduce_soteria(args: &ReproduceArgs) -> anyhow::Result<()> {
     );
     bar.set_message("training");
     // Seed by seed, each finished run appended to the checkpoint (kept at the end, so that a
-    // later `--trials N --resume` only adds seeds); the outputs are rewritten after each
-    // complete seed, so an interrupted reproduction leaves the figures of its whole seeds.
+    // later `--trials N --resume` only adds seeds); the outputs are rewritten after each run,
+    // so an interrupted reproduction leaves the figures of what it finished.
     let checkpoint = SoteriaCheckpoint::open(
         &out_dir.join(dpfl::reproduce::soteria_checkpoint::FILE_NAME),
         &plan,
@@ -356,12 +356,11 @@ fn reproduce_soteria(args: &ReproduceArgs) -> anyhow::Result<()> {
         &fed,
         &|d, _| bar.set_position(d as u64),
         Some(&checkpoint),
-        &mut |seeds, rows| {
+        &mut |finished, rows| {
             soteria_out::write(&plan, rows, &soteria::bands(rows), &out_dir)?;
             if !args.quiet {
                 eprintln!(
-                    "{} seed(s) complete after {:.1} s; outputs written to {}",
-                    seeds,
+                    "{finished}/{total} runs finished after {:.1} s; outputs written to {}",
                     start.elapsed().as_secs_f64(),
                     out_dir.display()
                 );

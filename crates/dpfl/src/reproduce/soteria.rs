@@ -34,7 +34,7 @@
 //!
 //! Checkpoints: `dpfl reproduce … --resume` runs seed by seed and appends every finished run
 //! to `checkpoint.jsonl` ([`super::soteria_checkpoint`]); the outputs are rewritten after
-//! each complete seed.
+//! each run from every run finished so far (bands.csv's `seeds` column says how many).
 
 use std::sync::Arc;
 
@@ -379,17 +379,17 @@ pub fn run(
 
 /// [`run`], seed by seed (every (ε, algorithm) of seed 0 first, so an interrupted run leaves
 /// whole seeds), skipping the units `checkpoint` already holds and appending each finished
-/// one to it; `seed_done(seeds, rows)` after each complete seed with the rows of seeds
-/// 0..seeds. Every unit is seeded by its coordinates, so the rows equal [`run`]'s bit for bit.
+/// one to it; `unit_done(finished, rows)` after each run with the rows of every run finished
+/// so far (in output order). Every unit is seeded by its coordinates, so the rows equal
+/// [`run`]'s bit for bit.
 pub fn run_checkpointed(
     plan: &Plan,
     fed: &Federation,
     progress: &dyn Fn(usize, usize),
     checkpoint: Option<&super::soteria_checkpoint::SoteriaCheckpoint>,
-    seed_done: &mut dyn FnMut(usize, &[CurveRow]) -> crate::Result<()>,
+    unit_done: &mut dyn FnMut(usize, &[CurveRow]) -> crate::Result<()>,
 ) -> crate::Result<Vec<CurveRow>> {
-    let units = plan.settings.len() * ALGORITHMS.len();
-    let total = units * plan.seeds;
+    let total = plan.settings.len() * ALGORITHMS.len() * plan.seeds;
     // (setting, algorithm) major, seed minor: the order of the output files.
     let mut done: Vec<Option<Vec<CurveRow>>> = vec![None; total];
     let slot = |e: usize, a: usize, seed: usize| (e * ALGORITHMS.len() + a) * plan.seeds + seed;
@@ -419,14 +419,10 @@ pub fn run_checkpointed(
                 done[slot(e, a, seed)] = Some(rows);
                 finished += 1;
                 progress(finished, total);
+                let so_far: Vec<CurveRow> = done.iter().flatten().flatten().cloned().collect();
+                unit_done(finished, &so_far)?;
             }
         }
-        let so_far: Vec<CurveRow> = (0..units)
-            .flat_map(|u| (0..=seed).map(move |s| u * plan.seeds + s))
-            .filter_map(|i| done[i].clone())
-            .flatten()
-            .collect();
-        seed_done(seed + 1, &so_far)?;
     }
     Ok(done.into_iter().flatten().flatten().collect())
 }
