@@ -341,9 +341,9 @@ pub struct CurveRow {
     /// The running mean of ‖∇f‖² over the evaluated points so far (the paper's utility,
     /// (1/T)Σ_t E‖∇f(x^t)‖², on the evaluation grid; digest §5.1).
     pub utility: f64,
-    /// Uplink bits per silo so far, counting the messages' exact sizes.
+    /// Uplink bits of all silos so far, counting the messages' exact sizes.
     pub uplink_bits: u64,
-    /// Uplink bits per silo so far, counting 64 bits per float sent (the paper's count).
+    /// Uplink bits of all silos so far, counting 64 bits per float sent (the paper's count).
     pub uplink_bits_64: u64,
     /// Gradient evaluations per silo so far.
     pub grad_evals: u64,
