@@ -305,7 +305,8 @@ fn normfedavg(args: &ReproduceArgs) -> anyhow::Result<()> {
 
 /// `dpfl reproduce soteria-a9a | soteria-mnist` (`dpfl::reproduce::soteria`).
 fn reproduce_soteria(args: &ReproduceArgs) -> anyhow::Result<()> {
-    use dpfl::reproduce::{soteria, soteria_checkpoint::SoteriaCheckpoint, soteria_out};
+    use dpfl::reproduce::soteria_checkpoint::{self, SoteriaCheckpoint};
+    use dpfl::reproduce::{soteria, soteria_out};
     if args.spec.is_some() {
         return Err(
             dpfl::Error::config("--spec", "the SoteriaFL reproductions are built in").into(),
@@ -340,7 +341,7 @@ fn reproduce_soteria(args: &ReproduceArgs) -> anyhow::Result<()> {
     // later `--trials N --resume` only adds seeds); the outputs are rewritten after each run,
     // so an interrupted reproduction leaves the figures of what it finished.
     let checkpoint = SoteriaCheckpoint::open(
-        &out_dir.join(dpfl::reproduce::soteria_checkpoint::FILE_NAME),
+        &out_dir.join(soteria_checkpoint::FILE_NAME),
         &plan,
         args.resume,
     )?;

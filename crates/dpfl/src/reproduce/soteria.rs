@@ -431,7 +431,9 @@ pub fn run_checkpointed(
 /// coarse grid also rounds 1, 2 and 5, where ‖∇f‖² still falls fast (it weighs in the
 /// utility, see [`run_unit`]).
 fn evaluated(plan: &Plan, r: usize, rounds: usize) -> bool {
-    r % plan.eval_every == 0 || r == rounds || (plan.eval_every > 1 && [1, 2, 5].contains(&r))
+    r.is_multiple_of(plan.eval_every)
+        || r == rounds
+        || (plan.eval_every > 1 && [1, 2, 5].contains(&r))
 }
 
 /// One run: algorithm `a` at setting `e` with seed index `seed`, its evaluated rows. `g0` is

@@ -74,7 +74,7 @@ impl Mlp {
         let jobs: Vec<(&Dataset, bool)> = train
             .iter()
             .map(|d| (*d, true))
-            .chain(test.iter().filter(|d| d.len() > 0).map(|d| (*d, false)))
+            .chain(test.iter().filter(|d| !d.is_empty()).map(|d| (*d, false)))
             .collect();
         let parts: Vec<Partial> = jobs
             .par_iter()
