@@ -305,13 +305,12 @@ fn normfedavg(args: &ReproduceArgs) -> anyhow::Result<()> {
 
 /// `dpfl reproduce soteria-a9a | soteria-mnist` (`dpfl::reproduce::soteria`).
 fn reproduce_soteria(args: &ReproduceArgs) -> anyhow::Result<()> {
+    use dpfl::reproduce::soteria_checkpoint::{self, SoteriaCheckpoint};
     use dpfl::reproduce::{soteria, soteria_out};
-    if args.spec.is_some() || args.resume {
-        return Err(dpfl::Error::config(
-            "--spec/--resume",
-            "the SoteriaFL reproductions are built in and run in one go",
-        )
-        .into());
+    if args.spec.is_some() {
+        return Err(
+            dpfl::Error::config("--spec", "the SoteriaFL reproductions are built in").into(),
+        );
     }
     let mut plan = soteria::Plan::new(&args.id, args.quick)?;
     if let Some(t) = args.trials {
@@ -338,7 +337,38 @@ fn reproduce_soteria(args: &ReproduceArgs) -> anyhow::Result<()> {
         "runs",
     );
     bar.set_message("training");
-    let rows = soteria::run(&plan, &fed, &|d, _| bar.set_position(d as u64))?;
+    // Seed by seed, each finished run appended to the checkpoint (kept at the end, so that a
+    // later `--trials N --resume` only adds seeds); the outputs are rewritten after each run,
+    // so an interrupted reproduction leaves the figures of what it finished.
+    let checkpoint = SoteriaCheckpoint::open(
+        &out_dir.join(soteria_checkpoint::FILE_NAME),
+        &plan,
+        args.resume,
+    )?;
+    if checkpoint.finished() > 0 && !args.quiet {
+        eprintln!(
+            "resuming: {} finished runs in {}",
+            checkpoint.finished(),
+            checkpoint.path().display()
+        );
+    }
+    let rows = soteria::run_checkpointed(
+        &plan,
+        &fed,
+        &|d, _| bar.set_position(d as u64),
+        Some(&checkpoint),
+        &mut |finished, rows| {
+            soteria_out::write(&plan, rows, &soteria::bands(rows), &out_dir)?;
+            if !args.quiet {
+                eprintln!(
+                    "{finished}/{total} runs finished after {:.1} s; outputs written to {}",
+                    start.elapsed().as_secs_f64(),
+                    out_dir.display()
+                );
+            }
+            Ok(())
+        },
+    )?;
     bar.finish();
     let bands = soteria::bands(&rows);
     let mut files = soteria_out::write(&plan, &rows, &bands, &out_dir)?;

@@ -15,6 +15,9 @@
 //! * `reference/gemm_pair_mnist_b128`: faer's two products of the same shapes on one core
 //!   ((K×p)(p×h) and (p×K)(K×h), 4Kph flops): the machine's GEMM rate for this shape.
 //!
+//! * `soteria_mnist_eval/{fused,three_passes}`: one evaluation of the network (full-train
+//!   ‖∇f‖² and loss, test accuracy) by `Mlp::evaluate` and by the earlier three passes.
+//!
 //! Run: `DPFL_DATA=/path/to/datasets cargo bench -p dpfl --bench soteria` (the a9a group is
 //! skipped when `libsvm/a9a` is not found).
 
@@ -194,5 +197,47 @@ fn mnist_step(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, a9a, mnist_step);
+/// One evaluation of the MNIST network as `soteria-mnist` does it at every evaluated round:
+/// ‖∇f(w)‖² and the loss over the 60,000 training rows, accuracy over the 10,000 test rows.
+/// `fused` is `Mlp::evaluate` (one forward pass per row, shards in parallel); `three_passes`
+/// the earlier path (the batched full gradient, then per-row `loss` and `predict`, one
+/// thread). Throughput in the GEMM flops of the fused pass: 4·n·p·h + 2·n_test·p·h.
+fn mnist_eval(c: &mut Criterion) {
+    let dir = data_dir();
+    if !dir.join("mnist").is_dir() {
+        eprintln!(
+            "no mnist/ under {} (set DPFL_DATA): skipping",
+            dir.display()
+        );
+        return;
+    }
+    let plan = soteria::Plan::new("soteria-mnist", false).unwrap();
+    let fed = soteria::load(&plan, Some(&dir)).unwrap();
+    let mlp = fed.mlp.clone().unwrap();
+    let w = mlp.initial_params();
+    let train: Vec<&Dataset> = fed.silos.iter().map(|s| &s.train).collect();
+    let test: Vec<&Dataset> = fed.silos.iter().map(|s| &s.test).collect();
+    let (n, n_test) = (60_000u64, 10_000u64);
+    let mut g = c.benchmark_group("soteria_mnist_eval");
+    g.sample_size(10);
+    g.throughput(Throughput::Elements(
+        4 * n * 784 * 64 + 2 * n_test * 784 * 64,
+    ));
+    g.bench_function("fused", |b| {
+        b.iter(|| black_box(mlp.evaluate(&w, &train, &test)))
+    });
+    g.bench_function("three_passes", |b| {
+        b.iter(|| {
+            let m = fed.model.as_ref();
+            black_box((
+                dpfl::experiment::metrics::full_grad_norm_sq(m, &w, fed.silos.iter()),
+                dpfl::sim::train_loss(m, &w, fed.silos.iter()),
+                dpfl::sim::test_metric(m, &w, fed.silos.iter()),
+            ))
+        })
+    });
+    g.finish();
+}
+
+criterion_group!(benches, a9a, mnist_step, mnist_eval);
 criterion_main!(benches);

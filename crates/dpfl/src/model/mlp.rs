@@ -43,6 +43,9 @@ use crate::linalg::{axpy, clip_factor, dot};
 use dpfl_privacy::DpRng;
 use dpfl_privacy::rng::Purpose;
 
+mod eval;
+pub use eval::MlpEval;
+
 /// Rows per batched chunk: bounds the workspace (256·784 f64 = 1.6 MB) for full-gradient calls.
 const CHUNK: usize = 256;
 

@@ -51,7 +51,7 @@ pub use deep_mlp::{Activation, DeepMlp};
 pub use hinge::HingeLoss;
 pub use linear::LinearRegression;
 pub use logistic::LogisticRegression;
-pub use mlp::Mlp;
+pub use mlp::{Mlp, MlpEval};
 pub use nc_logistic::NonconvexLogistic;
 pub use softmax::SoftmaxRegression;
 

@@ -46,6 +46,7 @@ pub mod plot;
 pub mod shuffle_rates;
 pub mod shuffle_rates_out;
 pub mod soteria;
+pub mod soteria_checkpoint;
 pub mod soteria_out;
 mod spec;
 mod summary;

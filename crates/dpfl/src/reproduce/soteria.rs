@@ -14,13 +14,27 @@
 //! ‖X‖₂/(2√N) (spectral norm by power iteration); the MNIST pixels are standardised with the
 //! scalar mean and std of the training pixels and the network has its 50,890 parameters
 //! (biases as parameters, not the code's 785 dead weights), so one uncompressed message is
-//! 50,890 floats, not 51,675. Utility is the running mean of ‖∇f(x^t)‖² over the evaluated
-//! rounds including x⁰ (the code's).
+//! 50,890 floats, not 51,675. Utility is the code's running mean of ‖∇f(x^t)‖² including x⁰
+//! ([`run_unit`]).
+//!
+//! Evaluation schedule: the official code evaluates the full training set and the test set
+//! after **every** round (nda's `save_metrics`, digest §5.2). a9a does the same. MNIST
+//! evaluates every 10 rounds, the last round, and rounds 1, 2 and 5 (each evaluation is a
+//! forward and backward pass over 60,000 rows plus 10,000 test rows, ≈ 13 GFLOP; every round
+//! would be 10,750 evaluations per seed, ≈ 140 TFLOP, far beyond two shared cores), and the
+//! utility weighs each evaluated round by the rounds it stands for ([`run_unit`]): a
+//! documented deviation from the code.
 //!
 //! Speed: a run keeps its evaluated iterates and evaluates them after its last round. For a9a
 //! one batched pass over the data serves every iterate (two GEMMs per shard, shards in
 //! parallel; [`NonconvexLogistic::evaluate_iterates`]), which gives the per-round evaluation's
-//! values up to the order of floating-point sums; MNIST's network is evaluated per iterate.
+//! values up to the order of floating-point sums; MNIST's network is evaluated per iterate in
+//! one fused pass ([`Mlp::evaluate`]: loss, gradient and test accuracy from one forward pass,
+//! shards in parallel).
+//!
+//! Checkpoints: `dpfl reproduce … --resume` runs seed by seed and appends every finished run
+//! to `checkpoint.jsonl` ([`super::soteria_checkpoint`]); the outputs are rewritten after
+//! each run from every run finished so far (bands.csv's `seeds` column says how many).
 
 use std::sync::Arc;
 
@@ -150,6 +164,8 @@ pub struct Federation {
     pub init_std: Option<f64>,
     /// The a9a model again, for its batched evaluation of many iterates; `None` for MNIST.
     pub linear: Option<NonconvexLogistic>,
+    /// The MNIST network again, for its fused one-pass evaluation ([`Mlp::evaluate`]).
+    pub mlp: Option<Mlp>,
 }
 
 /// Loads and prepares the data as the official code does (module doc).
@@ -175,6 +191,7 @@ pub fn load(plan: &Plan, data_dir: Option<&std::path::Path>) -> crate::Result<Fe
                 model: Arc::new(model.clone()),
                 init_std: Some(0.2),
                 linear: Some(model),
+                mlp: None,
             })
         }
         Experiment::Mnist => {
@@ -203,11 +220,13 @@ pub fn load(plan: &Plan, data_dir: Option<&std::path::Path>) -> crate::Result<Fe
                 test.target().clone(),
                 names,
             )?;
+            let mlp = Mlp::new(d, 64, 10, 0, 0.2)?;
             Ok(Federation {
                 silos: attach_test(silos, &test),
-                model: Arc::new(Mlp::new(d, 64, 10, 0, 0.2)?),
+                model: Arc::new(mlp.clone()),
                 init_std: None,
                 linear: None,
+                mlp: Some(mlp),
             })
         }
     }
@@ -322,9 +341,9 @@ pub struct CurveRow {
     /// The running mean of ‖∇f‖² over the evaluated points so far (the paper's utility,
     /// (1/T)Σ_t E‖∇f(x^t)‖², on the evaluation grid; digest §5.1).
     pub utility: f64,
-    /// Uplink bits per silo so far, counting the messages' exact sizes.
+    /// Uplink bits of all silos so far, counting the messages' exact sizes.
     pub uplink_bits: u64,
-    /// Uplink bits per silo so far, counting 64 bits per float sent (the paper's count).
+    /// Uplink bits of all silos so far, counting 64 bits per float sent (the paper's count).
     pub uplink_bits_64: u64,
     /// Gradient evaluations per silo so far.
     pub grad_evals: u64,
@@ -348,92 +367,167 @@ pub fn algorithm(a: usize, eta: f64, init_std: Option<f64>) -> crate::Result<Alg
     toml::from_str(&text).map_err(|e| crate::Error::config("algorithm", e.to_string()))
 }
 
-/// Runs every (ε, algorithm, seed) of the plan; `progress(done, total)`.
+/// Runs every (ε, algorithm, seed) of the plan; `progress(done, total)`. Rows in the order
+/// ε, algorithm, seed, round.
 pub fn run(
     plan: &Plan,
     fed: &Federation,
     progress: &dyn Fn(usize, usize),
 ) -> crate::Result<Vec<CurveRow>> {
-    let model = fed.model.as_ref();
-    let records: Vec<usize> = fed.silos.iter().map(|s| s.train.len()).collect();
+    run_checkpointed(plan, fed, progress, None, &mut |_, _| Ok(()))
+}
+
+/// [`run`], seed by seed (every (ε, algorithm) of seed 0 first, so an interrupted run leaves
+/// whole seeds), skipping the units `checkpoint` already holds and appending each finished
+/// one to it; `unit_done(finished, rows)` after each run with the rows of every run finished
+/// so far (in output order). Every unit is seeded by its coordinates, so the rows equal
+/// [`run`]'s bit for bit.
+pub fn run_checkpointed(
+    plan: &Plan,
+    fed: &Federation,
+    progress: &dyn Fn(usize, usize),
+    checkpoint: Option<&super::soteria_checkpoint::SoteriaCheckpoint>,
+    unit_done: &mut dyn FnMut(usize, &[CurveRow]) -> crate::Result<()>,
+) -> crate::Result<Vec<CurveRow>> {
     let total = plan.settings.len() * ALGORITHMS.len() * plan.seeds;
-    let mut done = 0;
-    let mut rows = Vec::new();
-    let g0 = evaluate(fed, &[init_point(plan, fed)?])[0].0;
-    for &(eps, rounds, etas) in &plan.settings {
-        let ctx = BuildContext {
-            federation: FederationInfo {
-                dim: model.num_params(),
-                silos: plan.silos,
-                rounds,
-                expected_participants: plan.silos as f64,
-            },
-            silos: records
-                .iter()
-                .enumerate()
-                .map(|(i, &n)| SiloInfo::new(SiloId::new(i as u32), n, Some((eps, plan.delta))))
-                .collect::<crate::Result<_>>()?,
-            oracle: GradientOracle::new(fed.model.clone(), None)?,
-            lipschitz: plan.clip,
-            projection: Projection::None,
-            init: vec![0.0; model.num_params()],
-            noise: Default::default(),
-        };
-        for (a, name) in ALGORITHMS.iter().enumerate() {
-            for seed in 0..plan.seeds {
-                let mut spec = algorithm(a, etas[a], fed.init_std)?;
-                if let AlgorithmSpec::SoteriaFl(s) | AlgorithmSpec::LdpSvrg(s) = &mut spec {
-                    s.coin_seed = seed as u64;
-                }
-                let built = spec.build(&ctx)?;
-                let mut sim = Simulator::new(
-                    &fed.silos,
-                    built,
-                    Participation::All,
-                    Some(1000 + seed as u64),
-                )?;
-                // Run first, then evaluate every kept iterate in one batched pass (module doc).
-                let mut kept = Vec::new();
-                let mut bits = 0u64;
-                for r in 1..=rounds {
-                    bits += sim.step()?.message_bits;
-                    if r % plan.eval_every != 0 && r != rounds {
-                        continue;
+    // (setting, algorithm) major, seed minor: the order of the output files.
+    let mut done: Vec<Option<Vec<CurveRow>>> = vec![None; total];
+    let slot = |e: usize, a: usize, seed: usize| (e * ALGORITHMS.len() + a) * plan.seeds + seed;
+    let mut g0 = None;
+    let mut finished = 0;
+    for seed in 0..plan.seeds {
+        for (e, &(eps, ..)) in plan.settings.iter().enumerate() {
+            for a in 0..ALGORITHMS.len() {
+                let rows = match checkpoint.and_then(|c| c.get(eps, ALGORITHMS[a], seed)) {
+                    Some(rows) => rows,
+                    None => {
+                        let g = match g0 {
+                            Some(g) => g,
+                            None => {
+                                let g = evaluate(fed, &[init_point(plan, fed)?])[0].0;
+                                g0 = Some(g);
+                                g
+                            }
+                        };
+                        let rows = run_unit(plan, fed, g, e, a, seed)?;
+                        if let Some(c) = checkpoint {
+                            c.record(eps, ALGORITHMS[a], seed, &rows)?;
+                        }
+                        rows
                     }
-                    let c = sim.counters().unwrap_or_default();
-                    kept.push((r, bits, c, sim.output()));
-                }
-                let ws: Vec<Vec<f64>> = kept.iter().map(|k| k.3.clone()).collect();
-                let evals = evaluate(fed, &ws);
-                let (mut sum_sq, mut count) = (g0, 1usize);
-                for ((r, bits, c, _), (g, loss, acc)) in kept.into_iter().zip(evals) {
-                    sum_sq += g;
-                    count += 1;
-                    rows.push(CurveRow {
-                        epsilon: eps,
-                        algorithm: name.to_string(),
-                        seed,
-                        round: r,
-                        train_loss: loss,
-                        test_accuracy: acc,
-                        grad_norm_sq: g,
-                        utility: sum_sq / count as f64,
-                        uplink_bits: bits,
-                        uplink_bits_64: 64 * c.floats_sent,
-                        grad_evals: c.grad_evals,
-                    });
-                }
-                done += 1;
-                progress(done, total);
+                };
+                done[slot(e, a, seed)] = Some(rows);
+                finished += 1;
+                progress(finished, total);
+                let so_far: Vec<CurveRow> = done.iter().flatten().flatten().cloned().collect();
+                unit_done(finished, &so_far)?;
             }
         }
+    }
+    Ok(done.into_iter().flatten().flatten().collect())
+}
+
+/// Whether round `r` of `rounds` is evaluated: every `eval_every` rounds and the last; with a
+/// coarse grid also rounds 1, 2 and 5, where ‖∇f‖² still falls fast (it weighs in the
+/// utility, see [`run_unit`]).
+fn evaluated(plan: &Plan, r: usize, rounds: usize) -> bool {
+    r.is_multiple_of(plan.eval_every)
+        || r == rounds
+        || (plan.eval_every > 1 && [1, 2, 5].contains(&r))
+}
+
+/// One run: algorithm `a` at setting `e` with seed index `seed`, its evaluated rows. `g0` is
+/// ‖∇f(x⁰)‖² (the same x⁰ for every run).
+///
+/// Utility: the code's running mean (1/(t+1)) Σ_{s≤t} ‖∇f(x^s)‖² over every round (digest
+/// §5.2). With a coarser evaluation grid each evaluated round stands for the rounds since the
+/// previous evaluated one (weight r − r_prev; x⁰ weight 1), so the mean still spreads over
+/// t + 1 rounds instead of over-weighting x⁰; with every round evaluated it is the code's mean
+/// exactly.
+pub fn run_unit(
+    plan: &Plan,
+    fed: &Federation,
+    g0: f64,
+    e: usize,
+    a: usize,
+    seed: usize,
+) -> crate::Result<Vec<CurveRow>> {
+    let model = fed.model.as_ref();
+    let (eps, rounds, etas) = plan.settings[e];
+    let ctx = BuildContext {
+        federation: FederationInfo {
+            dim: model.num_params(),
+            silos: plan.silos,
+            rounds,
+            expected_participants: plan.silos as f64,
+        },
+        silos: fed
+            .silos
+            .iter()
+            .enumerate()
+            .map(|(i, s)| {
+                SiloInfo::new(
+                    SiloId::new(i as u32),
+                    s.train.len(),
+                    Some((eps, plan.delta)),
+                )
+            })
+            .collect::<crate::Result<_>>()?,
+        oracle: GradientOracle::new(fed.model.clone(), None)?,
+        lipschitz: plan.clip,
+        projection: Projection::None,
+        init: vec![0.0; model.num_params()],
+        noise: Default::default(),
+    };
+    let mut spec = algorithm(a, etas[a], fed.init_std)?;
+    if let AlgorithmSpec::SoteriaFl(s) | AlgorithmSpec::LdpSvrg(s) = &mut spec {
+        s.coin_seed = seed as u64;
+    }
+    let built = spec.build(&ctx)?;
+    let mut sim = Simulator::new(
+        &fed.silos,
+        built,
+        Participation::All,
+        Some(1000 + seed as u64),
+    )?;
+    // Run first, then evaluate every kept iterate (module doc).
+    let mut kept = Vec::new();
+    let mut bits = 0u64;
+    for r in 1..=rounds {
+        bits += sim.step()?.message_bits;
+        if evaluated(plan, r, rounds) {
+            let c = sim.counters().unwrap_or_default();
+            kept.push((r, bits, c, sim.output()));
+        }
+    }
+    let ws: Vec<Vec<f64>> = kept.iter().map(|k| k.3.clone()).collect();
+    let evals = evaluate(fed, &ws);
+    let (mut sum_sq, mut count, mut prev) = (g0, 1usize, 0usize);
+    let mut rows = Vec::with_capacity(kept.len());
+    for ((r, bits, c, _), (g, loss, acc)) in kept.into_iter().zip(evals) {
+        sum_sq += (r - prev) as f64 * g;
+        count += r - prev;
+        prev = r;
+        rows.push(CurveRow {
+            epsilon: eps,
+            algorithm: ALGORITHMS[a].to_string(),
+            seed,
+            round: r,
+            train_loss: loss,
+            test_accuracy: acc,
+            grad_norm_sq: g,
+            utility: sum_sq / count as f64,
+            uplink_bits: bits,
+            uplink_bits_64: 64 * c.floats_sent,
+            grad_evals: c.grad_evals,
+        });
     }
     Ok(rows)
 }
 
 /// (‖∇f(w)‖², train loss, test accuracy) of each iterate over the pooled shards: in one
-/// batched pass for the a9a model ([`NonconvexLogistic::evaluate_iterates`]), otherwise one
-/// iterate at a time through the simulator's own evaluation.
+/// batched pass for the a9a model ([`NonconvexLogistic::evaluate_iterates`]), one fused pass
+/// per iterate for the network ([`Mlp::evaluate`]).
 fn evaluate(fed: &Federation, ws: &[Vec<f64>]) -> Vec<(f64, f64, f64)> {
     match &fed.linear {
         Some(m) => {
@@ -445,14 +539,22 @@ fn evaluate(fed: &Federation, ws: &[Vec<f64>]) -> Vec<(f64, f64, f64)> {
                 .collect()
         }
         None => {
-            let model = fed.model.as_ref();
+            let train: Vec<&Dataset> = fed.silos.iter().map(|s| &s.train).collect();
+            let test: Vec<&Dataset> = fed.silos.iter().map(|s| &s.test).collect();
             ws.iter()
-                .map(|w| {
-                    (
-                        full_grad_norm_sq(model, w, fed.silos.iter()),
-                        crate::sim::train_loss(model, w, fed.silos.iter()),
-                        1.0 - crate::sim::test_metric(model, w, fed.silos.iter()),
-                    )
+                .map(|w| match &fed.mlp {
+                    Some(m) => {
+                        let e = m.evaluate(w, &train, &test);
+                        (e.grad_norm_sq, e.loss, e.accuracy)
+                    }
+                    None => {
+                        let model = fed.model.as_ref();
+                        (
+                            full_grad_norm_sq(model, w, fed.silos.iter()),
+                            crate::sim::train_loss(model, w, fed.silos.iter()),
+                            1.0 - crate::sim::test_metric(model, w, fed.silos.iter()),
+                        )
+                    }
                 })
                 .collect()
         }

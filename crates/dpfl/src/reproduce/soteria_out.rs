@@ -112,25 +112,27 @@ pub fn write(
     Ok(files)
 }
 
-fn metric(plan: &Plan, b: &BandRow) -> (f64, f64) {
-    match plan.experiment {
-        Experiment::A9a => (b.utility_mean, b.utility_std),
-        Experiment::Mnist => (b.test_accuracy_mean, b.test_accuracy_std),
+fn metric(accuracy: bool, b: &BandRow) -> (f64, f64) {
+    if accuracy {
+        (b.test_accuracy_mean, b.test_accuracy_std)
+    } else {
+        (b.utility_mean, b.utility_std)
     }
 }
 
-/// One figure per ε, as (file stem, figure): the metric against rounds and against uplink
-/// bits; utility on a log axis (see [`crate::plot`]).
+/// One figure per ε that has rows, as (file stem, figure): utility (a9a; log axis), or test
+/// accuracy and utility (MNIST, the paper's two rows), against rounds and against uplink bits
+/// (see [`crate::plot`]). A partial reproduction (checkpointed, interrupted) plots what it has;
+/// the title gives the largest seed count of the figure's bands.
 pub fn figures(plan: &Plan, bands: &[BandRow]) -> Vec<(String, Figure)> {
-    let ylab = match plan.experiment {
-        Experiment::A9a => "utility (running mean of ||grad f||^2)",
-        Experiment::Mnist => "test accuracy",
-    };
+    let utility = "utility (running mean of ||grad f||^2)";
     plan.settings
         .iter()
-        .map(|&(eps, _, _)| {
+        .filter_map(|&(eps, _, _)| {
             let sel: Vec<&BandRow> = bands.iter().filter(|b| b.epsilon == eps).collect();
-            let panel = |by_bits: bool| {
+            let seeds = sel.iter().map(|b| b.seeds).max()?;
+            let panel = |by_bits: bool, accuracy: bool| {
+                let ylab = if accuracy { "test accuracy" } else { utility };
                 let x = |b: &BandRow| {
                     if by_bits {
                         b.uplink_bits_64
@@ -148,7 +150,7 @@ pub fn figures(plan: &Plan, bands: &[BandRow]) -> Vec<(String, Figure)> {
                     ylab,
                 );
                 p.spread = Spread::Band;
-                p.log_y = plan.experiment == Experiment::A9a;
+                p.log_y = !accuracy;
                 p.y_nonnegative = true;
                 // Bits axis cut at 1.1x the smallest final bit count (the notebooks'
                 // truncation).
@@ -175,7 +177,7 @@ pub fn figures(plan: &Plan, bands: &[BandRow]) -> Vec<(String, Figure)> {
                             .iter()
                             .filter(|b| b.algorithm == *a)
                             .map(|b| {
-                                let (m, s) = metric(plan, b);
+                                let (m, s) = metric(accuracy, b);
                                 Point {
                                     x: x(b),
                                     y: m,
@@ -190,17 +192,27 @@ pub fn figures(plan: &Plan, bands: &[BandRow]) -> Vec<(String, Figure)> {
             let title = format!(
                 "{} (ε = {eps}, mean ± 1 sd over seeds) — {}",
                 plan.id,
-                crate::plot::setting_title(plan.silos, &[], Some(plan.delta), plan.seeds)
+                crate::plot::setting_title(plan.silos, &[], Some(plan.delta), seeds)
             );
-            (
+            let panels = match plan.experiment {
+                Experiment::A9a => vec![panel(false, false), panel(true, false)],
+                Experiment::Mnist => vec![
+                    panel(false, true),
+                    panel(true, true),
+                    panel(false, false),
+                    panel(true, false),
+                ],
+            };
+            let panel_width = if panels.len() > 2 { 480 } else { 640 };
+            Some((
                 format!("{}-eps{eps}", plan.id),
                 Figure {
                     title: Some(title),
-                    panels: vec![panel(false), panel(true)],
-                    panel_width: 640,
+                    panels,
+                    panel_width,
                     height: 480,
                 },
-            )
+            ))
         })
         .collect()
 }
