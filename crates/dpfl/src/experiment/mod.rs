@@ -46,6 +46,7 @@ pub mod preprocessing;
 pub mod reference;
 pub mod report;
 pub mod saved;
+pub mod server_facts;
 pub mod server_report;
 mod silo_privacy;
 mod spec;

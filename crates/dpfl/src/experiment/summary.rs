@@ -82,7 +82,7 @@ pub struct AlgorithmSummary {
     /// What only the server of a networked run reports (`dpfl server`'s own summary):
     /// rounds, messages, traffic. Absent from `dpfl train` / `dpfl federate` summaries.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub server: Option<super::server_report::ServerFacts>,
+    pub server: Option<super::server_facts::ServerFacts>,
     /// Records (or local steps) per round, K (smallest over silos).
     pub batch_size: usize,
     /// R.

@@ -377,6 +377,22 @@ pub fn run(
     run_checkpointed(plan, fed, progress, None, &mut |_, _| Ok(()))
 }
 
+/// Where finished runs are kept between invocations (`dpfl reproduce --resume`'s
+/// checkpoint file, [`super::soteria_checkpoint`]); a trait so that this module does not
+/// import the checkpoint's, which imports this one's rows.
+pub trait RunStore {
+    /// The rows of a finished run, if stored.
+    fn get(&self, eps: f64, algorithm: &str, seed: usize) -> Option<Vec<CurveRow>>;
+    /// Stores a finished run's rows.
+    fn record(
+        &self,
+        eps: f64,
+        algorithm: &str,
+        seed: usize,
+        rows: &[CurveRow],
+    ) -> crate::Result<()>;
+}
+
 /// [`run`], seed by seed (every (ε, algorithm) of seed 0 first, so an interrupted run leaves
 /// whole seeds), skipping the units `checkpoint` already holds and appending each finished
 /// one to it; `unit_done(finished, rows)` after each run with the rows of every run finished
@@ -386,7 +402,7 @@ pub fn run_checkpointed(
     plan: &Plan,
     fed: &Federation,
     progress: &dyn Fn(usize, usize),
-    checkpoint: Option<&super::soteria_checkpoint::SoteriaCheckpoint>,
+    checkpoint: Option<&dyn RunStore>,
     unit_done: &mut dyn FnMut(usize, &[CurveRow]) -> crate::Result<()>,
 ) -> crate::Result<Vec<CurveRow>> {
     let total = plan.settings.len() * ALGORITHMS.len() * plan.seeds;

@@ -21,7 +21,7 @@ use std::sync::Mutex;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use super::soteria::{CurveRow, Plan};
+use super::soteria::{CurveRow, Plan, RunStore};
 use crate::{Error, Result};
 
 const FORMAT: &str = "dpfl-soteria-checkpoint-1";
@@ -227,6 +227,16 @@ impl SoteriaCheckpoint {
                 path: self.path.clone(),
                 source,
             })
+    }
+}
+
+impl RunStore for SoteriaCheckpoint {
+    fn get(&self, eps: f64, algorithm: &str, seed: usize) -> Option<Vec<CurveRow>> {
+        SoteriaCheckpoint::get(self, eps, algorithm, seed)
+    }
+
+    fn record(&self, eps: f64, algorithm: &str, seed: usize, rows: &[CurveRow]) -> Result<()> {
+        SoteriaCheckpoint::record(self, eps, algorithm, seed, rows)
     }
 }
 
