@@ -25,7 +25,9 @@ use std::hint::black_box;
 use std::sync::Arc;
 use std::time::Duration;
 
-use criterion::measurement::{Measurement, ValueFormatter, WallTime};
+#[path = "../../dpfl-privacy/benches/common/cpu_clock.rs"]
+mod cpu_clock;
+use cpu_clock::CpuTime;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use faer::linalg::matmul::matmul;
 use faer::{Accum, Mat, Par};
@@ -296,41 +298,6 @@ fn round(c: &mut Criterion) {
         b.iter(|| black_box(sim.step().unwrap()))
     });
     g.finish();
-}
-
-/// CPU time of the calling thread in nanoseconds (first field of
-/// `/proc/thread-self/schedstat`, updated at scheduler ticks; 0 where it cannot be read).
-fn thread_cpu_ns() -> u64 {
-    std::fs::read_to_string("/proc/thread-self/schedstat")
-        .ok()
-        .and_then(|s| s.split_whitespace().next()?.parse().ok())
-        .unwrap_or(0)
-}
-
-/// Criterion measurement: the benchmarking thread's CPU time.
-struct CpuTime;
-
-impl Measurement for CpuTime {
-    type Intermediate = u64;
-    type Value = u64;
-    fn start(&self) -> u64 {
-        thread_cpu_ns()
-    }
-    fn end(&self, start: u64) -> u64 {
-        thread_cpu_ns().saturating_sub(start)
-    }
-    fn add(&self, a: &u64, b: &u64) -> u64 {
-        a + b
-    }
-    fn zero(&self) -> u64 {
-        0
-    }
-    fn to_f64(&self, v: &u64) -> f64 {
-        *v as f64
-    }
-    fn formatter(&self) -> &dyn ValueFormatter {
-        WallTime.formatter()
-    }
 }
 
 /// A local step's gradient against the encodes, in CPU time.
