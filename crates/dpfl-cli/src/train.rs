@@ -221,7 +221,22 @@ pub(crate) fn print_report(spec: &ExperimentSpec, out: &RunOutput) {
         });
         // State what the accountants certify (the tighter of the two sound ones), never just
         // the formula's target.
+        let shuffled = s
+            .silos
+            .iter()
+            .any(|c| dpfl::algo::shuffle::trust::charges_trusted_shuffler(&c.formula));
         match s.max_certified_epsilon() {
+            // Under `shuffler = "trusted"` the ε is the shuffled round's, not a silo's own
+            // messages' (the per-silo formulas in summary.json give that weaker figure).
+            Some(acc) if shuffled => println!(
+                "Privacy ({}): given an honest shuffler, what the server sees of the whole run is \
+                 ({}, {delta:.1e})-DP with respect to any one silo's record (shuffle model, \
+                 replace-one{lower}); a silo's own messages, seen without the shuffler, are \
+                 protected only by its own noise (the \"without a trusted shuffler\" epsilon of \
+                 each silo's formula in summary.json).",
+                s.algorithm,
+                num(acc, 3)
+            ),
             Some(acc) if s.epsilon.is_none() => println!(
                 "Privacy ({}): noise multiplier z = {} set directly (privacy.noise_multiplier); \
                  the accountants certify epsilon = {} at delta {delta:.1e} for it: each silo's \

@@ -280,3 +280,38 @@ fn train_needs_a_public_bound_and_marks_a_data_derived_one() {
     // The seeded run's guarantee is qualified too.
     assert!(stdout.contains("seeded run"), "{stdout}");
 }
+
+/// A shuffle run with `shuffler = "trusted"` is not described as ISRL-DP: its ε holds for the
+/// shuffled round given an honest shuffler, not for a silo's own messages.
+#[test]
+fn a_trusted_shuffler_run_is_not_called_isrl_dp() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../experiments/shuffle-absolute.toml"
+    );
+    let out = dpfl(&[
+        "train",
+        "--config",
+        config,
+        "--out",
+        dir.path().to_str().unwrap(),
+        "--quiet",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("Privacy ("))
+        .collect();
+    assert_eq!(lines.len(), 2, "{text}");
+    for l in lines {
+        assert!(l.contains("given an honest shuffler"), "{l}");
+        assert!(l.contains("(4.000, 1.0e-5)-DP"), "{l}");
+        assert!(!l.contains("ISRL-DP"), "{l}");
+    }
+}

@@ -50,6 +50,14 @@ impl ShufflerTrust {
     }
 }
 
+/// Whether a silo's calibration formula (as the plan writes it, here and in `shuffle/mod.rs`)
+/// says the ledger charges the honest-shuffler guarantee: then the run's ε holds against the
+/// server only for the shuffled round, not for a silo's own messages, and a report must not
+/// call it ISRL-DP.
+pub fn charges_trusted_shuffler(formula: &str) -> bool {
+    formula.contains(&format!("shuffler = {}", ShufflerTrust::Trusted.name()))
+}
+
 /// What one PVEC round is calibrated for and what it costs.
 #[derive(Debug, Clone, Copy)]
 pub struct PvecTarget {
