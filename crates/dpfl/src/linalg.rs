@@ -155,6 +155,57 @@ pub fn scale(alpha: f64, x: &mut [f64]) {
     x.iter_mut().for_each(|v| *v *= alpha);
 }
 
+/// ‖X‖₂, the largest singular value of the row-major `n × d` matrix `x`, as the square root of
+/// the largest eigenvalue of the `d × d` Gram matrix XᵀX (faer's symmetric eigensolver, one
+/// thread). Used to scale a9a's features as the SoteriaFL code does (‖X‖₂/(2√N), digest
+/// §5.2), where it replaced 200 power-iteration steps over the whole 32,560 × 124 matrix: the
+/// Gram matrix is accumulated row by row over each row's non-zero entries only (a9a's rows
+/// hold ≈ 14 ones in 124 columns, so its entries are exact integer counts), and its
+/// eigenvalues cost nothing at d = 124.
+pub(crate) fn spectral_norm(x: &[f64], n: usize, d: usize) -> crate::Result<f64> {
+    use faer::diag::Diag;
+    use faer::dyn_stack::{MemBuffer, MemStack};
+    use faer::linalg::evd::{self, ComputeEigenvectors};
+
+    if x.len() != n * d || d == 0 {
+        return Err(crate::Error::Dimension(format!(
+            "spectral norm: {} values for a {n} x {d} matrix",
+            x.len()
+        )));
+    }
+    // Lower triangle of XᵀX (column-major d × d; the eigensolver reads no more).
+    let mut gram = faer::Mat::<f64>::zeros(d, d);
+    let mut nz: Vec<(usize, f64)> = Vec::with_capacity(d);
+    for row in x.chunks_exact(d) {
+        nz.clear();
+        nz.extend(row.iter().copied().enumerate().filter(|&(_, v)| v != 0.0));
+        for (a, &(j, vj)) in nz.iter().enumerate() {
+            for &(i, vi) in &nz[a..] {
+                gram[(i, j)] += vi * vj;
+            }
+        }
+    }
+    let par = faer::Par::Seq;
+    let mut eig = Diag::<f64>::zeros(d);
+    let mut mem = MemBuffer::new(evd::self_adjoint_evd_scratch::<f64>(
+        d,
+        ComputeEigenvectors::No,
+        par,
+        Default::default(),
+    ));
+    evd::self_adjoint_evd(
+        gram.as_ref(),
+        eig.as_mut(),
+        None,
+        par,
+        MemStack::new(&mut mem),
+        Default::default(),
+    )
+    .map_err(|e| crate::Error::data("spectral norm", format!("eigensolver failed: {e:?}")))?;
+    // Non-decreasing order; round-off can leave a zero eigenvalue slightly negative.
+    Ok(eig.column_vector()[d - 1].max(0.0).sqrt())
+}
+
 /// Replaces z by softmax(z) and returns logsumexp(z).
 #[inline]
 pub(crate) fn softmax_in_place(z: &mut [f64]) -> f64 {
@@ -194,5 +245,52 @@ mod tests {
         assert_eq!(m.row(1), &[4., 5., 6.]);
         assert_eq!(m.select_rows(&[1, 0, 1]).row(2), &[4., 5., 6.]);
         assert!(Matrix::from_vec(2, 2, vec![1.0]).is_none());
+    }
+
+    /// The power iteration `reproduce::soteria::load` used before (200 steps on XᵀX from the
+    /// all-ones direction, X never formed into XᵀX): the reference for [`spectral_norm`].
+    fn power_iteration(x: &[f64], n: usize, d: usize) -> f64 {
+        let mut v = vec![1.0 / (d as f64).sqrt(); d];
+        let mut lambda = 0.0;
+        for _ in 0..200 {
+            let mut w = vec![0.0; d];
+            for row in x.chunks_exact(d).take(n) {
+                axpy(dot(row, &v), row, &mut w);
+            }
+            lambda = norm2(&w);
+            v = w.iter().map(|t| t / lambda).collect();
+        }
+        lambda.sqrt()
+    }
+
+    #[test]
+    fn spectral_norm_by_hand_and_errors() {
+        // X = [[3, 0], [4, 5]]: XᵀX = [[25, 20], [20, 25]], eigenvalues 45 and 5.
+        let s = spectral_norm(&[3.0, 0.0, 4.0, 5.0], 2, 2).unwrap();
+        assert!((s - 45f64.sqrt()).abs() < 1e-14, "{s}");
+        // A rank-one column: ‖(1, 2, 2)ᵀ‖ = 3.
+        assert!((spectral_norm(&[1.0, 2.0, 2.0], 3, 1).unwrap() - 3.0).abs() < 1e-15);
+        assert_eq!(spectral_norm(&[0.0; 6], 3, 2).unwrap(), 0.0);
+        assert!(spectral_norm(&[1.0; 5], 3, 2).is_err());
+    }
+
+    #[test]
+    fn spectral_norm_matches_the_old_power_iteration_on_a9a() {
+        // The bundled a9a training set with the constant column, as the reproduction loads it.
+        let data = crate::data::registry::DataDirs::new(None)
+            .load(
+                crate::data::registry::KnownDataset::A9a,
+                crate::data::registry::Part::Train,
+            )
+            .unwrap();
+        let (n, d) = (32_560, data.num_features() + 1);
+        let mut x = Vec::with_capacity(n * d);
+        for i in 0..n {
+            x.extend_from_slice(data.row(i).0);
+            x.push(1.0);
+        }
+        let (new, old) = (spectral_norm(&x, n, d).unwrap(), power_iteration(&x, n, d));
+        assert!((new - old).abs() <= 1e-12 * old, "{new} vs {old}");
+        assert!(new > 100.0 && new < 1000.0, "{new}");
     }
 }
