@@ -6,7 +6,15 @@
 //!   outside the timing. The official notebook takes ≈ 31 s wall (0.19–0.24 s per algorithm
 //!   in process).
 //! * `soteria_a9a/eps1_update_rounds_five_algorithms`: the same five runs' update rounds only
-//!   (build the halves, 25 simulated rounds, no evaluation): the notebook's 13–43 ms part.
+//!   (build the halves, 25 simulated rounds, no evaluation): the notebook's 13–43 ms part;
+//!   `soteria_a9a/update_rounds/<algorithm>` each algorithm's alone.
+//! * `soteria_a9a/whole_reproduction_eps1_one_seed`: what `dpfl reproduce soteria-a9a --quick
+//!   --trials 1` computes, loading included: read and parse the bundled a9a (gzip), scale by
+//!   ‖X‖₂/(2√N), split, the five runs with every round evaluated, bands, and the CSVs and
+//!   SVGs written into a temporary directory (process start-up excluded); `load` alone.
+//! * `soteria_a9a_cpu/*`, `soteria_mnist_step_cpu/*`, `reference_cpu/*`: the same, measured
+//!   in the CPU time of the whole process (every thread, `/proc/self/task/*/schedstat`)
+//!   instead of wall time, for a shared machine.
 //! * `soteria_mnist_step/*`: one silo step of the MNIST network (784 → 64 sigmoid → 10,
 //!   50,890 parameters) at b = 128 of m = 6,000 records: `private` is SoteriaFL-SGD's silo
 //!   half (draw, per-record ghost-clipped gradients, N(0, σ²I) at the code's σ for ε = 1,
@@ -24,6 +32,7 @@
 use std::hint::black_box;
 use std::sync::Arc;
 
+use criterion::measurement::{Measurement, ValueFormatter, WallTime};
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use faer::linalg::matmul::matmul;
 use faer::{Accum, Mat, Par};
@@ -78,11 +87,60 @@ fn context(
     }
 }
 
-fn a9a(c: &mut Criterion) {
+/// CPU time of the whole process, every thread (sum of the first field of
+/// `/proc/self/task/*/schedstat`, nanoseconds; 0 where unreadable, which shows as a zero
+/// time). rayon's workers live as long as the process, so no thread's time is lost between
+/// start and end.
+fn process_cpu_ns() -> u64 {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return 0;
+    };
+    tasks
+        .flatten()
+        .filter_map(|t| std::fs::read_to_string(t.path().join("schedstat")).ok())
+        .filter_map(|s| s.split_whitespace().next()?.parse::<u64>().ok())
+        .sum()
+}
+
+/// Criterion measurement: the CPU time of the whole process ([`process_cpu_ns`]).
+struct ProcessCpu;
+
+impl Measurement for ProcessCpu {
+    type Intermediate = u64;
+    type Value = u64;
+    fn start(&self) -> u64 {
+        process_cpu_ns()
+    }
+    fn end(&self, start: u64) -> u64 {
+        process_cpu_ns().saturating_sub(start)
+    }
+    fn add(&self, a: &u64, b: &u64) -> u64 {
+        a + b
+    }
+    fn zero(&self) -> u64 {
+        0
+    }
+    fn to_f64(&self, v: &u64) -> f64 {
+        *v as f64
+    }
+    fn formatter(&self) -> &dyn ValueFormatter {
+        WallTime.formatter()
+    }
+}
+
+fn a9a_wall(c: &mut Criterion) {
+    a9a(c, "soteria_a9a");
+}
+
+fn a9a_cpu(c: &mut Criterion<ProcessCpu>) {
+    a9a(c, "soteria_a9a_cpu");
+}
+
+fn a9a<M: Measurement>(c: &mut Criterion<M>, group: &str) {
     let dir = data_dir();
     if !dir.join("libsvm").is_dir() {
         eprintln!(
-            "no libsvm/ under {} (set DPFL_DATA): skipping soteria_a9a",
+            "no libsvm/ under {} (set DPFL_DATA): skipping {group}",
             dir.display()
         );
         return;
@@ -94,25 +152,43 @@ fn a9a(c: &mut Criterion) {
     let (eps, rounds, etas) = plan.settings[0];
     let records: Vec<usize> = fed.silos.iter().map(|s| s.train.len()).collect();
     let ctx = context(fed.model.clone(), &records, rounds, plan.clip, eps);
-    let mut g = c.benchmark_group("soteria_a9a");
+    let out = tempfile::tempdir().unwrap();
+    let mut g = c.benchmark_group(group);
     g.sample_size(10);
+    g.bench_function("whole_reproduction_eps1_one_seed", |b| {
+        b.iter(|| {
+            // The bundled copy, as `dpfl reproduce soteria-a9a` without --data-dir.
+            let fed = soteria::load(&plan, None).unwrap();
+            let rows = soteria::run(&plan, &fed, &|_, _| {}).unwrap();
+            let bands = soteria::bands(&rows);
+            black_box(
+                dpfl::reproduce::soteria_out::write(&plan, &rows, &bands, out.path()).unwrap(),
+            )
+        })
+    });
+    g.bench_function("load", |b| {
+        b.iter(|| black_box(soteria::load(&plan, None).unwrap()))
+    });
     g.bench_function("eps1_one_seed_five_algorithms", |b| {
         b.iter(|| black_box(soteria::run(&plan, &fed, &|_, _| {}).unwrap()))
     });
+    let update_rounds = |a: usize| {
+        let spec = soteria::algorithm(a, etas[a], fed.init_std).unwrap();
+        let built = spec.build(&ctx).unwrap();
+        let mut sim = Simulator::new(&fed.silos, built, Participation::All, Some(1000)).unwrap();
+        for _ in 0..rounds {
+            sim.step().unwrap();
+        }
+        black_box(sim.output());
+    };
     g.bench_function("eps1_update_rounds_five_algorithms", |b| {
-        b.iter(|| {
-            for (a, eta) in etas.iter().enumerate() {
-                let spec = soteria::algorithm(a, *eta, fed.init_std).unwrap();
-                let built = spec.build(&ctx).unwrap();
-                let mut sim =
-                    Simulator::new(&fed.silos, built, Participation::All, Some(1000)).unwrap();
-                for _ in 0..rounds {
-                    sim.step().unwrap();
-                }
-                black_box(sim.output());
-            }
-        })
+        b.iter(|| (0..etas.len()).for_each(update_rounds))
     });
+    for (a, name) in soteria::ALGORITHMS.iter().enumerate() {
+        g.bench_function(format!("update_rounds/{name}"), |b| {
+            b.iter(|| update_rounds(a))
+        });
+    }
     g.finish();
 }
 
@@ -133,12 +209,21 @@ fn random_data(rows: usize, cols: usize, classes: usize) -> Dataset {
     Dataset::new(x, y, target, names).unwrap()
 }
 
-fn mnist_step(c: &mut Criterion) {
+fn mnist_step_wall(c: &mut Criterion) {
+    mnist_step(c, "");
+}
+
+fn mnist_step_cpu(c: &mut Criterion<ProcessCpu>) {
+    mnist_step(c, "_cpu");
+}
+
+/// `suffix` names the groups of the CPU-time copy.
+fn mnist_step<M: Measurement>(c: &mut Criterion<M>, suffix: &str) {
     let (p, h, classes, k, m) = (784, 64, 10, 128, 6000);
     let data = random_data(m, p, classes);
     let model: Arc<dyn Model> = Arc::new(Mlp::new(p, h, classes, 0, 0.2).unwrap());
     let flops = (4 * k * p * h + 6 * k * h * classes) as u64;
-    let mut g = c.benchmark_group("soteria_mnist_step");
+    let mut g = c.benchmark_group(format!("soteria_mnist_step{suffix}"));
     g.throughput(Throughput::Elements(flops));
     let base = "kind = \"soteria-fl\"\nestimator = \"sgd\"\nstep_size = 0.6\nbatch_size = 128\n";
     let configs = [
@@ -167,7 +252,7 @@ fn mnist_step(c: &mut Criterion) {
     }
     g.finish();
 
-    let mut g = c.benchmark_group("reference");
+    let mut g = c.benchmark_group(format!("reference{suffix}"));
     let x = Mat::<f64>::from_fn(k, p, |i, j| ((i * 31 + j * 17) % 13) as f64 / 13.0 - 0.5);
     let w = Mat::<f64>::from_fn(p, h, |j, c| 0.01 * ((j + c) % 7) as f64);
     let mut z = Mat::<f64>::zeros(k, h);
@@ -239,5 +324,10 @@ fn mnist_eval(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, a9a, mnist_step, mnist_eval);
-criterion_main!(benches);
+criterion_group!(benches, a9a_wall, mnist_step_wall, mnist_eval);
+criterion_group! {
+    name = cpu;
+    config = Criterion::default().with_measurement(ProcessCpu);
+    targets = a9a_cpu, mnist_step_cpu
+}
+criterion_main!(benches, cpu);

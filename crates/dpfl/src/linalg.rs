@@ -174,17 +174,19 @@ pub(crate) fn spectral_norm(x: &[f64], n: usize, d: usize) -> crate::Result<f64>
         )));
     }
     // Lower triangle of XᵀX (column-major d × d; the eigensolver reads no more).
-    let mut gram = faer::Mat::<f64>::zeros(d, d);
+    let mut gram = vec![0.0; d * d];
     let mut nz: Vec<(usize, f64)> = Vec::with_capacity(d);
     for row in x.chunks_exact(d) {
         nz.clear();
         nz.extend(row.iter().copied().enumerate().filter(|&(_, v)| v != 0.0));
         for (a, &(j, vj)) in nz.iter().enumerate() {
+            let col = &mut gram[j * d..(j + 1) * d];
             for &(i, vi) in &nz[a..] {
-                gram[(i, j)] += vi * vj;
+                col[i] += vi * vj;
             }
         }
     }
+    let gram = faer::MatRef::from_column_major_slice(&gram, d, d);
     let par = faer::Par::Seq;
     let mut eig = Diag::<f64>::zeros(d);
     let mut mem = MemBuffer::new(evd::self_adjoint_evd_scratch::<f64>(
@@ -194,7 +196,7 @@ pub(crate) fn spectral_norm(x: &[f64], n: usize, d: usize) -> crate::Result<f64>
         Default::default(),
     ));
     evd::self_adjoint_evd(
-        gram.as_ref(),
+        gram,
         eig.as_mut(),
         None,
         par,

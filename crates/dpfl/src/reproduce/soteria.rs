@@ -177,12 +177,12 @@ pub fn load(plan: &Plan, data_dir: Option<&std::path::Path>) -> crate::Result<Fe
             let train = dirs.load(KnownDataset::A9a, Part::Train)?;
             let test = dirs.load(KnownDataset::A9a, Part::Test)?;
             let n = train.len() / plan.silos * plan.silos;
-            let (xtr, ytr) = with_bias(&train, n);
-            let (xte, yte) = with_bias(&test, test.len());
+            let (mut xtr, ytr) = with_bias(&train, n);
+            let (mut xte, yte) = with_bias(&test, test.len());
             let d = 124;
             let scale = crate::linalg::spectral_norm(&xtr, n, d)? / (2.0 * (n as f64).sqrt());
-            let xtr: Vec<f64> = xtr.iter().map(|v| v / scale).collect();
-            let xte: Vec<f64> = xte.iter().map(|v| v / scale).collect();
+            xtr.iter_mut().for_each(|v| *v /= scale);
+            xte.iter_mut().for_each(|v| *v /= scale);
             let names: Vec<String> = (0..d).map(|j| format!("f{j}")).collect();
             let silos = split_sorted(&xtr, &ytr, d, plan, &names, train.target().clone())?;
             let test = Dataset::new(mat(test.len(), d, xte)?, yte, test.target().clone(), names)?;
