@@ -288,6 +288,45 @@ impl<'a> Bits<'a> {
     }
 }
 
+impl<'a> Bits<'a> {
+    /// The rest of CKS20's Bernoulli(e^{−γ}), γ = n/2^k ≤ 1, given A₁ = 1: A_j ~
+    /// Bernoulli(γ/j) for j = 2, 3, … up to the first A_K = 0; true iff K is odd. For j a
+    /// power of two γ/j = n/2^(k+log₂j) is dyadic and compared by [`Self::below_dyadic`] (no
+    /// division); other j by [`Self::bernoulli_ratio`]. Used by the split path of
+    /// [`super::tdl`] only ([`Self::bernoulli_exp_unit`] keeps its reads, so the uniform
+    /// path's draws are unchanged).
+    pub(crate) fn exp_tail(&mut self, n: u128, k: u32) -> bool {
+        let d = 1u128 << k;
+        let mut j: u128 = 2;
+        loop {
+            let tz = j.trailing_zeros();
+            let a = if j.is_power_of_two() && k + tz <= 127 {
+                self.below_dyadic(n, k + tz)
+            } else {
+                // As in `bernoulli_exp_unit`: 2^k·j overflows only after ≥ 2^7 consecutive
+                // successes of probability ≤ γ/j, an event below 2^−600.
+                let Some(dj) = d.checked_mul(j) else {
+                    return j % 2 == 1;
+                };
+                self.bernoulli_ratio(n, dj)
+            };
+            if !a {
+                return j % 2 == 1;
+            }
+            j += 1;
+        }
+    }
+
+    /// A word reader whose next `n` bits are `value` (lowest first), for hand-computed tests.
+    #[cfg(test)]
+    pub(crate) fn primed(rng: &'a mut DpRng, value: u64, n: u32) -> Self {
+        let mut b = Self::new(rng);
+        b.cur = value;
+        b.left = n;
+        b
+    }
+}
+
 impl Drop for Bits<'_> {
     fn drop(&mut self) {
         self.sync();
