@@ -147,14 +147,17 @@ impl<'a> Bits<'a> {
     #[inline(always)]
     pub(crate) fn advance(&mut self, n: u32) {
         debug_assert!(n <= PEEK_BITS);
-        if n <= self.left {
-            self.cur = self.cur.checked_shr(n).unwrap_or(0);
-            self.left -= n;
-        } else {
-            let need = n - self.left;
-            self.cur = self.next_word() >> need;
-            self.left = 64 - need;
-        }
+        // Both outcomes computed and one selected (no branch on `n > left`, which is as
+        // good as random: every draw moves `left` by a data-dependent amount). The upcoming
+        // word is fetched either way; an unstarted word is returned to the generator by
+        // `sync`, so the bits and the generator's position are unchanged.
+        let w = self.upcoming();
+        let over = n > self.left;
+        let need = n.wrapping_sub(self.left) & 63;
+        let stay = self.cur.checked_shr(n).unwrap_or(0);
+        self.cur = if over { w >> need } else { stay };
+        self.left = if over { 64 - need } else { self.left - n };
+        self.next += usize::from(over);
     }
 
     /// The next `n` bits (1 ≤ n ≤ 64) as a uniform integer on [0, 2^n).
@@ -296,8 +299,13 @@ impl<'a> Bits<'a> {
     /// [`super::tdl`] only ([`Self::bernoulli_exp_unit`] keeps its reads, so the uniform
     /// path's draws are unchanged).
     pub(crate) fn exp_tail(&mut self, n: u128, k: u32) -> bool {
+        self.below_dyadic(n, k + 1) && self.exp_tail_from_3(n, k)
+    }
+
+    /// [`Self::exp_tail`] after A₂ = 1: A₃, A₄, ….
+    pub(crate) fn exp_tail_from_3(&mut self, n: u128, k: u32) -> bool {
         let d = 1u128 << k;
-        let mut j: u128 = 2;
+        let mut j: u128 = 3;
         loop {
             let tz = j.trailing_zeros();
             let a = if j.is_power_of_two() && k + tz <= 127 {

@@ -110,6 +110,9 @@ struct Split {
     qmax: u64,
     /// c ≥ α·2^42 for R's acceptance lane ([`chunk_bound`]), when it applies.
     r_top: Option<u64>,
+    /// The first 10-bit chunks of 16γ − 1 and of γ/2 (A₁ on a field 1, A₂), when k ≥ 10
+    /// and `tie` is set (`split_tail_lane`).
+    tops: Option<(u64, u64)>,
 }
 
 /// TDL(m, α) on the integers {−m..m}, sampled exactly.
@@ -393,11 +396,19 @@ impl TruncatedDiscreteLaplace {
                     }
                     let fast = open.trailing_zeros() / 4;
                     q += u64::from(fast);
-                    let field = (win >> (4 * fast)) & 0xf;
+                    let field = (win >> (4 * fast)) & 1;
                     bits.advance(4 * fast + 4);
                     // field 0: U < 1/16 < γ; field 1: U = (1 + V)/16 < γ iff V < 16γ − 1.
-                    let a1 = field == 0 || bits.below_dyadic(tie, k);
-                    if a1 && !bits.exp_tail(sp.gamma, k) {
+                    // Then A₂ = [U' < γ/2] and the rest of the chain (`Bits::exp_tail`).
+                    let failed = match sp.tops {
+                        Some((tie_top, a2_top)) => {
+                            self.split_tail_lane(bits, sp, field, tie, tie_top, a2_top)
+                        }
+                        None => {
+                            (field == 0 || bits.below_dyadic(tie, k)) && !bits.exp_tail(sp.gamma, k)
+                        }
+                    };
+                    if failed {
                         break q <= sp.qmax;
                     }
                     q += 1;
@@ -427,6 +438,44 @@ impl TruncatedDiscreteLaplace {
     }
 }
 
+impl TruncatedDiscreteLaplace {
+    /// Whether the trial whose four-bit field was `field` (0 or 1) fails: A₁ (on a field 1,
+    /// [V < 16γ − 1] from a 10-bit chunk unless 16γ − 1 = 1), then A₂ = [U' < γ/2] from the
+    /// next 10-bit chunk, both read from one window with few branches (their outcomes are
+    /// unpredictable); a chunk equal to its threshold's (probability 2^−10) and A₂ = 1 go to
+    /// the general code at the same bit, so the bits read and the answer are those of
+    /// `(field == 0 || below_dyadic(tie, k)) && !exp_tail(γ, k)`.
+    #[inline(always)]
+    fn split_tail_lane(
+        &self,
+        bits: &mut Bits<'_>,
+        sp: &Split,
+        field: u64,
+        tie: u128,
+        tie_top: u64,
+        a2_top: u64,
+    ) -> bool {
+        let k = self.den_bits;
+        let chunk_mask = (1u64 << FIRST_CHUNK) - 1;
+        let w = bits.peek();
+        let v = w & chunk_mask;
+        // A₁ reads a chunk on a field 1 unless 16γ − 1 = 1 (then A₁ = 1 with no read).
+        let reads = u32::from(field == 1 && tie >> k == 0);
+        let off = reads * FIRST_CHUNK;
+        let a2_chunk = (w >> off) & chunk_mask;
+        let a1 = reads == 0 || v < tie_top;
+        if (reads == 1 && v == tie_top) || (a1 && a2_chunk == a2_top) {
+            return (field == 0 || bits.below_dyadic(tie, k)) && !bits.exp_tail(sp.gamma, k);
+        }
+        let a2 = a2_chunk < a2_top;
+        bits.advance(off + u32::from(a1) * FIRST_CHUNK);
+        if a1 && a2 {
+            return !bits.exp_tail_from_3(sp.gamma, k);
+        }
+        a1
+    }
+}
+
 /// The split path's constants for TDL(m, num/2^k) with αm > 1 (module doc): l the largest
 /// with num·2^(l+3) ≤ 2^k (γ ≤ 1/8), 0 when α > 1/8; l < bit length of m then, because
 /// α·2^l ≤ 1/8 < αm/8.
@@ -445,12 +494,17 @@ fn split(m: u64, num: u128, k: u32) -> Split {
     };
     let r_top = chunk_bound(num, k)
         .filter(|&c| 1 + low + FIRST_CHUNK <= PEEK_BITS && c.checked_mul(1 << low).is_some());
+    let tops = tie.filter(|_| k >= FIRST_CHUNK).map(|t| {
+        let sh = k - FIRST_CHUNK;
+        ((t >> sh) as u64, (gamma >> (sh + 1)) as u64)
+    });
     Split {
         low,
         gamma,
         tie,
         qmax: m >> low,
         r_top,
+        tops,
     }
 }
 
@@ -904,7 +958,8 @@ mod tests {
                 gamma: 1,
                 tie: None,
                 qmax: 1000,
-                r_top: None
+                r_top: None,
+                tops: None
             })
         );
         // Corrected m = 1,993,383, α = 1.12e−5 = num/2^69: 2^13·α = 0.092 ≤ 1/8 < 2^14·α;
