@@ -40,9 +40,11 @@
 //!   uniform path's fast lane (below): the first 10-bit chunk read after S and R decides it
 //!   unless it is ≤ ⌊R·c/2^32⌋. This path replaced session 7's *digits* path (independent
 //!   bits b_i, P[b_i = 1] = e^{−α2^i}/(1 + e^{−α2^i}), each by a fair bit and a CKS20
-//!   Bernoulli(e^{−α2^i}) with α2^i up to ≈ 12): about 15x faster at the corrected m, with
-//!   new seeded draws for αm > 1 (pinned in `seeded_draws_are_pinned`; Theorem 1's
-//!   calibrations, αm ≤ 1, keep theirs).
+//!   Bernoulli(e^{−α2^i}) with α2^i up to ≈ 12): ≈ 89 bits and ≈ 50 ns a draw at the corrected m
+//!   (6x the digits path; BENCHMARKS.md), with new seeded draws for αm > 1 (pinned in
+//!   `split_path_seeded_draws_are_pinned`; Theorem 1's calibrations, αm ≤ 1, keep theirs).
+//!   The failing trial's A₁ and A₂ are read from one window with few branches
+//!   (`split_tail_lane`), a shortcut of the same reads as the general code.
 //!
 //! Conditioning an exact draw on an event by rejection gives the exact conditional law, so
 //! both paths sample TDL(m, α) exactly (χ² tests of both paths in `tests/samplers.rs`).
@@ -63,7 +65,9 @@
 //! w + 10 = 28 bits (0.875 of a 32-bit word), 18 when y = 0.
 //! Speed (issue 14, BENCHMARKS.md): a table of the pmf (alias, Knuth–Yao) would need an
 //! arbitrary-precision fallback on ties (its entries are transcendental); the split path
-//! spends cheap exact trials instead.
+//! spends cheap exact trials instead. What is left at the corrected m is branch-heavy work
+//! (≈ 1.4 trials a draw leave the four-bit scan, each with data-dependent outcomes), not
+//! keystream (≈ 1.4 words a draw).
 //!
 //! The variance (Lemma 1) has the paper's closed form and a stable path: the closed form
 //! cancels catastrophically as αm → 0 (relative error ≈ 10^{−16}/(αm)³), so
