@@ -117,13 +117,16 @@ fn cpu(c: &mut Criterion<CpuTime>) {
         })
     });
     // The paper's Theorem-1 (m, α) for FMNIST s = 2^12 and 2^6 (digest §5.6), and dpfl's
-    // corrected m for s = 2^12 (per-round δ = 1e−9).
+    // corrected m for s = 2^12 and 2^6 (per-round δ = 1e−9; s = 2^6: the exact output of
+    // `theorem1::calibrate_for_delta(10, ln 1e−9, Δ₁, Δ∞, 328,810)` with the μ = 0.1
+    // sensitivities Δ∞ = 2 + 0.1s, Δ₁ = 2d + 0.1s√d).
     const N: usize = 1 << 18;
     g.throughput(Throughput::Elements(N as u64));
     for (name, m, alpha) in [
         ("thm1_s4096", 413u64, 1.12e-5),
         ("thm1_s64", 9, 1.51e-5),
         ("corrected_s4096", 1_993_383, 1.12e-5),
+        ("corrected_s64", 1_476_843, 1.512_196_122_056_936_7e-5),
     ] {
         let tdl = TruncatedDiscreteLaplace::new(m, alpha).unwrap();
         let mut rng = DpRng::from_seed(3, Purpose::Silo, 0);

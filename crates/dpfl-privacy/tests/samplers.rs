@@ -306,15 +306,20 @@ fn truncated_discrete_laplace_passes_chi2() {
     }
 }
 
-/// The digits path of the exact TDL sampler (αm > 1: uniform low bits accepted with
-/// e^{−αR}, independent high bits; `qtdl::tdl` module doc) through `fill`, whose draws share
-/// ChaCha20 words: m = 3000, α = 0.002 (αm = 6; low = 5 bits, high bits 5–11), and a steep
-/// α = 1.3 (no low part, every bit a logistic Bernoulli), each on its whole support against
-/// the exact pmf. The same draws are rejected against α·1.05 and against m = 2900, so the
-/// test can fail at this sample size.
+/// The split path of the exact TDL sampler (αm > 1: J = Q·2^l + R, R uniform on [0, 2^l)
+/// accepted with e^{−αR}, Q counted by Bernoulli(e^{−α2^l}) trials; `qtdl::tdl` module doc)
+/// through `fill`, whose draws share ChaCha20 words: m = 3000, α = 0.002 (αm = 6; l = 5,
+/// γ = 0.064, four-bit trials), m = 2000, α = 2^−10 (γ = 1/8 exactly: every field 1 is a
+/// tie decided without further bits), and a steep α = 1.3 (l = 0, general trials), each on
+/// its whole support against the exact pmf. The same draws are rejected against α·1.05 and
+/// against m = 2900, so the test can fail at this sample size.
 #[test]
-fn truncated_discrete_laplace_digits_path_passes_chi2_through_fill() {
-    for (seed, m, alpha, n) in [(77u64, 3000u64, 0.002, 200_000usize), (78, 40, 1.3, 60_000)] {
+fn truncated_discrete_laplace_split_path_passes_chi2_through_fill() {
+    for (seed, m, alpha, n) in [
+        (77u64, 3000u64, 0.002, 200_000usize),
+        (75, 2000, 1.0 / 1024.0, 400_000),
+        (78, 40, 1.3, 60_000),
+    ] {
         let t = TruncatedDiscreteLaplace::new(m, alpha).unwrap();
         let mut out = vec![0i64; n];
         t.fill(&mut rng(seed), &mut out);
@@ -330,8 +335,21 @@ fn truncated_discrete_laplace_digits_path_passes_chi2_through_fill() {
                     .pmf(y)
             })
             .collect();
+        // Pooled into 41 bins (the test's power is in the slope, not in single values).
+        let width = (2 * m as usize + 1).div_ceil(41);
+        let pool = |v: &[f64]| {
+            let mut p = vec![0.0; 41];
+            for (i, x) in v.iter().enumerate() {
+                p[i / width] += x;
+            }
+            p
+        };
+        let pooled: Vec<u64> = pool(&counts.iter().map(|&c| c as f64).collect::<Vec<_>>())
+            .iter()
+            .map(|&c| c as u64)
+            .collect();
         assert!(
-            chi2_pvalue(&counts, &steeper) < ALPHA,
+            chi2_pvalue(&pooled, &pool(&steeper)) < ALPHA,
             "alpha x 1.05 not rejected"
         );
     }
@@ -381,6 +399,31 @@ fn truncated_discrete_laplace_uniform_path_passes_chi2_through_fill() {
     }
 }
 
+/// A hand-computed case of the split path with general trials: TDL(3, 1/2) (αm = 1.5, l = 0,
+/// Q counted by Bernoulli(e^{−1/2}) trials). Z = 1 + 2(e^{−1/2} + e^{−1} + e^{−3/2})
+/// = 1 + 2(0.606531 + 0.367879 + 0.223130) = 3.395081, so P[0] = 0.294544, P[±1] = 0.178650,
+/// P[±2] = 0.108357, P[±3] = 0.065722; 200,000 draws by `fill` and 20,000 by `sample` against
+/// these numbers (not the crate's pmf).
+#[test]
+fn truncated_discrete_laplace_split_path_matches_hand_computed_pmf() {
+    let hand = [
+        0.065722, 0.108357, 0.178650, 0.294544, 0.178650, 0.108357, 0.065722,
+    ];
+    assert!((hand.iter().sum::<f64>() - 1.0).abs() < 3e-6);
+    let probs: Vec<f64> = hand.iter().map(|p| p / hand.iter().sum::<f64>()).collect();
+    let t = TruncatedDiscreteLaplace::new(3, 0.5).unwrap();
+    let mut out = vec![0i64; 200_000];
+    let mut r = rng(83);
+    t.fill(&mut r, &mut out);
+    assert_chi2(
+        "TDL(3, 0.5) by fill",
+        &int_counts(out.iter().copied(), -3, 3),
+        &probs,
+    );
+    let counts = int_counts((0..20_000).map(|_| t.sample(&mut r)), -3, 3);
+    assert_chi2("TDL(3, 0.5) by sample", &counts, &probs);
+}
+
 /// TDL at dpfl's corrected m for FMNIST s = 2^12 (m = 1,993,383, α = 1.12e−5, per-round
 /// δ = 1e−9: the noise the reproductions actually draw, on the Laplace-proposal path with a
 /// support far too wide to tabulate): 60,000 draws in 64 equal-width bins over [−m, m], each
@@ -416,6 +459,21 @@ fn truncated_discrete_laplace_at_the_corrected_m_passes_binned_chi2() {
     assert!(
         chi2_pvalue(&counts, &wrong) < ALPHA,
         "alpha x 1.05 not rejected"
+    );
+    // The split path's bulk lane (issue 14, session 8): 10^6 draws by `fill`, where α·1.01
+    // is rejected too.
+    let mut out = vec![0i64; 1_000_000];
+    t.fill(&mut rng(84), &mut out);
+    assert!(out.iter().all(|y| y.abs() <= hi));
+    let mut counts = vec![0u64; bins as usize];
+    for &y in &out {
+        counts[bin(y)] += 1;
+    }
+    assert_chi2("TDL(1993383, 1.12e-5) by fill", &counts, &probs);
+    let wrong = binned(&|y| (-1.01 * alpha * y.abs() as f64).exp());
+    assert!(
+        chi2_pvalue(&counts, &wrong) < ALPHA,
+        "alpha x 1.01 not rejected"
     );
 }
 

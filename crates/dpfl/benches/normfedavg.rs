@@ -72,9 +72,14 @@ fn data(rows: usize, cols: usize, classes: usize, seed: u64) -> Dataset {
 
 /// The corrected TDL of QTDL s = 2^12 at per-round (10, 1e−9) with the μ = 0.1 sensitivities.
 fn corrected_tdl() -> TruncatedDiscreteLaplace {
+    corrected_tdl_s(1 << 12)
+}
+
+/// The same for quantization levels `s` (2^6: m = 1,476,843).
+fn corrected_tdl_s(levels: u64) -> TruncatedDiscreteLaplace {
     let s = dpfl::algo::normfedavg::sensitivity::sensitivities(
         SensitivitySpec::Mu { mu: 0.1 },
-        1 << 12,
+        levels,
         D,
         1200,
     )
@@ -316,15 +321,22 @@ fn cpu(c: &mut Criterion<CpuTime>) {
     });
     let mut rng = DpRng::from_seed(2, Purpose::Silo, 0);
     let u: Vec<f64> = (0..D).map(|i| ((i % 1001) as f64 - 500.0) / 1e6).collect();
-    for tdl in [
-        corrected_tdl(),
-        TruncatedDiscreteLaplace::new(413, 1.12e-5).unwrap(),
+    // s = 2^12 and 2^6, each at the corrected m and Theorem 1's m.
+    for (levels, tdl) in [
+        (1 << 12, corrected_tdl()),
+        (
+            1 << 12,
+            TruncatedDiscreteLaplace::new(413, 1.12e-5).unwrap(),
+        ),
+        (1 << 6, corrected_tdl_s(1 << 6)),
+        (1 << 6, TruncatedDiscreteLaplace::new(9, 1.51e-5).unwrap()),
     ] {
-        let mut enc = Encoder::new(1 << 12, IntNoise::Tdl(tdl), D).unwrap();
+        let mut enc = Encoder::new(levels, IntNoise::Tdl(tdl), D).unwrap();
         let t = enc.layout.bits;
-        g.bench_function(format!("message/encode_quantize_noise_pack_t{t}"), |b| {
-            b.iter(|| black_box(enc.encode(&u, &mut rng).unwrap()))
-        });
+        g.bench_function(
+            format!("message/encode_quantize_noise_pack_s{levels}_t{t}"),
+            |b| b.iter(|| black_box(enc.encode(&u, &mut rng).unwrap())),
+        );
     }
     g.finish();
 }

@@ -4,9 +4,10 @@
 //! A ChaCha20 output word is 64 independent uniform bits. [`Bits`] hands them out a few at a
 //! time, so a draw that needs b bits consumes b bits, not a word per random choice (the TDL
 //! draws of the paper's settings need 28 bits). A bulk reader fetches the keystream 2 KiB at
-//! a time and can show the next 57 bits before consuming any ([`Bits::peek`]); it returns the
-//! same bits as the word reader and rewinds the generator to the same position (the struct's
-//! doc), so switching readers changes speed, never a draw. Every primitive here is an *exact*
+//! a time and reads any field of up to 57 bits with one unaligned load and a shift
+//! ([`Bits::peek`]); it returns the same bits as the word reader and rewinds the generator to
+//! the same position (the struct's doc), so switching readers changes speed, never a draw.
+//! Every primitive here is an *exact*
 //! comparison of a lazily generated uniform U ∈ [0, 1) with a rational threshold: U's binary
 //! digits are read chunk by chunk, and the answer is returned only once the digits read so far
 //! decide it (the chunk differs from the threshold's digits at that position); on a tie the
@@ -35,29 +36,31 @@ use crate::rng::DpRng;
 pub(crate) const FIRST_CHUNK: u32 = 10;
 /// Bits per later chunk.
 const CHUNK: u32 = 32;
-/// 64-bit words fetched per refill by a bulk reader (32 ChaCha20 blocks, 2 KiB).
-const BULK_WORDS: usize = 256;
-/// Bits a [`Bits::peek`] window may be relied on for (and [`Bits::advance`] may consume).
+/// Keystream bytes fetched per refill by a bulk reader (32 ChaCha20 blocks).
+const BULK_BYTES: usize = 2048;
+/// Bits a [`Bits::peek`] window is guaranteed to hold (an unaligned 64-bit load shifted by
+/// at most 7).
 pub(crate) const PEEK_BITS: u32 = 57;
 
 /// A buffered reader of uniform random bits from a [`DpRng`].
 ///
 /// The bit stream is the generator's sequence of 64-bit words (`next_u64`), each read from
 /// its least significant bit up, and a read consumes the next bits of it in order — so the
-/// bits a sequence of reads returns do not depend on how the words are fetched. A *word*
-/// reader fetches one word when a read needs it; a *bulk* reader fetches 256 words at a time
-/// (ChaCha20's `fill_bytes`: the same bytes, little-endian, as consecutive `next_u64`) and,
-/// when dropped or before any direct use of the generator, rewinds the generator past the
-/// words it has not started. Both leave the generator where the word reader would, so they
-/// return the same bits and the same draws.
+/// bits a sequence of reads returns do not depend on how the stream is fetched. A *word*
+/// reader fetches one word when a read needs it; a *bulk* reader fetches 2 KiB of keystream
+/// at a time (ChaCha20's `fill_bytes`: the same bytes, little-endian, as consecutive
+/// `next_u64`) and, when dropped or before any direct use of the generator, rewinds the
+/// generator to just after the last word it has started reading. Both leave the generator
+/// where the word reader would, so they return the same bits and the same draws.
 pub(crate) struct Bits<'a> {
     rng: &'a mut DpRng,
-    /// The unread bits of the current word, in the low `left` positions (the rest zero).
-    cur: u64,
-    left: u32,
-    /// Fetched words not yet started: `words[next..]`.
-    words: Vec<u64>,
-    next: usize,
+    /// Fetched keystream, `buf[..len]`; the 8 bytes after `BULK_BYTES` are padding so that
+    /// an unaligned 8-byte load never leaves the array.
+    buf: [u8; BULK_BYTES + 8],
+    /// Valid bytes (a multiple of 8: whole words).
+    len: usize,
+    /// Bits of `buf` already consumed.
+    pos: usize,
     bulk: bool,
 }
 
@@ -66,10 +69,9 @@ impl<'a> Bits<'a> {
     pub(crate) fn new(rng: &'a mut DpRng) -> Self {
         Bits {
             rng,
-            cur: 0,
-            left: 0,
-            words: Vec::new(),
-            next: 0,
+            buf: [0; BULK_BYTES + 8],
+            len: 0,
+            pos: 0,
             bulk: false,
         }
     }
@@ -78,105 +80,93 @@ impl<'a> Bits<'a> {
     pub(crate) fn bulk(rng: &'a mut DpRng) -> Self {
         let mut b = Self::new(rng);
         b.bulk = true;
-        b.words.reserve_exact(BULK_WORDS);
         b
     }
 
-    /// Fetches words when none is left unstarted: 256 (bulk) or one (word reader).
+    /// Unread bits in the buffer.
+    #[inline]
+    fn available(&self) -> usize {
+        self.len * 8 - self.pos
+    }
+
+    /// The buffer's bits from `pos` on: at least [`PEEK_BITS`] of them are stream bits when
+    /// that many are available (higher ones may be anything).
+    #[inline]
+    fn window(&self, pos: usize) -> u64 {
+        let byte = pos >> 3;
+        let mut w = [0u8; 8];
+        w.copy_from_slice(&self.buf[byte..byte + 8]);
+        u64::from_le_bytes(w) >> (pos & 7)
+    }
+
+    /// Makes at least `need` (≤ 64) bits available: drops the words wholly consumed, then
+    /// fetches one word at a time (word reader) or fills the buffer (bulk reader).
     #[cold]
-    fn fetch(&mut self) {
-        self.words.clear();
-        self.next = 0;
+    fn refill(&mut self, need: usize) {
+        let first = (self.pos / 64) * 8;
+        self.buf.copy_within(first..self.len, 0);
+        self.len -= first;
+        self.pos -= first * 8;
         if self.bulk {
-            let mut bytes = [0u8; BULK_WORDS * 8];
-            self.rng.inner().fill_bytes(&mut bytes);
-            self.words.extend(bytes.chunks_exact(8).map(|c| {
-                let mut w = [0u8; 8];
-                w.copy_from_slice(c);
-                u64::from_le_bytes(w)
-            }));
+            let end = BULK_BYTES;
+            self.rng.inner().fill_bytes(&mut self.buf[self.len..end]);
+            self.len = end;
         } else {
-            let w = self.rng.inner().next_u64();
-            self.words.push(w);
+            while self.available() < need {
+                let w = self.rng.inner().next_u64();
+                self.buf[self.len..self.len + 8].copy_from_slice(&w.to_le_bytes());
+                self.len += 8;
+            }
         }
     }
 
-    /// The next unstarted word, without starting it.
-    #[inline(always)]
-    fn upcoming(&mut self) -> u64 {
-        if self.next == self.words.len() {
-            self.fetch();
-        }
-        self.words[self.next]
-    }
-
-    /// Starts the next word.
-    #[inline(always)]
-    fn next_word(&mut self) -> u64 {
-        let w = self.upcoming();
-        self.next += 1;
-        w
-    }
-
-    /// Returns fetched but unstarted words to the generator (rewinds it), so that it stands
-    /// where a word reader's would.
+    /// Returns fetched but unstarted words to the generator (rewinds it) and keeps only the
+    /// word being read, so that the generator stands where a word reader's would.
     fn sync(&mut self) {
-        let unread = self.words.len() - self.next;
-        if unread > 0 {
+        let started = self.pos.div_ceil(64) * 8;
+        let unread_words = (self.len - started) / 8;
+        if unread_words > 0 {
             let inner = self.rng.inner();
             let at = inner.get_word_pos();
             // Two 32-bit ChaCha20 words per 64-bit word.
-            inner.set_word_pos(at - 2 * unread as u128);
+            inner.set_word_pos(at - 2 * unread_words as u128);
+            self.len = started;
         }
-        self.words.clear();
-        self.next = 0;
     }
 
-    /// The next 64 bits of the stream (the next bit lowest), of which the low
-    /// [`PEEK_BITS`] may be consumed by [`Self::advance`]; nothing is consumed here.
-    #[inline(always)]
+    /// At least [`PEEK_BITS`] unread bits (fetching if needed), in the low bits of the result
+    /// (the next bit lowest); nothing is consumed until [`Self::advance`].
+    #[inline]
     pub(crate) fn peek(&mut self) -> u64 {
-        if self.left >= PEEK_BITS {
-            return self.cur;
+        if self.available() < PEEK_BITS as usize {
+            self.refill(PEEK_BITS as usize);
         }
-        // left < 57: the upcoming word fills the rest.
-        self.cur | (self.upcoming() << self.left)
+        self.window(self.pos)
     }
 
-    /// Consumes `n` ≤ [`PEEK_BITS`] bits (those of the last [`Self::peek`]).
-    #[inline(always)]
+    /// Consumes `n` bits of the last [`Self::peek`] (n ≤ [`PEEK_BITS`]).
+    #[inline]
     pub(crate) fn advance(&mut self, n: u32) {
-        debug_assert!(n <= PEEK_BITS);
-        if n <= self.left {
-            self.cur = self.cur.checked_shr(n).unwrap_or(0);
-            self.left -= n;
-        } else {
-            let need = n - self.left;
-            self.cur = self.next_word() >> need;
-            self.left = 64 - need;
-        }
+        debug_assert!(n as usize <= self.available());
+        self.pos += n as usize;
     }
 
     /// The next `n` bits (1 ≤ n ≤ 64) as a uniform integer on [0, 2^n).
     #[inline(always)]
     pub(crate) fn take(&mut self, n: u32) -> u64 {
         debug_assert!((1..=64).contains(&n));
-        let mask = u64::MAX >> (64 - n);
-        if n <= self.left {
-            let v = self.cur & mask;
-            self.cur = self.cur.checked_shr(n).unwrap_or(0);
-            self.left -= n;
-            v
-        } else {
-            let (lo, have) = (self.cur, self.left);
-            let w = self.next_word();
-            let need = n - have;
-            let hi = w & (u64::MAX >> (64 - need));
-            self.cur = w.checked_shr(need).unwrap_or(0);
-            self.left = 64 - need;
-            // have < n ≤ 64.
-            lo | (hi << have)
+        if self.available() < n as usize {
+            self.refill(n as usize);
         }
+        let v = if n <= PEEK_BITS {
+            self.window(self.pos) & (u64::MAX >> (64 - n))
+        } else {
+            let lo = self.window(self.pos) & 0xffff_ffff;
+            let hi = self.window(self.pos + 32) & (u64::MAX >> (96 - n));
+            lo | (hi << 32)
+        };
+        self.pos += n as usize;
+        v
     }
 
     /// A uniform integer on [0, n), n ≥ 1, from `w`-bit draws (n ≤ 2^w, w ≤ 64) with the
@@ -288,6 +278,51 @@ impl<'a> Bits<'a> {
     }
 }
 
+impl<'a> Bits<'a> {
+    /// The rest of CKS20's Bernoulli(e^{−γ}), γ = n/2^k ≤ 1, given A₁ = 1: A_j ~
+    /// Bernoulli(γ/j) for j = 2, 3, … up to the first A_K = 0; true iff K is odd. For j a
+    /// power of two γ/j = n/2^(k+log₂j) is dyadic and compared by [`Self::below_dyadic`] (no
+    /// division); other j by [`Self::bernoulli_ratio`]. Used by the split path of
+    /// [`super::tdl`] only ([`Self::bernoulli_exp_unit`] keeps its reads, so the uniform
+    /// path's draws are unchanged).
+    pub(crate) fn exp_tail(&mut self, n: u128, k: u32) -> bool {
+        self.below_dyadic(n, k + 1) && self.exp_tail_from_3(n, k)
+    }
+
+    /// [`Self::exp_tail`] after A₂ = 1: A₃, A₄, ….
+    pub(crate) fn exp_tail_from_3(&mut self, n: u128, k: u32) -> bool {
+        let d = 1u128 << k;
+        let mut j: u128 = 3;
+        loop {
+            let tz = j.trailing_zeros();
+            let a = if j.is_power_of_two() && k + tz <= 127 {
+                self.below_dyadic(n, k + tz)
+            } else {
+                // As in `bernoulli_exp_unit`: 2^k·j overflows only after ≥ 2^7 consecutive
+                // successes of probability ≤ γ/j, an event below 2^−600.
+                let Some(dj) = d.checked_mul(j) else {
+                    return j % 2 == 1;
+                };
+                self.bernoulli_ratio(n, dj)
+            };
+            if !a {
+                return j % 2 == 1;
+            }
+            j += 1;
+        }
+    }
+
+    /// A word reader whose next `n` bits are `value` (lowest first), for hand-computed tests.
+    #[cfg(test)]
+    pub(crate) fn primed(rng: &'a mut DpRng, value: u64, n: u32) -> Self {
+        let mut b = Self::new(rng);
+        b.buf[..8].copy_from_slice(&(value << (64 - n)).to_le_bytes());
+        b.len = 8;
+        b.pos = 64 - n as usize;
+        b
+    }
+}
+
 impl Drop for Bits<'_> {
     fn drop(&mut self) {
         self.sync();
@@ -379,12 +414,8 @@ mod tests {
         assert!(b.bernoulli_exp(0, 5));
     }
 
-    /// A word reader whose next `n` bits are `value` (lowest first).
     fn primed(rng: &mut DpRng, value: u64, n: u32) -> Bits<'_> {
-        let mut b = Bits::new(rng);
-        b.cur = value;
-        b.left = n;
-        b
+        Bits::primed(rng, value, n)
     }
 
     #[test]
@@ -394,12 +425,12 @@ mod tests {
         for (next, want) in [(0u64, true), (1, true), (2, false), (3, false)] {
             let mut b = primed(&mut r, next << 10, 12);
             assert_eq!(b.below_dyadic(2, 12), want, "next bits {next}");
-            assert_eq!(b.left, 0);
+            assert_eq!(b.available(), 0);
         }
         // A first chunk above or below the threshold's decides alone.
         let mut b = primed(&mut r, 1, 10);
         assert!(!b.below_dyadic(2, 12));
-        assert_eq!(b.left, 0);
+        assert_eq!(b.available(), 0);
         drop(b);
         // 1/3 = 0.01010101…₂: digits 0x55 = 85 then the same again; U's first byte 85 ties.
         let mut b = primed(&mut r, 85 | (84 << 8), 16);

@@ -18,15 +18,33 @@
 //!   truncation — accepts only ≈ αm ≈ 10^{−9}…10^{−2}. A draw of the paper's settings costs
 //!   ≈ 28 random bits (18 for the index, 10 that decide the acceptance unless the uniform
 //!   falls below 2^{−10} + α|Y|).
-//! * *digits* (αm > 1, e.g. dpfl's corrected m): a sign S, a magnitude J ∈ [0, 2^K)
-//!   (K = bit length of m) written J = R + Σ_{i=l}^{K−1} b_i 2^i, with R uniform on [0, 2^l)
-//!   accepted with probability e^{−αR} (α2^l ≤ 1/8, so acceptance ≥ e^{−1/8}), and independent
-//!   bits b_i with P[b_i = 1] = w_i/(1 + w_i), w_i = e^{−α2^i} (each by rejection: a fair bit
-//!   0 returns 0; a fair bit 1 returns 1 with probability w_i, else retries, so
-//!   P[1] = (w_i/2)/(1/2 + w_i/2)). Then P[R, b] ∝ e^{−αR}·Π_i e^{−α b_i 2^i} = e^{−αJ}: the
-//!   bits of a geometric variable on [0, 2^K) are independent, so no table of transcendental
-//!   probabilities is needed. Rejecting J > m and (S = −, J = 0) leaves P[Y = ±J] ∝ e^{−α|y|}
-//!   on {−m..m}.
+//! * *split* (αm > 1, e.g. dpfl's corrected m; issue 14, session 8): a sign S (one fair
+//!   bit) and a magnitude J = Q·2^l + R, with l the largest such that γ = α·2^l ≤ 1/8 (l = 0
+//!   when α > 1/8). R is uniform on [0, 2^l) (l bits) accepted with probability e^{−αR}
+//!   (CKS20, acceptance ≥ e^{−1/8}), so P[R = r] ∝ e^{−αr}; Q is the number of successes
+//!   before the first failure of independent Bernoulli(e^{−γ}) trials, so P[Q = q] ∝
+//!   e^{−γq} = e^{−α2^l q} on {0, 1, …}. S, R and Q are independent, and every j ≥ 0 has one
+//!   (q, r) with j = q·2^l + r, hence P[J = j] ∝ e^{−αq2^l}·e^{−αr} = e^{−αj}: J is exactly
+//!   geometric with ratio e^{−α}. An attempt is abandoned (and a fresh one started) when Q
+//!   passes ⌊m/2^l⌋, when J > m, or when (S = −, J = 0); what is left is
+//!   P[Y = y] ∝ e^{−α|y|} on {−m..m} (y ≠ 0 from one (S, J), y = 0 from (+, 0) only).
+//!   Each trial is CKS20's Bernoulli(e^{−γ}) with A₁ = [U < γ] decided from U's first four
+//!   bits when they are ≥ 2 (U ≥ 1/8 ≥ γ: A₁ = 0, a success; probability 7/8); on 0
+//!   (U < 1/16 < γ: A₁ = 1) or 1 (U = (1 + V)/16, A₁ = [V < 16γ − 1], a dyadic comparison)
+//!   the trial goes on with A_j ~ Bernoulli(γ/j), j ≥ 2, and succeeds iff the first zero A
+//!   has an odd index (`Bits::exp_tail`). So the ≈ 1/(1 − e^{−γ}) ≈ 11 trials of the
+//!   corrected m cost one scan of fourteen 4-bit fields of a [`Bits::peek`] window each
+//!   (the fields ≤ 1 are found with one add and mask), plus about one CKS20 tail for the
+//!   failing trial. No table of transcendental probabilities is needed. For α > 1/8 each
+//!   trial is the general [`Bits::bernoulli_exp`] (l = 0, R = 0). R's acceptance has the
+//!   uniform path's fast lane (below): the first 10-bit chunk read after S and R decides it
+//!   unless it is ≤ ⌊R·c/2^32⌋. This path replaced session 7's *digits* path (independent
+//!   bits b_i, P[b_i = 1] = e^{−α2^i}/(1 + e^{−α2^i}), each by a fair bit and a CKS20
+//!   Bernoulli(e^{−α2^i}) with α2^i up to ≈ 12): ≈ 89 bits and ≈ 50 ns a draw at the corrected m
+//!   (6x the digits path; BENCHMARKS.md), with new seeded draws for αm > 1 (pinned in
+//!   `split_path_seeded_draws_are_pinned`; Theorem 1's calibrations, αm ≤ 1, keep theirs).
+//!   The failing trial's A₁ and A₂ are read from one window with few branches
+//!   (`split_tail_lane`), a shortcut of the same reads as the general code.
 //!
 //! Conditioning an exact draw on an event by rejection gives the exact conditional law, so
 //! both paths sample TDL(m, α) exactly (χ² tests of both paths in `tests/samplers.rs`).
@@ -45,10 +63,11 @@
 //! same bits: exactness is the argument above, and the seeded draws are unchanged (pinned by
 //! `seeded_draws_are_those_of_the_session_6_sampler`). At the paper's (m, α) a draw reads
 //! w + 10 = 28 bits (0.875 of a 32-bit word), 18 when y = 0.
-//! Speed (issue 14, BENCHMARKS.md): a table of the pmf (alias, Knuth–Yao) would be faster on
-//! the digits path, but its entries are transcendental, so an exact table sampler needs an
-//! arbitrary-precision fallback on ties; the digits path instead spends a few exact
-//! Bernoulli(e^{−γ}) per high bit.
+//! Speed (issue 14, BENCHMARKS.md): a table of the pmf (alias, Knuth–Yao) would need an
+//! arbitrary-precision fallback on ties (its entries are transcendental); the split path
+//! spends cheap exact trials instead. What is left at the corrected m is branch-heavy work
+//! (≈ 1.4 trials a draw leave the four-bit scan, each with data-dependent outcomes), not
+//! keystream (≈ 1.4 words a draw).
 //!
 //! The variance (Lemma 1) has the paper's closed form and a stable path: the closed form
 //! cancels catastrophically as αm → 0 (relative error ≈ 10^{−16}/(αm)³), so
@@ -56,8 +75,11 @@
 //! αm ≥ 0.1 and otherwise a power series in αm with Euler–Maclaurin power sums.
 
 use super::bits::{Bits, FIRST_CHUNK, PEEK_BITS, lemire_threshold};
+
+mod split;
 use crate::error::{PrivacyError, Result};
 use crate::rng::DpRng;
+use split::{Split, split};
 
 /// Largest support half-width accepted (keeps |y|·num within u128).
 pub const MAX_M: u64 = 1 << 40;
@@ -68,15 +90,12 @@ const MAX_DEN_BITS: u32 = 120;
 /// Up to this m the variance is summed term by term.
 const DIRECT_SUM_MAX: u64 = 1 << 20;
 
-/// α·2^l ≤ this for the digits path's uniform low part (module doc).
-const LOW_ALPHA_SPAN: f64 = 0.125;
-
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Proposal {
     /// Y uniform on the 2m+1 values (Lemire with `w`-bit draws, reject below `reject`).
     Uniform { w: u32, reject: u64 },
-    /// J = R + Σ_{i=low}^{high−1} b_i 2^i, R uniform on [0, 2^low).
-    Digits { low: u32, high: u32 },
+    /// J = Q·2^low + R (module doc).
+    Split(Split),
 }
 
 /// TDL(m, α) on the integers {−m..m}, sampled exactly.
@@ -124,16 +143,7 @@ impl TruncatedDiscreteLaplace {
         };
         tdl.fast_top = fast_top(m, num, den_bits, w);
         if alpha * m as f64 > 1.0 {
-            // The largest l with α·2^l ≤ 1/8 (l < K because α·m > 1).
-            let high = 64 - m.leading_zeros();
-            let low = (LOW_ALPHA_SPAN / alpha)
-                .log2()
-                .floor()
-                .clamp(0.0, f64::from(high - 1));
-            tdl.proposal = Proposal::Digits {
-                low: low as u32,
-                high,
-            };
+            tdl.proposal = Proposal::Split(split(m, num, den_bits));
         }
         Ok(tdl)
     }
@@ -322,43 +332,24 @@ impl TruncatedDiscreteLaplace {
                     return y;
                 }
             },
-            Proposal::Digits { low, high } => loop {
-                let negative = bits.take(1) == 1;
-                let r = if low > 0 { bits.take(low) } else { 0 };
-                if !bits.bernoulli_exp(u128::from(r) * self.num, k) {
-                    continue;
-                }
-                // High bits from the top, so a magnitude past m is rejected early.
-                let mut j = r;
-                let mut over = false;
-                for i in (low..high).rev() {
-                    if self.high_bit(bits, i) {
-                        j |= 1 << i;
-                        if j > self.m {
-                            over = true;
-                            break;
-                        }
-                    }
-                }
-                if over || (negative && j == 0) {
-                    continue;
-                }
-                return if negative { -(j as i64) } else { j as i64 };
-            },
+            Proposal::Split(sp) => self.draw_split(bits, &sp),
         }
     }
-
-    /// b_i ~ Bernoulli(w/(1 + w)), w = e^{−α2^i} (module doc); num·2^i < 2^53·2^40.
-    fn high_bit(&self, bits: &mut Bits<'_>, i: u32) -> bool {
-        loop {
-            if bits.take(1) == 0 {
-                return false;
-            }
-            if bits.bernoulli_exp(self.num << i, self.den_bits) {
-                return true;
-            }
-        }
+}
+/// c = ⌈α·2^42⌉ = ⌈num·2^(42−k)⌉, the fast lanes' 32-bit fixed-point bound on the first
+/// chunk of a threshold α·i (⌊i·c/2^32⌋ ≥ ⌊α·i·2^10⌋), when α > 0, the first chunk is
+/// [`FIRST_CHUNK`] bits (k ≥ 10) and c fits in u64.
+fn chunk_bound(num: u128, k: u32) -> Option<u64> {
+    if num == 0 || k < FIRST_CHUNK {
+        return None;
     }
+    let sh = k - FIRST_CHUNK;
+    let c = if sh >= 32 {
+        ((num - 1) >> (sh - 32)) + 1
+    } else {
+        num.checked_shl(32 - sh)?
+    };
+    u64::try_from(c).ok()
 }
 
 /// The fast lane's constant c ≥ α·2^42 = num·2^(42−k) (rounded up), when the lane applies:
@@ -372,13 +363,7 @@ fn fast_top(m: u64, num: u128, k: u32, w: u32) -> Option<u64> {
     if w + (64 - n.leading_zeros()) > 64 {
         return None;
     }
-    let sh = k - FIRST_CHUNK;
-    let c = if sh >= 32 {
-        ((num - 1) >> (sh - 32)) + 1
-    } else {
-        num.checked_shl(32 - sh)?
-    };
-    let c = u64::try_from(c).ok()?;
+    let c = chunk_bound(num, k)?;
     m.checked_mul(c)?;
     Some(c)
 }
@@ -607,9 +592,11 @@ mod tests {
         // Pinned from the sampler before the bulk reader, the fast lane and the u64 long
         // division (commit 6085237): `fill` then 8 `sample`s and the next generator word, so
         // seeded messages and every seeded test are unchanged. FNV-1a of the filled draws.
+        // The uniform path only (αm ≤ 1); the split path (αm > 1) replaced session 7's digits
+        // path in session 8 and has its own pins (`split_path_seeded_draws_are_pinned`).
         /// (m, α, n, first draws, FNV-1a of all, next word, then 8 single draws).
         type Pin = (u64, f64, usize, [i64; 6], u64, u64, [i64; 8]);
-        let pins: [Pin; 5] = [
+        let pins: [Pin; 3] = [
             (
                 413,
                 1.12e-5,
@@ -637,26 +624,6 @@ mod tests {
                 12375828750507446281,
                 [27, -47, 53, -39, 100, -81, -66, -2],
             ),
-            (
-                30,
-                0.5,
-                100_000,
-                [-1, 2, 1, 0, 2, 2],
-                0xa7279983efd30bb1,
-                17137555769135911399,
-                [-3, 4, 0, -6, 4, 0, -2, -1],
-            ),
-            (
-                1_993_383,
-                1.12e-5,
-                20_000,
-                [-41070, -70509, -47537, -8139, -6753, -13326],
-                0x2f674e82a9e20d00,
-                13507541317950962308,
-                [
-                    113712, 63620, -164063, 19155, -157616, 63489, -151341, -1639,
-                ],
-            ),
         ];
         for (m, alpha, n, first, hash, next, single) in pins {
             let t = TruncatedDiscreteLaplace::new(m, alpha).unwrap();
@@ -672,6 +639,105 @@ mod tests {
             assert_eq!(got, single, "m {m}");
             assert_eq!(r.next_seed(), next, "m {m}");
         }
+    }
+
+    /// The pins' check: `fill` of n, FNV-1a of the draws, then 8 `sample`s and the next word.
+    fn fill_hash_singles_next(
+        t: &TruncatedDiscreteLaplace,
+        n: usize,
+    ) -> (Vec<i64>, u64, Vec<i64>, u64) {
+        let mut r = DpRng::from_seed(2026, Purpose::Silo, 7);
+        let mut out = vec![0i64; n];
+        t.fill(&mut r, &mut out);
+        let h = out.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &y| {
+            (h ^ y as u64).wrapping_mul(0x100_0000_01b3)
+        });
+        let single: Vec<i64> = (0..8).map(|_| t.sample(&mut r)).collect();
+        out.truncate(6);
+        (out, h, single, r.next_seed())
+    }
+
+    #[test]
+    fn split_path_seeded_draws_are_pinned() {
+        // Pinned from the split path as first committed (issue 14, session 8), so that a
+        // faster reader or lane must keep every draw: the corrected m of FMNIST s = 2^12
+        // (four-bit trials), a steep α (general trials), and αm = 1.95 with γ = 1/8 exactly.
+        type Pin = (u64, f64, usize, [i64; 6], u64, [i64; 8], u64);
+        let pins: [Pin; 3] = [
+            (
+                1_993_383,
+                1.12e-5,
+                20_000,
+                [-49262, -224549, 85616, -209170, -106491, 68830],
+                15842847381079693206,
+                [-98301, -119245, 25917, -72003, 21244, -4096, 50426, -69982],
+                8453221530213027175,
+            ),
+            (
+                30,
+                0.5,
+                100_000,
+                [-1, 0, -1, -1, 0, -1],
+                18022753562052692046,
+                [3, 3, 2, 0, 0, 2, 2, 0],
+                13088560609463360248,
+            ),
+            (
+                2000,
+                1.0 / 1024.0,
+                50_000,
+                [-1390, -549, 168, -947, 75, -782],
+                18428811857779057992,
+                [-9, -1555, 122, -593, -448, 631, -415, 951],
+                833545421918479086,
+            ),
+        ];
+        for (m, alpha, n, first, hash, single, next) in pins {
+            let t = TruncatedDiscreteLaplace::new(m, alpha).unwrap();
+            assert!(matches!(t.proposal, Proposal::Split(_)), "m {m}");
+            let got = fill_hash_singles_next(&t, n);
+            assert_eq!(got, (first.to_vec(), hash, single.to_vec(), next), "m {m}");
+        }
+    }
+
+    #[test]
+    fn split_path_draws_by_hand() {
+        // α = 2^−10, m = 2000 (αm = 1.95): l = 7 (α·2^7 = 1/8 = γ), ⌊2000/128⌋ = 15, and
+        // c = 2^32, so R's lane accepts when the 10-bit chunk exceeds R itself (α·R·2^10 = R).
+        let t = TruncatedDiscreteLaplace::new(2000, 1.0 / 1024.0).unwrap();
+        let Proposal::Split(sp) = t.proposal else {
+            panic!("{:?}", t.proposal)
+        };
+        assert_eq!(
+            (sp.low, sp.gamma, sp.tie, sp.qmax, sp.r_top),
+            (7, 128, Some(1024), 15, Some(1 << 32))
+        );
+        let mut rng = DpRng::from_seed(9, Purpose::Silo, 0);
+        // 1. S = 1 (−); R = 5; chunk 6 > 5: accepted (U ≥ 6/1024 > α·5). Q: field 15 and
+        // field 2 succeed (U ≥ 1/8 ≥ γ); field 1 ties, V < 16γ − 1 = 1 always, so A₁ = 1;
+        // A₂ = [U < γ/2 = 1/16]: chunk 100 ≥ 64 = 2^10/16, A₂ = 0, K = 2 even: failure.
+        // Q = 2: J = 2·128 + 5 = 261, y = −261, after 40 bits (then the sentinel 0b1011).
+        let bits = 1 | 5 << 1 | 6 << 8 | 0xf << 18 | 2 << 22 | 1 << 26 | 100 << 30 | 0b1011 << 40;
+        let mut b = Bits::primed(&mut rng, bits, 44);
+        assert_eq!(t.draw(&mut b), -261);
+        assert_eq!(b.take(4), 0b1011);
+        drop(b);
+        // 2. S = 0; R = 0 (accepted, e^0 = 1, no bit read). Q: field 0 (U < 1/16 < γ,
+        // A₁ = 1), A₂: chunk 10 < 64 so A₂ = 1; A₃ = [U < γ/3 = 1/24]: 1/24 = 0.0A..₂₅₆,
+        // byte 200 > 10 so A₃ = 0, K = 3 odd: success. Field 3: success. Field 0, A₂ by
+        // chunk 100: K = 2, failure. Q = 2: y = 256, after 48 bits.
+        let bits = 10u64 << 12 | 200 << 22 | 3 << 30 | 100 << 38 | 0b1011 << 48;
+        let mut b = Bits::primed(&mut rng, bits, 52);
+        assert_eq!(t.draw(&mut b), 256);
+        assert_eq!(b.take(4), 0b1011);
+        drop(b);
+        // 3. R's acceptance by the general test: chunk 5 = R·α·2^10 ties, and the threshold
+        // has no further digit, so U ≥ α·R: accepted (the same 18 bits). Q: field 0, A₂ by
+        // chunk 100: failure at once. y = −5.
+        let bits = 1 | 5 << 1 | 5 << 8 | 100 << 22 | 0b1011 << 32;
+        let mut b = Bits::primed(&mut rng, bits, 36);
+        assert_eq!(t.draw(&mut b), -5);
+        assert_eq!(b.take(4), 0b1011);
     }
 
     #[test]
@@ -711,12 +777,30 @@ mod tests {
         // 2·413 + 1 = 827 values, 18-bit Lemire draws, 2^18 mod 827 = 812.
         let flat = TruncatedDiscreteLaplace::new(413, 1.12e-5).unwrap();
         assert_eq!(flat.proposal, Proposal::Uniform { w: 18, reject: 812 });
-        // α = 0.5 > 1/8: no uniform low part; m = 1000 has 10 bits.
+        // α = 0.5 > 1/8: no uniform low part, general trials of Bernoulli(e^{−1/2}).
         let steep = TruncatedDiscreteLaplace::new(1000, 0.5).unwrap();
-        assert_eq!(steep.proposal, Proposal::Digits { low: 0, high: 10 });
-        // Corrected m = 1,993,383 (21 bits), α = 1.12e−5: 2^13·α = 0.092 ≤ 1/8 < 2^14·α.
+        assert_eq!(
+            steep.proposal,
+            Proposal::Split(Split {
+                low: 0,
+                gamma: 1,
+                tie: None,
+                qmax: 1000,
+                r_top: None,
+                tops: None
+            })
+        );
+        // Corrected m = 1,993,383, α = 1.12e−5 = num/2^69: 2^13·α = 0.092 ≤ 1/8 < 2^14·α;
+        // ⌊1993383/8192⌋ = 243.
         let wide = TruncatedDiscreteLaplace::new(1_993_383, 1.12e-5).unwrap();
-        assert_eq!(wide.proposal, Proposal::Digits { low: 13, high: 21 });
+        let Proposal::Split(sp) = wide.proposal else {
+            panic!("{:?}", wide.proposal)
+        };
+        let (num, k) = wide.alpha_rational();
+        assert_eq!((sp.low, sp.qmax, k), (13, 243, 69));
+        assert_eq!(sp.gamma, num << 13);
+        assert_eq!(sp.tie, Some((num << 17) - (1 << 69)));
+        assert_eq!(sp.r_top, wide.fast_top);
         for t in [flat, steep, wide] {
             let mut out = vec![0i64; 10_000];
             t.fill(&mut rng, &mut out);
