@@ -219,11 +219,14 @@ fn check_diverged(spec: &ReproSpec, out: &reproduce::ReproOutput) -> anyhow::Res
     Ok(())
 }
 
-/// DP-NormFedAvg's reproductions (`dpfl::reproduce::normfedavg`): no grid, no checkpoint.
+/// DP-NormFedAvg's reproductions (`dpfl::reproduce::normfedavg`): finished runs in
+/// `checkpoint.jsonl` (kept, so that `--trials N --resume` adds seeds), the run in flight in
+/// `run-state.bin` after every round (`dpfl::reproduce::normfedavg_checkpoint`).
 fn normfedavg(args: &ReproduceArgs) -> anyhow::Result<()> {
-    if args.spec.is_some() || args.resume {
+    use dpfl::reproduce::normfedavg_checkpoint::NormFedAvgCheckpoint;
+    if args.spec.is_some() {
         return Err(crate::usage(dpfl::Error::config(
-            "--spec/--resume",
+            "--spec",
             "not supported by the normfedavg reproductions",
         )));
     }
@@ -255,7 +258,34 @@ fn normfedavg(args: &ReproduceArgs) -> anyhow::Result<()> {
     });
     prepare(args, &out_dir)?;
     let (train, test) = reproduce::normfedavg::load_fmnist(args.data_dir.as_deref())?;
-    let out = reproduce::normfedavg::run(&plan, &train, &test)?;
+    let checkpoint = NormFedAvgCheckpoint::open(&out_dir, &plan.fingerprint()?, args.resume)?;
+    if checkpoint.finished() > 0 && !args.quiet {
+        eprintln!(
+            "resuming: {} finished runs in {}",
+            checkpoint.finished(),
+            checkpoint.path().display()
+        );
+    }
+    let start = std::time::Instant::now();
+    let quiet = args.quiet;
+    let rounds = plan.rounds;
+    let out = reproduce::normfedavg::run_checkpointed(
+        &plan,
+        &train,
+        &test,
+        Some(&checkpoint),
+        &mut |algorithm, seed, k| {
+            // One line per round at most every 10 rounds and at the run's end: a multi-hour
+            // run shows where it is without flooding a log.
+            if !quiet && (k % 10 == 0 || k == rounds) {
+                eprintln!(
+                    "{algorithm}, seed {seed}: round {k}/{rounds} ({:.0} s)",
+                    start.elapsed().as_secs_f64()
+                );
+            }
+            Ok(())
+        },
+    )?;
     let mut files = reproduce::normfedavg::write_outputs(&out, &out_dir)?;
     let config = serde_json::json!({"id": args.id, "quick": args.quick, "seeds": plan.seeds, "rounds": plan.rounds});
     files.push(provenance(args, None, &config, &out_dir)?);

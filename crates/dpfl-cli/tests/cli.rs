@@ -201,8 +201,14 @@ fn reproduce_rejects_unknown_ids_bad_trials_and_bad_specs() {
     );
     let out = dpfl(&["reproduce", "x", "--spec", bad.to_str().unwrap(), "--quiet"]);
     assert_error(&out, 2, &["bad.toml"]);
-    let out = dpfl(&["reproduce", "normfedavg-fmnist-bits", "--resume", "--quiet"]);
-    assert_error(&out, 2, &["--resume", "normfedavg"]);
+    let out = dpfl(&[
+        "reproduce",
+        "normfedavg-fmnist-bits",
+        "--spec",
+        bad.to_str().unwrap(),
+        "--quiet",
+    ]);
+    assert_error(&out, 2, &["--spec", "normfedavg"]);
 }
 
 /// `dpfl reproduce normfedavg-fmnist-fedavg --quick` end to end, when `DPFL_DATA` has
@@ -249,6 +255,35 @@ fn normfedavg_quick_reproduction_writes_its_tables() {
         rounds.lines().count(),
         1 + 2 * 3,
         "2 algorithms x 3 quick rounds"
+    );
+    // The checkpoint is kept: a second run needs --resume, which redoes nothing and writes
+    // the same tables.
+    let again = [
+        "reproduce",
+        "normfedavg-fmnist-fedavg",
+        "--quick",
+        "--quiet",
+        "--data-dir",
+        data.to_str().unwrap(),
+        "--out",
+        d.to_str().unwrap(),
+    ];
+    assert_error(&dpfl(&again), 2, &["--resume"]);
+    let mut resumed = again.to_vec();
+    resumed.push("--resume");
+    let out = dpfl(&resumed);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        std::fs::read_to_string(d.join("rounds.csv")).unwrap(),
+        rounds
+    );
+    assert_eq!(
+        std::fs::read_to_string(d.join("summary.csv")).unwrap(),
+        summary
     );
 }
 

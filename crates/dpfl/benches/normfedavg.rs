@@ -6,9 +6,10 @@
 //! * `gemm/*`: the three layer shapes of one local step of the 784 → 300 → 300 → 10 network at
 //!   batch 256 (forward A·Wᵀ, backward δᵀ·A and δ·W per layer: 6·B·Σ n_l n_{l+1} flops), in f64
 //!   and in f32 — the machine's GEMM rate for exactly these shapes, and the f32/f64 ratio.
-//! * `step/*`: one local step's batched gradient through `DeepMlp::add_batch_grad` (f64), the
-//!   same flops as `gemm/f64` plus softmax, ReLU and bias work: its ratio to `gemm/f64` is the
-//!   issue's "within 2x of the GEMM peak".
+//! * `step/*`: one local step's batched gradient through `DeepMlp::add_batch_grad` (f32, the
+//!   default, and f64), the same flops as `gemm/*` plus softmax, ReLU and bias work (and, in
+//!   f32, the conversion of w in and of the gradient out): its ratio to `gemm/*` of the same
+//!   type is the "within 2x of the GEMM peak".
 //! * `message/*`: quantize + TDL noise + pack of a 328,810-vector (the silo's encoder) at s = 2^12
 //!   with dpfl's corrected m (t = 22) and with Theorem 1's m = 413 (t = 14), and pack / unpack
 //!   alone (t = 22).
@@ -16,8 +17,10 @@
 //!   B = 256, QTDL s = 2^12, corrected m) on synthetic data of FMNIST's shape (1,200 rows of
 //!   784 features per silo, 10 classes); no evaluation.
 //!
-//! * `cpu/*`: one local step's gradient and the two encodes in CPU time of the benchmarking
-//!   thread (`/proc/thread-self/schedstat`), for a machine shared with other work.
+//! * `cpu/*`: the GEMMs and one local step's gradient in f32 and f64, one silo's whole local
+//!   round (E = 20 steps: minibatch draw, gradient, weight decay, momentum, update, d = w_k −
+//!   w_{k,E}; `cpu/local/*`, divide by 20 for a step), and the two encodes, in CPU time of the
+//!   benchmarking thread (`/proc/thread-self/schedstat`), for a machine shared with other work.
 //!
 //! Run: `nice cargo bench -p dpfl --bench normfedavg` (`-- round` for the round alone).
 
@@ -35,6 +38,8 @@ use faer::{Accum, Mat, Par};
 use dpfl::algo::PackedInts;
 use dpfl::algo::context::BuildContext;
 use dpfl::algo::half::{FederationInfo, SiloInfo};
+use dpfl::algo::normfedavg::config::EtaSchedule;
+use dpfl::algo::normfedavg::local::LocalTrainer;
 use dpfl::algo::normfedavg::quantized::{Encoder, IntNoise};
 use dpfl::algo::normfedavg::{
     BetaSchedule, BudgetSpec, NormFedAvgSpec, QuantPrivacy, SensitivitySpec, TdlCalibration,
@@ -42,7 +47,7 @@ use dpfl::algo::normfedavg::{
 };
 use dpfl::data::{Dataset, SiloData, Target};
 use dpfl::linalg::Matrix;
-use dpfl::model::{Activation, DeepMlp, GradientOracle, Model, Projection};
+use dpfl::model::{Activation, DeepMlp, GradientOracle, Model, Precision, Projection};
 use dpfl::sim::{Participation, Simulator};
 use dpfl_privacy::DpRng;
 use dpfl_privacy::qtdl::TruncatedDiscreteLaplace;
@@ -203,17 +208,21 @@ fn gemm(c: &mut Criterion) {
 fn step(c: &mut Criterion) {
     let mut g = c.benchmark_group("step");
     g.throughput(Throughput::Elements(step_flops()));
-    let m = DeepMlp::new(784, &[300, 300], 10, Activation::Relu, 1).unwrap();
     let d = data(1200, 784, 10, 1);
-    let w = m.initial_params();
     let idx: Vec<usize> = (0..B).map(|i| (i * 37) % 1200).collect();
-    let mut out = vec![0.0; m.num_params()];
-    g.bench_function("deep_mlp_batch_grad_b256", |b| {
-        b.iter(|| {
-            m.add_batch_grad(&w, &d, &idx, 1.0 / B as f64, &mut out);
-            black_box(&out);
-        })
-    });
+    for (name, p) in [("f32", Precision::F32), ("f64", Precision::F64)] {
+        let m = DeepMlp::new(784, &[300, 300], 10, Activation::Relu, 1)
+            .unwrap()
+            .with_precision(p);
+        let w = m.initial_params();
+        let mut out = vec![0.0; m.num_params()];
+        g.bench_function(format!("deep_mlp_batch_grad_b256_{name}"), |b| {
+            b.iter(|| {
+                m.add_batch_grad(&w, &d, &idx, 1.0 / B as f64, &mut out);
+                black_box(&out);
+            })
+        });
+    }
     g.finish();
 }
 
@@ -305,20 +314,37 @@ fn round(c: &mut Criterion) {
     g.finish();
 }
 
-/// A local step's gradient against the encodes, in CPU time.
+/// The GEMMs, a local step's gradient and a silo's local round in f32 and f64, and the
+/// encodes, in CPU time.
 fn cpu(c: &mut Criterion<CpuTime>) {
     let mut g = c.benchmark_group("cpu");
-    let m = DeepMlp::new(784, &[300, 300], 10, Activation::Relu, 1).unwrap();
+    gemm_case!(g, "gemm/f64_local_step_shapes", f64);
+    gemm_case!(g, "gemm/f32_local_step_shapes", f32);
     let d = data(1200, 784, 10, 1);
-    let w = m.initial_params();
     let idx: Vec<usize> = (0..B).map(|i| (i * 37) % 1200).collect();
-    let mut grad = vec![0.0; m.num_params()];
-    g.bench_function("step/deep_mlp_batch_grad_b256", |b| {
-        b.iter(|| {
-            m.add_batch_grad(&w, &d, &idx, 1.0 / B as f64, &mut grad);
-            black_box(&grad);
-        })
-    });
+    for (name, p) in [("f32", Precision::F32), ("f64", Precision::F64)] {
+        let m = DeepMlp::new(784, &[300, 300], 10, Activation::Relu, 1)
+            .unwrap()
+            .with_precision(p);
+        let w = m.initial_params();
+        let mut grad = vec![0.0; m.num_params()];
+        g.bench_function(format!("step/deep_mlp_batch_grad_b256_{name}"), |b| {
+            b.iter(|| {
+                m.add_batch_grad(&w, &d, &idx, 1.0 / B as f64, &mut grad);
+                black_box(&grad);
+            })
+        });
+        let oracle = GradientOracle::new(Arc::new(m), None).unwrap();
+        let eta = EtaSchedule {
+            eta0: 0.01,
+            decay: 0.99,
+        };
+        let mut t = LocalTrainer::new(oracle, eta, 20, B, 0.9, 1e-4, d.len()).unwrap();
+        let mut rng = DpRng::from_seed(3, Purpose::Silo, 0);
+        g.bench_function(format!("local/e20_b256_{name}"), |b| {
+            b.iter(|| black_box(t.update(0, &w, &d, &mut rng).unwrap()))
+        });
+    }
     let mut rng = DpRng::from_seed(2, Purpose::Silo, 0);
     let u: Vec<f64> = (0..D).map(|i| ((i % 1001) as f64 - 500.0) / 1e6).collect();
     // s = 2^12 and 2^6, each at the corrected m and Theorem 1's m.

@@ -46,6 +46,25 @@ pub struct RoundReport {
     pub refused: Vec<u32>,
 }
 
+/// A simulator's state between two rounds ([`Simulator::snapshot`]).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct SimSnapshot {
+    /// Rounds run so far (the next round's number).
+    pub round: u32,
+    /// The participation draws' generator.
+    pub network_rng: dpfl_privacy::rng::RngState,
+    /// The shuffle stage's generator, if there is one.
+    pub shuffler: Option<dpfl_privacy::rng::RngState>,
+    /// Each silo's generator (silo order).
+    pub silo_rngs: Vec<dpfl_privacy::rng::RngState>,
+    /// Each silo half's persistent state.
+    pub silo_states: Vec<crate::algo::HalfState>,
+    /// The server half's persistent state.
+    pub server: crate::algo::HalfState,
+    /// The privacy events each silo has spent.
+    pub spent: Vec<Vec<PrivacyEvent>>,
+}
+
 /// Runs one algorithm over silos.
 pub struct Simulator<'a> {
     silos: Vec<Silo<'a>>,
@@ -232,6 +251,67 @@ impl<'a> Simulator<'a> {
     /// The server half's persistent state.
     pub fn server_state(&self) -> crate::algo::HalfState {
         self.server.state()
+    }
+
+    /// Everything a later [`Self::restore`] needs to continue this run exactly where it
+    /// stands between two rounds: the round counter, every generator's position, every
+    /// half's persistent state and the privacy events spent. Attached ledgers are not part of
+    /// it (their owner persists them). The silo generators' keys are in it: keep it where the
+    /// data is kept.
+    pub fn snapshot(&self) -> SimSnapshot {
+        SimSnapshot {
+            round: self.round.get(),
+            network_rng: self.network_rng.snapshot(),
+            shuffler: self.shuffler.as_ref().map(DpRng::snapshot),
+            silo_rngs: self.silos.iter().map(|s| s.rng.snapshot()).collect(),
+            silo_states: self.silo_states(),
+            server: self.server.state(),
+            spent: self.spent(),
+        }
+    }
+
+    /// Continues from `snap`, taken of a simulator built the same way (same silos, algorithm,
+    /// participation and shuffle stage): the following rounds are bit for bit those the
+    /// snapshotted simulator would have run. A snapshot of another shape is an error.
+    pub fn restore(&mut self, snap: SimSnapshot) -> crate::Result<()> {
+        let n = self.silos.len();
+        if snap.silo_rngs.len() != n
+            || snap.silo_states.len() != n
+            || snap.spent.len() != n
+            || snap.shuffler.is_some() != self.shuffler.is_some()
+        {
+            return Err(crate::Error::config(
+                "snapshot",
+                format!(
+                    "taken of another federation ({} silos, shuffle stage {}), this one has {n} \
+                     silos, shuffle stage {}",
+                    snap.silo_rngs.len(),
+                    snap.shuffler.is_some(),
+                    self.shuffler.is_some()
+                ),
+            ));
+        }
+        let rng = |s: &dpfl_privacy::rng::RngState| {
+            DpRng::from_snapshot(s).map_err(|e| crate::Error::config("snapshot", e.to_string()))
+        };
+        self.server.restore(snap.server)?;
+        for (((s, r), h), spent) in self
+            .silos
+            .iter_mut()
+            .zip(&snap.silo_rngs)
+            .zip(snap.silo_states)
+            .zip(snap.spent)
+        {
+            s.rng = rng(r)?;
+            s.half.restore(h)?;
+            s.spent = spent;
+        }
+        self.network_rng = rng(&snap.network_rng)?;
+        if let Some(s) = &snap.shuffler {
+            self.shuffler = Some(rng(s)?);
+        }
+        self.round = Round::new(snap.round);
+        Ok(())
     }
 
     /// Access to a silo's data for evaluation by experiment code.

@@ -6,7 +6,7 @@ mod data_common;
 
 use dpfl::algo::AlgorithmSpec;
 use dpfl::data::registry::{KnownDataset, Part};
-use dpfl::reproduce::normfedavg;
+use dpfl::reproduce::{normfedavg, normfedavg_checkpoint};
 
 #[test]
 fn the_config_kind_is_registered() {
@@ -130,6 +130,80 @@ fn the_clipping_reproduction_reports_what_cannot_be_calibrated() {
     assert_eq!(out.summary.len(), 3);
     // s = 2^29 with Theorem 1's m = 2s + 1: t = 32 ("full precision").
     assert!(out.summary.iter().all(|r| r.bits_per_coordinate == 32.0));
+}
+
+/// A reproduction stopped in the middle of a run (here: an error from the per-round hook
+/// after round 1 of the third run, as a kill after that round's snapshot would leave it)
+/// and resumed gives bit for bit the rows of an uninterrupted one, and redoes only what was
+/// not saved; a finished checkpoint resumes without running anything.
+#[test]
+fn an_interrupted_reproduction_resumes_bit_for_bit() {
+    use normfedavg_checkpoint::NormFedAvgCheckpoint;
+    let Some((train, test)) = fmnist() else {
+        return;
+    };
+    let mut plan = normfedavg::plan("normfedavg-fmnist-bits", true).unwrap();
+    // The corrected-m QTDL and the Binomial: both noise samplers and the quantizer.
+    plan.algorithms = vec![plan.algorithms[0].clone(), plan.algorithms[4].clone()];
+    plan.seeds = vec![1, 2];
+    let reference = normfedavg::run(&plan, &train, &test).unwrap();
+    assert_eq!(reference.rounds.len(), 2 * 2 * 3);
+    let dir = tempfile::tempdir().unwrap();
+    let sha = plan.fingerprint().unwrap();
+    let mut done = 0;
+    {
+        let c = NormFedAvgCheckpoint::open(dir.path(), &sha, false).unwrap();
+        let stopped =
+            normfedavg::run_checkpointed(&plan, &train, &test, Some(&c), &mut |_, _, _| {
+                done += 1;
+                if done == 4 {
+                    return Err(dpfl::Error::config("test", "interrupted"));
+                }
+                Ok(())
+            });
+        assert!(stopped.is_err());
+    }
+    assert!(
+        NormFedAvgCheckpoint::open(dir.path(), &sha, false).is_err(),
+        "needs --resume"
+    );
+    let c = NormFedAvgCheckpoint::open(dir.path(), &sha, true).unwrap();
+    assert_eq!(c.finished(), 1);
+    let mut rest = 0;
+    let resumed = normfedavg::run_checkpointed(&plan, &train, &test, Some(&c), &mut |_, _, _| {
+        rest += 1;
+        Ok(())
+    })
+    .unwrap();
+    assert_eq!(rest, 12 - 4, "only the rounds not saved are run");
+    let bits = |o: &normfedavg::Outcome| -> Vec<(String, u64, usize, u64, u64, u64)> {
+        o.rounds
+            .iter()
+            .map(|r| {
+                (
+                    r.algorithm.clone(),
+                    r.seed,
+                    r.round,
+                    r.train_loss.to_bits(),
+                    r.test_error.to_bits(),
+                    r.bits_per_silo.to_bits(),
+                )
+            })
+            .collect()
+    };
+    assert_eq!(bits(&resumed), bits(&reference));
+    assert_eq!(resumed.summary, reference.summary);
+    drop(c);
+    // Everything finished: a resume runs nothing; another plan is refused.
+    let c = NormFedAvgCheckpoint::open(dir.path(), &sha, true).unwrap();
+    assert_eq!(c.finished(), 4);
+    let again = normfedavg::run_checkpointed(&plan, &train, &test, Some(&c), &mut |_, _, _| {
+        panic!("nothing left to run")
+    })
+    .unwrap();
+    assert_eq!(bits(&again), bits(&reference));
+    plan.rounds = 4;
+    assert!(NormFedAvgCheckpoint::open(dir.path(), &plan.fingerprint().unwrap(), true).is_err());
 }
 
 /// The wall time of one full-scale round (50 silos, 25 answering, E = 20, B = 256, the

@@ -12,17 +12,26 @@
 //! `Purpose::Server`, 2³² − 2): public, data-independent randomness (digest §6.2 item 5).
 //!
 //! Batched training: forward A_{l+1} = act(A_l W_lᵀ + 1b_lᵀ), backward δ_l = (δ_{l+1} W_{l+1}) ∘
-//! act'(·), ∇W_l += δ_lᵀ A_l — matrix products with faer over chunks of ≤ 256 rows, in f64
-//! (f32 measured in BENCHMARKS.md, "DP-NormFedAvg: f32 against f64": kept f64, see there), with
-//! per-thread buffers reused across steps (no allocation per step once warm). Per-example clipping uses the trait's
-//! materialising default: the DP-NormFedAvg family never clips per example.
-
-use std::cell::RefCell;
+//! act'(·), ∇W_l += δ_lᵀ A_l — matrix products with faer over chunks of ≤ 256 rows, with
+//! per-thread buffers reused across steps (no allocation per step once warm). Per-example
+//! clipping uses the trait's materialising default: the DP-NormFedAvg family never clips per
+//! example.
+//!
+//! Precision ([`Precision`], decided by measurement, BENCHMARKS.md "DP-NormFedAvg: f32 against
+//! f64, session 8"): the products, activations and the back-propagated δ run in **f32** by
+//! default — faer's f32 products are ≈ 2x its f64 ones for these shapes on AVX2 — with the
+//! softmax and the loss of each row in f64 (from the f32 logits), and the parameters,
+//! gradients and data f64 at the [`Model`] boundary (one conversion of w in, one of ∇ out per
+//! batch). Everything the optimiser and the privacy mechanisms do stays f64: the local
+//! update d = w_k − w_{k,E}, its norm, d/‖d‖ and the quantizer (see `algo::normfedavg`).
+//! `precision = "f64"` gives the session-7 network bit for bit (the f64 instantiation of the
+//! same generic code does the same operations in the same order).
 
 use faer::linalg::matmul::matmul;
 use faer::{Accum, MatMut, MatRef, Par};
 use serde::{Deserialize, Serialize};
 
+use super::batch::clean_simd_state;
 use super::logistic::{check_features, sigmoid};
 use super::{Metric, Model};
 use crate::data::Dataset;
@@ -30,7 +39,27 @@ use crate::linalg::softmax_in_place;
 use dpfl_privacy::DpRng;
 use dpfl_privacy::rng::Purpose;
 
+mod real;
+#[cfg(test)]
+mod tests;
+
+use real::{Real, Work};
+
 const CHUNK: usize = 256;
+
+/// The arithmetic of the network's products (the parameters stay f64).
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum Precision {
+    /// f32 products and activations, f64 softmax, loss, parameters and gradient sums: ≈ 2x
+    /// faster than f64 on AVX2 (measured; BENCHMARKS.md). The default.
+    #[default]
+    F32,
+    /// Everything in f64 (the network of dpfl before session 8, bit for bit).
+    F64,
+}
 
 /// The hidden layers' nonlinearity.
 #[derive(
@@ -46,24 +75,28 @@ pub enum Activation {
 }
 
 impl Activation {
-    fn apply(self, v: &mut [f64]) {
+    fn apply<T: Real>(self, v: &mut [T]) {
         match self {
-            Activation::Relu => v.iter_mut().for_each(|x| *x = x.max(0.0)),
-            Activation::Sigmoid => v.iter_mut().for_each(|x| *x = sigmoid(*x)),
+            Activation::Relu => v.iter_mut().for_each(|x| *x = x.relu()),
+            Activation::Sigmoid => {
+                clean_simd_state();
+                v.iter_mut().for_each(|x| *x = T::of(sigmoid(x.wide())))
+            }
         }
     }
     /// δ ∘ act'(z), written with the activation a = act(z).
-    fn backprop(self, delta: &mut [f64], a: &[f64]) {
+    fn backprop<T: Real>(self, delta: &mut [T], a: &[T]) {
+        let (zero, one) = (T::of(0.0), T::of(1.0));
         match self {
             Activation::Relu => delta.iter_mut().zip(a).for_each(|(d, &a)| {
-                if a <= 0.0 {
-                    *d = 0.0
+                if a <= zero {
+                    *d = zero
                 }
             }),
             Activation::Sigmoid => delta
                 .iter_mut()
                 .zip(a)
-                .for_each(|(d, &a)| *d *= a * (1.0 - a)),
+                .for_each(|(d, &a)| *d *= a * (one - a)),
         }
     }
 }
@@ -77,6 +110,7 @@ pub struct DeepMlp {
     activation: Activation,
     init_seed: u64,
     params: usize,
+    precision: Precision,
 }
 
 impl DeepMlp {
@@ -88,7 +122,8 @@ impl DeepMlp {
     }
 
     /// The network on `features` inputs with the `hidden` widths (each ≥ 1) and `classes` ≥ 2
-    /// outputs; `init_seed` fixes the initial weights. An error names the bad field.
+    /// outputs; `init_seed` fixes the initial weights. An error names the bad field. The
+    /// products run in the default [`Precision`] (f32; see [`Self::with_precision`]).
     pub fn new(
         features: usize,
         hidden: &[usize],
@@ -118,7 +153,19 @@ impl DeepMlp {
             activation,
             init_seed,
             params: params.unwrap_or(usize::MAX),
+            precision: Precision::default(),
         })
+    }
+
+    /// The same network computing in `precision`.
+    pub fn with_precision(mut self, precision: Precision) -> Self {
+        self.precision = precision;
+        self
+    }
+
+    /// The arithmetic of the products.
+    pub fn precision(&self) -> Precision {
+        self.precision
     }
 
     fn layers(&self) -> usize {
@@ -133,7 +180,7 @@ impl DeepMlp {
             .sum()
     }
 
-    fn layer<'a>(&self, w: &'a [f64], l: usize) -> (&'a [f64], &'a [f64]) {
+    fn layer<'a, T>(&self, w: &'a [T], l: usize) -> (&'a [T], &'a [T]) {
         let (i, o) = (self.widths[l], self.widths[l + 1]);
         let s = self.offset(l);
         (&w[s..s + o * i], &w[s + o * i..s + o * (i + 1)])
@@ -141,7 +188,7 @@ impl DeepMlp {
 
     /// Forward pass of k rows: `work.acts[0]` holds x (k×p); fills acts[l] = A_l, the last the
     /// logits. Buffers are resized, never reallocated once large enough.
-    fn forward(&self, w: &[f64], k: usize, work: &mut Work) {
+    fn forward<T: Real>(&self, w: &[T], k: usize, work: &mut Work<T>) {
         let layers = self.layers();
         work.acts.resize_with(layers + 1, Vec::new);
         for l in 0..layers {
@@ -149,17 +196,17 @@ impl DeepMlp {
             let (wl, bl) = self.layer(w, l);
             let (lo, hi) = work.acts.split_at_mut(l + 1);
             let z = &mut hi[0];
-            z.resize(k * o, 0.0);
+            z.resize(k * o, T::of(0.0));
             matmul(
                 MatMut::from_row_major_slice_mut(z, k, o),
                 Accum::Replace,
                 MatRef::from_row_major_slice(&lo[l][..k * i], k, i),
                 MatRef::from_row_major_slice(wl, o, i).transpose(),
-                1.0,
+                T::of(1.0),
                 Par::Seq,
             );
             for row in z.chunks_exact_mut(o) {
-                row.iter_mut().zip(bl).for_each(|(v, b)| *v += b);
+                row.iter_mut().zip(bl).for_each(|(v, &b)| *v += b);
             }
             if l + 1 < layers {
                 self.activation.apply(z);
@@ -168,7 +215,7 @@ impl DeepMlp {
     }
 
     /// out += scale·Σ ∇f over k rows: activations from [`Self::forward`], labels `work.y`.
-    fn backward(&self, w: &[f64], k: usize, work: &mut Work, scale: f64, out: &mut [f64]) {
+    fn backward<T: Real>(&self, w: &[T], k: usize, work: &mut Work<T>, scale: f64, out: &mut [T]) {
         let top = self.layers();
         let c = self.widths[top];
         let Work {
@@ -176,15 +223,22 @@ impl DeepMlp {
             delta,
             prev,
             y,
+            row: wide,
             ..
         } = work;
-        // δ = softmax(z) − e_y, scaled once here. The logits' buffer is swapped out, not
-        // copied (the next forward pass overwrites it anyway).
+        // δ = softmax(z) − e_y in f64, scaled once here. The logits' buffer is swapped out,
+        // not copied (the next forward pass overwrites it anyway). libm's exp follows faer's
+        // AVX products: clear the upper halves first (model/batch.rs).
+        clean_simd_state();
         std::mem::swap(delta, &mut acts[top]);
         for (row, &yi) in delta.chunks_exact_mut(c).zip(y.iter()) {
-            softmax_in_place(row);
-            row[yi as usize] -= 1.0;
-            row.iter_mut().for_each(|v| *v *= scale);
+            wide.clear();
+            wide.extend(row.iter().map(|v| v.wide()));
+            softmax_in_place(wide);
+            wide[yi as usize] -= 1.0;
+            row.iter_mut()
+                .zip(wide.iter())
+                .for_each(|(v, &p)| *v = T::of(p * scale));
         }
         for l in (0..top).rev() {
             let (i, o) = (self.widths[l], self.widths[l + 1]);
@@ -195,21 +249,21 @@ impl DeepMlp {
                 Accum::Add,
                 MatRef::from_row_major_slice(&delta[..k * o], k, o).transpose(),
                 MatRef::from_row_major_slice(&acts[l][..k * i], k, i),
-                1.0,
+                T::of(1.0),
                 Par::Seq,
             );
             for row in delta.chunks_exact(o) {
-                ob.iter_mut().zip(row).for_each(|(b, d)| *b += d);
+                ob.iter_mut().zip(row).for_each(|(b, &d)| *b += d);
             }
             if l > 0 {
                 let (wl, _) = self.layer(w, l);
-                prev.resize(k * i, 0.0);
+                prev.resize(k * i, T::of(0.0));
                 matmul(
                     MatMut::from_row_major_slice_mut(prev, k, i),
                     Accum::Replace,
                     MatRef::from_row_major_slice(&delta[..k * o], k, o),
                     MatRef::from_row_major_slice(wl, o, i),
-                    1.0,
+                    T::of(1.0),
                     Par::Seq,
                 );
                 self.activation.backprop(prev, &acts[l][..k * i]);
@@ -218,53 +272,115 @@ impl DeepMlp {
         }
     }
 
-    /// Loads rows `rows` of `data` into the input buffer and labels.
-    fn load(work: &mut Work, data: &Dataset, rows: impl Iterator<Item = usize>) {
+    /// Loads the rows `x` (k×p, f64) and labels into the input buffer.
+    fn load_rows<'a, T: Real>(work: &mut Work<T>, rows: impl Iterator<Item = (&'a [f64], f64)>) {
         work.acts.resize_with(1, Vec::new);
         work.acts[0].clear();
         work.y.clear();
-        for i in rows {
-            let (x, yi) = data.row(i);
-            work.acts[0].extend_from_slice(x);
+        for (x, yi) in rows {
+            work.acts[0].extend(x.iter().map(|&v| T::of(v)));
             work.y.push(yi);
         }
     }
 
-    fn logits(&self, w: &[f64], x: &[f64]) -> Vec<f64> {
-        WORK.with_borrow_mut(|work| {
-            work.acts.resize_with(1, Vec::new);
-            work.acts[0].clear();
-            work.acts[0].extend_from_slice(x);
-            self.forward(w, 1, work);
-            work.acts[self.layers()].clone()
+    /// out += scale·Σ_{i ∈ idx} ∇f_i in arithmetic T, rows sorted, chunks of [`CHUNK`].
+    fn batch_grad<T: Real>(
+        &self,
+        w: &[f64],
+        data: &Dataset,
+        idx: &[usize],
+        scale: f64,
+        out: &mut [f64],
+    ) {
+        T::with_work(|work| {
+            let mut order = std::mem::take(&mut work.order);
+            let (mut wbuf, mut gbuf) =
+                (std::mem::take(&mut work.w), std::mem::take(&mut work.grad));
+            order.clear();
+            order.extend_from_slice(idx);
+            order.sort_unstable();
+            let wt = T::params(w, &mut wbuf);
+            T::accumulate(out, &mut gbuf, |g| {
+                for rows in order.chunks(CHUNK) {
+                    Self::load_rows(work, rows.iter().map(|&i| data.row(i)));
+                    self.forward(wt, rows.len(), work);
+                    self.backward(wt, rows.len(), work, scale, g);
+                }
+            });
+            (work.order, work.w, work.grad) = (order, wbuf, gbuf);
         })
+    }
+
+    /// One row's gradient (k = 1 of the batched code).
+    fn row_grad<T: Real>(&self, w: &[f64], x: &[f64], y: f64, scale: f64, out: &mut [f64]) {
+        T::with_work(|work| {
+            let (mut wbuf, mut gbuf) =
+                (std::mem::take(&mut work.w), std::mem::take(&mut work.grad));
+            let wt = T::params(w, &mut wbuf);
+            T::accumulate(out, &mut gbuf, |g| {
+                Self::load_rows(work, std::iter::once((x, y)));
+                self.forward(wt, 1, work);
+                self.backward(wt, 1, work, scale, g);
+            });
+            (work.w, work.grad) = (wbuf, gbuf);
+        })
+    }
+
+    /// The logits of one row, in f64.
+    fn logits<T: Real>(&self, w: &[f64], x: &[f64]) -> Vec<f64> {
+        T::with_work(|work| {
+            let mut wbuf = std::mem::take(&mut work.w);
+            Self::load_rows(work, std::iter::once((x, 0.0)));
+            self.forward(T::params(w, &mut wbuf), 1, work);
+            work.w = wbuf;
+            work.acts[self.layers()].iter().map(|v| v.wide()).collect()
+        })
+    }
+
+    fn row_logits(&self, w: &[f64], x: &[f64]) -> Vec<f64> {
+        match self.precision {
+            Precision::F32 => self.logits::<f32>(w, x),
+            Precision::F64 => self.logits::<f64>(w, x),
+        }
     }
 
     /// (mean cross-entropy, error rate) over `data`, forward passes batched by [`CHUNK`] rows
     /// and the chunks spread over rayon's threads. The per-row losses are summed in row order,
     /// so the result does not depend on the thread count.
     pub fn evaluate(&self, w: &[f64], data: &Dataset) -> (f64, f64) {
+        match self.precision {
+            Precision::F32 => self.evaluate_in::<f32>(w, data),
+            Precision::F64 => self.evaluate_in::<f64>(w, data),
+        }
+    }
+
+    fn evaluate_in<T: Real + Send + Sync>(&self, w: &[f64], data: &Dataset) -> (f64, f64) {
         use rayon::prelude::*;
         if data.is_empty() {
             return (f64::NAN, f64::NAN);
         }
         let c = self.widths[self.layers()];
+        let mut wbuf = Vec::new();
+        let wt = T::params(w, &mut wbuf);
         let chunks: Vec<(Vec<f64>, usize)> = (0..data.len().div_ceil(CHUNK))
             .into_par_iter()
             .map(|b| {
                 let rows = b * CHUNK..((b + 1) * CHUNK).min(data.len());
-                WORK.with_borrow_mut(|work| {
-                    Self::load(work, data, rows.clone());
-                    self.forward(w, rows.len(), work);
+                T::with_work(|work| {
+                    Self::load_rows(work, rows.clone().map(|i| data.row(i)));
+                    self.forward(wt, rows.len(), work);
+                    clean_simd_state();
                     let mut wrong = 0;
                     let mut losses = Vec::with_capacity(rows.len());
-                    let logits = &mut work.acts[self.layers()];
-                    for (z, &y) in logits.chunks_exact_mut(c).zip(&work.y) {
-                        if argmax(z) as f64 != y {
+                    let Work { acts, y, row, .. } = work;
+                    for (z, &y) in acts[self.layers()].chunks_exact(c).zip(y.iter()) {
+                        row.clear();
+                        row.extend(z.iter().map(|v| v.wide()));
+                        if argmax(row) as f64 != y {
                             wrong += 1;
                         }
-                        let zy = z[y as usize];
-                        losses.push(softmax_in_place(z) - zy);
+                        let zy = row[y as usize];
+                        losses.push(softmax_in_place(row) - zy);
                     }
                     (losses, wrong)
                 })
@@ -288,21 +404,6 @@ fn argmax(z: &[f64]) -> usize {
     best
 }
 
-/// Per-thread buffers of one batched pass (rayon runs silos on several threads): activations
-/// per layer, the back-propagated δ and its successor, labels, the sorted batch.
-#[derive(Default)]
-struct Work {
-    acts: Vec<Vec<f64>>,
-    delta: Vec<f64>,
-    prev: Vec<f64>,
-    y: Vec<f64>,
-    order: Vec<usize>,
-}
-
-thread_local! {
-    static WORK: RefCell<Work> = RefCell::new(Work::default());
-}
-
 impl Model for DeepMlp {
     fn name(&self) -> &'static str {
         "deep-mlp"
@@ -314,20 +415,16 @@ impl Model for DeepMlp {
         self.widths[0]
     }
     fn loss(&self, w: &[f64], x: &[f64], y: f64) -> f64 {
-        let mut z = self.logits(w, x);
+        let mut z = self.row_logits(w, x);
         let zy = z[y as usize];
+        clean_simd_state();
         softmax_in_place(&mut z) - zy
     }
     fn add_grad(&self, w: &[f64], x: &[f64], y: f64, scale: f64, out: &mut [f64]) {
-        WORK.with_borrow_mut(|work| {
-            work.acts.resize_with(1, Vec::new);
-            work.acts[0].clear();
-            work.acts[0].extend_from_slice(x);
-            work.y.clear();
-            work.y.push(y);
-            self.forward(w, 1, work);
-            self.backward(w, 1, work, scale, out);
-        })
+        match self.precision {
+            Precision::F32 => self.row_grad::<f32>(w, x, y, scale, out),
+            Precision::F64 => self.row_grad::<f64>(w, x, y, scale, out),
+        }
     }
     fn add_batch_grad(
         &self,
@@ -337,21 +434,13 @@ impl Model for DeepMlp {
         scale: f64,
         out: &mut [f64],
     ) {
-        WORK.with_borrow_mut(|work| {
-            let mut order = std::mem::take(&mut work.order);
-            order.clear();
-            order.extend_from_slice(idx);
-            order.sort_unstable();
-            for rows in order.chunks(CHUNK) {
-                Self::load(work, data, rows.iter().copied());
-                self.forward(w, rows.len(), work);
-                self.backward(w, rows.len(), work, scale, out);
-            }
-            work.order = order;
-        })
+        match self.precision {
+            Precision::F32 => self.batch_grad::<f32>(w, data, idx, scale, out),
+            Precision::F64 => self.batch_grad::<f64>(w, data, idx, scale, out),
+        }
     }
     fn predict(&self, w: &[f64], x: &[f64]) -> f64 {
-        argmax(&self.logits(w, x)) as f64
+        argmax(&self.row_logits(w, x)) as f64
     }
     fn metric(&self) -> Metric {
         Metric::ErrorRate
@@ -383,113 +472,5 @@ impl Model for DeepMlp {
             }
         }
         w
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::data::Target;
-
-    fn data(n: usize, p: usize, c: usize) -> Dataset {
-        let x: Vec<f64> = (0..n * p)
-            .map(|i| ((i * 37 % 17) as f64 - 8.0) / 8.0)
-            .collect();
-        let y = (0..n).map(|i| (i % c) as f64).collect();
-        let names = (0..p).map(|j| format!("x{j}")).collect();
-        let target = Target::Classes {
-            names: (0..c).map(|k| k.to_string()).collect(),
-        };
-        Dataset::new(
-            crate::linalg::Matrix::from_vec(n, p, x).unwrap(),
-            y,
-            target,
-            names,
-        )
-        .unwrap()
-    }
-
-    #[test]
-    fn paper_sizes_and_seeded_pytorch_init() {
-        let m = DeepMlp::new(784, &[300, 300], 10, Activation::Relu, 1).unwrap();
-        assert_eq!(m.num_params(), 328_810);
-        let c = DeepMlp::new(3072, &[600, 600], 10, Activation::Relu, 1).unwrap();
-        assert_eq!(c.num_params(), 2_210_410);
-        let w = m.initial_params();
-        assert_eq!(w, m.initial_params(), "seeded");
-        // Layer 0 within ±1/√784 = ±1/28, layer 1 within ±1/√300.
-        assert!(w[..300 * 785].iter().all(|v| v.abs() <= 1.0 / 28.0));
-        assert!(w[..300 * 785].iter().any(|v| v.abs() > 0.03));
-        let l1 = &w[300 * 785..300 * 785 + 300 * 301];
-        assert!(l1.iter().all(|v| v.abs() <= 1.0 / 300f64.sqrt()));
-        assert!(DeepMlp::new(4, &[0], 3, Activation::Relu, 0).is_err());
-    }
-
-    #[test]
-    fn batch_gradient_matches_finite_differences_and_the_per_example_sum() {
-        for act in [Activation::Relu, Activation::Sigmoid] {
-            let m = DeepMlp::new(3, &[4, 5], 3, act, 7).unwrap();
-            let d = data(6, 3, 3);
-            let w = m.initial_params();
-            let idx: Vec<usize> = (0..6).collect();
-            let mut g = vec![0.0; m.num_params()];
-            m.add_batch_grad(&w, &d, &idx, 0.5, &mut g);
-            let mut each = vec![0.0; m.num_params()];
-            for &i in &idx {
-                let (x, y) = d.row(i);
-                m.add_grad(&w, x, y, 0.5, &mut each);
-            }
-            let f = |w: &[f64]| -> f64 {
-                idx.iter()
-                    .map(|&i| {
-                        let (x, y) = d.row(i);
-                        0.5 * m.loss(w, x, y)
-                    })
-                    .sum()
-            };
-            for j in 0..m.num_params() {
-                assert!((g[j] - each[j]).abs() < 1e-12, "{act:?} {j}");
-                let (mut a, mut b) = (w.clone(), w.clone());
-                a[j] += 1e-6;
-                b[j] -= 1e-6;
-                let fd = (f(&a) - f(&b)) / 2e-6;
-                assert!(
-                    (fd - g[j]).abs() < 1e-5,
-                    "{act:?} param {j}: {fd} vs {}",
-                    g[j]
-                );
-            }
-        }
-    }
-
-    #[test]
-    fn batched_evaluation_matches_the_per_row_loss_and_error() {
-        // 600 rows: two full chunks of 256 and a partial one.
-        let m = DeepMlp::new(20, &[30, 30], 5, Activation::Relu, 3).unwrap();
-        let d = data(600, 20, 5);
-        let w = m.initial_params();
-        let (loss, err) = m.evaluate(&w, &d);
-        let want_loss = crate::model::mean_loss(&m, &w, &d);
-        let want_err = crate::model::metric_value(&m, &w, &d);
-        assert!(
-            (loss - want_loss).abs() <= 1e-12 * want_loss.abs(),
-            "{loss} vs {want_loss}"
-        );
-        assert_eq!(err, want_err);
-        assert!(err > 0.0 && err < 1.0);
-        assert!(m.evaluate(&w, &d.subset(&[])).0.is_nan());
-    }
-
-    #[test]
-    fn predicts_the_largest_logit_and_checks_data() {
-        // One layer of width 2 on 1 input: with W₀ = [[1], [0]], b₀ = 0, ReLU, then the
-        // identity-like W₁ = I, b₁ = 0, x = 3 gives logits (3, 0): class 0, loss ln(1 + e^−3).
-        let m = DeepMlp::new(1, &[2], 2, Activation::Relu, 0).unwrap();
-        let w = vec![1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 1.0, 0.0, 0.0];
-        assert_eq!(m.num_params(), 10);
-        assert_eq!(m.predict(&w, &[3.0]), 0.0);
-        assert!((m.loss(&w, &[3.0], 0.0) - (1.0 + (-3.0f64).exp()).ln()).abs() < 1e-12);
-        assert!(m.check_data(&data(2, 1, 3)).is_err());
-        assert!(m.check_data(&data(2, 1, 2)).is_ok());
     }
 }

@@ -47,7 +47,7 @@ mod nc_logistic;
 mod softmax;
 
 pub use absolute::{AbsoluteLoss, prox_step as absolute_prox_step};
-pub use deep_mlp::{Activation, DeepMlp};
+pub use deep_mlp::{Activation, DeepMlp, Precision};
 pub use hinge::HingeLoss;
 pub use linear::LinearRegression;
 pub use logistic::LogisticRegression;
@@ -516,6 +516,10 @@ pub enum ModelSpec {
         /// Seed of the initial parameters.
         #[serde(default)]
         init_seed: u64,
+        /// Arithmetic of the products: `f32` (default, ≈ 2x faster, measured in BENCHMARKS.md)
+        /// or `f64`; parameters, gradients and everything downstream stay f64.
+        #[serde(default)]
+        precision: Precision,
     },
 }
 
@@ -616,9 +620,13 @@ impl ModelSpec {
                 hidden,
                 activation,
                 init_seed,
+                precision,
             } => {
                 let c = network_classes(*inputs, features, classes)?;
-                std::sync::Arc::new(DeepMlp::new(features, hidden, c, *activation, *init_seed)?)
+                std::sync::Arc::new(
+                    DeepMlp::new(features, hidden, c, *activation, *init_seed)?
+                        .with_precision(*precision),
+                )
             }
         })
     }

@@ -7,32 +7,35 @@
 //! Format: a header line `{"format":…, "spec_sha256":…, "jobs":N}` naming the exact
 //! specification (after `--quick` / `--trials`), then one line per finished run with its index,
 //! its coordinates and its two numbers as the hex of their IEEE bits (exact, NaN-safe).
-//! A last line without its newline is a write cut short by the interruption and is dropped;
-//! any other damage is an error naming the file and line (never a silent fresh start).
+//! The file's rules (refusal without `--resume`, cut-short last line, damage) are those of
+//! [`super::checkpoint_file`].
 
 use std::collections::HashMap;
-use std::io::Write;
-use std::path::{Path, PathBuf};
-use std::sync::Mutex;
-use std::time::Instant;
+use std::path::Path;
 
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 
+use super::checkpoint_file::{self, AppendLog, fingerprint, hex, unhex};
 use super::{Job, JobResult, PanelTrial, ReproSpec, run_job};
-use crate::{Error, Result};
+use crate::Result;
 
 const FORMAT: &str = "dpfl-reproduce-checkpoint-1";
 
 /// The file name of the checkpoint inside a reproduction's output directory.
 pub const FILE_NAME: &str = "checkpoint.jsonl";
 
-#[derive(Serialize, Deserialize)]
+#[derive(Serialize, Deserialize, PartialEq)]
 struct Header {
     format: String,
     spec_sha256: String,
     jobs: usize,
+}
+
+impl checkpoint_file::Header for Header {
+    fn format(&self) -> &str {
+        &self.format
+    }
 }
 
 #[derive(Serialize, Deserialize)]
@@ -63,23 +66,9 @@ fn key(j: &Job) -> String {
     )
 }
 
-fn fingerprint(spec: &ReproSpec) -> Result<String> {
-    let json =
-        serde_json::to_string(spec).map_err(|e| Error::data("reproduction", e.to_string()))?;
-    Ok(Sha256::digest(json.as_bytes())
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect())
-}
-
-fn bits(s: &str) -> Option<f64> {
-    u64::from_str_radix(s, 16).ok().map(f64::from_bits)
-}
-
 /// An open checkpoint: the runs already finished and the file new ones are appended to.
 pub struct Checkpoint {
-    path: PathBuf,
-    file: Mutex<(std::fs::File, Instant)>,
+    log: AppendLog,
     done: HashMap<usize, JobResult>,
 }
 
@@ -88,70 +77,33 @@ impl Checkpoint {
     /// error (its work would be lost); with it, its finished runs are read back (a missing file
     /// starts afresh).
     pub fn open(path: &Path, spec: &ReproSpec, jobs: &[Job], resume: bool) -> Result<Self> {
-        let io = |source| Error::Io {
-            path: path.to_path_buf(),
-            source,
+        let header = Header {
+            format: FORMAT.into(),
+            spec_sha256: fingerprint(spec)?,
+            jobs: jobs.len(),
         };
-        let sha = fingerprint(spec)?;
         let mut done = HashMap::new();
-        if path.exists() {
-            if !resume {
-                return Err(Error::config(
-                    "--resume",
-                    format!(
-                        "{} holds the finished runs of an interrupted reproduction: pass --resume \
-                         to continue it, or delete the file to start over",
-                        path.display()
-                    ),
-                ));
-            }
-            let text = std::fs::read_to_string(path).map_err(io)?;
-            // A last line without its newline was cut short by the interruption.
-            let complete = text.rfind('\n').map_or(0, |i| i + 1);
-            let parse = |line: usize, reason: String| Error::Parse {
-                path: path.to_path_buf(),
-                line,
-                reason,
-            };
-            let mut lines = text[..complete].lines().enumerate();
-            // No header line: cut short before the header was complete, nothing finished yet.
-            if let Some((_, h)) = lines.next() {
-                let h: Header = serde_json::from_str(h)
-                    .map_err(|e| parse(1, format!("not a checkpoint header: {e}")))?;
-                if h.format != FORMAT {
-                    return Err(parse(1, format!("unknown format {:?}", h.format)));
-                }
-                if h.spec_sha256 != sha || h.jobs != jobs.len() {
-                    return Err(Error::config(
-                        "--resume",
-                        format!(
-                            "{} was written for a different specification (other spec, \
-                             --quick or --trials): run with the same ones, or delete it",
-                            path.display()
-                        ),
-                    ));
-                }
-            }
-            for (i, l) in lines {
-                let line: Line = serde_json::from_str(l)
-                    .map_err(|e| parse(i + 1, format!("damaged checkpoint line: {e}")))?;
+        let log = AppendLog::open(
+            path,
+            &header,
+            resume,
+            "a different specification (other spec, --quick or --trials)",
+            |_, line: Line| {
                 let job = jobs
                     .get(line.job)
-                    .ok_or_else(|| parse(i + 1, format!("job {} out of range", line.job)))?;
+                    .ok_or_else(|| format!("job {} out of range", line.job))?;
                 if key(job) != line.key {
-                    return Err(parse(
-                        i + 1,
-                        format!(
-                            "job {} has coordinates {:?}, expected {:?}",
-                            line.job,
-                            line.key,
-                            key(job)
-                        ),
+                    return Err(format!(
+                        "job {} has coordinates {:?}, expected {:?}",
+                        line.job,
+                        line.key,
+                        key(job)
                     ));
                 }
-                let (Some(train_loss), Some(metric)) = (bits(&line.train_loss), bits(&line.metric))
+                let (Some(train_loss), Some(metric)) =
+                    (unhex(&line.train_loss), unhex(&line.metric))
                 else {
-                    return Err(parse(i + 1, "numbers are not 16 hex digits".into()));
+                    return Err("numbers are not 16 hex digits".into());
                 };
                 done.insert(
                     line.job,
@@ -162,28 +114,10 @@ impl Checkpoint {
                         lower_epsilon: line.lower_epsilon,
                     },
                 );
-            }
-            let f = std::fs::OpenOptions::new()
-                .write(true)
-                .open(path)
-                .map_err(io)?;
-            f.set_len(complete as u64).map_err(io)?;
-            if complete == 0 {
-                write_header(&f, &sha, jobs.len()).map_err(io)?;
-            }
-        } else {
-            let f = std::fs::File::create(path).map_err(io)?;
-            write_header(&f, &sha, jobs.len()).map_err(io)?;
-        }
-        let file = std::fs::OpenOptions::new()
-            .append(true)
-            .open(path)
-            .map_err(io)?;
-        Ok(Checkpoint {
-            path: path.to_path_buf(),
-            file: Mutex::new((file, Instant::now())),
-            done,
-        })
+                Ok(())
+            },
+        )?;
+        Ok(Checkpoint { log, done })
     }
 
     /// How many runs were already finished when the checkpoint was opened.
@@ -193,52 +127,25 @@ impl Checkpoint {
 
     /// The checkpoint file (finished runs, one JSON line each), for messages.
     pub fn path(&self) -> &Path {
-        &self.path
+        self.log.path()
     }
 
-    /// Appends one finished run: one write of one whole line, synced at most once a second
-    /// (an interrupted process keeps every written line; a power cut may lose the last second).
+    /// Appends one finished run.
     fn record(&self, i: usize, job: &Job, r: &JobResult) -> Result<()> {
-        let line = serde_json::to_string(&Line {
+        self.log.append(&Line {
             job: i,
             key: key(job),
-            train_loss: format!("{:016x}", r.train_loss.to_bits()),
-            metric: format!("{:016x}", r.metric.to_bits()),
+            train_loss: hex(r.train_loss),
+            metric: hex(r.metric),
             certified_epsilon: r.certified_epsilon,
             lower_epsilon: r.lower_epsilon,
         })
-        .map_err(|e| Error::data("checkpoint", e.to_string()))?
-            + "\n";
-        let io = |source| Error::Io {
-            path: self.path.clone(),
-            source,
-        };
-        let mut g = self.file.lock().unwrap_or_else(|e| e.into_inner());
-        g.0.write_all(line.as_bytes()).map_err(io)?;
-        if g.1.elapsed().as_secs_f64() >= 1.0 {
-            g.0.sync_data().map_err(io)?;
-            g.1 = Instant::now();
-        }
-        Ok(())
     }
 
     /// Deletes the checkpoint (after the outputs it fed are written).
     pub fn remove(self) -> Result<()> {
-        std::fs::remove_file(&self.path).map_err(|source| Error::Io {
-            path: self.path.clone(),
-            source,
-        })
+        self.log.remove()
     }
-}
-
-fn write_header(mut f: &std::fs::File, sha: &str, jobs: usize) -> std::io::Result<()> {
-    let h = serde_json::to_string(&Header {
-        format: FORMAT.into(),
-        spec_sha256: sha.into(),
-        jobs,
-    })?;
-    f.write_all((h + "\n").as_bytes())?;
-    f.sync_all()
 }
 
 /// Runs the jobs not yet in `checkpoint` in parallel, recording each as it finishes; results

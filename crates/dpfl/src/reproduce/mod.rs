@@ -37,9 +37,11 @@
 //! bit-for-bit the same for a seed whatever the number of threads.
 
 pub mod checkpoint;
+pub mod checkpoint_file;
 mod grid;
 pub mod newton;
 pub mod normfedavg;
+pub mod normfedavg_checkpoint;
 pub mod normfedavg_plot;
 mod output;
 pub mod plot;

@@ -24,6 +24,7 @@ use std::path::{Path, PathBuf};
 use dpfl_privacy::DpRng;
 use dpfl_privacy::rng::Purpose;
 
+use super::normfedavg_checkpoint::{InFlight, NormFedAvgCheckpoint, RunRows};
 use crate::algo::context::BuildContext;
 use crate::algo::half::{FederationInfo, SiloInfo};
 use crate::algo::normfedavg::{
@@ -32,7 +33,7 @@ use crate::algo::normfedavg::{
 };
 use crate::data::registry::{DataDirs, KnownDataset, Part};
 use crate::data::{Dataset, SiloData};
-use crate::model::{Activation, DeepMlp, GradientOracle, Model, Projection};
+use crate::model::{Activation, DeepMlp, GradientOracle, Model, Precision, Projection};
 use crate::sim::{Participation, Simulator};
 use crate::units::SiloId;
 
@@ -44,7 +45,7 @@ pub const IDS: [&str; 3] = [
 ];
 
 /// One reproduction: its federation, schedule and algorithms.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct Plan {
     /// The reproduction's id (one of [`IDS`]).
     pub id: String,
@@ -60,6 +61,9 @@ pub struct Plan {
     pub seeds: Vec<u64>,
     /// The deep MLP's hidden widths (784 → 300 → 300 → 10 in the paper).
     pub hidden: Vec<usize>,
+    /// The network's arithmetic (f32 by default; part of the checkpoint's fingerprint, so a
+    /// run is never continued in another arithmetic).
+    pub precision: Precision,
     /// Rows of the training / test set used (all when `None`).
     pub train_rows: Option<usize>,
     /// Rows of the test set used (all when `None`).
@@ -196,6 +200,7 @@ pub fn plan(id: &str, quick: bool) -> crate::Result<Plan> {
             participants: 5,
             seeds: vec![1],
             hidden: vec![300, 300],
+            precision: Precision::default(),
             train_rows: Some(3000),
             test_rows: Some(1000),
             loss_rows: 1000,
@@ -210,11 +215,22 @@ pub fn plan(id: &str, quick: bool) -> crate::Result<Plan> {
         participants: 25,
         seeds: vec![1, 2, 3],
         hidden: vec![300, 300],
+        precision: Precision::default(),
         train_rows: None,
         test_rows: None,
         loss_rows: 10_000,
         algorithms,
     })
+}
+
+impl Plan {
+    /// The checkpoint's fingerprint: the plan without its seeds (so that more seeds can be
+    /// added to a finished reproduction with `--trials N --resume`).
+    pub fn fingerprint(&self) -> crate::Result<String> {
+        let mut p = self.clone();
+        p.seeds.clear();
+        super::checkpoint_file::fingerprint(&p)
+    }
 }
 
 /// Fashion-MNIST's training and test sets from `--data-dir`, `$DPFL_DATA` or `data/`.
@@ -275,6 +291,20 @@ fn subset(data: &Dataset, rows: Option<usize>, seed: u64) -> crate::Result<Datas
 
 /// Runs every algorithm of `plan` for every seed on the given training and test sets.
 pub fn run(plan: &Plan, train: &Dataset, test: &Dataset) -> crate::Result<Outcome> {
+    run_checkpointed(plan, train, test, None, &mut |_, _, _| Ok(()))
+}
+
+/// [`run`] with a checkpoint: finished runs are taken from it, the run in flight continues
+/// from its last saved round, and every round is saved (module `normfedavg_checkpoint`).
+/// `after_round(algorithm, seed, rounds done)` is called after each round is saved (progress;
+/// an error stops the reproduction there, as an interruption would).
+pub fn run_checkpointed(
+    plan: &Plan,
+    train: &Dataset,
+    test: &Dataset,
+    checkpoint: Option<&NormFedAvgCheckpoint>,
+    after_round: &mut dyn FnMut(&str, u64, usize) -> crate::Result<()>,
+) -> crate::Result<Outcome> {
     let start = std::time::Instant::now();
     let train = subset(train, plan.train_rows, 0)?;
     let test = subset(test, plan.test_rows, 0)?;
@@ -305,7 +335,8 @@ pub fn run(plan: &Plan, train: &Dataset, test: &Dataset) -> crate::Result<Outcom
                 classes,
                 Activation::Relu,
                 seed,
-            )?;
+            )?
+            .with_precision(plan.precision);
             let d = model.num_params();
             let net = model.clone();
             let model: std::sync::Arc<dyn Model> = std::sync::Arc::new(model);
@@ -343,32 +374,62 @@ pub fn run(plan: &Plan, train: &Dataset, test: &Dataset) -> crate::Result<Outcom
                 out.calibration
                     .push((label.clone(), built.calibration[0].formula.clone()));
             }
-            let participation = Participation::Fixed {
-                m: plan.participants,
-            };
-            let mut sim = Simulator::new(&silos, built, participation, Some(seed))?;
-            let (mut bits, mut last) = (0.0, Vec::new());
-            for k in 0..plan.rounds {
-                let report = sim.step()?;
-                if report.participants > 0 {
-                    let per = report.message_bits as f64 / report.participants as f64;
-                    bits += per;
-                    bits_per_coordinate = per / d as f64;
+            let run = match checkpoint.and_then(|c| c.get(label, seed)) {
+                Some(run) => run,
+                None => {
+                    let participation = Participation::Fixed {
+                        m: plan.participants,
+                    };
+                    let mut sim = Simulator::new(&silos, built, participation, Some(seed))?;
+                    let mut run = RunRows {
+                        rows: Vec::new(),
+                        bits_per_coordinate: f64::NAN,
+                    };
+                    if let Some(f) = checkpoint.map(|c| c.in_flight(label, seed)).transpose()? {
+                        let f = f.filter(|f| f.done.rows.len() < plan.rounds);
+                        if let Some(f) = f {
+                            sim.restore(f.sim)?;
+                            run = f.done;
+                        }
+                    }
+                    let mut bits = run.rows.last().map_or(0.0, |r| r.bits_per_silo);
+                    for k in run.rows.len()..plan.rounds {
+                        let report = sim.step()?;
+                        if report.participants > 0 {
+                            let per = report.message_bits as f64 / report.participants as f64;
+                            bits += per;
+                            run.bits_per_coordinate = per / d as f64;
+                        }
+                        let w = sim.output();
+                        run.rows.push(RoundRow {
+                            algorithm: label.clone(),
+                            seed,
+                            round: k + 1,
+                            train_loss: net.evaluate(&w, &loss_data).0,
+                            test_error: net.evaluate(&w, &test).1,
+                            bits_per_silo: bits,
+                        });
+                        if let Some(c) = checkpoint {
+                            if k + 1 < plan.rounds {
+                                c.save(&InFlight {
+                                    algorithm: label.clone(),
+                                    seed,
+                                    done: run.clone(),
+                                    sim: sim.snapshot(),
+                                })?;
+                            } else {
+                                c.record(label, seed, &run)?;
+                            }
+                        }
+                        after_round(label, seed, k + 1)?;
+                    }
+                    run
                 }
-                let w = sim.output();
-                let row = RoundRow {
-                    algorithm: label.clone(),
-                    seed,
-                    round: k + 1,
-                    train_loss: net.evaluate(&w, &loss_data).0,
-                    test_error: net.evaluate(&w, &test).1,
-                    bits_per_silo: bits,
-                };
-                last.push(row.test_error);
-                out.rounds.push(row);
-            }
-            let tail = &last[last.len().saturating_sub(5)..];
-            finals.push(tail.iter().sum::<f64>() / tail.len().max(1) as f64);
+            };
+            bits_per_coordinate = run.bits_per_coordinate;
+            let tail = &run.rows[run.rows.len().saturating_sub(5)..];
+            finals.push(tail.iter().map(|r| r.test_error).sum::<f64>() / tail.len().max(1) as f64);
+            out.rounds.extend(run.rows);
         }
         if finals.len() == plan.seeds.len() {
             let n = finals.len() as f64;

@@ -9,30 +9,34 @@
 //! its IEEE bits (exact, NaN-safe). Leaving the seed count out of the fingerprint is
 //! deliberate: `--trials 2 --resume` after `--trials 1` keeps seed 0's runs and adds seed 1's
 //! (lines of seeds beyond `--trials` are kept in the file and ignored). Any other change of
-//! plan (another ID, `--quick`) is refused. A last line without its newline is a write cut
-//! short and is dropped; other damage is an error naming the file and line. The file is kept
+//! plan (another ID, `--quick`) is refused. The file's rules (refusal without `--resume`,
+//! cut-short last line, damage) are those of [`super::checkpoint_file`]. The file is kept
 //! after a complete reproduction, for a later `--trials N --resume`.
 
 use std::collections::HashMap;
-use std::io::Write;
-use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::path::Path;
 
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 
+use super::checkpoint_file::{self, AppendLog, fingerprint, hex, unhex};
 use super::soteria::{CurveRow, Plan, RunStore};
-use crate::{Error, Result};
+use crate::Result;
 
 const FORMAT: &str = "dpfl-soteria-checkpoint-1";
 
 /// The file name inside the reproduction's output directory.
 pub const FILE_NAME: &str = "checkpoint.jsonl";
 
-#[derive(Serialize, Deserialize)]
+#[derive(Serialize, Deserialize, PartialEq)]
 struct Header {
     format: String,
     plan_sha256: String,
+}
+
+impl checkpoint_file::Header for Header {
+    fn format(&self) -> &str {
+        &self.format
+    }
 }
 
 /// One evaluated row: round, train loss, test accuracy, ‖∇f‖², utility (hex bits), uplink
@@ -47,30 +51,11 @@ struct Line {
     rows: Vec<RowBits>,
 }
 
-fn hex(v: f64) -> String {
-    format!("{:016x}", v.to_bits())
-}
-
-fn unhex(s: &str) -> Option<f64> {
-    u64::from_str_radix(s, 16).ok().map(f64::from_bits)
-}
-
-fn fingerprint(plan: &Plan) -> Result<String> {
-    let mut p = plan.clone();
-    p.seeds = 0;
-    let json = serde_json::to_string(&p).map_err(|e| Error::data("reproduction", e.to_string()))?;
-    Ok(Sha256::digest(json.as_bytes())
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect())
-}
-
 type Key = (u64, String, usize);
 
 /// An open checkpoint: the finished runs and the file new ones are appended to.
 pub struct SoteriaCheckpoint {
-    path: PathBuf,
-    file: Mutex<std::fs::File>,
+    log: AppendLog,
     done: HashMap<Key, Vec<CurveRow>>,
 }
 
@@ -78,58 +63,23 @@ impl SoteriaCheckpoint {
     /// Opens `path` for `plan`. Without `resume` an existing checkpoint is an error (its runs
     /// would be lost); with it, its runs are read back (a missing file starts afresh).
     pub fn open(path: &Path, plan: &Plan, resume: bool) -> Result<Self> {
-        let io = |source| Error::Io {
-            path: path.to_path_buf(),
-            source,
+        let mut p = plan.clone();
+        p.seeds = 0;
+        let header = Header {
+            format: FORMAT.into(),
+            plan_sha256: fingerprint(&p)?,
         };
-        let sha = fingerprint(plan)?;
         let mut done = HashMap::new();
-        let mut fresh = true;
-        if path.exists() {
-            if !resume {
-                return Err(Error::config(
-                    "--resume",
-                    format!(
-                        "{} holds the finished runs of an earlier reproduction: pass --resume \
-                         to continue it, or delete the file to start over",
-                        path.display()
-                    ),
-                ));
-            }
-            let text = std::fs::read_to_string(path).map_err(io)?;
-            let complete = text.rfind('\n').map_or(0, |i| i + 1);
-            let parse = |line: usize, reason: String| Error::Parse {
-                path: path.to_path_buf(),
-                line,
-                reason,
-            };
-            let mut lines = text[..complete].lines().enumerate();
-            if let Some((_, h)) = lines.next() {
-                fresh = false;
-                let h: Header = serde_json::from_str(h)
-                    .map_err(|e| parse(1, format!("not a checkpoint header: {e}")))?;
-                if h.format != FORMAT {
-                    return Err(parse(1, format!("unknown format {:?}", h.format)));
-                }
-                if h.plan_sha256 != sha {
-                    return Err(Error::config(
-                        "--resume",
-                        format!(
-                            "{} was written for another reproduction (ID or --quick): run with \
-                             the same ones, or delete it",
-                            path.display()
-                        ),
-                    ));
-                }
-            }
-            for (i, l) in lines {
-                let bad = |reason: String| parse(i + 1, reason);
-                let line: Line = serde_json::from_str(l)
-                    .map_err(|e| bad(format!("damaged checkpoint line: {e}")))?;
-                let eps = unhex(&line.epsilon).ok_or_else(|| bad("bad epsilon".into()))?;
+        let log = AppendLog::open(
+            path,
+            &header,
+            resume,
+            "another reproduction (ID or --quick)",
+            |_, line: Line| {
+                let eps = unhex(&line.epsilon).ok_or("bad epsilon")?;
                 let mut rows = Vec::with_capacity(line.rows.len());
                 for (round, loss, acc, g, u, bits, bits64, evals) in line.rows {
-                    let f = |s: &str| unhex(s).ok_or_else(|| bad(format!("bad number {s:?}")));
+                    let f = |s: &str| unhex(s).ok_or_else(|| format!("bad number {s:?}"));
                     rows.push(CurveRow {
                         epsilon: eps,
                         algorithm: line.algorithm.clone(),
@@ -145,40 +95,15 @@ impl SoteriaCheckpoint {
                     });
                 }
                 done.insert((eps.to_bits(), line.algorithm, line.seed), rows);
-            }
-            // Drop a cut-short last line before appending after it.
-            if complete < text.len() {
-                let f = std::fs::OpenOptions::new()
-                    .write(true)
-                    .open(path)
-                    .map_err(io)?;
-                f.set_len(complete as u64).map_err(io)?;
-            }
-        }
-        let mut file = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(path)
-            .map_err(io)?;
-        if fresh {
-            let h = Header {
-                format: FORMAT.into(),
-                plan_sha256: sha,
-            };
-            let text =
-                serde_json::to_string(&h).map_err(|e| Error::data("checkpoint", e.to_string()))?;
-            writeln!(file, "{text}").map_err(io)?;
-        }
-        Ok(SoteriaCheckpoint {
-            path: path.to_path_buf(),
-            file: Mutex::new(file),
-            done,
-        })
+                Ok(())
+            },
+        )?;
+        Ok(SoteriaCheckpoint { log, done })
     }
 
     /// The file.
     pub fn path(&self) -> &Path {
-        &self.path
+        self.log.path()
     }
 
     /// Runs read back from the file (all seeds).
@@ -193,9 +118,9 @@ impl SoteriaCheckpoint {
             .cloned()
     }
 
-    /// Appends a finished run (one line, flushed).
+    /// Appends a finished run (one line).
     pub fn record(&self, eps: f64, algorithm: &str, seed: usize, rows: &[CurveRow]) -> Result<()> {
-        let line = Line {
+        self.log.append(&Line {
             epsilon: hex(eps),
             algorithm: algorithm.to_string(),
             seed,
@@ -214,19 +139,7 @@ impl SoteriaCheckpoint {
                     )
                 })
                 .collect(),
-        };
-        let text =
-            serde_json::to_string(&line).map_err(|e| Error::data("checkpoint", e.to_string()))?;
-        let mut f = self
-            .file
-            .lock()
-            .map_err(|_| Error::data("checkpoint", "poisoned lock".to_string()))?;
-        writeln!(f, "{text}")
-            .and_then(|()| f.flush())
-            .map_err(|source| Error::Io {
-                path: self.path.clone(),
-                source,
-            })
+        })
     }
 }
 
@@ -243,6 +156,7 @@ impl RunStore for SoteriaCheckpoint {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::Write;
 
     fn row(eps: f64, seed: usize, round: usize, v: f64) -> CurveRow {
         CurveRow {

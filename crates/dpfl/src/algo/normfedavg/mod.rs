@@ -33,6 +33,16 @@
 //!   (`halves.rs`). FedAvg's server step is β_k (default 1: the paper's plain average).
 //! * **Record-level DP, any neighbouring relation**: the sensitivities are suprema over the
 //!   local run and do not depend on which relation the ledger uses.
+//! * **Training arithmetic** (session 8, by measurement: BENCHMARKS.md): the network's
+//!   products run in f32 (`model::DeepMlp`, `Precision::F32`); the gradient is added to an
+//!   f64 accumulator, and the optimiser (w, momentum, weight decay), the update d = w_k −
+//!   w_{k,E}, its norm, d/‖d‖ or the clipped d, and the quantizer Q_s are all f64. Precision
+//!   cannot weaken the guarantee: the worst-case and Theorem 3 sensitivities bound
+//!   ‖Q_s(u) − Q_s(u')‖ for *any* u, u' in the unit ball (the direction is renormalised in
+//!   f64 whatever d is, and clipping enforces ‖u‖ ≤ C ≤ 1), so how d was computed — f32 or
+//!   f64, rounded or not — never enters them; the released message is the integer
+//!   Q_s(u) + e with e drawn exactly on the integers. Only the μ form's sensitivity is an
+//!   assumption about d itself, in either arithmetic alike.
 
 #![warn(missing_docs)]
 
