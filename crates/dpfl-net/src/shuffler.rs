@@ -408,14 +408,17 @@ impl ShufflerRpc for Service {
                 NetError::Rejected(format!("a submission of {shares} shuffler shares")).into(),
             );
         }
-        // Wait (briefly) until this shuffler has learnt of the round.
+        // Wait (briefly) until this shuffler has learnt of the round. A round is its
+        // (epoch, number): a restarted server re-opens its checkpoint's round in a new epoch,
+        // and the silos' resends to it must wait for that batch, not fall into the old
+        // epoch's batch of the same number (already forwarded or withheld, so lost).
         let mut rx = s.changed.subscribe();
         let end = Instant::now() + Duration::from_secs(10);
         loop {
             {
                 let mut cur = s.current.lock().await;
                 if let Some(c) = cur.as_mut() {
-                    if c.round == h.round {
+                    if (c.epoch, c.round) == (h.epoch, h.round) {
                         if c.by_silo.contains_key(&id) {
                             return Ok(Response::new(PushReply {
                                 outcome: "DUPLICATE".into(),
@@ -430,7 +433,7 @@ impl ShufflerRpc for Service {
                             accepted: 1,
                         }));
                     }
-                    if c.round > h.round {
+                    if (c.epoch, c.round) > (h.epoch, h.round) {
                         return Ok(Response::new(PushReply {
                             outcome: "LATE".into(),
                             accepted: 0,

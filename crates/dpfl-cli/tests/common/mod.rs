@@ -223,3 +223,31 @@ pub(crate) fn simulated_run(
     .unwrap();
     (trial, run)
 }
+
+/// The server checkpoint in an algorithm's state directory (`alg-<a>`), if one was written.
+pub(crate) fn checkpoint(alg: &Path) -> Option<dpfl_net::checkpoint::Checkpoint> {
+    let path = alg.join("server/checkpoint");
+    let bytes = dpfl_net::store::Cell::read(&path).ok().flatten()?;
+    dpfl_net::checkpoint::Checkpoint::decode(&path, &bytes).ok()
+}
+
+/// The first round the server has not aggregated yet (0 before its first checkpoint).
+pub(crate) fn checkpoint_round(alg: &Path) -> u32 {
+    checkpoint(alg).map_or(0, |c| c.next_round.get())
+}
+
+/// The rounds silo `id`'s ledger charged, sorted (a round charged twice would show twice).
+pub(crate) fn charged_rounds(alg: &Path, id: usize) -> Vec<u64> {
+    let mut charged =
+        dpfl_net::ledger::charged_rounds(&alg.join(format!("silo-{id}/ledger"))).unwrap();
+    charged.sort_unstable();
+    charged
+}
+
+/// Starts the shuffler of federation file `cfg`, logging into `dir/shuffler.log`.
+pub(crate) fn spawn_shuffler(cfg: &Path, dir: &Path) -> Child {
+    spawn(
+        &["shuffler", "--config", cfg.to_str().unwrap()],
+        &dir.join("shuffler.log"),
+    )
+}

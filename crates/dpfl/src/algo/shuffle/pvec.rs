@@ -282,10 +282,43 @@ impl SiloHalf for PvecSilo {
         (self.pvec.params().variance_bound() / self.pvec.params().d as f64).sqrt()
     }
 
+    /// A one-pass silo's permutation and next batch position: a restarted silo process
+    /// continues its pass (the simulator's batches) and never draws a used record again,
+    /// which the disjoint round event it charges assumes. Without it a restart began a new
+    /// pass: records used twice under a ledger that charges each once.
     fn state(&self) -> HalfState {
-        HalfState::default()
+        let mut s = HalfState::default();
+        if let Some(b) = &self.batches {
+            let (perm, _, next) = b.parts();
+            s.put(PASS_PERM, perm);
+            s.put(PASS_NEXT, &(next as u64));
+        }
+        s
+    }
+
+    fn restore(&mut self, state: HalfState) -> crate::Result<()> {
+        if !state.contains(PASS_PERM) {
+            return Ok(());
+        }
+        let perm: Vec<usize> = state.get(PASS_PERM)?;
+        let next: u64 = state.get(PASS_NEXT)?;
+        if perm.len() != self.n {
+            return Err(crate::Error::Protocol(format!(
+                "state `{PASS_PERM}`: a pass over {} records, this silo has {}",
+                perm.len(),
+                self.n
+            )));
+        }
+        let next = usize::try_from(next)
+            .map_err(|e| crate::Error::Protocol(format!("state `{PASS_NEXT}`: {e}")))?;
+        self.batches = Some(DisjointBatches::from_parts(perm, self.k, next)?);
+        Ok(())
     }
 }
+
+/// The state keys of a one-pass PVEC silo's position in its pass.
+const PASS_PERM: &str = "pass_perm";
+const PASS_NEXT: &str = "pass_next";
 
 /// The PVEC analyzer in front of a server half (see the module doc).
 pub struct PvecServer {
@@ -458,5 +491,75 @@ impl ServerHalf for PvecServer {
 
     fn restore(&mut self, state: HalfState) -> crate::Result<()> {
         self.inner.restore(state)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::data::Target;
+    use crate::linalg::Matrix;
+    use dpfl_privacy::rng::Purpose;
+    use dpfl_privacy::shuffle::params::{PvecParams, Scale};
+
+    #[test]
+    fn a_restored_one_pass_silo_continues_its_pass_and_never_reuses_a_record() {
+        // n = 7 distinct records, K = 2: ⌊7/2⌋ = 3 batches. After round 0 the silo's state
+        // goes into a fresh half (a restarted process) with the generator's state.
+        let n = 7;
+        let x = Matrix::from_vec(n, 2, (0..2 * n).map(|i| 0.1 * i as f64).collect()).unwrap();
+        let names = vec!["0".to_string(), "1".to_string()];
+        let data = Dataset::new(
+            x,
+            vec![1.0; n],
+            Target::Classes {
+                names: names.clone(),
+            },
+            names,
+        )
+        .unwrap();
+        let model = std::sync::Arc::new(crate::model::LogisticRegression::new(2, None).unwrap());
+        let oracle = GradientOracle::new(model, Some(1.0)).unwrap();
+        let silo = |records| {
+            let params = PvecParams::with_p1d(6, 2, 1.0, Scale::Paper, 4, 20, 0.25).unwrap();
+            let pvec = Pvec::new(params).unwrap();
+            PvecSilo::new(
+                oracle.clone(),
+                pvec,
+                Transport::Compact,
+                records,
+                2,
+                (1.0, 1e-6),
+            )
+            .unwrap()
+        };
+        let b = |r| Broadcast {
+            round: Round::new(r),
+            point: vec![0.0, 0.0],
+            aux: vec![],
+        };
+        let mut rng = DpRng::from_seed(7, Purpose::Silo, 0);
+        let mut first = silo(n);
+        assert!(!first.state().contains(PASS_PERM), "no pass before round 0");
+        first.respond_reply(&b(0), &data, &mut rng).unwrap();
+        let mut restarted = silo(n);
+        restarted.restore(first.state()).unwrap();
+        let mut rng_again = DpRng::from_snapshot(&rng.snapshot()).unwrap();
+        // The same batches (and draws) as the process that was not restarted...
+        for r in 1..3 {
+            let want = first.respond_reply(&b(r), &data, &mut rng).unwrap();
+            let got = restarted
+                .respond_reply(&b(r), &data, &mut rng_again)
+                .unwrap();
+            assert_eq!(got, want, "round {r}");
+        }
+        // ...and the pass ends where it ends: a new pass would reuse records.
+        let e = restarted
+            .respond_reply(&b(3), &data, &mut rng_again)
+            .unwrap_err();
+        assert!(e.to_string().contains("used all"), "{e}");
+        // A pass over another number of records is refused, never reinterpreted.
+        let e = silo(n + 1).restore(first.state()).unwrap_err();
+        assert!(e.to_string().contains("7 records"), "{e}");
     }
 }
