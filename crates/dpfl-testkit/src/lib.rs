@@ -1,7 +1,8 @@
 //! Test and benchmark helpers shared by the workspace's crates, in one place instead of copied
 //! builders: tiny silo data sets, the round core's toy multi-message algorithm (used by the
-//! simulator's and the network runtime's round-core tests alike), and the synthetic
-//! experiment files of the calibration, wing and audit tests.
+//! simulator's and the network runtime's round-core tests alike), the synthetic experiment
+//! files of the calibration, wing and audit tests, and the shuffle wing's separable
+//! two-feature federation ([`separable_federation`]).
 //!
 //! A dev-dependency only. It depends on `dpfl`, and `dpfl`'s integration tests depend on it:
 //! cargo links both against the one `dpfl` library, so the types agree (not in `dpfl`'s own
@@ -15,12 +16,15 @@ pub mod audit;
 use std::sync::{Arc, Mutex};
 
 use dpfl::algo::{
-    Broadcast, BuiltAlgorithm, HalfState, PackedInts, Payload, Reply, Round, ServerHalf, SiloHalf,
-    SiloMessage,
+    Broadcast, BuildContext, BuiltAlgorithm, FederationInfo, HalfState, PackedInts, Payload, Reply,
+    Round, ServerHalf, SiloHalf, SiloInfo, SiloMessage,
 };
 use dpfl::data::{Dataset, SiloData, Target};
 use dpfl::linalg::Matrix;
-use dpfl_privacy::{DpRng, PrivacyEvent};
+use dpfl::model::{GradientOracle, Model, Projection};
+use dpfl::units::SiloId;
+use dpfl_privacy::rng::Purpose;
+use dpfl_privacy::{DpRng, PrivacyEvent, sampler};
 
 /// A silo whose train and test sets are `rows` records of one zero feature, with targets
 /// 0, 1, …, rows − 1 (real-valued): for toy halves that ignore the data.
@@ -204,4 +208,62 @@ lipschitz = 1.0
 {algorithms}"#
         )
     }
+}
+
+/// `silos` silos of `n` records each (train = test), x uniform in [−0.7, 0.7]² (so ‖x‖ ≤ 1)
+/// and y = 1[x₀ > 0] (separable), and the public context of `model` on them: R = `rounds`,
+/// every silo at (ε, δ) = (`epsilon`, 10⁻⁵), L = 1, the ball of radius 10, start at 0 (the
+/// shuffle wing's tests).
+pub fn separable_federation(
+    model: Arc<dyn Model>,
+    silos: usize,
+    n: usize,
+    rounds: usize,
+    epsilon: f64,
+) -> (BuildContext, Vec<SiloData>) {
+    let mut rng = DpRng::from_seed(11, Purpose::Data, 0);
+    let data = (0..silos)
+        .map(|_| {
+            let u = sampler::uniforms(&mut rng, 2 * n);
+            let x: Vec<f64> = u.iter().map(|v| (2.0 * v - 1.0) * 0.7).collect();
+            let y: Vec<f64> = (0..n)
+                .map(|i| f64::from(u8::from(x[2 * i] > 0.0)))
+                .collect();
+            let ds = || {
+                Dataset::new(
+                    Matrix::from_vec(n, 2, x.clone()).expect("n × 2 values"),
+                    y.clone(),
+                    Target::Classes {
+                        names: vec!["0".into(), "1".into()],
+                    },
+                    vec!["a".into(), "b".into()],
+                )
+                .expect("a valid data set")
+            };
+            SiloData {
+                train: ds(),
+                test: ds(),
+            }
+        })
+        .collect();
+    let ctx = BuildContext {
+        federation: FederationInfo {
+            dim: 2,
+            silos,
+            rounds,
+            expected_participants: silos as f64,
+        },
+        silos: (0..silos)
+            .map(|i| {
+                SiloInfo::new(SiloId::new(i as u32), n, Some((epsilon, 1e-5)))
+                    .expect("a valid budget")
+            })
+            .collect(),
+        oracle: GradientOracle::new(model, None).expect("an oracle without clipping"),
+        lipschitz: 1.0,
+        projection: Projection::L2Ball { radius: 10.0 },
+        init: vec![0.0; 2],
+        noise: Default::default(),
+    };
+    (ctx, data)
 }

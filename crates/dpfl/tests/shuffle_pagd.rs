@@ -9,8 +9,8 @@ use dpfl::algo::shuffle::pagd_preset::phase_schedule;
 use dpfl::algo::shuffle::pvec::{PvecServer, PvecSilo, Transport};
 use dpfl::algo::shuffle::robust::{AbsentFilter, AbsentSilo, ExtremeSilo, NegatedModel};
 use dpfl::algo::{
-    AlgorithmSpec, Broadcast, BuildContext, FederationInfo, HalfState, Payload, Round, ServerHalf,
-    SiloHalf, SiloInfo, SiloMessage,
+    AlgorithmSpec, Broadcast, BuildContext, HalfState, Payload, Round, ServerHalf, SiloHalf,
+    SiloInfo, SiloMessage,
 };
 use dpfl::data::{Dataset, SiloData, Target};
 use dpfl::linalg::Matrix;
@@ -30,48 +30,7 @@ fn federation(
     rounds: usize,
     eps: f64,
 ) -> (BuildContext, Vec<SiloData>) {
-    let mut rng = DpRng::from_seed(11, Purpose::Data, 0);
-    let data = (0..silos)
-        .map(|_| {
-            let u = sampler::uniforms(&mut rng, 2 * n);
-            let x: Vec<f64> = u.iter().map(|v| (2.0 * v - 1.0) * 0.7).collect();
-            let y: Vec<f64> = (0..n)
-                .map(|i| f64::from(u8::from(x[2 * i] > 0.0)))
-                .collect();
-            let ds = || {
-                Dataset::new(
-                    Matrix::from_vec(n, 2, x.clone()).unwrap(),
-                    y.clone(),
-                    Target::Classes {
-                        names: vec!["0".into(), "1".into()],
-                    },
-                    vec!["a".into(), "b".into()],
-                )
-                .unwrap()
-            };
-            SiloData {
-                train: ds(),
-                test: ds(),
-            }
-        })
-        .collect();
-    let ctx = BuildContext {
-        federation: FederationInfo {
-            dim: 2,
-            silos,
-            rounds,
-            expected_participants: silos as f64,
-        },
-        silos: (0..silos)
-            .map(|i| SiloInfo::new(SiloId::new(i as u32), n, Some((eps, 1e-5))).unwrap())
-            .collect(),
-        oracle: GradientOracle::new(model, None).unwrap(),
-        lipschitz: 1.0,
-        projection: Projection::L2Ball { radius: 10.0 },
-        init: vec![0.0; 2],
-        noise: Default::default(),
-    };
-    (ctx, data)
+    dpfl_testkit::separable_federation(model, silos, n, rounds, eps)
 }
 
 fn logistic() -> Arc<dyn Model> {
