@@ -35,6 +35,7 @@ use dpfl_privacy::shuffle::protocol::{Message, Pvec, ShareSum, reveal, share_cou
 use dpfl_privacy::{DpRng, PrivacyEvent};
 use serde::{Deserialize, Serialize};
 
+use crate::algo::gradient::{check_records, next_disjoint_batch};
 use crate::algo::half::{HalfState, ServerHalf, SiloHalf};
 use crate::algo::message::{Broadcast, PackedInts, Payload, Reply, Round, SiloMessage};
 use crate::data::Dataset;
@@ -159,21 +160,8 @@ impl PvecSilo {
         if self.full {
             return self.counts_of(b, data, rng, (0..self.n).collect());
         }
-        let batches = match &mut self.batches {
-            Some(x) => x,
-            None => self
-                .batches
-                .insert(DisjointBatches::new(self.n, self.k, rng)?),
-        };
-        let batch = batches
-            .next_batch()
-            .ok_or_else(|| {
-                crate::Error::Protocol(format!(
-                    "one-pass PVEC silo has used all ⌊n/K⌋ = {} batches",
-                    self.n / self.k
-                ))
-            })?
-            .to_vec();
+        let batch =
+            next_disjoint_batch(&mut self.batches, self.n, self.k, rng, "PVEC silo")?.to_vec();
         self.counts_of(b, data, rng, batch)
     }
 
@@ -223,13 +211,7 @@ impl SiloHalf for PvecSilo {
         rng: &mut DpRng,
     ) -> crate::Result<Reply> {
         b.check_dim(self.grad.len())?;
-        if data.len() != self.n {
-            return Err(crate::Error::Protocol(format!(
-                "the silo half was built for {} records, its data has {}",
-                self.n,
-                data.len()
-            )));
-        }
+        check_records(self.n, data)?;
         let counts = self.counts(b, data, rng)?;
         let d = counts.len();
         let per_user = self.pvec.params().p1d.bits_per_user();
