@@ -1,8 +1,8 @@
 //! Test and benchmark helpers shared by the workspace's crates, in one place instead of copied
 //! builders: tiny silo data sets, the round core's toy multi-message algorithm (used by the
 //! simulator's and the network runtime's round-core tests alike), the synthetic experiment
-//! files of the calibration, wing and audit tests, and the shuffle wing's separable
-//! two-feature federation ([`separable_federation`]).
+//! files of the calibration, wing, audit and command-line tests ([`experiment::Head`]), and
+//! the shuffle wing's separable two-feature federation ([`separable_federation`]).
 //!
 //! A dev-dependency only. It depends on `dpfl`, and `dpfl`'s integration tests depend on it:
 //! cargo links both against the one `dpfl` library, so the types agree (not in `dpfl`'s own
@@ -12,6 +12,7 @@
 #![warn(missing_docs)]
 
 pub mod audit;
+pub mod experiment;
 
 use std::sync::{Arc, Mutex};
 
@@ -190,23 +191,21 @@ impl SyntheticBinary<'_> {
             train,
             features,
         } = *self;
-        format!(
-            r#"
-name = "{name}"
-rounds = {rounds}
-seed = 3
-participation = {participation}
-[data]
-source = {{ kind = "synthetic", task = "binary", silos = {silos}, train = {train}, test = 50, features = {features}, shift = 0.5 }}
-[model]
-kind = "logistic"
-[privacy]
-epsilon = 2.0
-delta = 1e-5
-lipschitz = 1.0
-{privacy_extra}
-{algorithms}"#
-        )
+        experiment::Head {
+            name,
+            rounds,
+            seed: 3,
+            participation: Some(participation),
+            silos,
+            train,
+            test: 50,
+            features,
+            shift: Some(0.5),
+            epsilon: 2.0,
+            delta: "1e-5",
+            ..experiment::Head::default()
+        }
+        .toml(&format!("{privacy_extra}\n{algorithms}"))
     }
 }
 
