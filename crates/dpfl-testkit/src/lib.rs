@@ -143,6 +143,47 @@ impl ServerHalf for ToyServer {
     }
 }
 
+/// The server half behind an analyzer (PVEC's, in the shuffle wing's tests): records the one
+/// dense message it is handed each round (the analyzer's mean g̃); its model is `dim` zeros
+/// and never moves.
+#[derive(Debug, Clone)]
+pub struct MeanRecorder {
+    /// The means, one per round.
+    pub seen: Arc<Mutex<Vec<Vec<f64>>>>,
+    /// The model's dimension.
+    pub dim: usize,
+}
+
+impl ServerHalf for MeanRecorder {
+    fn broadcast(&mut self, round: Round) -> Broadcast {
+        Broadcast {
+            round,
+            point: vec![0.0; self.dim],
+            aux: vec![],
+        }
+    }
+    fn aggregate(&mut self, _: Round, m: &[SiloMessage]) -> dpfl::Result<()> {
+        assert_eq!(m.len(), 1, "the analyzer hands on one mean");
+        let Payload::Dense(v) = &m[0].payload else {
+            panic!("not dense")
+        };
+        self.seen.lock().expect("not poisoned").push(v.clone());
+        Ok(())
+    }
+    fn output(&self) -> Vec<f64> {
+        vec![0.0; self.dim]
+    }
+    fn dim(&self) -> usize {
+        self.dim
+    }
+    fn state(&self) -> HalfState {
+        HalfState::default()
+    }
+    fn restore(&mut self, _: HalfState) -> dpfl::Result<()> {
+        Ok(())
+    }
+}
+
 /// The toy algorithm of `silos` [`ToySilo`]s (dimension `dim`) and a [`ToyServer`], and what
 /// the server will see.
 pub fn toy_algorithm(silos: u32, dim: usize, private: bool) -> (BuiltAlgorithm, Seen) {

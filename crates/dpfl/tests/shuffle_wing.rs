@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 use dpfl::algo::shuffle::pvec::{PvecServer, PvecSilo, TO_SERVER, Transport};
 use dpfl::algo::{
-    AlgorithmSpec, Broadcast, BuildContext, HalfState, PackedInts, Payload, Round, ServerHalf,
-    SiloHalf, SiloInfo, SiloMessage,
+    AlgorithmSpec, Broadcast, BuildContext, PackedInts, Payload, Round, SiloHalf, SiloInfo,
+    SiloMessage,
 };
 use dpfl::data::{Dataset, SiloData, Target};
 use dpfl::linalg::Matrix;
@@ -18,7 +18,7 @@ use dpfl_privacy::rng::Purpose;
 use dpfl_privacy::shuffle::params::{PvecParams, Scale};
 use dpfl_privacy::shuffle::protocol::Pvec;
 use dpfl_privacy::{DpRng, sampler};
-use dpfl_testkit::SyntheticBinary;
+use dpfl_testkit::{MeanRecorder, SyntheticBinary};
 
 /// n identical records x = (0.6, −0.8), y = 1: at w = 0 every logistic gradient is
 /// (σ(0) − 1)·x = (−0.3, 0.4), ‖·‖ = 0.5 ≤ L = 1, whatever batch is drawn.
@@ -54,39 +54,6 @@ fn silo(t: Transport) -> PvecSilo {
     PvecSilo::new(oracle(), pvec(), t, N, K, (1.0, 1e-6)).unwrap()
 }
 
-/// Records g̃ per round.
-struct Recorder(Arc<std::sync::Mutex<Vec<Vec<f64>>>>);
-
-impl ServerHalf for Recorder {
-    fn broadcast(&mut self, round: Round) -> Broadcast {
-        Broadcast {
-            round,
-            point: vec![0.0, 0.0],
-            aux: vec![],
-        }
-    }
-    fn aggregate(&mut self, _: Round, m: &[SiloMessage]) -> dpfl::Result<()> {
-        assert_eq!(m.len(), 1, "the analyzer hands on one mean");
-        let Payload::Dense(v) = &m[0].payload else {
-            panic!("not dense")
-        };
-        self.0.lock().unwrap().push(v.clone());
-        Ok(())
-    }
-    fn output(&self) -> Vec<f64> {
-        vec![0.0; 2]
-    }
-    fn dim(&self) -> usize {
-        2
-    }
-    fn state(&self) -> HalfState {
-        HalfState::default()
-    }
-    fn restore(&mut self, _: HalfState) -> dpfl::Result<()> {
-        Ok(())
-    }
-}
-
 fn broadcast() -> Broadcast {
     Broadcast {
         round: Round::FIRST,
@@ -112,7 +79,7 @@ fn round_messages(t: Transport, trial: u32, data: &Dataset) -> Vec<SiloMessage> 
 
 fn analyzer(t: Transport) -> PvecServer {
     let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
-    PvecServer::new(Box::new(Recorder(seen)), pvec(), t, K)
+    PvecServer::new(Box::new(MeanRecorder { seen, dim: 2 }), pvec(), t, K)
 }
 
 #[test]
@@ -189,7 +156,10 @@ fn the_simulator_shuffles_the_messages_and_the_analyzer_does_not_care() {
         let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
         let built = dpfl::algo::BuiltAlgorithm {
             server: Box::new(PvecServer::new(
-                Box::new(Recorder(seen.clone())),
+                Box::new(MeanRecorder {
+                    seen: seen.clone(),
+                    dim: 2,
+                }),
                 pvec(),
                 Transport::Explicit,
                 K,
