@@ -2,6 +2,9 @@
 //! code 2 on bad flags.
 
 use std::process::{Command, Output};
+use std::sync::LazyLock;
+
+use dpfl_testkit::experiment::Head;
 
 use serde_json::Value;
 
@@ -220,24 +223,16 @@ fn bad_flags_are_one_line_and_exit_code_two() {
     assert_usage_error(&dpfl(&["account", "--bogus"]), "--bogus");
 }
 
-const SYNTH: &str = r#"
-name = "t"
-rounds = 5
-seed = 1
-[data]
-source = { kind = "synthetic", task = "binary", silos = 3, train = 50, test = 10, features = 4 }
-[model]
-kind = "logistic"
-[privacy]
-epsilon = 1.0
-delta = "1/n^2"
-lipschitz = 1.0
-ENFORCE
+static SYNTH: LazyLock<String> = LazyLock::new(|| {
+    Head::default().toml(
+        r#"ENFORCE
 [[algorithms]]
 kind = "mb-sgd"
 calibration = "experiment"
 step_size = 0.5
-"#;
+"#,
+    )
+});
 
 fn train(name: &str, enforce: bool) -> (Output, std::path::PathBuf) {
     let d = std::env::temp_dir().join(format!("dpfl-account-{}-{name}", std::process::id()));

@@ -11,7 +11,9 @@ mod common;
 use std::path::PathBuf;
 
 use common::dpfl;
-use dpfl_testkit::audit::{EXPERIMENT, LOGISTIC, MB_SGD, MLP, SOTERIA_RANDK, kinds_toml};
+use dpfl_testkit::audit::{
+    LOGISTIC, MB_SGD, MLP, SOTERIA_RANDK, experiment as audit_experiment, kinds_toml,
+};
 
 fn experiment(name: &str, text: &str) -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
@@ -90,7 +92,7 @@ fn audit_of_an_mlp_uses_first_layer_canaries() {
 /// Bad input: one `error:` line naming the culprit, exit code 2, no panic.
 #[test]
 fn audit_refuses_bad_input() {
-    let (_dir, path) = experiment("a.toml", EXPERIMENT);
+    let (_dir, path) = experiment("a.toml", &audit_experiment());
     let exp = path.to_str().unwrap();
     // The shared experiment's Local SGD (closed form, quick): a good run first.
     let v = audit_json(

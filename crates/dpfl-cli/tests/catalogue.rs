@@ -8,28 +8,23 @@
 use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Stdio};
+use std::sync::LazyLock;
 use std::time::{Duration, Instant};
+
+use dpfl_testkit::experiment::Head;
 
 const TIMEOUT: Duration = Duration::from_secs(120);
 
 /// A small synthetic experiment that trains in well under a second.
-const SYNTH: &str = r#"
-name = "t"
-rounds = 5
-seed = 1
-[data]
-source = { kind = "synthetic", task = "binary", silos = 3, train = 50, test = 10, features = 4 }
-[model]
-kind = "logistic"
-[privacy]
-epsilon = 1.0
-delta = "1/n^2"
-lipschitz = 1.0
-[[algorithms]]
+static SYNTH: LazyLock<String> = LazyLock::new(|| {
+    Head::default().toml(
+        r#"[[algorithms]]
 kind = "mb-sgd"
 calibration = "experiment"
 step_size = 0.5
-"#;
+"#,
+    )
+});
 
 /// A CSV experiment over `data.csv` next to the config (relative to the config file).
 const CSV_EXP: &str = r#"
@@ -316,8 +311,8 @@ fn cases() -> Vec<Case> {
         ], &["train", "--quiet", "--config", "{dir}/m.toml", "--data-dir", "{dir}"], 1, &["train-images-idx3-ubyte.gz", "SHA-256"]),
         case("data dir is a file", vec![text("m.toml", &SYNTH.replace("source = { kind = \"synthetic\", task = \"binary\", silos = 3, train = 50, test = 10, features = 4 }", "source = { kind = \"mnist\" }\npartition = { kind = \"iid\", silos = 2 }").replace("kind = \"logistic\"", "kind = \"softmax\""))], &["train", "--quiet", "--config", "{dir}/m.toml", "--data-dir", "{dir}/m.toml"], 1, &["{dir}/m.toml"]),
         // ---- train flags and outputs ----
-        case("train out is a file", vec![text("c.toml", SYNTH), text("f", "")], &["train", "--quiet", "--config", "{dir}/c.toml", "--out", "{dir}/f"], 2, &["{dir}/f", "not a directory"]),
-        case("train out under a file", vec![text("c.toml", SYNTH), text("f", "")], &["train", "--quiet", "--config", "{dir}/c.toml", "--out", "{dir}/f/sub"], 2, &["{dir}/f/sub"]),
+        case("train out is a file", vec![text("c.toml", &SYNTH), text("f", "")], &["train", "--quiet", "--config", "{dir}/c.toml", "--out", "{dir}/f"], 2, &["{dir}/f", "not a directory"]),
+        case("train out under a file", vec![text("c.toml", &SYNTH), text("f", "")], &["train", "--quiet", "--config", "{dir}/c.toml", "--out", "{dir}/f/sub"], 2, &["{dir}/f/sub"]),
         case("train seed negative", vec![], &["train", "--seed", "-1"], 2, &["--seed", "-1"]),
         case("train seed text", vec![], &["train", "--seed", "abc"], 2, &["--seed", "abc"]),
         case("train unknown flag", vec![], &["train", "--colour"], 2, &["--colour"]),

@@ -3,6 +3,9 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use std::sync::LazyLock;
+
+use dpfl_testkit::experiment::Head;
 
 fn dpfl(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_dpfl"))
@@ -37,28 +40,20 @@ fn assert_error(out: &Output, code: i32, fragments: &[&str]) {
     }
 }
 
-const SYNTH: &str = r#"
-name = "t"
-rounds = 5
-seed = 1
-[data]
-source = { kind = "synthetic", task = "binary", silos = 3, train = 50, test = 10, features = 4 }
-[model]
-kind = "logistic"
-[privacy]
-epsilon = 1.0
-delta = "1/n^2"
-lipschitz = 1.0
-[[algorithms]]
+static SYNTH: LazyLock<String> = LazyLock::new(|| {
+    Head::default().toml(
+        r#"[[algorithms]]
 kind = "mb-sgd"
 calibration = "experiment"
 step_size = 0.5
-"#;
+"#,
+    )
+});
 
 #[test]
 fn train_writes_rounds_and_summary() {
     let d = tmpdir("ok");
-    let cfg = write(&d, "ok.toml", SYNTH);
+    let cfg = write(&d, "ok.toml", &SYNTH);
     let out_dir = d.join("out");
     let out = dpfl(&[
         "train",

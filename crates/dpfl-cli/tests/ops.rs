@@ -9,7 +9,10 @@ use common::{command, free_port, prepare, silo_args, spawn, strs};
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Output};
+use std::sync::LazyLock;
 use std::time::{Duration, Instant};
+
+use dpfl_testkit::experiment::Head;
 
 /// `dpfl ARGS` run from the repository root (where the experiments' relative paths start).
 fn dpfl(args: &[&str]) -> Output {
@@ -41,26 +44,18 @@ fn json(args: &[&str]) -> serde_json::Value {
     v
 }
 
-const EXP: &str = r#"
-name = "ops"
-rounds = 4
-seed = 3
-[data]
-source = { kind = "synthetic", task = "binary", silos = 3, train = 60, test = 20, features = 4, shift = 0.3 }
-[model]
-kind = "logistic"
-[privacy]
-epsilon = 2.0
-delta = "1/n^2"
-lipschitz = 1.0
-[[algorithms]]
+static EXP: LazyLock<String> = LazyLock::new(|| {
+    Head::federation("ops", 4, 3).toml(
+        r#"[[algorithms]]
 label = "ISRL-DP MB-SGD"
 kind = "mb-sgd"
 calibration = "experiment"
 step_size = 0.3
 batch_size = 30
 output = "last"
-"#;
+"#,
+    )
+});
 
 fn experiment(dir: &Path, rounds: usize) -> PathBuf {
     let p = dir.join("exp.toml");

@@ -8,21 +8,24 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::LazyLock;
 
-const EXPERIMENT: &str = r#"
-name = "report <test> & co"
-rounds = 8
-seed = 5
-participation = { kind = "all" }
-[data]
-source = { kind = "synthetic", task = "binary", silos = 3, train = 60, test = 20, features = 4 }
-[model]
-kind = "logistic"
-[privacy]
-epsilon = 2.0
-delta = 1e-4
-lipschitz = 1.0
-[[algorithms]]
+use dpfl_testkit::experiment::Head;
+
+static EXPERIMENT: LazyLock<String> = LazyLock::new(|| {
+    Head {
+        name: "report <test> & co",
+        rounds: 8,
+        seed: 5,
+        participation: Some(r#"{ kind = "all" }"#),
+        train: 60,
+        test: 20,
+        epsilon: 2.0,
+        delta: "1e-4",
+        ..Head::default()
+    }
+    .toml(
+        r#"[[algorithms]]
 label = "ISRL-DP MB-SGD"
 kind = "mb-sgd"
 calibration = "accountant"
@@ -33,7 +36,9 @@ label = "MB-SGD"
 kind = "mb-sgd"
 step_size = 0.3
 batch_size = 20
-"#;
+"#,
+    )
+});
 
 fn dpfl(dir: &Path, args: &[&str]) -> String {
     let out = Command::new(env!("CARGO_BIN_EXE_dpfl"))
@@ -138,7 +143,7 @@ fn render(browser: &Path, report: &Path) -> String {
 #[test]
 fn train_report_renders_in_a_headless_browser() {
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("exp.toml"), EXPERIMENT).unwrap();
+    std::fs::write(dir.path().join("exp.toml"), &*EXPERIMENT).unwrap();
     let stdout = dpfl(
         dir.path(),
         &["train", "--config", "exp.toml", "--out", "out"],
@@ -186,7 +191,7 @@ fn train_report_renders_in_a_headless_browser() {
 #[test]
 fn federate_writes_the_same_report() {
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("exp.toml"), EXPERIMENT).unwrap();
+    std::fs::write(dir.path().join("exp.toml"), &*EXPERIMENT).unwrap();
     dpfl(
         dir.path(),
         &[

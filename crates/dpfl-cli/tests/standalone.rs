@@ -4,26 +4,21 @@
 
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
+use std::sync::LazyLock;
 use std::time::{Duration, Instant};
 
-const EXP: &str = r#"
-name = "standalone"
-rounds = 3
-seed = 5
-[data]
-source = { kind = "synthetic", task = "binary", silos = 3, train = 60, test = 20, features = 4, shift = 0.3 }
-[model]
-kind = "logistic"
-[privacy]
-epsilon = 2.0
-delta = "1/n^2"
-lipschitz = 1.0
-[[algorithms]]
+use dpfl_testkit::experiment::Head;
+
+static EXP: LazyLock<String> = LazyLock::new(|| {
+    Head::federation("standalone", 3, 5).toml(
+        r#"[[algorithms]]
 kind = "mb-sgd"
 calibration = "experiment"
 step_size = 0.3
 batch_size = 30
-"#;
+"#,
+    )
+});
 
 fn s(p: &Path) -> &str {
     p.to_str().expect("UTF-8 path")
@@ -69,7 +64,7 @@ fn finish(mut c: Child, what: &str) -> serde_json::Value {
 fn server_silo_and_shuffler_print_their_results_as_json() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let exp = tmp.path().join("exp.toml");
-    std::fs::write(&exp, EXP).expect("write experiment");
+    std::fs::write(&exp, &*EXP).expect("write experiment");
     let out = tmp.path().join("fed");
     let o = Command::new(env!("CARGO_BIN_EXE_dpfl"))
         .args(["federate", "--local", "--prepare-only", "--shuffle"])
@@ -125,7 +120,7 @@ fn server_silo_and_shuffler_print_their_results_as_json() {
 fn summary_reports_the_noise_multiplier_next_to_sigma() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let exp = tmp.path().join("exp.toml");
-    std::fs::write(&exp, EXP).expect("write experiment");
+    std::fs::write(&exp, &*EXP).expect("write experiment");
     let o = Command::new(env!("CARGO_BIN_EXE_dpfl"))
         .args(["train", "--json", "--config", s(&exp)])
         .output()

@@ -139,7 +139,8 @@ impl DpRng {
         }
     }
 
-    /// Uniform on {0, .., n-1}; `n` must be > 0 (checked by every caller's constructor).
+    /// Uniform on {0, .., n-1}, exactly (rand's `unbiased` feature, see Cargo.toml); `n` must
+    /// be > 0 (checked by every caller's constructor).
     pub(crate) fn index(&mut self, n: usize) -> usize {
         self.inner.random_range(0..n)
     }
@@ -180,6 +181,54 @@ mod tests {
         let json = serde_json::to_string(&snap).expect("json");
         let back: RngState = serde_json::from_str(&json).expect("parse");
         assert_eq!(back, snap);
+    }
+
+    /// Words a bounded draw reads, in order.
+    struct Words<T>(std::vec::IntoIter<T>);
+
+    impl rand::TryRng for Words<u32> {
+        type Error = std::convert::Infallible;
+        fn try_next_u32(&mut self) -> std::result::Result<u32, Self::Error> {
+            Ok(self.0.next().expect("enough words"))
+        }
+        fn try_next_u64(&mut self) -> std::result::Result<u64, Self::Error> {
+            unreachable!("a u32 draw")
+        }
+        fn try_fill_bytes(&mut self, _: &mut [u8]) -> std::result::Result<(), Self::Error> {
+            unreachable!("a u32 draw")
+        }
+    }
+
+    impl rand::TryRng for Words<u64> {
+        type Error = std::convert::Infallible;
+        fn try_next_u32(&mut self) -> std::result::Result<u32, Self::Error> {
+            unreachable!("a u64 draw")
+        }
+        fn try_next_u64(&mut self) -> std::result::Result<u64, Self::Error> {
+            Ok(self.0.next().expect("enough words"))
+        }
+        fn try_fill_bytes(&mut self, _: &mut [u8]) -> std::result::Result<(), Self::Error> {
+            unreachable!("a u64 draw")
+        }
+    }
+
+    /// Bounded draws are exactly uniform (rand's `unbiased` feature is on). A draw below 3 reads
+    /// U = 0.w₁w₂w₃… in base 2³² (2⁶⁴) and returns ⌊3U⌋. With w₁ = w₂ = 0x55…55 the first two
+    /// words leave it open (3·0.w₁w₂ = 1 − 2⁻⁶⁴ (2⁻¹²⁸)), so the exact method reads w₃ = 0xFF…FF:
+    /// U > 1/3, ⌊3U⌋ = 1. rand's default stops after two words and returns 0 (its bias).
+    #[test]
+    fn bounded_draws_read_on_until_the_value_is_decided() {
+        let mut r = Words(vec![0x5555_5555u32, 0x5555_5555, u32::MAX].into_iter());
+        assert_eq!(r.random_range(0..3u32), 1);
+        assert_eq!(r.0.len(), 0, "all three words read");
+        let mut r =
+            Words(vec![0x5555_5555_5555_5555u64, 0x5555_5555_5555_5555, u64::MAX].into_iter());
+        assert_eq!(r.random_range(0..3u64), 1);
+        assert_eq!(r.0.len(), 0, "all three words read");
+        // The usual case reads one word: 3·0x8000_0000/2³² = 1.5, decided at once.
+        let mut r = Words(vec![0x8000_0000u32, 7].into_iter());
+        assert_eq!(r.random_range(0..3u32), 1);
+        assert_eq!(r.0.len(), 1);
     }
 
     #[test]

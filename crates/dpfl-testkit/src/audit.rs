@@ -3,23 +3,27 @@
 //! features, all silos in every round, claimed (1, 1/n²)-DP at L = 1. The audit puts its
 //! canaries into silo 0 (100 of them: n₀ = 200, so K = 100 draws half of silo 0).
 
+use crate::experiment::Head;
+
+/// The audit's head: 3 silos of 100 + 20 records, all in every round, R = `rounds`.
+fn head(name: &str, rounds: usize) -> Head<'_> {
+    Head {
+        name,
+        rounds,
+        seed: 3,
+        participation: Some(r#"{ kind = "all" }"#),
+        train: 100,
+        test: 20,
+        ..Head::default()
+    }
+}
+
 /// Five algorithms on logistic regression, R = 50: accountant-calibrated MB-SGD (K = 100),
 /// private Local SGD, accelerated MB-SGD, Noisy MB-SGD (theory), and a non-private MB-SGD
 /// (index 4: no claim to audit).
-pub const EXPERIMENT: &str = r#"
-name = "audit"
-rounds = 50
-seed = 3
-participation = { kind = "all" }
-[data]
-source = { kind = "synthetic", task = "binary", silos = 3, train = 100, test = 20, features = 4 }
-[model]
-kind = "logistic"
-[privacy]
-epsilon = 1.0
-delta = "1/n^2"
-lipschitz = 1.0
-[[algorithms]]
+pub fn experiment() -> String {
+    head("audit", 50).toml(
+        r#"[[algorithms]]
 kind = "mb-sgd"
 calibration = "accountant"
 step_size = 0.3
@@ -43,30 +47,19 @@ constants = { smoothness = 0.25, diameter = 10.0 }
 kind = "mb-sgd"
 step_size = 0.3
 batch_size = 20
-"#;
+"#,
+    )
+}
 
 /// One experiment of `rounds` rounds with the `[model]` table's body `model` and one
 /// `[[algorithms]]` table's body `algorithm` (per-example clip 1).
 pub fn kinds_toml(rounds: usize, model: &str, algorithm: &str) -> String {
-    format!(
-        r#"
-name = "audit-kinds"
-rounds = {rounds}
-seed = 3
-participation = {{ kind = "all" }}
-clip = 1.0
-[data]
-source = {{ kind = "synthetic", task = "binary", silos = 3, train = 100, test = 20, features = 4 }}
-[model]
-{model}
-[privacy]
-epsilon = 1.0
-delta = "1/n^2"
-lipschitz = 1.0
-[[algorithms]]
-{algorithm}
-"#
-    )
+    Head {
+        clip: Some(1.0),
+        model,
+        ..head("audit-kinds", rounds)
+    }
+    .toml(&format!("[[algorithms]]\n{algorithm}\n"))
 }
 
 /// `[model]` body: logistic regression.

@@ -1,7 +1,8 @@
 //! Test and benchmark helpers shared by the workspace's crates, in one place instead of copied
 //! builders: tiny silo data sets, the round core's toy multi-message algorithm (used by the
-//! simulator's and the network runtime's round-core tests alike), and the synthetic
-//! experiment files of the calibration, wing and audit tests.
+//! simulator's and the network runtime's round-core tests alike), the synthetic experiment
+//! files of the calibration, wing, audit and command-line tests ([`experiment::Head`]), and
+//! the shuffle wing's separable two-feature federation ([`separable_federation`]).
 //!
 //! A dev-dependency only. It depends on `dpfl`, and `dpfl`'s integration tests depend on it:
 //! cargo links both against the one `dpfl` library, so the types agree (not in `dpfl`'s own
@@ -11,16 +12,20 @@
 #![warn(missing_docs)]
 
 pub mod audit;
+pub mod experiment;
 
 use std::sync::{Arc, Mutex};
 
 use dpfl::algo::{
-    Broadcast, BuiltAlgorithm, HalfState, PackedInts, Payload, Reply, Round, ServerHalf, SiloHalf,
-    SiloMessage,
+    Broadcast, BuildContext, BuiltAlgorithm, FederationInfo, HalfState, PackedInts, Payload, Reply,
+    Round, ServerHalf, SiloHalf, SiloInfo, SiloMessage,
 };
 use dpfl::data::{Dataset, SiloData, Target};
 use dpfl::linalg::Matrix;
-use dpfl_privacy::{DpRng, PrivacyEvent};
+use dpfl::model::{GradientOracle, Model, Projection};
+use dpfl::units::SiloId;
+use dpfl_privacy::rng::Purpose;
+use dpfl_privacy::{DpRng, PrivacyEvent, sampler};
 
 /// A silo whose train and test sets are `rows` records of one zero feature, with targets
 /// 0, 1, …, rows − 1 (real-valued): for toy halves that ignore the data.
@@ -138,6 +143,47 @@ impl ServerHalf for ToyServer {
     }
 }
 
+/// The server half behind an analyzer (PVEC's, in the shuffle wing's tests): records the one
+/// dense message it is handed each round (the analyzer's mean g̃); its model is `dim` zeros
+/// and never moves.
+#[derive(Debug, Clone)]
+pub struct MeanRecorder {
+    /// The means, one per round.
+    pub seen: Arc<Mutex<Vec<Vec<f64>>>>,
+    /// The model's dimension.
+    pub dim: usize,
+}
+
+impl ServerHalf for MeanRecorder {
+    fn broadcast(&mut self, round: Round) -> Broadcast {
+        Broadcast {
+            round,
+            point: vec![0.0; self.dim],
+            aux: vec![],
+        }
+    }
+    fn aggregate(&mut self, _: Round, m: &[SiloMessage]) -> dpfl::Result<()> {
+        assert_eq!(m.len(), 1, "the analyzer hands on one mean");
+        let Payload::Dense(v) = &m[0].payload else {
+            panic!("not dense")
+        };
+        self.seen.lock().expect("not poisoned").push(v.clone());
+        Ok(())
+    }
+    fn output(&self) -> Vec<f64> {
+        vec![0.0; self.dim]
+    }
+    fn dim(&self) -> usize {
+        self.dim
+    }
+    fn state(&self) -> HalfState {
+        HalfState::default()
+    }
+    fn restore(&mut self, _: HalfState) -> dpfl::Result<()> {
+        Ok(())
+    }
+}
+
 /// The toy algorithm of `silos` [`ToySilo`]s (dimension `dim`) and a [`ToyServer`], and what
 /// the server will see.
 pub fn toy_algorithm(silos: u32, dim: usize, private: bool) -> (BuiltAlgorithm, Seen) {
@@ -186,22 +232,78 @@ impl SyntheticBinary<'_> {
             train,
             features,
         } = *self;
-        format!(
-            r#"
-name = "{name}"
-rounds = {rounds}
-seed = 3
-participation = {participation}
-[data]
-source = {{ kind = "synthetic", task = "binary", silos = {silos}, train = {train}, test = 50, features = {features}, shift = 0.5 }}
-[model]
-kind = "logistic"
-[privacy]
-epsilon = 2.0
-delta = 1e-5
-lipschitz = 1.0
-{privacy_extra}
-{algorithms}"#
-        )
+        experiment::Head {
+            name,
+            rounds,
+            seed: 3,
+            participation: Some(participation),
+            silos,
+            train,
+            test: 50,
+            features,
+            shift: Some(0.5),
+            epsilon: 2.0,
+            delta: "1e-5",
+            ..experiment::Head::default()
+        }
+        .toml(&format!("{privacy_extra}\n{algorithms}"))
     }
+}
+
+/// `silos` silos of `n` records each (train = test), x uniform in [−0.7, 0.7]² (so ‖x‖ ≤ 1)
+/// and y = 1[x₀ > 0] (separable), and the public context of `model` on them: R = `rounds`,
+/// every silo at (ε, δ) = (`epsilon`, 10⁻⁵), L = 1, the ball of radius 10, start at 0 (the
+/// shuffle wing's tests).
+pub fn separable_federation(
+    model: Arc<dyn Model>,
+    silos: usize,
+    n: usize,
+    rounds: usize,
+    epsilon: f64,
+) -> (BuildContext, Vec<SiloData>) {
+    let mut rng = DpRng::from_seed(11, Purpose::Data, 0);
+    let data = (0..silos)
+        .map(|_| {
+            let u = sampler::uniforms(&mut rng, 2 * n);
+            let x: Vec<f64> = u.iter().map(|v| (2.0 * v - 1.0) * 0.7).collect();
+            let y: Vec<f64> = (0..n)
+                .map(|i| f64::from(u8::from(x[2 * i] > 0.0)))
+                .collect();
+            let ds = || {
+                Dataset::new(
+                    Matrix::from_vec(n, 2, x.clone()).expect("n × 2 values"),
+                    y.clone(),
+                    Target::Classes {
+                        names: vec!["0".into(), "1".into()],
+                    },
+                    vec!["a".into(), "b".into()],
+                )
+                .expect("a valid data set")
+            };
+            SiloData {
+                train: ds(),
+                test: ds(),
+            }
+        })
+        .collect();
+    let ctx = BuildContext {
+        federation: FederationInfo {
+            dim: 2,
+            silos,
+            rounds,
+            expected_participants: silos as f64,
+        },
+        silos: (0..silos)
+            .map(|i| {
+                SiloInfo::new(SiloId::new(i as u32), n, Some((epsilon, 1e-5)))
+                    .expect("a valid budget")
+            })
+            .collect(),
+        oracle: GradientOracle::new(model, None).expect("an oracle without clipping"),
+        lipschitz: 1.0,
+        projection: Projection::L2Ball { radius: 10.0 },
+        init: vec![0.0; 2],
+        noise: Default::default(),
+    };
+    (ctx, data)
 }

@@ -9,8 +9,8 @@ use dpfl::algo::shuffle::pagd_preset::phase_schedule;
 use dpfl::algo::shuffle::pvec::{PvecServer, PvecSilo, Transport};
 use dpfl::algo::shuffle::robust::{AbsentFilter, AbsentSilo, ExtremeSilo, NegatedModel};
 use dpfl::algo::{
-    AlgorithmSpec, Broadcast, BuildContext, FederationInfo, HalfState, Payload, Round, ServerHalf,
-    SiloHalf, SiloInfo, SiloMessage,
+    AlgorithmSpec, Broadcast, BuildContext, Payload, Round, ServerHalf, SiloHalf, SiloInfo,
+    SiloMessage,
 };
 use dpfl::data::{Dataset, SiloData, Target};
 use dpfl::linalg::Matrix;
@@ -21,6 +21,7 @@ use dpfl_privacy::rng::Purpose;
 use dpfl_privacy::shuffle::params::{PvecParams, Scale};
 use dpfl_privacy::shuffle::protocol::Pvec;
 use dpfl_privacy::{DpRng, sampler};
+use dpfl_testkit::MeanRecorder;
 
 /// `silos` silos of n records, x uniform in [−0.7, 0.7]², y = [x₀ > 0]; ε = `eps`, δ = 1e-5.
 fn federation(
@@ -30,48 +31,7 @@ fn federation(
     rounds: usize,
     eps: f64,
 ) -> (BuildContext, Vec<SiloData>) {
-    let mut rng = DpRng::from_seed(11, Purpose::Data, 0);
-    let data = (0..silos)
-        .map(|_| {
-            let u = sampler::uniforms(&mut rng, 2 * n);
-            let x: Vec<f64> = u.iter().map(|v| (2.0 * v - 1.0) * 0.7).collect();
-            let y: Vec<f64> = (0..n)
-                .map(|i| f64::from(u8::from(x[2 * i] > 0.0)))
-                .collect();
-            let ds = || {
-                Dataset::new(
-                    Matrix::from_vec(n, 2, x.clone()).unwrap(),
-                    y.clone(),
-                    Target::Classes {
-                        names: vec!["0".into(), "1".into()],
-                    },
-                    vec!["a".into(), "b".into()],
-                )
-                .unwrap()
-            };
-            SiloData {
-                train: ds(),
-                test: ds(),
-            }
-        })
-        .collect();
-    let ctx = BuildContext {
-        federation: FederationInfo {
-            dim: 2,
-            silos,
-            rounds,
-            expected_participants: silos as f64,
-        },
-        silos: (0..silos)
-            .map(|i| SiloInfo::new(SiloId::new(i as u32), n, Some((eps, 1e-5))).unwrap())
-            .collect(),
-        oracle: GradientOracle::new(model, None).unwrap(),
-        lipschitz: 1.0,
-        projection: Projection::L2Ball { radius: 10.0 },
-        init: vec![0.0; 2],
-        noise: Default::default(),
-    };
-    (ctx, data)
+    dpfl_testkit::separable_federation(model, silos, n, rounds, eps)
 }
 
 fn logistic() -> Arc<dyn Model> {
@@ -380,38 +340,6 @@ fn pan_private_acsa_noises_state_and_output_and_charges_its_guarantee() {
     assert!(e.contains("privacy.epsilon"), "{e}");
 }
 
-/// Records g̃ per round.
-struct Recorder(Arc<Mutex<Vec<Vec<f64>>>>);
-
-impl ServerHalf for Recorder {
-    fn broadcast(&mut self, round: Round) -> Broadcast {
-        Broadcast {
-            round,
-            point: vec![0.0, 0.0],
-            aux: vec![],
-        }
-    }
-    fn aggregate(&mut self, _: Round, m: &[SiloMessage]) -> dpfl::Result<()> {
-        let Payload::Dense(v) = &m[0].payload else {
-            panic!("not dense")
-        };
-        self.0.lock().unwrap().push(v.clone());
-        Ok(())
-    }
-    fn output(&self) -> Vec<f64> {
-        vec![0.0; 2]
-    }
-    fn dim(&self) -> usize {
-        2
-    }
-    fn state(&self) -> HalfState {
-        HalfState::default()
-    }
-    fn restore(&mut self, _: HalfState) -> dpfl::Result<()> {
-        Ok(())
-    }
-}
-
 const K: usize = 2;
 
 /// A tiny PVEC over 4·K users: g = 4, s = 20, p = 1/4, Δ₂ = 1 (range 2).
@@ -445,7 +373,10 @@ fn analyzer_moments(
     let seen = Arc::new(Mutex::new(Vec::new()));
     let mut server = AbsentFilter {
         inner: Box::new(PvecServer::new(
-            Box::new(Recorder(seen.clone())),
+            Box::new(MeanRecorder {
+                seen: seen.clone(),
+                dim: 2,
+            }),
             pvec(),
             Transport::Compact,
             K,

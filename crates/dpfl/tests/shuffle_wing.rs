@@ -7,19 +7,18 @@ use std::sync::Arc;
 
 use dpfl::algo::shuffle::pvec::{PvecServer, PvecSilo, TO_SERVER, Transport};
 use dpfl::algo::{
-    AlgorithmSpec, Broadcast, BuildContext, FederationInfo, HalfState, PackedInts, Payload, Round,
-    ServerHalf, SiloHalf, SiloInfo, SiloMessage,
+    AlgorithmSpec, Broadcast, BuildContext, PackedInts, Payload, Round, SiloHalf, SiloInfo,
+    SiloMessage,
 };
 use dpfl::data::{Dataset, SiloData, Target};
 use dpfl::linalg::Matrix;
 use dpfl::model::{GradientOracle, LogisticRegression, Projection};
 use dpfl::sim::{Participation, Simulator};
-use dpfl::units::SiloId;
 use dpfl_privacy::rng::Purpose;
 use dpfl_privacy::shuffle::params::{PvecParams, Scale};
 use dpfl_privacy::shuffle::protocol::Pvec;
 use dpfl_privacy::{DpRng, sampler};
-use dpfl_testkit::SyntheticBinary;
+use dpfl_testkit::{MeanRecorder, SyntheticBinary};
 
 /// n identical records x = (0.6, −0.8), y = 1: at w = 0 every logistic gradient is
 /// (σ(0) − 1)·x = (−0.3, 0.4), ‖·‖ = 0.5 ≤ L = 1, whatever batch is drawn.
@@ -55,39 +54,6 @@ fn silo(t: Transport) -> PvecSilo {
     PvecSilo::new(oracle(), pvec(), t, N, K, (1.0, 1e-6)).unwrap()
 }
 
-/// Records g̃ per round.
-struct Recorder(Arc<std::sync::Mutex<Vec<Vec<f64>>>>);
-
-impl ServerHalf for Recorder {
-    fn broadcast(&mut self, round: Round) -> Broadcast {
-        Broadcast {
-            round,
-            point: vec![0.0, 0.0],
-            aux: vec![],
-        }
-    }
-    fn aggregate(&mut self, _: Round, m: &[SiloMessage]) -> dpfl::Result<()> {
-        assert_eq!(m.len(), 1, "the analyzer hands on one mean");
-        let Payload::Dense(v) = &m[0].payload else {
-            panic!("not dense")
-        };
-        self.0.lock().unwrap().push(v.clone());
-        Ok(())
-    }
-    fn output(&self) -> Vec<f64> {
-        vec![0.0; 2]
-    }
-    fn dim(&self) -> usize {
-        2
-    }
-    fn state(&self) -> HalfState {
-        HalfState::default()
-    }
-    fn restore(&mut self, _: HalfState) -> dpfl::Result<()> {
-        Ok(())
-    }
-}
-
 fn broadcast() -> Broadcast {
     Broadcast {
         round: Round::FIRST,
@@ -113,7 +79,7 @@ fn round_messages(t: Transport, trial: u32, data: &Dataset) -> Vec<SiloMessage> 
 
 fn analyzer(t: Transport) -> PvecServer {
     let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
-    PvecServer::new(Box::new(Recorder(seen)), pvec(), t, K)
+    PvecServer::new(Box::new(MeanRecorder { seen, dim: 2 }), pvec(), t, K)
 }
 
 #[test]
@@ -190,7 +156,10 @@ fn the_simulator_shuffles_the_messages_and_the_analyzer_does_not_care() {
         let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
         let built = dpfl::algo::BuiltAlgorithm {
             server: Box::new(PvecServer::new(
-                Box::new(Recorder(seen.clone())),
+                Box::new(MeanRecorder {
+                    seen: seen.clone(),
+                    dim: 2,
+                }),
                 pvec(),
                 Transport::Explicit,
                 K,
@@ -267,51 +236,10 @@ fn malformed_pvec_messages_are_refused_with_a_reason() {
     assert!(e.contains("compact"), "{e}");
 }
 
-/// N silos of n records with labels y = 1[x₀ > 0] (separable), L = 1 (‖x‖ ≤ 1).
+/// N silos of n records with labels y = 1[x₀ > 0] (separable), L = 1 (‖x‖ ≤ 1), ε = 2.
 fn federation(silos: usize, n: usize, rounds: usize) -> (BuildContext, Vec<SiloData>) {
     let model = Arc::new(LogisticRegression::new(2, None).unwrap());
-    let mut rng = DpRng::from_seed(11, Purpose::Data, 0);
-    let data = (0..silos)
-        .map(|_| {
-            let u = sampler::uniforms(&mut rng, 2 * n);
-            let x: Vec<f64> = u.iter().map(|v| (2.0 * v - 1.0) * 0.7).collect();
-            let y: Vec<f64> = (0..n)
-                .map(|i| f64::from(u8::from(x[2 * i] > 0.0)))
-                .collect();
-            let ds = || {
-                Dataset::new(
-                    Matrix::from_vec(n, 2, x.clone()).unwrap(),
-                    y.clone(),
-                    Target::Classes {
-                        names: vec!["0".into(), "1".into()],
-                    },
-                    vec!["a".into(), "b".into()],
-                )
-                .unwrap()
-            };
-            SiloData {
-                train: ds(),
-                test: ds(),
-            }
-        })
-        .collect();
-    let ctx = BuildContext {
-        federation: FederationInfo {
-            dim: 2,
-            silos,
-            rounds,
-            expected_participants: silos as f64,
-        },
-        silos: (0..silos)
-            .map(|i| SiloInfo::new(SiloId::new(i as u32), n, Some((2.0, 1e-5))).unwrap())
-            .collect(),
-        oracle: GradientOracle::new(model, None).unwrap(),
-        lipschitz: 1.0,
-        projection: Projection::L2Ball { radius: 10.0 },
-        init: vec![0.0; 2],
-        noise: Default::default(),
-    };
-    (ctx, data)
+    dpfl_testkit::separable_federation(model, silos, n, rounds, 2.0)
 }
 
 fn train(spec: &str, silos: usize, n: usize, rounds: usize) -> (Vec<f64>, String, Vec<f64>) {

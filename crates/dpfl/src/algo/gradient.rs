@@ -74,6 +74,39 @@ impl BatchSource {
     }
 }
 
+/// Refuses data of another size than the `n` records the silo half was built for.
+pub fn check_records(n: usize, data: &Dataset) -> crate::Result<()> {
+    if data.len() != n {
+        return Err(crate::Error::Protocol(format!(
+            "the silo half was built for {n} records, its data has {}",
+            data.len()
+        )));
+    }
+    Ok(())
+}
+
+/// The next batch of a one-pass silo over disjoint batches of `k` of its `n` records, the
+/// permutation drawn from the silo's own `rng` when the first round is answered; `who` names
+/// the silo in the error once all ⌊n/K⌋ batches are used.
+pub fn next_disjoint_batch<'a>(
+    batches: &'a mut Option<DisjointBatches>,
+    n: usize,
+    k: usize,
+    rng: &mut DpRng,
+    who: &str,
+) -> crate::Result<&'a [usize]> {
+    let batches = match batches {
+        Some(b) => b,
+        None => batches.insert(DisjointBatches::new(n, k, rng)?),
+    };
+    batches.next_batch().ok_or_else(|| {
+        crate::Error::Protocol(format!(
+            "one-pass {who} has used all ⌊n/K⌋ = {} batches; answering again would reuse records",
+            n / k
+        ))
+    })
+}
+
 /// A silo that answers with its (weighted, clipped, noised) minibatch gradient at the
 /// broadcast point: Lowy & Razaviyayn Algorithm 1 lines 5–7, Algorithm 2 lines 5–8,
 /// Algorithm 7 lines 6–7. A Poisson batch's gradient sum is divided by the expected K, not
@@ -136,26 +169,11 @@ impl SiloHalf for GradientSilo {
         rng: &mut DpRng,
     ) -> crate::Result<SiloMessage> {
         b.check_dim(self.grad.len())?;
-        if data.len() != self.source.records() {
-            return Err(crate::Error::Protocol(format!(
-                "the silo half was built for {} records, its data has {}",
-                self.source.records(),
-                data.len()
-            )));
-        }
+        check_records(self.source.records(), data)?;
         match &mut self.source {
             BatchSource::Sampled { sampler, .. } => sampler.draw(rng, &mut self.idx),
             BatchSource::OnePass { n, k, batches } => {
-                let batches = match batches {
-                    Some(b) => b,
-                    None => batches.insert(DisjointBatches::new(*n, *k, rng)?),
-                };
-                let batch = batches.next_batch().ok_or_else(|| {
-                    crate::Error::Protocol(format!(
-                        "one-pass silo has used all ⌊n/K⌋ = {} batches; answering again would reuse records",
-                        *n / *k
-                    ))
-                })?;
+                let batch = next_disjoint_batch(batches, *n, *k, rng, "silo")?;
                 self.idx.clear();
                 self.idx.extend_from_slice(batch);
             }

@@ -1,11 +1,12 @@
-//! Server helpers every wing shares: averaging a round's messages and the iterate a server
+//! Server helpers every wing shares: averaging a round's messages, the iterate a server
 //! outputs (average, last, the average of the last k, or the exponential weights of Lowy &
-//! Razaviyayn Thm 2.1).
+//! Razaviyayn Thm 2.1), and the iterates of an AC-SA server ([`AcsaIterates`]).
 
 use serde::{Deserialize, Serialize};
 
 use super::half::HalfState;
-use super::message::{Round, SiloMessage};
+use super::message::{Broadcast, Round, SiloMessage};
+use crate::model::Projection;
 
 /// Which iterate the server outputs.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default, schemars::JsonSchema)]
@@ -172,6 +173,92 @@ pub fn average_messages(
         m.payload.add_to(s, g)?;
     }
     Ok(true)
+}
+
+/// The iterates of an AC-SA server (Ghadimi & Lan 2012): Lowy & Razaviyayn's Algorithm 1
+/// (`lowy/acsa.rs`) and Cheu et al.'s Algorithm 4 (`shuffle/pagd.rs`). Each of them forms
+/// w_md and the step to the new w by its own paper's formula, in its own file; what the two
+/// share is here: the start Π_W(w₀), the round's mean gradient, the projection w ← Π_W(w)
+/// and the aggregate w_ag ← α w + (1 − α) w_ag after the step, the restart w := w_ag, the
+/// output w_ag and the state entries `w` and `w_ag`.
+#[derive(Debug, Clone)]
+pub struct AcsaIterates {
+    /// w (θ in Cheu et al.).
+    pub w: Vec<f64>,
+    /// w_ag, the output.
+    pub w_ag: Vec<f64>,
+    /// w_md, the point broadcast.
+    pub md: Vec<f64>,
+    /// The round's mean gradient g.
+    pub g: Vec<f64>,
+    projection: Projection,
+}
+
+impl AcsaIterates {
+    /// w = w_ag = Π_W(`init`).
+    pub fn new(init: Vec<f64>, projection: Projection) -> Self {
+        let mut w = init;
+        projection.apply(&mut w);
+        let d = w.len();
+        AcsaIterates {
+            w_ag: w.clone(),
+            w,
+            md: vec![0.0; d],
+            g: vec![0.0; d],
+            projection,
+        }
+    }
+
+    /// w_md as the round's broadcast.
+    pub fn broadcast(&self, round: Round) -> Broadcast {
+        Broadcast {
+            round,
+            point: self.md.clone(),
+            aux: Vec::new(),
+        }
+    }
+
+    /// g = the mean of the round's messages ([`average_messages`]); false for an empty round.
+    pub fn mean_gradient(&mut self, round: Round, messages: &[SiloMessage]) -> crate::Result<bool> {
+        average_messages(messages, round, &mut self.g)
+    }
+
+    /// After the step to w: w ← Π_W(w), then w_ag ← α w + (1 − α) w_ag.
+    pub fn project_and_aggregate(&mut self, alpha: f64) {
+        self.projection.apply(&mut self.w);
+        for (ag, w) in self.w_ag.iter_mut().zip(&self.w) {
+            *ag = alpha * w + (1.0 - alpha) * *ag;
+        }
+    }
+
+    /// A restart from the aggregate: w := w_ag.
+    pub fn restart(&mut self) {
+        self.w.copy_from_slice(&self.w_ag);
+    }
+
+    /// The output w_ag.
+    pub fn output(&self) -> Vec<f64> {
+        self.w_ag.clone()
+    }
+
+    /// The dimension d.
+    pub fn dim(&self) -> usize {
+        self.w.len()
+    }
+
+    /// Puts `w` and `w_ag` into `state`.
+    pub fn put(&self, state: &mut HalfState) {
+        state.put("w", &self.w);
+        state.put("w_ag", &self.w_ag);
+    }
+
+    /// Reads `w` and `w_ag` (each of dimension d) back.
+    pub fn restore(&mut self, state: &HalfState) -> crate::Result<()> {
+        let d = self.w.len();
+        self.w = state.vector("w", d)?;
+        self.w_ag = state.vector("w_ag", d)?;
+        Ok(())
+    }
 }
 
 #[cfg(test)]

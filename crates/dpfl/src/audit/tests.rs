@@ -1,5 +1,5 @@
 use super::*;
-use dpfl_testkit::audit::{EXPERIMENT, LOGISTIC, MB_SGD, MLP, SOTERIA_RANDK, kinds_toml};
+use dpfl_testkit::audit::{LOGISTIC, MB_SGD, MLP, SOTERIA_RANDK, experiment, kinds_toml};
 
 fn opts(a: usize) -> AuditOptions {
     AuditOptions {
@@ -11,7 +11,7 @@ fn opts(a: usize) -> AuditOptions {
 
 #[test]
 fn every_private_algorithm_stays_below_its_claim() {
-    let spec = ExperimentSpec::from_toml(EXPERIMENT, "audit.toml").unwrap();
+    let spec = ExperimentSpec::from_toml(&experiment(), "audit.toml").unwrap();
     for a in 0..4 {
         let r = audit(&spec, None, &opts(a)).unwrap();
         assert_eq!((r.canaries, r.guesses), (200, 100));
@@ -35,7 +35,7 @@ fn an_under_noised_build_is_caught() {
     // Halves calibrated to ε = 100 while claiming ε = 1: the canaries stand out. (The
     // closed-form rules of Local SGD and accelerated MB-SGD; the accountant search at
     // ε = 100 is slow.)
-    let spec = ExperimentSpec::from_toml(EXPERIMENT, "audit.toml").unwrap();
+    let spec = ExperimentSpec::from_toml(&experiment(), "audit.toml").unwrap();
     for a in [1, 2] {
         let o = AuditOptions {
             under_noise: Some(100.0),
@@ -86,7 +86,7 @@ fn an_under_noised_sampled_build_is_caught() {
     // Accountant-calibrated MB-SGD (K = 100 of n_0 = 200 with replacement, R = 50) with the
     // noise of its ε = 30 calibration (σ scaled by Z30/Z1) while claiming ε = 1: caught at
     // 95 % confidence; the same audit of the correctly noised build is not.
-    let spec = ExperimentSpec::from_toml(EXPERIMENT, "audit.toml").unwrap();
+    let spec = ExperimentSpec::from_toml(&experiment(), "audit.toml").unwrap();
     let honest = audit(&spec, None, &sampled_opts()).unwrap();
     crate::algo::context::TEST_NOISE_SCALE.with(|c| c.set(Z30 / Z1));
     let under = audit(&spec, None, &sampled_opts());
@@ -116,7 +116,7 @@ fn an_under_noised_sampled_build_is_caught_recalibrated() {
     eprintln!("z(1) = {z1}, z(30) = {z30}");
     assert!((z1 / Z1 - 1.0).abs() < 1e-3, "z(1) = {z1}");
     assert!((z30 / Z30 - 1.0).abs() < 1e-3, "z(30) = {z30}");
-    let spec = ExperimentSpec::from_toml(EXPERIMENT, "audit.toml").unwrap();
+    let spec = ExperimentSpec::from_toml(&experiment(), "audit.toml").unwrap();
     let honest = audit(&spec, None, &sampled_opts()).unwrap();
     let o = AuditOptions {
         under_noise: Some(30.0),
@@ -127,7 +127,7 @@ fn an_under_noised_sampled_build_is_caught_recalibrated() {
 
 #[test]
 fn bad_options_are_config_errors() {
-    let spec = ExperimentSpec::from_toml(EXPERIMENT, "audit.toml").unwrap();
+    let spec = ExperimentSpec::from_toml(&experiment(), "audit.toml").unwrap();
     for o in [
         AuditOptions { k: 0, ..opts(0) },
         AuditOptions { k: 101, ..opts(0) },

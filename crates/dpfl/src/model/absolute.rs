@@ -19,17 +19,17 @@
 //! Predictions are ⟨w, x⟩ and the metric is the RMSE (dpfl's one metric for a real target;
 //! the mean absolute deviation is the model's loss, reported beside it).
 
-use super::logistic::check_features;
-use super::{Metric, Model};
+use super::Metric;
+use super::moreau_linear::{MoreauLinear, ProxLinearLoss};
 use crate::data::Dataset;
 use crate::linalg::{axpy, dot};
 
 /// |⟨w, x⟩ − y| on a real target; with `smoothing = Some(β)` its β-Moreau envelope.
-#[derive(Debug, Clone)]
-pub struct AbsoluteLoss {
-    features: usize,
-    smoothing: Option<f64>,
-}
+pub type AbsoluteLoss = MoreauLinear<Absolute>;
+
+/// The absolute loss's formulas (module doc), for [`MoreauLinear`].
+#[derive(Debug, Clone, Copy)]
+pub struct Absolute;
 
 /// The step t with prox_{f/β}(w) = w + t·x for residual r = ⟨w, x⟩ − y and q = ‖x‖² (module
 /// doc); 0 for x = 0, where f does not depend on w.
@@ -44,33 +44,20 @@ pub fn prox_step(r: f64, q: f64, beta: f64) -> f64 {
     }
 }
 
-impl AbsoluteLoss {
-    /// `smoothing`: the Moreau parameter β (> 0, finite), or `None` for the plain absolute
-    /// loss (whose gradient is the subgradient sign(r)·x).
-    pub fn new(features: usize, smoothing: Option<f64>) -> crate::Result<Self> {
-        if let Some(b) = smoothing
-            && !(b.is_finite() && b > 0.0)
-        {
-            return Err(crate::Error::config(
-                "model.smoothing",
-                format!("must be finite and > 0, got {b}"),
-            ));
+impl ProxLinearLoss for Absolute {
+    const NAMES: [&'static str; 2] = ["absolute", "smoothed absolute"];
+    const METRIC: Metric = Metric::Rmse;
+
+    fn loss(w: &[f64], x: &[f64], y: f64, smoothing: Option<f64>) -> f64 {
+        match smoothing {
+            Some(beta) => AbsoluteLoss::envelope(w, x, y, beta),
+            None => (dot(w, x) - y).abs(),
         }
-        Ok(AbsoluteLoss {
-            features,
-            smoothing,
-        })
     }
 
-    /// The Moreau envelope's β, if smoothed.
-    pub fn smoothing(&self) -> Option<f64> {
-        self.smoothing
-    }
-
-    /// The gradient is a·x; a from z = ⟨w, x⟩, xx = ‖x‖² and y.
-    fn coefficient(&self, z: f64, xx: f64, y: f64) -> f64 {
+    fn coefficient(z: f64, xx: f64, y: f64, smoothing: Option<f64>) -> f64 {
         let r = z - y;
-        match self.smoothing {
+        match smoothing {
             // β(w − prox) = −βt·x.
             Some(beta) => -beta * prox_step(r, xx, beta),
             // sign(0) = 0: a subgradient at the kink.
@@ -80,6 +67,21 @@ impl AbsoluteLoss {
         }
     }
 
+    fn predict(z: f64) -> f64 {
+        z
+    }
+
+    fn check_target(data: &Dataset) -> crate::Result<()> {
+        if data.target().num_classes().is_some() {
+            return Err(crate::Error::Dimension(
+                "the absolute loss needs a real-valued target, the data has classes".into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl AbsoluteLoss {
     /// prox_{f/β}(w) for the unsmoothed loss f(·; x, y), written into `out`.
     pub fn prox(w: &[f64], x: &[f64], y: f64, beta: f64, out: &mut [f64]) {
         let t = prox_step(dot(w, x) - y, dot(x, x), beta);
@@ -96,73 +98,10 @@ impl AbsoluteLoss {
     }
 }
 
-impl Model for AbsoluteLoss {
-    fn name(&self) -> &'static str {
-        match self.smoothing {
-            Some(_) => "smoothed absolute",
-            None => "absolute",
-        }
-    }
-    fn num_params(&self) -> usize {
-        self.features
-    }
-    fn num_features(&self) -> usize {
-        self.features
-    }
-    fn loss(&self, w: &[f64], x: &[f64], y: f64) -> f64 {
-        match self.smoothing {
-            Some(beta) => Self::envelope(w, x, y, beta),
-            None => (dot(w, x) - y).abs(),
-        }
-    }
-    fn add_grad(&self, w: &[f64], x: &[f64], y: f64, scale: f64, out: &mut [f64]) {
-        let (z, xx) = crate::linalg::dot_and_sq(w, x);
-        let a = self.coefficient(z, xx, y);
-        if a != 0.0 {
-            axpy(scale * a, x, out);
-        }
-    }
-    fn input_coefficient(&self, z: f64, xx: f64, y: f64) -> Option<f64> {
-        Some(self.coefficient(z, xx, y))
-    }
-    fn predict(&self, w: &[f64], x: &[f64]) -> f64 {
-        dot(w, x)
-    }
-    fn metric(&self) -> Metric {
-        Metric::Rmse
-    }
-    fn lipschitz(&self, max_norm: f64) -> Option<f64> {
-        match self.smoothing {
-            Some(_) => Some(2.0 * max_norm),
-            None => Some(max_norm),
-        }
-    }
-    fn check_data(&self, data: &Dataset) -> crate::Result<()> {
-        check_features(self.features, data)?;
-        if data.target().num_classes().is_some() {
-            return Err(crate::Error::Dimension(
-                "the absolute loss needs a real-valued target, the data has classes".into(),
-            ));
-        }
-        Ok(())
-    }
-    fn smoothed(&self, beta: f64) -> crate::Result<Option<std::sync::Arc<dyn Model>>> {
-        if self.smoothing.is_some() {
-            return Err(crate::Error::config(
-                "smoothing",
-                "the model is already smoothed (model.smoothing); do not smooth it again",
-            ));
-        }
-        Ok(Some(std::sync::Arc::new(AbsoluteLoss::new(
-            self.features,
-            Some(beta),
-        )?)))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::Model;
 
     #[test]
     fn loss_and_subgradient_by_hand() {

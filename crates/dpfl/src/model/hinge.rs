@@ -25,17 +25,17 @@
 //! follow the paper on the safe side: the smoothed model reports 2·max‖x‖, so noise calibrated
 //! to [`Model::lipschitz`] is twice what the envelope strictly needs.
 
-use super::logistic::check_features;
-use super::{Metric, Model};
+use super::Metric;
+use super::moreau_linear::{MoreauLinear, ProxLinearLoss};
 use crate::data::Dataset;
 use crate::linalg::{axpy, dot};
 
 /// Hinge loss on labels {0, 1}; with `smoothing = Some(β)` its β-Moreau envelope.
-#[derive(Debug, Clone)]
-pub struct HingeLoss {
-    features: usize,
-    smoothing: Option<f64>,
-}
+pub type HingeLoss = MoreauLinear<Hinge>;
+
+/// The hinge loss's formulas (module doc), for [`MoreauLinear`].
+#[derive(Debug, Clone, Copy)]
+pub struct Hinge;
 
 /// Where the prox of (1/β)·hinge puts w, as the step t along s·x (see the module doc).
 #[inline]
@@ -54,36 +54,27 @@ fn sign(y: f64) -> f64 {
     if y > 0.5 { 1.0 } else { -1.0 }
 }
 
-impl HingeLoss {
-    /// `smoothing`: the Moreau parameter β (> 0), or `None` for the plain hinge (whose
-    /// gradient is a subgradient: −s x where s⟨w,x⟩ < 1, else 0).
-    pub fn new(features: usize, smoothing: Option<f64>) -> crate::Result<Self> {
-        if let Some(b) = smoothing
-            && !(b.is_finite() && b > 0.0)
-        {
-            return Err(crate::Error::config(
-                "model.smoothing",
-                format!("must be finite and > 0, got {b}"),
-            ));
-        }
-        Ok(HingeLoss {
-            features,
-            smoothing,
-        })
+impl ProxLinearLoss for Hinge {
+    const NAMES: [&'static str; 2] = ["hinge", "smoothed hinge"];
+    const METRIC: Metric = Metric::ErrorRate;
+
+    fn loss(w: &[f64], x: &[f64], y: f64, smoothing: Option<f64>) -> f64 {
+        let Some(beta) = smoothing else {
+            return HingeLoss::hinge(w, x, y);
+        };
+        let m = sign(y) * dot(w, x);
+        let q = dot(x, x);
+        let t = prox_step(m, q, beta);
+        // f(v) + (β/2)‖w − v‖² at v = w + t s x.
+        (1.0 - m - t * q).max(0.0) + 0.5 * beta * t * t * q
     }
 
-    /// The Moreau envelope's β, if smoothed.
-    pub fn smoothing(&self) -> Option<f64> {
-        self.smoothing
-    }
-
-    /// The gradient is a·x; a from z = ⟨w,x⟩, xx = ‖x‖² and the label: −s where the plain
-    /// hinge is active (s = ±1 the signed label), and β(w − prox(w)) = −β t s x for the
-    /// envelope.
-    fn coefficient(&self, z: f64, xx: f64, y: f64) -> f64 {
+    /// −s where the plain hinge is active (s = ±1 the signed label), and β(w − prox(w)) =
+    /// −β t s x for the envelope.
+    fn coefficient(z: f64, xx: f64, y: f64, smoothing: Option<f64>) -> f64 {
         let s = sign(y);
         let m = s * z;
-        let c = match self.smoothing {
+        let c = match smoothing {
             Some(beta) => beta * prox_step(m, xx, beta),
             None if m < 1.0 => 1.0,
             None => 0.0,
@@ -91,6 +82,22 @@ impl HingeLoss {
         -c * s
     }
 
+    fn predict(z: f64) -> f64 {
+        if z > 0.0 { 1.0 } else { 0.0 }
+    }
+
+    fn check_target(data: &Dataset) -> crate::Result<()> {
+        match data.target().num_classes() {
+            Some(2) => Ok(()),
+            other => Err(crate::Error::Dimension(format!(
+                "the hinge loss needs a 2-class target, the data has {}",
+                other.map_or("a real target".to_string(), |c| format!("{c} classes"))
+            ))),
+        }
+    }
+}
+
+impl HingeLoss {
     /// prox_{f/β}(w) for the unsmoothed hinge f(·; x, y), written into `out`.
     pub fn prox(&self, w: &[f64], x: &[f64], y: f64, beta: f64, out: &mut [f64]) {
         let s = sign(y);
@@ -105,79 +112,10 @@ impl HingeLoss {
     }
 }
 
-impl Model for HingeLoss {
-    fn name(&self) -> &'static str {
-        match self.smoothing {
-            Some(_) => "smoothed hinge",
-            None => "hinge",
-        }
-    }
-    fn num_params(&self) -> usize {
-        self.features
-    }
-    fn num_features(&self) -> usize {
-        self.features
-    }
-    fn loss(&self, w: &[f64], x: &[f64], y: f64) -> f64 {
-        let Some(beta) = self.smoothing else {
-            return Self::hinge(w, x, y);
-        };
-        let m = sign(y) * dot(w, x);
-        let q = dot(x, x);
-        let t = prox_step(m, q, beta);
-        // f(v) + (β/2)‖w − v‖² at v = w + t s x.
-        (1.0 - m - t * q).max(0.0) + 0.5 * beta * t * t * q
-    }
-    fn add_grad(&self, w: &[f64], x: &[f64], y: f64, scale: f64, out: &mut [f64]) {
-        let (z, xx) = crate::linalg::dot_and_sq(w, x);
-        let a = self.coefficient(z, xx, y);
-        if a != 0.0 {
-            axpy(scale * a, x, out);
-        }
-    }
-    fn input_coefficient(&self, z: f64, xx: f64, y: f64) -> Option<f64> {
-        Some(self.coefficient(z, xx, y))
-    }
-    fn predict(&self, w: &[f64], x: &[f64]) -> f64 {
-        if dot(w, x) > 0.0 { 1.0 } else { 0.0 }
-    }
-    fn metric(&self) -> Metric {
-        Metric::ErrorRate
-    }
-    fn lipschitz(&self, max_norm: f64) -> Option<f64> {
-        match self.smoothing {
-            // Lemma D.7: f_β is 2L-Lipschitz (safe side; see the module doc).
-            Some(_) => Some(2.0 * max_norm),
-            None => Some(max_norm),
-        }
-    }
-    fn check_data(&self, data: &Dataset) -> crate::Result<()> {
-        check_features(self.features, data)?;
-        match data.target().num_classes() {
-            Some(2) => Ok(()),
-            other => Err(crate::Error::Dimension(format!(
-                "the hinge loss needs a 2-class target, the data has {}",
-                other.map_or("a real target".to_string(), |c| format!("{c} classes"))
-            ))),
-        }
-    }
-    fn smoothed(&self, beta: f64) -> crate::Result<Option<std::sync::Arc<dyn Model>>> {
-        if self.smoothing.is_some() {
-            return Err(crate::Error::config(
-                "smoothing",
-                "the model is already smoothed (model.smoothing); do not smooth it again",
-            ));
-        }
-        Ok(Some(std::sync::Arc::new(HingeLoss::new(
-            self.features,
-            Some(beta),
-        )?)))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::Model;
 
     /// Brute force: minimise f(v) + (β/2)‖v − w‖² over v = w + a x/‖x‖ + b u (u ⊥ x) on a
     /// fine grid; the optimum must be at b = 0 and match the closed form.

@@ -43,15 +43,17 @@ mod hinge;
 mod linear;
 mod logistic;
 mod mlp;
+mod moreau_linear;
 mod nc_logistic;
 mod softmax;
 
-pub use absolute::{AbsoluteLoss, prox_step as absolute_prox_step};
+pub use absolute::{Absolute, AbsoluteLoss, prox_step as absolute_prox_step};
 pub use deep_mlp::{Activation, DeepMlp, Precision};
-pub use hinge::HingeLoss;
+pub use hinge::{Hinge, HingeLoss};
 pub use linear::LinearRegression;
 pub use logistic::LogisticRegression;
 pub use mlp::{Mlp, MlpEval};
+pub use moreau_linear::{MoreauLinear, ProxLinearLoss};
 pub use nc_logistic::NonconvexLogistic;
 pub use softmax::SoftmaxRegression;
 

@@ -51,15 +51,14 @@ use crate::algo::context::{BuildContext, SiloCalibration};
 use crate::algo::gradient::{BatchSource, GradientSilo};
 use crate::algo::half::{HalfState, ServerHalf, SiloHalf};
 use crate::algo::message::{Broadcast, Round, SiloMessage};
-use crate::algo::server::average_messages;
+use crate::algo::server::AcsaIterates;
 use crate::model::Projection;
 
 /// Server half of AC-SA (Algorithm 1 lines 3, 8–10); see the module doc.
 #[derive(Debug, Clone)]
 pub struct AcsaServer {
-    /// w_{r−1}.
-    w: Vec<f64>,
-    w_ag: Vec<f64>,
+    /// w_{r−1}, w_ag, w_md and g.
+    it: AcsaIterates,
     /// Centre of the regulariser (the initial point).
     w0: Vec<f64>,
     mu: f64,
@@ -67,9 +66,6 @@ pub struct AcsaServer {
     schedule: AcsaSchedule,
     /// Completed AC-SA iterations.
     t: u64,
-    projection: Projection,
-    g: Vec<f64>,
-    md: Vec<f64>,
 }
 
 impl AcsaServer {
@@ -102,31 +98,26 @@ impl AcsaServer {
                 format!("the AC-SA schedule needs positive finite constants, got {schedule:?}"),
             ));
         }
-        let d = init.len();
-        let mut w = init;
-        projection.apply(&mut w);
+        let it = AcsaIterates::new(init, projection);
         Ok(AcsaServer {
-            w_ag: w.clone(),
-            w0: w.clone(),
-            w,
+            w0: it.w.clone(),
+            it,
             mu,
             lambda,
             schedule,
             t: 0,
-            projection,
-            g: vec![0.0; d],
-            md: vec![0.0; d],
         })
     }
 
-    /// w_md of the next iteration into `self.md`; returns (α, η).
+    /// w_md of the next iteration into `self.it.md`; returns (α, η).
     fn middle(&mut self) -> (f64, f64) {
         let s = self.schedule.step(self.t + 1);
         let (a, eta, mu) = (s.alpha, s.eta, self.mu);
         let den = eta + (1.0 - a * a) * mu;
         let c_ag = (1.0 - a) * (mu + eta) / den;
         let c_w = a * ((1.0 - a) * mu + eta) / den;
-        for ((m, ag), w) in self.md.iter_mut().zip(&self.w_ag).zip(&self.w) {
+        let it = &mut self.it;
+        for ((m, ag), w) in it.md.iter_mut().zip(&it.w_ag).zip(&it.w) {
             *m = c_ag * ag + c_w * w;
         }
         (a, eta)
@@ -141,66 +132,56 @@ impl AcsaServer {
 impl ServerHalf for AcsaServer {
     fn broadcast(&mut self, round: Round) -> Broadcast {
         self.middle();
-        Broadcast {
-            round,
-            point: self.md.clone(),
-            aux: Vec::new(),
-        }
+        self.it.broadcast(round)
     }
 
     fn aggregate(&mut self, round: Round, messages: &[SiloMessage]) -> crate::Result<()> {
         let (a, eta) = self.middle();
-        if !average_messages(messages, round, &mut self.g)? {
+        if !self.it.mean_gradient(round, messages)? {
             return Ok(());
         }
-        let mu = self.mu;
+        let (mu, it) = (self.mu, &mut self.it);
         if self.lambda > 0.0 {
             // ∇ of (λ/2)‖w − w₀‖² at w_md: data-independent, so added after the noise.
-            for ((g, m), c) in self.g.iter_mut().zip(&self.md).zip(&self.w0) {
+            for ((g, m), c) in it.g.iter_mut().zip(&it.md).zip(&self.w0) {
                 *g += self.lambda * (m - c);
             }
         }
         let keep = (1.0 - a) * mu + eta;
         let den = mu + eta;
-        for ((w, m), g) in self.w.iter_mut().zip(&self.md).zip(&self.g) {
+        for ((w, m), g) in it.w.iter_mut().zip(&it.md).zip(&it.g) {
             *w = (a * mu * m + keep * *w - a * g) / den;
         }
-        self.projection.apply(&mut self.w);
-        for (ag, w) in self.w_ag.iter_mut().zip(&self.w) {
-            *ag = a * w + (1.0 - a) * *ag;
-        }
+        it.project_and_aggregate(a);
         let stage = self.schedule.step(self.t + 1).stage;
         self.t += 1;
         let next = self.schedule.step(self.t + 1);
         if next.stage != stage && next.r == 1 {
             // Multi-stage restart: the next stage starts from w₀ := q_k = w_ag.
-            self.w.copy_from_slice(&self.w_ag);
+            self.it.restart();
         }
         Ok(())
     }
 
     fn output(&self) -> Vec<f64> {
-        self.w_ag.clone()
+        self.it.output()
     }
 
     fn dim(&self) -> usize {
-        self.w.len()
+        self.it.dim()
     }
 
     fn state(&self) -> HalfState {
         let mut s = HalfState::default();
-        s.put("w", &self.w);
-        s.put("w_ag", &self.w_ag);
+        self.it.put(&mut s);
         s.put("acsa_iterations", &self.t);
         s
     }
 
     fn restore(&mut self, state: HalfState) -> crate::Result<()> {
-        let d = self.w.len();
         // A count by type: u64 (the JSON-era f64 needed a fraction check).
         let t: u64 = state.get("acsa_iterations")?;
-        self.w = state.vector("w", d)?;
-        self.w_ag = state.vector("w_ag", d)?;
+        self.it.restore(&state)?;
         self.t = t;
         Ok(())
     }

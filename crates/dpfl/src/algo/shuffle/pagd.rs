@@ -39,7 +39,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::algo::half::{HalfState, ServerHalf};
 use crate::algo::message::{Broadcast, Round, SiloMessage};
-use crate::algo::server::average_messages;
+use crate::algo::server::AcsaIterates;
 use crate::model::Projection;
 
 /// Which AC-SA step-size sequences PAGD uses (see the module doc).
@@ -98,13 +98,10 @@ pub struct Phase {
 /// The server half of PAGD and pan-private AC-SA (module doc).
 #[derive(Debug, Clone)]
 pub struct PagdServer {
-    w: Vec<f64>,
-    w_ag: Vec<f64>,
-    md: Vec<f64>,
-    g: Vec<f64>,
+    /// θ, θ^ag, θ^md and g.
+    it: AcsaIterates,
     phases: Vec<Phase>,
     constants: AcsaConstants,
-    projection: Projection,
     /// Current phase.
     phase: usize,
     /// Iterations done in the current phase.
@@ -129,28 +126,22 @@ impl PagdServer {
                 format!("PAGD needs phases of >= 1 round with L_t > 0, got {phases:?}"),
             ));
         }
-        let mut w = init;
-        projection.apply(&mut w);
-        let d = w.len();
         Ok(PagdServer {
-            w_ag: w.clone(),
-            md: w.clone(),
-            w,
-            g: vec![0.0; d],
+            it: AcsaIterates::new(init, projection),
             phases,
             constants,
-            projection,
             phase: 0,
             t: 0,
         })
     }
 
-    /// θ^md of the next iteration into `self.md`; returns (α_t, L_t).
+    /// θ^md of the next iteration into `self.it.md`; returns (α_t, L_t).
     fn middle(&mut self) -> (f64, f64) {
         let t = self.t + 1;
         let a = self.constants.alpha(t);
         let l = self.phases[self.phase].numerator / (t as f64 + 1.0);
-        for ((m, w), ag) in self.md.iter_mut().zip(&self.w).zip(&self.w_ag) {
+        let it = &mut self.it;
+        for ((m, w), ag) in it.md.iter_mut().zip(&it.w).zip(&it.w_ag) {
             *m = a * w + (1.0 - a) * ag;
         }
         (a, l)
@@ -165,54 +156,46 @@ impl PagdServer {
 impl ServerHalf for PagdServer {
     fn broadcast(&mut self, round: Round) -> Broadcast {
         self.middle();
-        Broadcast {
-            round,
-            point: self.md.clone(),
-            aux: Vec::new(),
-        }
+        self.it.broadcast(round)
     }
 
     fn aggregate(&mut self, round: Round, messages: &[SiloMessage]) -> crate::Result<()> {
         let (a, l) = self.middle();
-        if !average_messages(messages, round, &mut self.g)? {
+        if !self.it.mean_gradient(round, messages)? {
             return Ok(());
         }
-        for (w, g) in self.w.iter_mut().zip(&self.g) {
+        // θ_{t+1} = Π_Θ(θ_t − g_t/L_t), θ^ag_{t+1} = α_t θ_{t+1} + (1 − α_t) θ^ag_t.
+        for (w, g) in self.it.w.iter_mut().zip(&self.it.g) {
             *w -= g / l;
         }
-        self.projection.apply(&mut self.w);
-        for (ag, w) in self.w_ag.iter_mut().zip(&self.w) {
-            *ag = a * w + (1.0 - a) * *ag;
-        }
+        self.it.project_and_aggregate(a);
         self.t += 1;
         if self.t >= self.phases[self.phase].rounds && self.phase + 1 < self.phases.len() {
             // Restart (Thm 4.8): the next phase starts at θ_1 = θ^ag_1 = θ̂_i.
             self.phase += 1;
             self.t = 0;
-            self.w.copy_from_slice(&self.w_ag);
+            self.it.restart();
         }
         Ok(())
     }
 
     fn output(&self) -> Vec<f64> {
-        self.w_ag.clone()
+        self.it.output()
     }
 
     fn dim(&self) -> usize {
-        self.w.len()
+        self.it.dim()
     }
 
     fn state(&self) -> HalfState {
         let mut s = HalfState::default();
-        s.put("w", &self.w);
-        s.put("w_ag", &self.w_ag);
+        self.it.put(&mut s);
         s.put("pagd_phase", &(self.phase as u64));
         s.put("pagd_iterations", &self.t);
         s
     }
 
     fn restore(&mut self, state: HalfState) -> crate::Result<()> {
-        let d = self.w.len();
         let phase: u64 = state.get("pagd_phase")?;
         if phase as usize >= self.phases.len() {
             return Err(crate::Error::Protocol(format!(
@@ -220,8 +203,7 @@ impl ServerHalf for PagdServer {
                 self.phases.len()
             )));
         }
-        self.w = state.vector("w", d)?;
-        self.w_ag = state.vector("w_ag", d)?;
+        self.it.restore(&state)?;
         self.t = state.get("pagd_iterations")?;
         self.phase = phase as usize;
         Ok(())

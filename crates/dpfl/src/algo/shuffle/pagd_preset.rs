@@ -335,40 +335,60 @@ pub fn pvec_target(
     })
 }
 
+/// The end both presets share (PAGD's and pan-private AC-SA's, step 5): the phases at the
+/// oracle's standard deviation σ, and the shape's note extended by `sigma_note` (how σ was
+/// formed) and the schedule.
+pub fn phases_at(
+    ctx: &BuildContext,
+    t: &Tuning,
+    mut s: Shape,
+    sigma: f64,
+    sigma_note: &str,
+) -> (Shape, Vec<Phase>) {
+    let (phases, text) = phase_schedule(
+        t.constants,
+        s.beta,
+        sigma,
+        s.diameter,
+        t.strong_convexity,
+        s.phases,
+        ctx.federation.rounds,
+    );
+    s.note = format!("{}{sigma_note}{text}", s.note);
+    (s, phases)
+}
+
+/// The AC-SA server half of PAGD and pan-private AC-SA ([`PagdServer`]) on `phases`.
+pub fn acsa_server(
+    ctx: &BuildContext,
+    constants: AcsaConstants,
+    phases: Vec<Phase>,
+) -> crate::Result<Box<dyn ServerHalf>> {
+    Ok(Box::new(PagdServer::new(
+        ctx.init.clone(),
+        ctx.projection,
+        constants,
+        phases,
+    )?))
+}
+
 /// The whole preset: the shape, σ from the realised PVEC and the phases.
 pub fn pagd_preset(ctx: &BuildContext, spec: &PagdSpec) -> crate::Result<(Shape, Vec<Phase>)> {
-    let eps = spec.round_epsilon(ctx)?;
-    let mut s = shape(ctx, &spec.tuning(ctx, eps)?)?;
+    let tuning = spec.tuning(ctx, spec.round_epsilon(ctx)?)?;
+    let s = shape(ctx, &tuning)?;
     let target = pvec_target(ctx, spec, s.k, s.lipschitz)?;
     let plan = plan_pvec(&target, s.k as u64, spec.shuffler)?;
     let b = target.users as f64;
     let v = plan.params.variance_bound();
     let sigma = (s.lipschitz * s.lipschitz / b + v / (b * b)).sqrt();
-    let (phases, text) = phase_schedule(
-        spec.constants,
-        s.beta,
-        sigma,
-        s.diameter,
-        spec.strong_convexity,
-        s.phases,
-        ctx.federation.rounds,
-    );
-    s.note = format!(
-        "{}; sigma^2 = L^2/B + V/B^2 with V = {v:.4e} (PVEC's exact bound){text}",
-        s.note
-    );
-    Ok((s, phases))
+    let note = format!("; sigma^2 = L^2/B + V/B^2 with V = {v:.4e} (PVEC's exact bound)");
+    Ok(phases_at(ctx, &tuning, s, sigma, &note))
 }
 
 /// PAGD's server half (closed forms only; the analyzer goes in front of it).
 pub fn pagd_server(ctx: &BuildContext, spec: &PagdSpec) -> crate::Result<Box<dyn ServerHalf>> {
     let (_, phases) = pagd_preset(ctx, spec)?;
-    Ok(Box::new(PagdServer::new(
-        ctx.init.clone(),
-        ctx.projection,
-        spec.constants,
-        phases,
-    )?))
+    acsa_server(ctx, spec.constants, phases)
 }
 
 /// PAGD's halves around `server` (PAGD's AC-SA, [`pagd_server`]): PVEC silos

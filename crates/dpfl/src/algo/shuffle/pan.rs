@@ -47,7 +47,7 @@ use dpfl_privacy::{DpRng, GaussianMechanism, PrivacyEvent, VectorMechanism};
 
 use super::pagd::AcsaConstants;
 use crate::algo::context::BuildContext;
-use crate::algo::gradient::Smoothing;
+use crate::algo::gradient::{Smoothing, check_records, next_disjoint_batch};
 use crate::algo::half::{HalfState, SiloHalf};
 use crate::algo::message::{Broadcast, Payload, Round, SiloMessage};
 use crate::data::Dataset;
@@ -165,28 +165,10 @@ impl SiloHalf for PanPrivateSilo {
         rng: &mut DpRng,
     ) -> crate::Result<SiloMessage> {
         b.check_dim(self.grad.len())?;
-        if data.len() != self.n {
-            return Err(crate::Error::Protocol(format!(
-                "the silo half was built for {} records, its data has {}",
-                self.n,
-                data.len()
-            )));
-        }
-        let batches = match &mut self.batches {
-            Some(x) => x,
-            None => self
-                .batches
-                .insert(DisjointBatches::new(self.n, self.k, rng)?),
-        };
-        let batch = batches
-            .next_batch()
-            .ok_or_else(|| {
-                crate::Error::Protocol(format!(
-                    "one-pass pan-private silo has used all ⌊n/K⌋ = {} batches",
-                    self.n / self.k
-                ))
-            })?
-            .to_vec();
+        check_records(self.n, data)?;
+        let batch =
+            next_disjoint_batch(&mut self.batches, self.n, self.k, rng, "pan-private silo")?
+                .to_vec();
         // The state noise Z_t goes in before any record is read.
         let mut acc = vec![0.0; self.grad.len()];
         self.mechanism.privatize(&mut acc, rng);

@@ -3,8 +3,7 @@
 //! [`super::pan`] so that the plan's silo entries can build a pan-private silo half without an
 //! import circle (plan → pan → the wing's planning helpers → plan).
 
-use super::pagd::PagdServer;
-use super::pagd_preset::{Tuning, phase_schedule, shape};
+use super::pagd_preset::{Tuning, acsa_server, phases_at, shape};
 use super::pan::{PanPrivateSpec, silo_from_plan, zeta};
 use super::plan::ShuffleSilo;
 use crate::algo::context::{BuildContext, BuiltAlgorithm, SiloCalibration, count_calibration};
@@ -34,34 +33,27 @@ pub fn pan_preset(
     spec: &PanPrivateSpec,
 ) -> crate::Result<(super::pagd_preset::Shape, Vec<super::pagd::Phase>, f64)> {
     let (eps, delta) = super::smallest_budget(ctx)?;
-    let mut s = shape(ctx, &spec.tuning(eps, delta))?;
+    let tuning = spec.tuning(eps, delta);
+    let s = shape(ctx, &tuning)?;
     let z = zeta(s.lipschitz, s.k, eps, delta)?;
     let m = super::participants(ctx) as f64;
     let d = ctx.federation.dim as f64;
     let b = m * s.k as f64;
     let sigma = (s.lipschitz * s.lipschitz / b + 2.0 * d * z * z / m).sqrt();
-    let (phases, text) = phase_schedule(
-        spec.constants,
-        s.beta,
+    let (s, phases) = phases_at(
+        ctx,
+        &tuning,
+        s,
         sigma,
-        s.diameter,
-        spec.strong_convexity,
-        s.phases,
-        ctx.federation.rounds,
+        "; sigma^2 = L^2/(MK) + 2 d zeta^2/M",
     );
-    s.note = format!("{}; sigma^2 = L^2/(MK) + 2 d zeta^2/M{text}", s.note);
     Ok((s, phases, z))
 }
 
 /// Pan-private AC-SA's server half.
 pub fn pan_server(ctx: &BuildContext, spec: &PanPrivateSpec) -> crate::Result<Box<dyn ServerHalf>> {
     let (_, phases, _) = pan_preset(ctx, spec)?;
-    Ok(Box::new(PagdServer::new(
-        ctx.init.clone(),
-        ctx.projection,
-        spec.constants,
-        phases,
-    )?))
+    acsa_server(ctx, spec.constants, phases)
 }
 
 /// The whole federation of a pan-private run around `server`.

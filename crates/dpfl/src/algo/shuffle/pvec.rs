@@ -35,6 +35,7 @@ use dpfl_privacy::shuffle::protocol::{Message, Pvec, ShareSum, reveal, share_cou
 use dpfl_privacy::{DpRng, PrivacyEvent};
 use serde::{Deserialize, Serialize};
 
+use crate::algo::gradient::{check_records, next_disjoint_batch};
 use crate::algo::half::{HalfState, ServerHalf, SiloHalf};
 use crate::algo::message::{Broadcast, PackedInts, Payload, Reply, Round, SiloMessage};
 use crate::data::Dataset;
@@ -65,6 +66,60 @@ pub(crate) fn shuffle_err(e: ShuffleError) -> crate::Error {
         ShuffleError::Parameter(p) => crate::Error::Privacy(p),
         other => crate::Error::Protocol(other.to_string()),
     }
+}
+
+/// The refusal of a silo whose every reply is several messages, asked for one.
+pub(crate) fn multi_message_only() -> crate::Error {
+    crate::Error::Protocol("a PVEC silo answers with a multi-message reply".into())
+}
+
+/// Per-label counts, each at most `max`, as the messages of one reply (module doc): compact,
+/// two labelled 64-bit shares of the counts ([`TO_SHUFFLER`], [`TO_SERVER`]); explicit, `max`
+/// one-bit messages per label, label j's first `counts[j]` of them 1.
+pub(crate) fn count_messages(
+    transport: Transport,
+    round: Round,
+    counts: &[u64],
+    max: u64,
+    rng: &mut DpRng,
+) -> crate::Result<Vec<SiloMessage>> {
+    Ok(match transport {
+        Transport::Compact => {
+            let shares = share_counts(counts, max, rng).map_err(shuffle_err)?;
+            [
+                (TO_SHUFFLER, shares.to_shuffler),
+                (TO_SERVER, shares.to_server),
+            ]
+            .into_iter()
+            .map(|(label, v)| {
+                Ok(SiloMessage {
+                    round,
+                    payload: Payload::Labelled {
+                        label,
+                        payload: Box::new(Payload::Packed(PackedInts::pack(64, &v)?)),
+                    },
+                })
+            })
+            .collect::<crate::Result<Vec<_>>>()?
+        }
+        Transport::Explicit => {
+            let d = counts.len();
+            let mut out = Vec::with_capacity(d * max as usize);
+            for (j, &ones) in counts.iter().enumerate() {
+                for t in 0..max {
+                    out.push(SiloMessage {
+                        round,
+                        payload: Payload::Sparse {
+                            dim: d as u32,
+                            indices: vec![j as u32],
+                            values: vec![if t < ones { 1.0 } else { 0.0 }],
+                        },
+                    });
+                }
+            }
+            out
+        }
+    })
 }
 
 /// The silo half of SDP one-pass MB-SGD: PVEC over the K clipped per-record gradients.
@@ -159,21 +214,8 @@ impl PvecSilo {
         if self.full {
             return self.counts_of(b, data, rng, (0..self.n).collect());
         }
-        let batches = match &mut self.batches {
-            Some(x) => x,
-            None => self
-                .batches
-                .insert(DisjointBatches::new(self.n, self.k, rng)?),
-        };
-        let batch = batches
-            .next_batch()
-            .ok_or_else(|| {
-                crate::Error::Protocol(format!(
-                    "one-pass PVEC silo has used all ⌊n/K⌋ = {} batches",
-                    self.n / self.k
-                ))
-            })?
-            .to_vec();
+        let batch =
+            next_disjoint_batch(&mut self.batches, self.n, self.k, rng, "PVEC silo")?.to_vec();
         self.counts_of(b, data, rng, batch)
     }
 
@@ -211,9 +253,7 @@ impl SiloHalf for PvecSilo {
     }
 
     fn respond(&mut self, _: &Broadcast, _: &Dataset, _: &mut DpRng) -> crate::Result<SiloMessage> {
-        Err(crate::Error::Protocol(
-            "a PVEC silo answers with a multi-message reply".into(),
-        ))
+        Err(multi_message_only())
     }
 
     fn respond_reply(
@@ -223,54 +263,16 @@ impl SiloHalf for PvecSilo {
         rng: &mut DpRng,
     ) -> crate::Result<Reply> {
         b.check_dim(self.grad.len())?;
-        if data.len() != self.n {
-            return Err(crate::Error::Protocol(format!(
-                "the silo half was built for {} records, its data has {}",
-                self.n,
-                data.len()
-            )));
-        }
+        check_records(self.n, data)?;
         let counts = self.counts(b, data, rng)?;
-        let d = counts.len();
-        let per_user = self.pvec.params().p1d.bits_per_user();
-        let messages = match self.transport {
-            Transport::Compact => {
-                let max = per_user.saturating_mul(self.k as u64);
-                let shares = share_counts(&counts, max, rng).map_err(shuffle_err)?;
-                [
-                    (TO_SHUFFLER, shares.to_shuffler),
-                    (TO_SERVER, shares.to_server),
-                ]
-                .into_iter()
-                .map(|(label, v)| {
-                    Ok(SiloMessage {
-                        round: b.round,
-                        payload: Payload::Labelled {
-                            label,
-                            payload: Box::new(Payload::Packed(PackedInts::pack(64, &v)?)),
-                        },
-                    })
-                })
-                .collect::<crate::Result<Vec<_>>>()?
-            }
-            Transport::Explicit => {
-                let total = per_user * self.k as u64;
-                let mut out = Vec::with_capacity(d * total as usize);
-                for (j, &ones) in counts.iter().enumerate() {
-                    for t in 0..total {
-                        out.push(SiloMessage {
-                            round: b.round,
-                            payload: Payload::Sparse {
-                                dim: d as u32,
-                                indices: vec![j as u32],
-                                values: vec![if t < ones { 1.0 } else { 0.0 }],
-                            },
-                        });
-                    }
-                }
-                out
-            }
-        };
+        // K users' messages per label (checked to fit when the silo was built).
+        let max = self
+            .pvec
+            .params()
+            .p1d
+            .bits_per_user()
+            .saturating_mul(self.k as u64);
+        let messages = count_messages(self.transport, b.round, &counts, max, rng)?;
         Ok(Reply {
             round: b.round,
             messages,

@@ -48,12 +48,11 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use dpfl_privacy::shuffle::protocol::share_counts;
 use dpfl_privacy::{DpRng, PrivacyEvent};
 
-use super::pvec::{TO_SERVER, TO_SHUFFLER, Transport, shuffle_err};
+use super::pvec::{Transport, count_messages, multi_message_only};
 use crate::algo::half::{HalfState, ServerHalf, SiloHalf};
-use crate::algo::message::{Broadcast, PackedInts, Payload, Reply, Round, SiloMessage};
+use crate::algo::message::{Broadcast, Payload, Reply, Round, SiloMessage};
 use crate::data::Dataset;
 use crate::model::{Metric, Model};
 
@@ -229,9 +228,7 @@ impl SiloHalf for ExtremeSilo {
         None
     }
     fn respond(&mut self, _: &Broadcast, _: &Dataset, _: &mut DpRng) -> crate::Result<SiloMessage> {
-        Err(crate::Error::Protocol(
-            "a PVEC silo answers with a multi-message reply".into(),
-        ))
+        Err(multi_message_only())
     }
     fn respond_reply(
         &mut self,
@@ -239,42 +236,9 @@ impl SiloHalf for ExtremeSilo {
         _: &Dataset,
         rng: &mut DpRng,
     ) -> crate::Result<Reply> {
+        // Every count at its maximum: all of the explicit messages are 1.
         let counts = vec![self.max; self.dim];
-        let messages = match self.transport {
-            Transport::Compact => {
-                let shares = share_counts(&counts, self.max, rng).map_err(shuffle_err)?;
-                [
-                    (TO_SHUFFLER, shares.to_shuffler),
-                    (TO_SERVER, shares.to_server),
-                ]
-                .into_iter()
-                .map(|(label, v)| {
-                    Ok(SiloMessage {
-                        round: b.round,
-                        payload: Payload::Labelled {
-                            label,
-                            payload: Box::new(Payload::Packed(PackedInts::pack(64, &v)?)),
-                        },
-                    })
-                })
-                .collect::<crate::Result<Vec<_>>>()?
-            }
-            Transport::Explicit => {
-                let (dim, max, round) = (self.dim, self.max, b.round);
-                (0..dim)
-                    .flat_map(|j| {
-                        (0..max).map(move |_| SiloMessage {
-                            round,
-                            payload: Payload::Sparse {
-                                dim: dim as u32,
-                                indices: vec![j as u32],
-                                values: vec![1.0],
-                            },
-                        })
-                    })
-                    .collect()
-            }
-        };
+        let messages = count_messages(self.transport, b.round, &counts, self.max, rng)?;
         Ok(Reply {
             round: b.round,
             messages,
