@@ -35,7 +35,6 @@ use crate::proto::shuffler_server::{Shuffler as ShufflerRpc, ShufflerServer};
 use crate::proto::{Frame, Header, PullRequest, PushReply, Status as RoundStatus};
 
 struct Collecting {
-    epoch: u64,
     round: u32,
     /// Keyed by silo id only to refuse a second submission; the ids are dropped on
     /// forwarding. Each holds the silo's sealed messages; none when the silo's ledger refused
@@ -204,13 +203,14 @@ impl ShufflerProcess {
                     _ => continue,
                 }
                 {
+                    // A restarted server reopens the round it stopped at (a new epoch) and the
+                    // silos resend the very bytes they stored for it, often before this
+                    // shuffler hears of the new epoch: what they submitted meanwhile is kept,
+                    // since a sealed message is bound to its round, not to an epoch. (Starting
+                    // afresh lost them, and the round was forwarded empty.)
                     let mut cur = shared.current.lock().await;
-                    let keep = cur
-                        .as_ref()
-                        .is_some_and(|c| c.epoch == task.epoch && c.round == task.round);
-                    if !keep {
+                    if cur.as_ref().is_none_or(|c| c.round != task.round) {
                         *cur = Some(Collecting {
-                            epoch: task.epoch,
                             round: task.round,
                             by_silo: BTreeMap::new(),
                         });
