@@ -703,9 +703,12 @@ fn pagd_with_a_killed_silo_stops_unless_calibrated_for_dropouts() {
                 stopped < 8 && stopped <= killed_at + 1,
                 "{stopped} {killed_at}"
             );
-            // Every aggregated round held all 4 silos: none was aggregated short.
+            // Every aggregated round held all 4 silos: none was aggregated short (the
+            // withheld round is logged, with nothing aggregated).
             assert!(
-                ckpt.log.iter().all(|l| l.participants == 8),
+                ckpt.log
+                    .iter()
+                    .all(|l| l.participants == if l.aggregated() { 8 } else { 0 }),
                 "{:?}",
                 ckpt.log
             );
@@ -731,6 +734,146 @@ fn pagd_with_a_killed_silo_stops_unless_calibrated_for_dropouts() {
         let _ = shuffler.kill();
         let _ = shuffler.wait();
         for s in &mut silos[..3] {
+            let _ = s.kill();
+            let _ = s.wait();
+        }
+    }
+}
+
+/// The server's round log, one JSON value per line.
+fn round_log(alg: &Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(alg.join("server/rounds.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// Issue 15: what the records say when a silo drops out of a shuffle round. PAGD over 4
+/// silos, silo 3 never started (the server starts with 3, `min_silos = 3`):
+/// * calibrated for all 4: the shuffler withholds round 0; the round log's line says so
+///   (submitted [0, 1, 2], dropped [3], quorum 4, outcome "withheld"); silos 0–2 charged
+///   round 0 (their messages left them: never refunded), silo 3 has no ledger at all (it
+///   sent nothing). Silo 3 and the server then restart: round 0 runs again (epoch 2), the
+///   log keeps the withheld line before the aggregated ones, and every ledger charged every
+///   round exactly once (the first three resent their stored round-0 bytes);
+/// * robust at γ = 1/2 (quorum 2): every round continues with the 3 survivors, each line
+///   "survivors" with silo 3 dropped; only the survivors are charged.
+#[test]
+fn a_withheld_round_and_a_dropped_silo_are_in_the_round_log_and_the_ledgers() {
+    const ROUNDS: u64 = 3;
+    for robust in [false, true] {
+        let tmp = tempfile::tempdir().unwrap();
+        let exp = tmp.path().join("exp.toml");
+        let alg_text = format!(
+            "kind = \"pagd\"\nsmoothness = 1.0\ndiameter = 10.0\nshuffler = \"trusted\"{}",
+            if robust {
+                "\nrobust = { honest_fraction = 0.5 }"
+            } else {
+                ""
+            }
+        );
+        let text = shuffle_experiment(&alg_text)
+            .replace("rounds = 5", &format!("rounds = {ROUNDS}"))
+            .replace("epsilon = 2.0", "epsilon = 1.0");
+        std::fs::write(&exp, text).unwrap();
+        let (cfg, shards) = prepare(
+            tmp.path(),
+            &exp,
+            &["--deadline-ms", "2000"],
+            "start_timeout_ms = 3000",
+        );
+        let text = std::fs::read_to_string(&cfg).unwrap();
+        std::fs::write(
+            &cfg,
+            text.replacen("[server]\n", "[server]\nmin_silos = 3\n", 1),
+        )
+        .unwrap();
+        let c = cfg.to_str().unwrap();
+        let mut server = spawn(&["server", "--config", c], &tmp.path().join("server.log"));
+        let mut shuffler = spawn_shuffler(&cfg, tmp.path());
+        let mut silos: Vec<_> = (0..3)
+            .map(|i| {
+                let log = tmp.path().join(format!("silo-{i}.log"));
+                spawn_silo(&cfg, i, &shards[i], &log)
+            })
+            .collect();
+        let alg = cfg.parent().unwrap().join("alg-0");
+        let status = wait_exit(&mut server, Duration::from_secs(120));
+        let server_log = std::fs::read_to_string(tmp.path().join("server.log")).unwrap();
+        let charged = |i: usize| {
+            dpfl_net::ledger::charged_rounds(&alg.join(format!("silo-{i}/ledger"))).unwrap()
+        };
+        // Silo 3 never ran: no state directory, no ledger, nothing charged.
+        assert!(!alg.join("silo-3").exists());
+        if robust {
+            assert!(status.success(), "{server_log}");
+            let log = round_log(&alg);
+            assert_eq!(log.len(), ROUNDS as usize, "{log:?}");
+            for (r, l) in log.iter().enumerate() {
+                assert_eq!(l["round"], r as u64, "{l}");
+                assert_eq!(l["outcome"], "survivors", "{l}");
+                assert_eq!(l["submitted"], serde_json::json!([0, 1, 2]), "{l}");
+                assert_eq!(l["dropped"], serde_json::json!([3]), "{l}");
+                assert_eq!(l["quorum"], 2, "{l}");
+                assert_eq!(l["participants"], 6, "{l}");
+            }
+            assert_charged_once(&alg, 3, ROUNDS);
+        } else {
+            assert_eq!(status.code(), Some(1), "{server_log}");
+            assert!(server_log.contains("withheld"), "{server_log}");
+            let log = round_log(&alg);
+            assert_eq!(log.len(), 1, "{log:?}");
+            let l = &log[0];
+            assert_eq!(
+                (&l["round"], &l["epoch"], &l["outcome"]),
+                (
+                    &serde_json::json!(0),
+                    &serde_json::json!(1),
+                    &serde_json::json!("withheld")
+                ),
+                "{l}"
+            );
+            assert_eq!(l["submitted"], serde_json::json!([0, 1, 2]), "{l}");
+            assert_eq!(l["dropped"], serde_json::json!([3]), "{l}");
+            assert_eq!(
+                (&l["quorum"], &l["participants"]),
+                (&serde_json::json!(4), &serde_json::json!(0))
+            );
+            for i in 0..3 {
+                assert_eq!(charged(i), vec![0], "silo {i}: charged though withheld");
+            }
+            assert_eq!(checkpoint(&alg).unwrap().next_round.get(), 0);
+            // Silo 3 back, the server restarted: round 0 again, then the rest.
+            silos.push(spawn_silo(
+                &cfg,
+                3,
+                &shards[3],
+                &tmp.path().join("silo-3.log"),
+            ));
+            let mut server = spawn(&["server", "--config", c], &tmp.path().join("server-2.log"));
+            let status = wait_exit(&mut server, Duration::from_secs(120));
+            let log2 = std::fs::read_to_string(tmp.path().join("server-2.log")).unwrap();
+            assert!(status.success(), "{log2}");
+            let log = round_log(&alg);
+            assert_eq!(log.len(), 1 + ROUNDS as usize, "{log:?}");
+            assert_eq!(log[0]["outcome"], "withheld");
+            for (r, l) in log[1..].iter().enumerate() {
+                assert_eq!(
+                    (&l["round"], &l["epoch"]),
+                    (&serde_json::json!(r), &serde_json::json!(2)),
+                    "{l}"
+                );
+                assert_eq!(l["outcome"], "complete", "{l}");
+                assert_eq!(l["submitted"], serde_json::json!([0, 1, 2, 3]), "{l}");
+                assert_eq!(l["dropped"], serde_json::json!([]), "{l}");
+            }
+            assert_eq!(participants(&alg), vec![8; ROUNDS as usize]);
+            assert_charged_once(&alg, 4, ROUNDS);
+        }
+        let _ = shuffler.kill();
+        let _ = shuffler.wait();
+        for s in &mut silos {
             let _ = s.kill();
             let _ = s.wait();
         }

@@ -38,6 +38,10 @@ fn checkpoint() -> Checkpoint {
                 participants: 25,
                 rejected: 0,
                 seconds: 0.123_456_789,
+                submitted: Some((0..25).collect()),
+                dropped: Some(Vec::new()),
+                quorum: None,
+                outcome: Some(dpfl_net::checkpoint::RoundOutcome::Complete),
             })
             .collect(),
     }

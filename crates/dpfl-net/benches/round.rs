@@ -18,8 +18,10 @@ use dpfl::algo::{
 };
 use dpfl::data::{Dataset, SiloData};
 use dpfl::sim::{Participation, Simulator};
-use dpfl_net::Federation;
 use dpfl_privacy::{DpRng, PrivacyEvent};
+
+#[path = "common/federation.rs"]
+mod federation;
 
 const SILOS: usize = 25;
 
@@ -86,24 +88,6 @@ fn tiny() -> SiloData {
     dpfl_testkit::tiny_silo(1)
 }
 
-fn federation_dir(dir: &Path) -> std::path::PathBuf {
-    std::fs::write(
-        dir.join("experiment.toml"),
-        "name = \"bench\"\nrounds = 1\n[data]\nsource = { kind = \"synthetic\", task = \"regression\", silos = 2, train = 4, test = 2, features = 1 }\n[model]\nkind = \"linear\"\n[[algorithms]]\nkind = \"mb-sgd\"\nstep_size = 0.1\nbatch_size = 1\n",
-    )
-    .unwrap();
-    dpfl_net::certs::dev_pki(&dir.join("certs"), SILOS).unwrap();
-    let records = vec![1; SILOS];
-    let text = format!(
-        "experiment = \"experiment.toml\"\nseed = 1\n[public]\nrecords = {records:?}\nfeatures = 1\nlipschitz = 1.0\n\
-         [server]\naddress = \"127.0.0.1:0\"\naddress_file = \"server.addr\"\nstate_dir = \"server\"\n\
-         round_deadline_ms = 600000\n[tls]\ndir = \"certs\"\n"
-    );
-    let p = dir.join("federation.toml");
-    std::fs::write(&p, text).unwrap();
-    p
-}
-
 /// Runs `rounds` network rounds at dimension `dim`; returns (time in rounds, bytes received
 /// by the server per message, set-up included).
 fn network(
@@ -112,36 +96,16 @@ fn network(
     dim: usize,
     rounds: u64,
 ) -> (Duration, f64) {
-    let dir = config.parent().unwrap();
-    let _ = std::fs::remove_dir_all(dir.join("server"));
-    for i in 0..SILOS {
-        let _ = std::fs::remove_dir_all(dir.join(format!("silo-{i}")));
-    }
-    let _ = std::fs::remove_file(dir.join("server.addr"));
-    rt.block_on(async {
-        let planner = |e: &Path, a: usize, p: &dpfl_net::config::PublicFacts| {
-            dpfl::experiment::plan_from_file(e, a, p.features, p.classes, &p.records, p.lipschitz)
-        };
-        let mut fed = Federation::load_with(config, Some(&planner)).unwrap();
-        // The bench's halves are bare (Mean, Echo): only the round count matters here.
-        fed.plan.setup.rounds = rounds as usize;
-        let server = dpfl_net::server::Server::bind(fed.clone()).await.unwrap();
-        let handle = tokio::spawn(server.run_with(Box::new(Mean { w: vec![0.0; dim] })));
-        let silos: Vec<_> = (0..SILOS as u32)
-            .map(|i| {
-                let s =
-                    dpfl_net::silo::Silo::with_half(fed.clone(), i, tiny(), Box::new(Echo), dim)
-                        .unwrap();
-                tokio::spawn(s.run())
-            })
-            .collect();
-        let out = handle.await.unwrap().unwrap();
-        for s in silos {
-            let _ = s.await;
-        }
-        let per_msg = out.wire.received() as f64 / (rounds as f64 * SILOS as f64);
-        (out.rounds_elapsed, per_msg)
-    })
+    let out = federation::run(
+        rt,
+        config,
+        rounds,
+        Box::new(Mean { w: vec![0.0; dim] }),
+        |_| Box::new(Echo),
+        dim,
+    );
+    let per_msg = out.wire.received() as f64 / (rounds as f64 * SILOS as f64);
+    (out.rounds_elapsed, per_msg)
 }
 
 /// Whether the command line's filter (`-- "d=50$"`) selects dimension `dim`: the wire-size
@@ -188,7 +152,7 @@ fn bench(c: &mut Criterion) {
         .build()
         .unwrap();
     let tmp = tempfile::tempdir().unwrap();
-    let config = federation_dir(tmp.path());
+    let config = federation::federation_dir(tmp.path(), SILOS, 1, false);
     let data: Vec<SiloData> = (0..SILOS).map(|_| tiny()).collect();
     let mut g = c.benchmark_group("round");
     g.sample_size(10).warm_up_time(Duration::from_secs(1));

@@ -16,6 +16,14 @@
 //! state, the participation generator's state, the round log) durably, then opens r + 1.
 //! A restarted server resumes at the checkpoint with a new *epoch*; silos answer the re-opened
 //! round with the bytes they stored, so no fresh noise is drawn and no ledger is charged twice.
+//!
+//! # The round log
+//! The checkpoint carries the round log; `rounds.jsonl` is written from it at the end and when
+//! the server stops at a withheld round. Each line names the round, the silos that submitted
+//! and those that dropped, the shuffle quorum and the outcome (`complete`, `survivors`: the
+//! round went on without the dropped silos, e.g. under PAGD's robust γ; `withheld`: the
+//! shuffler kept the batch back, nothing was aggregated, and the checkpoint still opens that
+//! round, so a restarted server logs it a second time when it aggregates it).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
@@ -56,6 +64,8 @@ struct Open {
     rejected: usize,
     /// Shuffle mode: the shuffler withheld the batch, (silos that submitted, quorum).
     withheld: Option<(u32, u32)>,
+    /// Shuffle mode: the silos whose submission the shuffler's batch (or notice) holds.
+    submitted: Option<Vec<u32>>,
 }
 
 struct Inner {
@@ -79,6 +89,8 @@ struct Shared {
     /// The algorithm needs every silo's message every round (SoteriaFL's shifts): a round
     /// waits for silos that are gone, and one still short at the deadline stops the server.
     every_silo: bool,
+    /// Shuffle mode: the fewest silos a forwarded batch holds (for the round log).
+    quorum: Option<usize>,
     epoch: u64,
     hpke_sk: Vec<u8>,
     hpke_pk: Vec<u8>,
@@ -181,9 +193,9 @@ impl Server {
 
         let ckpt_path = state_dir.join("checkpoint");
         let (mut ckpt_cell, stored) = crate::store::Cell::open(&ckpt_path)?;
-        let (mut next_round, mut participation_rng, mut log, epoch) = match stored {
+        let (mut next_round, mut participation_rng, mut log, epoch) = match &stored {
             Some(bytes) => {
-                let c = Checkpoint::decode(&ckpt_path, &bytes)?;
+                let c = Checkpoint::decode(&ckpt_path, bytes)?;
                 half.restore(c.half)?;
                 tracing::info!(round = c.next_round.get(), "resuming from checkpoint");
                 (
@@ -200,6 +212,10 @@ impl Server {
                 1,
             ),
         };
+        // The state the next round starts from: what a withheld round's checkpoint keeps
+        // (only its log grows), so that a restarted server runs that round again as if it
+        // had never opened.
+        let mut before_round = (half.state(), participation_rng.snapshot());
         let (changed, _) = watch::channel(0u64);
         let (opened, _) = watch::channel(0u64);
         let shared = Arc::new(Shared {
@@ -209,6 +225,7 @@ impl Server {
             shuffle: fed.shuffle(),
             shares: fed.compact_shares(),
             every_silo: fed.needs_every_silo(),
+            quorum: fed.plan.shuffle_quorum().filter(|_| fed.shuffle()),
             epoch,
             hpke_sk,
             hpke_pk,
@@ -295,6 +312,22 @@ impl Server {
                 deadline,
             )
             .await?;
+            if !entry.aggregated() {
+                let err = round::withheld_error(&entry);
+                log.push(entry);
+                let ckpt = Checkpoint {
+                    next_round: r,
+                    epoch,
+                    half: before_round.0,
+                    participation: before_round.1,
+                    log: log.clone(),
+                };
+                let [tag, body] = ckpt.encode(&ckpt_path)?;
+                ckpt_cell.write_parts(&[&tag, &body])?;
+                write_round_log(&state_dir, &log)?;
+                let _ = stop_tx.send(());
+                return Err(err);
+            }
             tracing::info!(
                 round = r.get(),
                 selected = entry.selected,
@@ -325,6 +358,7 @@ impl Server {
             };
             let [tag, body] = ckpt.encode(&ckpt_path)?;
             ckpt_cell.write_parts(&[&tag, &body])?;
+            before_round = (ckpt.half, ckpt.participation);
             this_process += 1;
             tokio::time::sleep_until(pace.into()).await;
         }
@@ -332,12 +366,7 @@ impl Server {
         let model = half.output();
         if finished {
             write_model(&state_dir.join("model.bin"), &model)?;
-            let mut lines = String::new();
-            for l in &log {
-                lines.push_str(&serde_json::to_string(l).unwrap_or_default());
-                lines.push('\n');
-            }
-            crate::store::write_atomic(&state_dir.join("rounds.jsonl"), lines.as_bytes())?;
+            write_round_log(&state_dir, &log)?;
             let wire_json = serde_json::json!({
                 "received_in_rounds": wire.received().saturating_sub(received_before_rounds),
                 "received": wire.received(),
@@ -380,6 +409,16 @@ impl Server {
             rounds_elapsed,
         })
     }
+}
+
+/// `rounds.jsonl`: one JSON line per round of `log` (withheld rounds included).
+fn write_round_log(state_dir: &std::path::Path, log: &[RoundLog]) -> Result<()> {
+    let mut lines = String::new();
+    for l in log {
+        lines.push_str(&serde_json::to_string(l).unwrap_or_default());
+        lines.push('\n');
+    }
+    crate::store::write_atomic(&state_dir.join("rounds.jsonl"), lines.as_bytes())
 }
 
 /// The final model as little-endian f64s (bit-exact).

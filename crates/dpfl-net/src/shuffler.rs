@@ -13,6 +13,10 @@
 //! a smaller batch is withheld and the server told so (a lone `STATUS_REFUSED` header), so a
 //! dropout never leaves the others' messages with less noise or amplification than charged
 //! (docs/shuffle.md "Dropouts over the network").
+//!
+//! With each batch (and each withholding notice) it tells the server which silos submitted,
+//! for the round log (`checkpoint::RoundLog`): the participants are no secret from the server
+//! (it selects them and holds their sessions); which message came from whom stays hidden.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -200,10 +204,14 @@ impl ShufflerProcess {
                     _ => continue,
                 }
                 {
+                    // A round is its (epoch, number). A restarted server reopens the round it
+                    // stopped at in a new epoch; the silos' resends to it carry that epoch and
+                    // wait in `submit` until this batch exists, so none falls into the old
+                    // epoch's batch (already forwarded or withheld) and none is lost.
                     let mut cur = shared.current.lock().await;
                     let keep = cur
                         .as_ref()
-                        .is_some_and(|c| c.epoch == task.epoch && c.round == task.round);
+                        .is_some_and(|c| (c.epoch, c.round) == (task.epoch, task.round));
                     if !keep {
                         *cur = Some(Collecting {
                             epoch: task.epoch,
@@ -240,7 +248,14 @@ impl ShufflerProcess {
                 // the shuffle was calibrated for: a smaller one is withheld, never forwarded
                 // (docs/shuffle.md "Dropouts over the network"). A round where every silo
                 // refused (nothing to protect) is forwarded empty as before.
-                let submitted = by_silo.values().filter(|m| !m.is_empty()).count();
+                // Who submitted goes to the server's round log (outside the permutation: it
+                // names the participants, not which message is whose).
+                let submitters: Vec<u32> = by_silo
+                    .iter()
+                    .filter(|(_, m)| !m.is_empty())
+                    .map(|(&id, _)| id)
+                    .collect();
+                let submitted = submitters.len();
                 if submitted > 0 && submitted < shared.quorum {
                     tracing::warn!(
                         round = task.round,
@@ -254,6 +269,7 @@ impl ShufflerProcess {
                         epoch: task.epoch,
                         index: submitted as u32,
                         count: shared.quorum as u32,
+                        submitted: submitters.clone(),
                         ..Default::default()
                     };
                     match client
@@ -297,6 +313,11 @@ impl ShufflerProcess {
                                 epoch: task.epoch,
                                 index: i as u32,
                                 count,
+                                submitted: if i == 0 {
+                                    submitters.clone()
+                                } else {
+                                    Vec::new()
+                                },
                                 ..Default::default()
                             },
                             m,
@@ -309,6 +330,7 @@ impl ShufflerProcess {
                     let empty = Header {
                         round: task.round,
                         epoch: task.epoch,
+                        submitted: submitters.clone(),
                         ..Default::default()
                     };
                     frames = codec::frames(empty, &[]);

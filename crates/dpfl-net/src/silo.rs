@@ -9,6 +9,16 @@
 //! (a restarted server, a lost reply), it resends exactly the stored bytes: a silo never sends
 //! two differently-noised replies for one round, and the ledger is never charged twice. A
 //! restarted silo continues its generator from the stored state.
+//!
+//! # Withheld rounds and dropouts (decision)
+//! The charge precedes the message, so a silo that sent its randomized message has paid for
+//! the round whatever becomes of it: if the shuffler withholds the batch (too few silos), or
+//! the server never aggregates it, the charge stands and is never refunded. The message has
+//! left the silo and the silo cannot know that no one kept it (a dishonest shuffler may have),
+//! so a refund could under-report. A silo that never received the round, or was gone before
+//! answering it, is not charged (nothing left it); one that crashed between the charge and
+//! the send stays charged, the safe side. When the withheld round is run again, the silo
+//! resends the stored bytes of that charge: one charge per round number, never two.
 
 use std::path::PathBuf;
 use std::time::Duration;

@@ -194,3 +194,108 @@ async fn the_shuffler_permutes_the_messages_of_multi_message_replies() {
     }
     assert!(contiguous_rounds < ROUNDS, "{net:?}");
 }
+
+/// A silo whose reply has one message more than a reply of the model's dimension may hold.
+struct Flood;
+impl SiloHalf for Flood {
+    fn round_event(&self, _: dpfl::algo::Round) -> Option<dpfl_privacy::PrivacyEvent> {
+        None
+    }
+    fn respond(
+        &mut self,
+        _: &dpfl::algo::Broadcast,
+        _: &dpfl::data::Dataset,
+        _: &mut dpfl_privacy::DpRng,
+    ) -> dpfl::Result<dpfl::algo::SiloMessage> {
+        unreachable!("the runners ask for the whole reply")
+    }
+    fn respond_reply(
+        &mut self,
+        b: &dpfl::algo::Broadcast,
+        _: &dpfl::data::Dataset,
+        _: &mut dpfl_privacy::DpRng,
+    ) -> dpfl::Result<dpfl::algo::Reply> {
+        let n = dpfl_net::codec::max_reply_messages(b.point.len()) + 1;
+        let messages = (0..n)
+            .map(|_| dpfl::algo::SiloMessage {
+                round: b.round,
+                payload: dpfl::algo::Payload::Dense(vec![0.0]),
+            })
+            .collect();
+        Ok(dpfl::algo::Reply {
+            round: b.round,
+            messages,
+        })
+    }
+    fn noise_std(&self) -> f64 {
+        0.0
+    }
+}
+
+/// Regression (the network shuffler's benchmark, which sent 1000-message replies at d = 1 and
+/// printed nothing for 10 minutes): a reply the shuffler refuses for its size is refused again
+/// when resent, so the silo used to reconnect and resend it in a loop for ever. It now stops
+/// with the shuffler's reason, and the round goes on with the others.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reply_the_shuffler_refuses_stops_its_silo_instead_of_resending_it_for_ever() {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = federation(tmp.path(), true);
+    let text = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(
+        &path,
+        text.replace("round_deadline_ms = 30000", "round_deadline_ms = 2000"),
+    )
+    .unwrap();
+    let fed = common::load(&path);
+    let dim = fed.context().unwrap().federation.dim;
+    let seen: Seen = Arc::default();
+    let server = dpfl_net::server::Server::bind(fed.clone()).await.unwrap();
+    let server = tokio::spawn(server.run_with(Box::new(ToyServer { seen, dim })));
+    let sh = dpfl_net::shuffler::ShufflerProcess::bind(fed.clone())
+        .await
+        .unwrap();
+    let shuffler = tokio::spawn(sh.run());
+    let mut silos: Vec<_> = (0..SILOS)
+        .map(|id| {
+            let half: Box<dyn SiloHalf> = if id == 0 {
+                Box::new(Flood)
+            } else {
+                Box::new(ToySilo {
+                    id,
+                    dim,
+                    private: true,
+                })
+            };
+            let s = dpfl_net::silo::Silo::with_half_and_budget(
+                fed.clone(),
+                id,
+                tiny(),
+                half,
+                dim,
+                budget(id),
+            )
+            .unwrap();
+            tokio::spawn(s.run())
+        })
+        .collect();
+    let flood = silos.remove(0);
+    let err = tokio::time::timeout(std::time::Duration::from_secs(60), flood)
+        .await
+        .expect("the refused silo stops instead of resending for ever")
+        .unwrap()
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("the shuffler refused this silo's reply to round 0")
+            && err.contains("InvalidArgument"),
+        "{err}"
+    );
+    let outcome = server.await.unwrap().unwrap();
+    // Silo 2's four messages each round (silo 1 refuses, silo 0 is gone).
+    let participants: Vec<usize> = outcome.log.iter().map(|l| l.participants).collect();
+    assert_eq!(participants, vec![4; ROUNDS]);
+    for s in silos {
+        s.await.unwrap().unwrap();
+    }
+    shuffler.await.unwrap().unwrap();
+}

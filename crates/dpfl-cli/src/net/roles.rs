@@ -46,7 +46,7 @@ pub fn server(args: &ServerArgs) -> anyhow::Result<()> {
     } else if out.finished {
         println!(
             "training finished after {} rounds; model of dimension {}",
-            out.log.len(),
+            out.log.iter().filter(|l| l.aggregated()).count(),
             out.model.len()
         );
     } else {
@@ -77,9 +77,11 @@ fn server_report(
     use dpfl::experiment::server_report::{
         NO_MODEL_QUALITY, ServerFacts, ServerRound, server_summary, write_server_report,
     };
+    // A withheld round is in the log (what happened) but was not aggregated.
     let rounds: Vec<ServerRound> = out
         .log
         .iter()
+        .filter(|l| l.aggregated())
         .map(|l| ServerRound {
             round: l.round.done(),
             selected: l.selected,

@@ -190,16 +190,15 @@ pub(crate) fn start(dir: &Path, exp: &Path, extra: &[&str], extra_server: &str) 
     }
 }
 
-/// M_r of every round in an algorithm's state directory (`alg-<a>`), from the server's log.
+/// M_r of every aggregated round in an algorithm's state directory (`alg-<a>`), from the
+/// server's log (a withheld round's line is skipped: it was run again after a restart).
 pub(crate) fn participants(alg: &Path) -> Vec<u64> {
     std::fs::read_to_string(alg.join("server/rounds.jsonl"))
         .unwrap()
         .lines()
-        .map(|l| {
-            serde_json::from_str::<serde_json::Value>(l).unwrap()["participants"]
-                .as_u64()
-                .unwrap()
-        })
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|v| v["outcome"] != "withheld")
+        .map(|v| v["participants"].as_u64().unwrap())
         .collect()
 }
 

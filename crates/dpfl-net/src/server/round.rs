@@ -3,7 +3,9 @@
 //! refusal) until every one has answered, refused or gone, or the deadline; then collect with
 //! [`Collected`] in silo order (plus, in shuffle mode, the shuffler's permuted batch) and let
 //! the server half aggregate. A batch the shuffler withheld (fewer silos than the shuffle's
-//! quorum) stops the server at that round, its checkpoint unchanged.
+//! quorum) is logged (`RoundOutcome::Withheld`) and stops the server at that round, which a
+//! restarted server runs again. Every round's log line names the silos that submitted, those
+//! that dropped, the quorum and the outcome.
 
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
@@ -14,6 +16,7 @@ use dpfl::round::{Collected, Participation, SiloAnswer};
 use dpfl_privacy::DpRng;
 
 use super::{Inner, Open, RoundLog, Shared};
+use crate::checkpoint::RoundOutcome;
 use crate::codec;
 use crate::error::{NetError, Result};
 
@@ -77,11 +80,12 @@ pub(super) async fn run_round(
             batch_received: false,
             rejected: 0,
             withheld: None,
+            submitted: None,
         });
     }
     shared.notify_opened();
     let mut rx = shared.changed.subscribe();
-    let (mut collected, rejected) = loop {
+    let (mut collected, entry) = loop {
         {
             let mut inner = shared.inner.lock().await;
             let now = Instant::now();
@@ -132,17 +136,15 @@ pub(super) async fn run_round(
                 )));
             }
             if let Some((submitted, quorum)) = open.withheld {
-                // Nothing of the round reached this server; stopping leaves the checkpoint at
-                // round r, which a restarted server reopens once the silos are back.
+                // Nothing of the round reached this server: logged, not aggregated; the
+                // caller stops, leaving round r to a restarted server.
+                tracing::warn!(round = r.get(), submitted, quorum, "round withheld");
+                let entry = log_entry(shared, open, r, 0, opened);
                 *slot = None;
-                return Err(NetError::Refused(format!(
-                    "round {r}: the shuffler withheld the round's batch: {submitted} silo(s) \
-                     submitted, fewer than the {quorum} the shuffle's privacy was calibrated \
-                     for (algorithm.min_participants, robust.honest_fraction); the silos' \
-                     ledgers charged the round, nothing was released. Restart the missing \
-                     silos and the server (it resumes at round {r} from its checkpoint), or \
-                     plan for dropouts (docs/shuffle.md)"
-                )));
+                return Ok(RoundLog {
+                    outcome: Some(RoundOutcome::Withheld),
+                    ..entry
+                });
             }
             if complete || now >= open.deadline {
                 if !complete {
@@ -158,9 +160,9 @@ pub(super) async fn run_round(
                     collected.push(id, answer);
                 }
                 collected.push_shuffled(std::mem::take(&mut open.shuffled));
-                let rejected = open.rejected;
+                let entry = log_entry(shared, open, r, collected.messages.len(), opened);
                 *slot = None;
-                break (collected, rejected);
+                break (collected, entry);
             }
         }
         let _ = tokio::time::timeout(Duration::from_millis(200), rx.changed()).await;
@@ -169,11 +171,72 @@ pub(super) async fn run_round(
     // The shuffle stage, if any, ran in the shuffler process: none here.
     collected.aggregate(half, r, None)?;
     Ok(RoundLog {
+        seconds: opened.elapsed().as_secs_f64(),
+        ..entry
+    })
+}
+
+/// The round log's line for `open` (before its answers are taken): who submitted, who
+/// dropped, the quorum and whether the round closed complete or on its survivors.
+fn log_entry(
+    shared: &Shared,
+    open: &Open,
+    r: Round,
+    participants: usize,
+    opened: Instant,
+) -> RoundLog {
+    let refused: Vec<u32> = open
+        .answers
+        .iter()
+        .filter(|(_, a)| matches!(a, SiloAnswer::Refused(_)))
+        .map(|(&id, _)| id)
+        .collect();
+    let submitted: Vec<u32> = if shared.shuffle {
+        // The shuffler's list; none when every silo refused and no batch came.
+        open.submitted.clone().unwrap_or_default()
+    } else {
+        open.answers
+            .iter()
+            .filter(|(_, a)| matches!(a, SiloAnswer::Reply(_)))
+            .map(|(&id, _)| id)
+            .collect()
+    };
+    let dropped: Vec<u32> = open
+        .selected
+        .iter()
+        .copied()
+        .filter(|id| !submitted.contains(id) && !refused.contains(id))
+        .collect();
+    let outcome = if dropped.is_empty() {
+        RoundOutcome::Complete
+    } else {
+        RoundOutcome::Survivors
+    };
+    RoundLog {
         round: r,
         epoch: shared.epoch,
-        selected: selected.len(),
-        participants: collected.messages.len(),
-        rejected,
+        selected: open.selected.len(),
+        participants,
+        rejected: open.rejected,
         seconds: opened.elapsed().as_secs_f64(),
-    })
+        submitted: Some(submitted),
+        dropped: Some(dropped),
+        quorum: shared.quorum,
+        outcome: Some(outcome),
+    }
+}
+
+/// Why the server stops at a withheld round `entry`.
+pub(super) fn withheld_error(entry: &RoundLog) -> NetError {
+    let r = entry.round;
+    let submitted = entry.submitted.as_ref().map_or(0, Vec::len);
+    NetError::Refused(format!(
+        "round {r}: the shuffler withheld the round's batch: {submitted} silo(s) submitted, \
+         fewer than the {} the shuffle's privacy was calibrated for \
+         (algorithm.min_participants, robust.honest_fraction); the silos' ledgers charged the \
+         round, nothing was released (round log: server/rounds.jsonl). Restart the missing \
+         silos and the server (it resumes at round {r} from its checkpoint), or plan for \
+         dropouts (docs/shuffle.md)",
+        entry.quorum.unwrap_or_default()
+    ))
 }

@@ -372,11 +372,13 @@ impl FederationRpc for Service {
                 "the shuffler withheld the batch"
             );
             open.withheld = Some((h.index, h.count));
+            open.submitted = Some(h.submitted.clone());
             open.batch_received = true;
             drop(inner);
             s.notify();
             return Ok(reply("WITHHELD", 0));
         }
+        open.submitted = bodies.first().map(|(h, _)| h.submitted.clone());
         let mut accepted = 0;
         for (i, (h, sealed)) in bodies.iter().enumerate() {
             if h.count == 0 && sealed.is_empty() {

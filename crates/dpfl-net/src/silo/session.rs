@@ -164,7 +164,9 @@ impl Silo {
                                 codec::frames(h, b)
                             })
                             .collect();
-                        submit(&mut shuffler, &self.fed, &name, frames).await?;
+                        submit(&mut shuffler, &self.fed, &name, frames)
+                            .await
+                            .map_err(|e| permanent_rejection(e, h.round))?;
                     } else {
                         header.status = RoundStatus::Message as i32;
                         for b in &bodies {
@@ -288,6 +290,33 @@ async fn connect_shuffler(fed: &Federation, name: &str) -> Result<ShufflerClient
                     .await?
             }
         }
+    }
+}
+
+/// A submission the shuffler refused for its content (too many or too large messages, a bad
+/// share) is refused again when the stored reply is resent, so reconnecting and resending
+/// would loop for ever, burning CPU while the round waits for its deadline (what the network
+/// shuffler's benchmark did with 1000-message replies at d = 1). The silo stops instead, with
+/// the shuffler's reason. A transport failure stays an `Rpc` error: the caller reconnects.
+fn permanent_rejection(e: NetError, round: u32) -> NetError {
+    match e {
+        NetError::Rpc(s)
+            if matches!(
+                s.code(),
+                tonic::Code::InvalidArgument
+                    | tonic::Code::ResourceExhausted
+                    | tonic::Code::OutOfRange
+                    | tonic::Code::FailedPrecondition
+            ) =>
+        {
+            NetError::Rejected(format!(
+                "the shuffler refused this silo's reply to round {round} ({:?}: {}); the stored \
+                 reply would be refused again, so the silo stops",
+                s.code(),
+                s.message()
+            ))
+        }
+        e => e,
     }
 }
 
