@@ -97,12 +97,14 @@ impl Federation {
         (before, checkpoint_round(&self.alg))
     }
 
-    /// (round, messages aggregated) of every round in the server's checkpoint.
+    /// (round, messages aggregated) of every aggregated round in the server's checkpoint.
     fn aggregated(&self) -> Vec<(u32, usize)> {
         checkpoint(&self.alg)
             .unwrap()
             .log
             .iter()
+            // A withheld round is logged too (nothing aggregated): only aggregated lines.
+            .filter(|l| l.aggregated())
             .map(|l| (l.round.get(), l.participants))
             .collect()
     }
