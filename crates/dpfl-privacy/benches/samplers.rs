@@ -13,7 +13,7 @@
 
 #[path = "common/cpu_clock.rs"]
 mod cpu_clock;
-use cpu_clock::CpuTime;
+use cpu_clock::{CpuClock, CpuTime};
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use dpfl_privacy::discrete::DiscreteGaussian;
 use dpfl_privacy::mechanism::{GaussianMechanism, GaussianNoise, VectorMechanism};
@@ -74,7 +74,7 @@ fn benches(c: &mut Criterion) {
 }
 
 /// The keystream and the TDL sampler in CPU time (module doc).
-fn cpu(c: &mut Criterion<CpuTime>) {
+fn cpu(c: &mut Criterion<CpuClock>) {
     use rand::{Rng, SeedableRng};
     const WORDS: usize = 1 << 18;
     let mut g = c.benchmark_group("cpu");

@@ -30,7 +30,7 @@ use std::time::Duration;
 
 #[path = "../../dpfl-privacy/benches/common/cpu_clock.rs"]
 mod cpu_clock;
-use cpu_clock::CpuTime;
+use cpu_clock::{CpuClock, CpuTime};
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use faer::linalg::matmul::matmul;
 use faer::{Accum, Mat, Par};
@@ -316,7 +316,7 @@ fn round(c: &mut Criterion) {
 
 /// The GEMMs, a local step's gradient and a silo's local round in f32 and f64, and the
 /// encodes, in CPU time.
-fn cpu(c: &mut Criterion<CpuTime>) {
+fn cpu(c: &mut Criterion<CpuClock>) {
     let mut g = c.benchmark_group("cpu");
     gemm_case!(g, "gemm/f64_local_step_shapes", f64);
     gemm_case!(g, "gemm/f32_local_step_shapes", f32);

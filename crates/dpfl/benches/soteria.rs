@@ -33,7 +33,10 @@
 use std::hint::black_box;
 use std::sync::Arc;
 
-use criterion::measurement::{Measurement, ValueFormatter, WallTime};
+#[path = "../../dpfl-privacy/benches/common/cpu_clock.rs"]
+mod cpu_clock;
+use cpu_clock::{CpuClock, ProcessCpu};
+use criterion::measurement::Measurement;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use faer::linalg::matmul::matmul;
 use faer::{Accum, Mat, Par};
@@ -88,52 +91,11 @@ fn context(
     }
 }
 
-/// CPU time of the whole process, every thread (sum of the first field of
-/// `/proc/self/task/*/schedstat`, nanoseconds; 0 where unreadable, which shows as a zero
-/// time). rayon's workers live as long as the process, so no thread's time is lost between
-/// start and end.
-fn process_cpu_ns() -> u64 {
-    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
-        return 0;
-    };
-    tasks
-        .flatten()
-        .filter_map(|t| std::fs::read_to_string(t.path().join("schedstat")).ok())
-        .filter_map(|s| s.split_whitespace().next()?.parse::<u64>().ok())
-        .sum()
-}
-
-/// Criterion measurement: the CPU time of the whole process ([`process_cpu_ns`]).
-struct ProcessCpu;
-
-impl Measurement for ProcessCpu {
-    type Intermediate = u64;
-    type Value = u64;
-    fn start(&self) -> u64 {
-        process_cpu_ns()
-    }
-    fn end(&self, start: u64) -> u64 {
-        process_cpu_ns().saturating_sub(start)
-    }
-    fn add(&self, a: &u64, b: &u64) -> u64 {
-        a + b
-    }
-    fn zero(&self) -> u64 {
-        0
-    }
-    fn to_f64(&self, v: &u64) -> f64 {
-        *v as f64
-    }
-    fn formatter(&self) -> &dyn ValueFormatter {
-        WallTime.formatter()
-    }
-}
-
 fn a9a_wall(c: &mut Criterion) {
     a9a(c, "soteria_a9a");
 }
 
-fn a9a_cpu(c: &mut Criterion<ProcessCpu>) {
+fn a9a_cpu(c: &mut Criterion<CpuClock>) {
     a9a(c, "soteria_a9a_cpu");
 }
 
