@@ -25,24 +25,8 @@ use std::time::Duration;
 
 /// Four silos of 100 records, d = 4 (plus the bias), `rounds` rounds, all silos every round.
 fn experiment(algorithm: &str, rounds: u32) -> String {
-    format!(
-        r#"
-name = "shuffle-dropouts"
-rounds = {rounds}
-seed = 3
-participation = {{ kind = "all" }}
-[data]
-source = {{ kind = "synthetic", task = "binary", silos = 4, train = 100, test = 20, features = 4, shift = 0.5 }}
-[model]
-kind = "logistic"
-[privacy]
-epsilon = 2.0
-delta = 1e-5
-lipschitz = 1.0
-[[algorithms]]
-{algorithm}
-"#
-    )
+    dpfl_testkit::experiment::Head::shuffle("shuffle-dropouts", rounds as usize)
+        .toml(&format!("[[algorithms]]\n{algorithm}\n"))
 }
 
 /// The server's shuffle round deadline: the shuffler forwards (or withholds) a batch missing

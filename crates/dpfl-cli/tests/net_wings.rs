@@ -336,24 +336,8 @@ fn dp_normfedavg_federates_with_t_bit_messages_and_ends_where_the_simulator_ends
 }
 
 fn shuffle_experiment(algorithm: &str) -> String {
-    format!(
-        r#"
-name = "shuffle-net"
-rounds = 5
-seed = 3
-participation = {{ kind = "all" }}
-[data]
-source = {{ kind = "synthetic", task = "binary", silos = 4, train = 100, test = 20, features = 4, shift = 0.5 }}
-[model]
-kind = "logistic"
-[privacy]
-epsilon = 2.0
-delta = 1e-5
-lipschitz = 1.0
-[[algorithms]]
-{algorithm}
-"#
-    )
+    dpfl_testkit::experiment::Head::shuffle("shuffle-net", 5)
+        .toml(&format!("[[algorithms]]\n{algorithm}\n"))
 }
 
 /// Runs `exp` through `dpfl federate --local` (its shuffle-model algorithm gets a shuffler

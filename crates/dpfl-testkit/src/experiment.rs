@@ -71,6 +71,24 @@ impl<'a> Head<'a> {
         }
     }
 
+    /// The network shuffle tests' head: every silo every round, 4 silos of 100 + 20 records
+    /// with shift 0.5, seed 3, (ε, δ) = (2, 1e-5).
+    pub fn shuffle(name: &'a str, rounds: usize) -> Self {
+        Head {
+            name,
+            rounds,
+            seed: 3,
+            participation: Some(r#"{ kind = "all" }"#),
+            silos: 4,
+            train: 100,
+            test: 20,
+            shift: Some(0.5),
+            epsilon: 2.0,
+            delta: "1e-5",
+            ..Head::default()
+        }
+    }
+
     /// The whole file: a newline, the head (each line ending in a newline), then `rest`.
     pub fn toml(&self, rest: &str) -> String {
         let Head {
