@@ -88,6 +88,15 @@ impl PackedInts {
 
     /// Packs `values`, each of which must be below 2^bits.
     pub fn pack(bits: u8, values: &[u64]) -> crate::Result<Self> {
+        Self::pack_iter(bits, values.iter().copied())
+    }
+
+    /// Packs the values of an iterator of known length (the encoder's fused
+    /// quantize-noise-offset pass), with [`Self::pack`]'s checks.
+    pub fn pack_iter(
+        bits: u8,
+        values: impl ExactSizeIterator<Item = u64>,
+    ) -> crate::Result<Self> {
         check_width(bits)?;
         let len = u32::try_from(values.len())
             .map_err(|_| protocol(format!("{} packed values", values.len())))?;
@@ -95,7 +104,7 @@ impl PackedInts {
         // leave it 64 bits at a time, little-endian — the same LSB-first bytes as bit by bit.
         let mut bytes = Vec::with_capacity(Self::byte_len(bits, len) as usize);
         let (mut acc, mut fill) = (0u128, 0u32);
-        for (i, &v) in values.iter().enumerate() {
+        for (i, v) in values.enumerate() {
             if bits < 64 && v >> bits != 0 {
                 return Err(protocol(format!(
                     "packed value {v} at {i} does not fit in {bits} bits"

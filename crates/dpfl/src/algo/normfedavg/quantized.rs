@@ -133,7 +133,6 @@ pub struct Encoder {
     noise: IntNoise,
     q: Vec<i64>,
     e: Vec<i64>,
-    packed: Vec<u64>,
 }
 
 impl Encoder {
@@ -146,7 +145,6 @@ impl Encoder {
             noise,
             q: Vec::with_capacity(dim),
             e: vec![0; dim],
-            packed: Vec::with_capacity(dim),
         })
     }
     /// The integer noise.
@@ -166,15 +164,9 @@ impl Encoder {
         self.quantizer.quantize(u, rng, &mut self.q)?;
         self.noise.fill(rng, &mut self.e);
         let off = self.layout.offset as i64;
-        self.packed.clear();
-        for (&q, &e) in self.q.iter().zip(&self.e) {
-            // |q| ≤ s and |e| ≤ h, so z + s + h ∈ [0, 2(s+h)].
-            self.packed.push((q + e + off) as u64);
-        }
-        Ok(Payload::Packed(PackedInts::pack(
-            self.layout.bits,
-            &self.packed,
-        )?))
+        // |q| ≤ s and |e| ≤ h, so z + s + h ∈ [0, 2(s+h)].
+        let z = self.q.iter().zip(&self.e).map(|(&q, &e)| (q + e + off) as u64);
+        Ok(Payload::Packed(PackedInts::pack_iter(self.layout.bits, z)?))
     }
 }
 
