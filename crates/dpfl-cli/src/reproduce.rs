@@ -269,12 +269,16 @@ fn normfedavg(args: &ReproduceArgs) -> anyhow::Result<()> {
     let start = std::time::Instant::now();
     let quiet = args.quiet;
     let rounds = plan.rounds;
+    // Rounds trained by this process: a resumed reproduction's time per round counts these,
+    // not the rounds restored from the checkpoint.
+    let mut trained = 0usize;
     let out = reproduce::normfedavg::run_checkpointed(
         &plan,
         &train,
         &test,
         Some(&checkpoint),
         &mut |algorithm, seed, k| {
+            trained += 1;
             // One line per round at most every 10 rounds and at the run's end: a multi-hour
             // run shows where it is without flooding a log.
             if !quiet && (k % 10 == 0 || k == rounds) {
@@ -304,16 +308,21 @@ fn normfedavg(args: &ReproduceArgs) -> anyhow::Result<()> {
         }));
         return Ok(());
     }
-    let runs = (plan.algorithms.len() - out.not_run.len()) * plan.seeds.len() * plan.rounds;
+    let per_round = if trained == 0 {
+        "no round trained: every run restored from the checkpoint".to_string()
+    } else {
+        format!(
+            "{trained} rounds trained here, {:.2} s per round, evaluation included",
+            out.wall_seconds / trained as f64
+        )
+    };
     println!(
-        "{}: {} algorithms x {} seeds x {} rounds in {:.1} s ({:.2} s per round, evaluation \
-         included)",
+        "{}: {} algorithms x {} seeds x {} rounds in {:.1} s ({per_round})",
         plan.id,
         plan.algorithms.len(),
         plan.seeds.len(),
         plan.rounds,
         out.wall_seconds,
-        out.wall_seconds / runs.max(1) as f64
     );
     for r in &out.summary {
         println!(

@@ -123,22 +123,6 @@ impl DpRng {
         self.inner.random()
     }
 
-    /// The next `out.len()` 64-bit words, as that many `next_u64` would return them (one
-    /// `fill_bytes` per 256 words: the same keystream bytes, little-endian).
-    pub(crate) fn fill_u64(&mut self, out: &mut [u64]) {
-        use rand::Rng;
-        let mut bytes = [0u8; 2048];
-        for chunk in out.chunks_mut(256) {
-            let b = &mut bytes[..chunk.len() * 8];
-            self.inner.fill_bytes(b);
-            for (w, c) in chunk.iter_mut().zip(b.chunks_exact(8)) {
-                let mut a = [0u8; 8];
-                a.copy_from_slice(c);
-                *w = u64::from_le_bytes(a);
-            }
-        }
-    }
-
     /// Uniform on {0, .., n-1}, exactly (rand's `unbiased` feature, see Cargo.toml); `n` must
     /// be > 0 (checked by every caller's constructor).
     pub(crate) fn index(&mut self, n: usize) -> usize {

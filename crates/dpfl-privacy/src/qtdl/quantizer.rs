@@ -17,8 +17,8 @@
 //! run, changed, not their law, and the encode of d = 328,810 coordinates fetches ≈ 0.34 MB of
 //! keystream for its coins instead of 2.6 MB (BENCHMARKS.md).
 
-use crate::error::{PrivacyError, Result};
 use super::bits::Bits;
+use crate::error::{PrivacyError, Result};
 use crate::rng::DpRng;
 
 /// Largest resolution accepted (s·u and s ± m stay exact in f64 and i64).
@@ -200,7 +200,10 @@ mod tests {
         let (b, up) = q.split(0.3);
         assert_eq!(b, 1);
         assert!((up - 0.2).abs() < 1e-15);
-        assert_eq!(q.split(1.0 - libm::ldexp(1.0, -40)), (3, 1.0 - libm::ldexp(1.0, -38)));
+        assert_eq!(
+            q.split(1.0 - libm::ldexp(1.0, -40)),
+            (3, 1.0 - libm::ldexp(1.0, -38))
+        );
         assert_eq!(q.split(-1.0), (-4, 0.0));
         assert!(q.quantize(&[0.1, f64::NAN], &mut rng, &mut out).is_err());
         assert!(StochasticQuantizer::new(0).is_err());

@@ -93,10 +93,7 @@ impl PackedInts {
 
     /// Packs the values of an iterator of known length (the encoder's fused
     /// quantize-noise-offset pass), with [`Self::pack`]'s checks.
-    pub fn pack_iter(
-        bits: u8,
-        values: impl ExactSizeIterator<Item = u64>,
-    ) -> crate::Result<Self> {
+    pub fn pack_iter(bits: u8, values: impl ExactSizeIterator<Item = u64>) -> crate::Result<Self> {
         check_width(bits)?;
         let len = u32::try_from(values.len())
             .map_err(|_| protocol(format!("{} packed values", values.len())))?;

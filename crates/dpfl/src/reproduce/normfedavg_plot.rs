@@ -58,18 +58,24 @@ fn mean_curves(rows: &[RoundRow]) -> Vec<(String, Vec<[f64; 4]>)> {
 /// Writes `<id>.svg` and `<id>.png` into `dir`: four panels (loss and error against rounds
 /// and against bits), drawn by the one plotting helper ([`crate::plot`]).
 pub fn write_figure(id: &str, rows: &[RoundRow], dir: &Path) -> crate::Result<Vec<PathBuf>> {
-    let curves = mean_curves(rows);
+    let mut curves = mean_curves(rows);
     if curves.is_empty() {
         return Ok(Vec::new());
+    }
+    // Bits in the unit that keeps the axis labels short (a full run sends ≈ 10^10 bits).
+    let most = curves
+        .iter()
+        .flat_map(|(_, pts)| pts.iter().map(|v| v[1]))
+        .filter(|b| b.is_finite())
+        .fold(0.0f64, f64::max);
+    let (scale, bits_label) = bits_unit(most);
+    for (_, pts) in &mut curves {
+        pts.iter_mut().for_each(|v| v[1] /= scale);
     }
     let panels = [(0, 2), (0, 3), (1, 2), (1, 3)]
         .into_iter()
         .map(|(x, y)| {
-            let x_label = if x == 0 {
-                "round"
-            } else {
-                "bits sent per silo"
-            };
+            let x_label = if x == 0 { "round" } else { bits_label };
             let y_label = if y == 2 { "train loss" } else { "test error" };
             let mut panel = Panel::new(format!("{y_label} against {x_label}"), x_label, y_label);
             panel.spread = Spread::Band;
@@ -101,6 +107,19 @@ pub fn write_figure(id: &str, rows: &[RoundRow], dir: &Path) -> crate::Result<Ve
     crate::plot::write(&fig, dir, id, true)
 }
 
+/// (divisor, axis label) for a largest value of `most` bits.
+fn bits_unit(most: f64) -> (f64, &'static str) {
+    if most >= 1e9 {
+        (1e9, "Gbit sent per silo")
+    } else if most >= 1e6 {
+        (1e6, "Mbit sent per silo")
+    } else if most >= 1e3 {
+        (1e3, "kbit sent per silo")
+    } else {
+        (1.0, "bits sent per silo")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -129,5 +148,10 @@ mod tests {
         let files = write_figure("x", &rows, dir.path()).unwrap();
         let svg = std::fs::read_to_string(&files[0]).unwrap();
         assert!(svg.contains("<svg") && svg.contains("train loss"));
+        // 20 bits at most: plain bits; a full run's ≈ 8.4·10^9: Gbit.
+        assert!(svg.contains("bits sent per silo"));
+        assert_eq!(bits_unit(8.4e9), (1e9, "Gbit sent per silo"));
+        assert_eq!(bits_unit(4.2e6).1, "Mbit sent per silo");
+        assert_eq!(bits_unit(999.0).0, 1.0);
     }
 }

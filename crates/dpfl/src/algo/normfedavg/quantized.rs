@@ -165,7 +165,11 @@ impl Encoder {
         self.noise.fill(rng, &mut self.e);
         let off = self.layout.offset as i64;
         // |q| ≤ s and |e| ≤ h, so z + s + h ∈ [0, 2(s+h)].
-        let z = self.q.iter().zip(&self.e).map(|(&q, &e)| (q + e + off) as u64);
+        let z = self
+            .q
+            .iter()
+            .zip(&self.e)
+            .map(|(&q, &e)| (q + e + off) as u64);
         Ok(Payload::Packed(PackedInts::pack_iter(self.layout.bits, z)?))
     }
 }
