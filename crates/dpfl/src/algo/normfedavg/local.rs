@@ -85,13 +85,7 @@ impl LocalTrainer {
         data: &Dataset,
         rng: &mut DpRng,
     ) -> crate::Result<Vec<f64>> {
-        if data.len() != self.records {
-            return Err(crate::Error::Protocol(format!(
-                "the silo half was built for {} records, its data has {}",
-                self.records,
-                data.len()
-            )));
-        }
+        crate::algo::gradient::check_records(self.records, data)?;
         let eta = self.eta.at(round);
         let mut local = w.to_vec();
         for tau in 0..self.steps {

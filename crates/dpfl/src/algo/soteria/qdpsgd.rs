@@ -129,13 +129,7 @@ impl SiloHalf for QdpsgdSilo {
     ) -> crate::Result<SiloMessage> {
         let d = self.scratch.len();
         b.check_dim(d)?;
-        if data.len() != self.m {
-            return Err(crate::Error::Protocol(format!(
-                "the silo half was built for {} records, its data has {}",
-                self.m,
-                data.len()
-            )));
-        }
+        crate::algo::gradient::check_records(self.m, data)?;
         let x = match (self.x.take(), self.pending.take()) {
             (None, _) => b.point.clone(),
             (Some(mut x), Some((z, g))) => {

@@ -275,13 +275,7 @@ impl SiloHalf for SoteriaSilo {
         rng: &mut DpRng,
     ) -> crate::Result<SiloMessage> {
         b.check_dim(self.g.len())?;
-        if data.len() != self.m {
-            return Err(crate::Error::Protocol(format!(
-                "the silo half was built for {} records, its data has {}",
-                self.m,
-                data.len()
-            )));
-        }
+        crate::algo::gradient::check_records(self.m, data)?;
         self.estimate(b, data, rng)?;
         if let Some(n) = &self.noise {
             for m in &n.parts {
