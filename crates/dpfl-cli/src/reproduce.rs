@@ -325,13 +325,19 @@ fn normfedavg(args: &ReproduceArgs) -> anyhow::Result<()> {
         out.wall_seconds,
     );
     for r in &out.summary {
-        println!(
-            "  {}: {:.2} +- {:.2} % test error, {:.0} bits/coordinate",
-            r.algorithm,
-            100.0 * r.mean,
-            100.0 * r.std,
-            r.bits_per_coordinate
-        );
+        if r.seeds > 0 {
+            println!(
+                "  {}: {:.2} +- {:.2} % test error over {} seed(s), {:.0} bits/coordinate",
+                r.algorithm,
+                100.0 * r.mean,
+                100.0 * r.std,
+                r.seeds,
+                r.bits_per_coordinate
+            );
+        }
+        for why in &r.diverged {
+            println!("  {}: {why}", r.algorithm);
+        }
     }
     for (a, why) in &out.not_run {
         println!("  {a}: not run: {why}");

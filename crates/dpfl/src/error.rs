@@ -52,6 +52,10 @@ pub enum Error {
     /// A protocol violation between halves (wrong round, wrong size, unexpected payload).
     #[error("protocol: {0}")]
     Protocol(String),
+    /// Training produced non-finite values (e.g. noise too large for the step size). A run's
+    /// outcome rather than a fault: a reproduction records the run as diverged and goes on.
+    #[error("diverged: {0}")]
+    Diverged(String),
     /// A silo's ledger failed (not a refusal: e.g. it could not write its durable record).
     #[error("ledger: {0}")]
     Ledger(Box<dyn std::error::Error + Send + Sync>),

@@ -206,6 +206,63 @@ fn an_interrupted_reproduction_resumes_bit_for_bit() {
     assert!(NormFedAvgCheckpoint::open(dir.path(), &plan.fingerprint().unwrap(), true).is_err());
 }
 
+/// A run whose training diverges (non-finite local update: here a step size of 1e300) is a
+/// result, not a failure: it is recorded with the reason, the reproduction goes on with the
+/// next runs, the table says which seeds diverged, and a resume restores it without rerunning.
+#[test]
+fn a_diverged_run_is_recorded_and_the_reproduction_goes_on() {
+    use normfedavg_checkpoint::NormFedAvgCheckpoint;
+    let Some((train, test)) = fmnist() else {
+        return;
+    };
+    let mut plan = normfedavg::plan("normfedavg-fmnist-bits", true).unwrap();
+    let mut wild = plan.algorithms[0].1.clone();
+    wild.step_size = 1e300;
+    plan.algorithms = vec![("wild".to_string(), wild), plan.algorithms[4].clone()];
+    plan.seeds = vec![1, 2];
+    let dir = tempfile::tempdir().unwrap();
+    let sha = plan.fingerprint().unwrap();
+    let c = NormFedAvgCheckpoint::open(dir.path(), &sha, false).unwrap();
+    let out = normfedavg::run_checkpointed(&plan, &train, &test, Some(&c), &mut |_, _, _| Ok(()))
+        .unwrap();
+    let wild = &out.summary[0];
+    assert_eq!((wild.algorithm.as_str(), wild.seeds), ("wild", 0));
+    assert!(wild.mean.is_nan() && wild.std.is_nan());
+    assert_eq!(wild.diverged.len(), 2, "{:?}", wild.diverged);
+    for (why, seed) in wild.diverged.iter().zip([1, 2]) {
+        assert!(
+            why.starts_with(&format!("seed {seed}: diverged at round 1: ")),
+            "{why}"
+        );
+        assert!(why.contains("not finite"), "{why}");
+    }
+    // The other algorithm ran both seeds in full after the diverged runs.
+    let bin = &out.summary[1];
+    assert_eq!((bin.seeds, bin.diverged.len()), (2, 0));
+    assert!(bin.mean > 0.0 && bin.mean < 1.0);
+    assert_eq!(
+        out.rounds.len(),
+        2 * plan.rounds,
+        "no rows for the diverged runs"
+    );
+    normfedavg::write_outputs(&out, dir.path()).unwrap();
+    let summary = std::fs::read_to_string(dir.path().join("summary.csv")).unwrap();
+    assert!(
+        summary.contains("wild,,,,0,3,2 of 2 seeds diverged: seed 1: diverged at round 1"),
+        "{summary}"
+    );
+    drop(c);
+    // The diverged runs are in the checkpoint: a resume reruns nothing and gives the same table.
+    let c = NormFedAvgCheckpoint::open(dir.path(), &sha, true).unwrap();
+    assert_eq!(c.finished(), 4);
+    let again = normfedavg::run_checkpointed(&plan, &train, &test, Some(&c), &mut |_, _, _| {
+        panic!("nothing left to run")
+    })
+    .unwrap();
+    assert_eq!(again.summary[0].diverged, wild.diverged);
+    assert_eq!(again.summary[1], *bin);
+}
+
 /// The wall time of one full-scale round (50 silos, 25 answering, E = 20, B = 256, the
 /// 328,810-parameter network, QTDL s = 2^12 corrected), to estimate a full reproduction:
 /// `DPFL_DATA=… cargo test -p dpfl --test normfedavg -- --ignored --nocapture`.

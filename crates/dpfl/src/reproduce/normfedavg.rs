@@ -255,8 +255,11 @@ pub struct SummaryRow {
     pub mean: f64,
     /// Its standard deviation over seeds.
     pub std: f64,
-    /// The seeds it is over.
+    /// The seeds it is over (those whose run completed).
     pub seeds: usize,
+    /// The runs that diverged, one line each ("seed 1: diverged at round 48: …"); the mean
+    /// and std are over the other seeds only (NaN when none is left).
+    pub diverged: Vec<String>,
 }
 
 /// A finished DP-NormFedAvg reproduction: its curves, table and calibrations.
@@ -317,6 +320,7 @@ pub fn run_checkpointed(
     };
     for (label, spec) in &plan.algorithms {
         let mut finals = Vec::new();
+        let mut diverged = Vec::new();
         let mut bits_per_coordinate = f64::NAN;
         for &seed in &plan.seeds {
             let mut rng = DpRng::from_seed(seed, Purpose::Data, 0);
@@ -384,6 +388,7 @@ pub fn run_checkpointed(
                     let mut run = RunRows {
                         rows: Vec::new(),
                         bits_per_coordinate: f64::NAN,
+                        stopped: None,
                     };
                     if let Some(f) = checkpoint.map(|c| c.in_flight(label, seed)).transpose()? {
                         let f = f.filter(|f| f.done.rows.len() < plan.rounds);
@@ -394,7 +399,19 @@ pub fn run_checkpointed(
                     }
                     let mut bits = run.rows.last().map_or(0.0, |r| r.bits_per_silo);
                     for k in run.rows.len()..plan.rounds {
-                        let report = sim.step()?;
+                        // A diverged run is a result (the noise overwhelms the step size),
+                        // not a fault: it is recorded with its rows so far and the
+                        // reproduction goes on with the next run.
+                        let report = match sim.step() {
+                            Err(crate::Error::Diverged(why)) => {
+                                run.stopped = Some(format!("diverged at round {}: {why}", k + 1));
+                                if let Some(c) = checkpoint {
+                                    c.record(label, seed, &run)?;
+                                }
+                                break;
+                            }
+                            r => r?,
+                        };
                         if report.participants > 0 {
                             let per = report.message_bits as f64 / report.participants as f64;
                             bits += per;
@@ -426,12 +443,20 @@ pub fn run_checkpointed(
                     run
                 }
             };
-            bits_per_coordinate = run.bits_per_coordinate;
-            let tail = &run.rows[run.rows.len().saturating_sub(5)..];
-            finals.push(tail.iter().map(|r| r.test_error).sum::<f64>() / tail.len().max(1) as f64);
+            if run.bits_per_coordinate.is_finite() {
+                bits_per_coordinate = run.bits_per_coordinate;
+            }
+            if let Some(why) = &run.stopped {
+                diverged.push(format!("seed {seed}: {why}"));
+            } else {
+                let tail = &run.rows[run.rows.len().saturating_sub(5)..];
+                finals.push(
+                    tail.iter().map(|r| r.test_error).sum::<f64>() / tail.len().max(1) as f64,
+                );
+            }
             out.rounds.extend(run.rows);
         }
-        if finals.len() == plan.seeds.len() {
+        if finals.len() + diverged.len() == plan.seeds.len() {
             let n = finals.len() as f64;
             let mean = finals.iter().sum::<f64>() / n;
             let var = finals.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1.0).max(1.0);
@@ -439,8 +464,13 @@ pub fn run_checkpointed(
                 algorithm: label.clone(),
                 bits_per_coordinate,
                 mean,
-                std: var.sqrt(),
+                std: if finals.is_empty() {
+                    f64::NAN
+                } else {
+                    var.sqrt()
+                },
                 seeds: finals.len(),
+                diverged,
             });
         }
     }
@@ -451,7 +481,14 @@ pub fn run_checkpointed(
 /// Writes `summary.csv`, `rounds.csv`, `calibration.csv` and the figure `<id>.svg` and `.png` into
 /// `dir`.
 pub fn write_outputs(outcome: &Outcome, dir: &Path) -> crate::Result<Vec<PathBuf>> {
-    let pct = |v: f64| format!("{:.2}", 100.0 * v);
+    // NaN (every seed diverged) is written as an empty cell.
+    let pct = |v: f64| {
+        if v.is_finite() {
+            format!("{:.2}", 100.0 * v)
+        } else {
+            String::new()
+        }
+    };
     let summary = crate::output::csv_string(
         &[
             "algorithm",
@@ -468,12 +505,25 @@ pub fn write_outputs(outcome: &Outcome, dir: &Path) -> crate::Result<Vec<PathBuf
             .map(|r| {
                 vec![
                     r.algorithm.clone(),
-                    format!("{}", r.bits_per_coordinate),
+                    if r.bits_per_coordinate.is_finite() {
+                        format!("{}", r.bits_per_coordinate)
+                    } else {
+                        String::new() // no message was sent: every run diverged at round 1
+                    },
                     pct(r.mean),
                     pct(r.std),
                     r.seeds.to_string(),
                     outcome.rounds_run.to_string(),
-                    "run".into(),
+                    if r.diverged.is_empty() {
+                        "run".into()
+                    } else {
+                        format!(
+                            "{} of {} seeds diverged: {}",
+                            r.diverged.len(),
+                            r.seeds + r.diverged.len(),
+                            r.diverged.join("; ")
+                        )
+                    },
                 ]
             })
             .chain(outcome.not_run.iter().map(|(a, why)| {

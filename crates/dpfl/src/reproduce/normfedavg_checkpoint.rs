@@ -56,6 +56,10 @@ struct Line {
     seed: u64,
     bits_per_coordinate: String,
     rows: Vec<RowBits>,
+    /// Why the run stopped before its last round (it diverged); absent for a complete run,
+    /// so the lines of complete runs are those of earlier versions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    stopped: Option<String>,
 }
 
 /// A run: its rows and the last message's bits per coordinate (NaN before any message).
@@ -65,6 +69,9 @@ pub struct RunRows {
     pub rows: Vec<RoundRow>,
     /// Bits per coordinate of the last round's messages.
     pub bits_per_coordinate: f64,
+    /// Why the run stopped before the plan's last round (`Error::Diverged`); `None` for a
+    /// run that is complete or still going.
+    pub stopped: Option<String>,
 }
 
 /// The run in flight: its rows so far and where its simulator stands.
@@ -138,6 +145,7 @@ impl NormFedAvgCheckpoint {
                 let run = RunRows {
                     rows,
                     bits_per_coordinate: f(&line.bits_per_coordinate)?,
+                    stopped: line.stopped,
                 };
                 done.insert((line.algorithm, line.seed), run);
                 Ok(())
@@ -166,7 +174,7 @@ impl NormFedAvgCheckpoint {
         self.done.get(&(algorithm.to_string(), seed)).cloned()
     }
 
-    /// Appends a finished run and deletes the in-flight state (it is now the line).
+    /// Appends a finished (complete or stopped) run and deletes the in-flight state (it is now the line).
     pub fn record(&self, algorithm: &str, seed: u64, run: &RunRows) -> Result<()> {
         self.log.append(&Line {
             algorithm: algorithm.into(),
@@ -184,6 +192,7 @@ impl NormFedAvgCheckpoint {
                     )
                 })
                 .collect(),
+            stopped: run.stopped.clone(),
         })?;
         match std::fs::remove_file(&self.state_path) {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(Error::Io {
@@ -279,6 +288,7 @@ impl NormFedAvgCheckpoint {
             done: RunRows {
                 rows,
                 bits_per_coordinate: f64::from_bits(s.bits_per_coordinate),
+                stopped: None,
             },
             sim: SimSnapshot {
                 round: s.round,

@@ -108,8 +108,8 @@ impl LocalTrainer {
             *l = w0 - *l;
         }
         if local.iter().any(|v| !v.is_finite()) {
-            return Err(crate::Error::Protocol(format!(
-                "round {round}: the local update is not finite (diverged at eta = {eta})"
+            return Err(crate::Error::Diverged(format!(
+                "round {round}: the local update is not finite (eta = {eta})"
             )));
         }
         Ok(local)
