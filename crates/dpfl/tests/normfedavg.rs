@@ -231,7 +231,9 @@ fn a_diverged_run_is_recorded_and_the_reproduction_goes_on() {
     assert_eq!(wild.diverged.len(), 2, "{:?}", wild.diverged);
     for (why, seed) in wild.diverged.iter().zip([1, 2]) {
         assert!(
-            why.starts_with(&format!("seed {seed}: diverged at round 1: ")),
+            why.starts_with(&format!(
+                "seed {seed}: diverged in round 1 of 3 (rows end at round 0): "
+            )),
             "{why}"
         );
         assert!(why.contains("not finite"), "{why}");
@@ -248,7 +250,7 @@ fn a_diverged_run_is_recorded_and_the_reproduction_goes_on() {
     normfedavg::write_outputs(&out, dir.path()).unwrap();
     let summary = std::fs::read_to_string(dir.path().join("summary.csv")).unwrap();
     assert!(
-        summary.contains("wild,,,,0,3,2 of 2 seeds diverged: seed 1: diverged at round 1"),
+        summary.contains("wild,,,,0,3,2 of 2 seeds diverged: seed 1: diverged in round 1 of 3"),
         "{summary}"
     );
     drop(c);

@@ -404,7 +404,11 @@ pub fn run_checkpointed(
                         // reproduction goes on with the next run.
                         let report = match sim.step() {
                             Err(crate::Error::Diverged(why)) => {
-                                run.stopped = Some(format!("diverged at round {}: {why}", k + 1));
+                                run.stopped = Some(format!(
+                                    "diverged in round {} of {} (rows end at round {k}): {why}",
+                                    k + 1,
+                                    plan.rounds
+                                ));
                                 if let Some(c) = checkpoint {
                                     c.record(label, seed, &run)?;
                                 }

@@ -109,7 +109,7 @@ impl LocalTrainer {
         }
         if local.iter().any(|v| !v.is_finite()) {
             return Err(crate::Error::Diverged(format!(
-                "round {round}: the local update is not finite (eta = {eta})"
+                "the local update is not finite (protocol round {round}, eta = {eta})"
             )));
         }
         Ok(local)
