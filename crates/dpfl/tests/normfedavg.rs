@@ -250,7 +250,7 @@ fn a_diverged_run_is_recorded_and_the_reproduction_goes_on() {
     normfedavg::write_outputs(&out, dir.path()).unwrap();
     let summary = std::fs::read_to_string(dir.path().join("summary.csv")).unwrap();
     assert!(
-        summary.contains("wild,,,,0,3,2 of 2 seeds diverged: seed 1: diverged in round 1 of 3"),
+        summary.contains("wild,,,,0,3,\"2 of 2 seeds diverged: seed 1: diverged in round 1 of 3"),
         "{summary}"
     );
     drop(c);
