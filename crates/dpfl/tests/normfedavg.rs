@@ -132,6 +132,24 @@ fn the_clipping_reproduction_reports_what_cannot_be_calibrated() {
     assert!(out.summary.iter().all(|r| r.bits_per_coordinate == 32.0));
 }
 
+/// Resumes the finished checkpoint in `dir` (which must hold `finished` runs of `plan`),
+/// failing if any round is run.
+fn resume_running_nothing(
+    plan: &normfedavg::Plan,
+    train: &dpfl::data::Dataset,
+    test: &dpfl::data::Dataset,
+    dir: &std::path::Path,
+    finished: usize,
+) -> normfedavg::Outcome {
+    let sha = plan.fingerprint().unwrap();
+    let c = normfedavg_checkpoint::NormFedAvgCheckpoint::open(dir, &sha, true).unwrap();
+    assert_eq!(c.finished(), finished);
+    normfedavg::run_checkpointed(plan, train, test, Some(&c), &mut |_, _, _| {
+        panic!("nothing left to run")
+    })
+    .unwrap()
+}
+
 /// A reproduction stopped in the middle of a run (here: an error from the per-round hook
 /// after round 1 of the third run, as a kill after that round's snapshot would leave it)
 /// and resumed gives bit for bit the rows of an uninterrupted one, and redoes only what was
@@ -195,12 +213,7 @@ fn an_interrupted_reproduction_resumes_bit_for_bit() {
     assert_eq!(resumed.summary, reference.summary);
     drop(c);
     // Everything finished: a resume runs nothing; another plan is refused.
-    let c = NormFedAvgCheckpoint::open(dir.path(), &sha, true).unwrap();
-    assert_eq!(c.finished(), 4);
-    let again = normfedavg::run_checkpointed(&plan, &train, &test, Some(&c), &mut |_, _, _| {
-        panic!("nothing left to run")
-    })
-    .unwrap();
+    let again = resume_running_nothing(&plan, &train, &test, dir.path(), 4);
     assert_eq!(bits(&again), bits(&reference));
     plan.rounds = 4;
     assert!(NormFedAvgCheckpoint::open(dir.path(), &plan.fingerprint().unwrap(), true).is_err());
@@ -255,12 +268,7 @@ fn a_diverged_run_is_recorded_and_the_reproduction_goes_on() {
     );
     drop(c);
     // The diverged runs are in the checkpoint: a resume reruns nothing and gives the same table.
-    let c = NormFedAvgCheckpoint::open(dir.path(), &sha, true).unwrap();
-    assert_eq!(c.finished(), 4);
-    let again = normfedavg::run_checkpointed(&plan, &train, &test, Some(&c), &mut |_, _, _| {
-        panic!("nothing left to run")
-    })
-    .unwrap();
+    let again = resume_running_nothing(&plan, &train, &test, dir.path(), 4);
     assert_eq!(again.summary[0].diverged, wild.diverged);
     assert_eq!(again.summary[1], *bin);
 }
