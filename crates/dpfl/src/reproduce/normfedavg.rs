@@ -257,7 +257,7 @@ pub struct SummaryRow {
     pub std: f64,
     /// The seeds it is over (those whose run completed).
     pub seeds: usize,
-    /// The runs that diverged, one line each ("seed 1: diverged at round 48: …"); the mean
+    /// The runs that diverged, one line each ("seed 1: diverged in round 49 of 400 …"); the mean
     /// and std are over the other seeds only (NaN when none is left).
     pub diverged: Vec<String>,
 }

@@ -174,7 +174,8 @@ impl NormFedAvgCheckpoint {
         self.done.get(&(algorithm.to_string(), seed)).cloned()
     }
 
-    /// Appends a finished (complete or stopped) run and deletes the in-flight state (it is now the line).
+    /// Appends a finished run (complete or diverged) and deletes the in-flight state (it is
+    /// now the line).
     pub fn record(&self, algorithm: &str, seed: u64, run: &RunRows) -> Result<()> {
         self.log.append(&Line {
             algorithm: algorithm.into(),
