@@ -222,7 +222,10 @@ pub fn calibrate_sampled_gaussian(
 /// that certified it (`pld_name` for the PLD). Both are sound upper bounds, so either z is
 /// certified; the RDP answer is found first and the PLD bisects below it (the PLD is never
 /// looser in practice). A PLD that cannot evaluate the event (unsupported, or a numerical
-/// failure) leaves the RDP answer.
+/// failure) leaves the RDP answer. An event that RDP does not account (Poisson sampling under
+/// replace-one: dpfl's RDP has only the add/remove curve) is calibrated by the PLD alone,
+/// doubling z from 1 until it meets the target, then bisecting; if neither accountant can,
+/// RDP's error is returned.
 pub fn calibrate_rdp_then_pld(
     make_event: impl Fn(f64) -> PrivacyEvent,
     neighbouring: Neighbouring,
@@ -230,13 +233,13 @@ pub fn calibrate_rdp_then_pld(
     delta: Delta,
     pld_name: &'static str,
 ) -> Result<(f64, &'static str)> {
-    let z_rdp = calibrate_noise_multiplier(
+    let rdp = calibrate_noise_multiplier(
         &make_event,
         AccountantKind::Rdp,
         neighbouring,
         target,
         delta,
-    )?;
+    );
     let pld = crate::accountant::pld::PldAccountant::with_discretization(
         neighbouring,
         CALIBRATION_PLD_DISCRETIZATION,
@@ -248,10 +251,22 @@ pub fn calibrate_rdp_then_pld(
             Err(e) => Err(e),
         }
     };
-    if !meets(z_rdp)? {
-        return Ok((z_rdp, "rdp"));
-    }
-    let mut hi = z_rdp;
+    let mut hi = match rdp {
+        Ok(z_rdp) if !meets(z_rdp)? => return Ok((z_rdp, "rdp")),
+        Ok(z_rdp) => z_rdp,
+        Err(unsupported @ PrivacyError::Unsupported { .. }) => {
+            // The same bracket as `bisect`'s: z ≤ 1e4, else no noise suffices.
+            let mut z = 1.0;
+            while !meets(z)? {
+                z *= 2.0;
+                if z > 1e4 {
+                    return Err(unsupported);
+                }
+            }
+            z
+        }
+        Err(e) => return Err(e),
+    };
     let mut lo = hi / 2.0;
     while meets(lo)? {
         hi = lo;
@@ -498,6 +513,40 @@ mod tests {
             .epsilon(Neighbouring::ReplaceOne, &e, d)
             .unwrap();
         assert!(eps <= 1.0, "{eps}");
+    }
+
+    #[test]
+    fn poisson_under_replace_one_is_calibrated_by_the_pld_alone() {
+        // dpfl's RDP has no replace-one Poisson curve (it refuses the event); the calibration
+        // used to fail with that refusal. Now the sampled PLD calibrates it on its own.
+        let d = Delta::new(1e-5).unwrap();
+        let target = Epsilon::new(2.0).unwrap();
+        let s = crate::event::Sampling::Poisson { rate: 0.01 };
+        let event = |z: f64| {
+            PrivacyEvent::Gaussian {
+                noise_multiplier: z,
+            }
+            .sampled(s.clone())
+            .repeated(1000)
+        };
+        assert!(matches!(
+            AccountantKind::Rdp.epsilon(Neighbouring::ReplaceOne, &event(1.0), d),
+            Err(PrivacyError::Unsupported { .. })
+        ));
+        let (z, acc) =
+            calibrate_sampled_gaussian(s.clone(), 1000, Neighbouring::ReplaceOne, target, d)
+                .unwrap();
+        assert!(acc.starts_with("pld"), "{acc}");
+        // Certified by the default-grid PLD, and tight (within 10% of the target).
+        let eps = AccountantKind::Pld
+            .epsilon(Neighbouring::ReplaceOne, &event(z), d)
+            .unwrap();
+        assert!(eps <= 2.0 && eps >= 1.8, "z = {z}: eps = {eps}");
+        // Replacing a record is never easier to hide than removing one: the add/remove
+        // calibration of the same event (RDP then PLD) needs no more noise.
+        let (z_ar, _) =
+            calibrate_sampled_gaussian(s, 1000, Neighbouring::AddRemove, target, d).unwrap();
+        assert!(z >= z_ar, "replace-one z = {z} < add/remove z = {z_ar}");
     }
 
     #[test]

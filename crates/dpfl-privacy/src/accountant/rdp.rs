@@ -200,7 +200,8 @@ impl RdpAccountant {
                     (Sampling::Poisson { .. }, Neighbouring::ReplaceOne) => Err(unsupported(
                         NAME,
                         event,
-                        "Poisson sampling is accounted under add/remove-one neighbouring only",
+                        "RDP accounts Poisson sampling under add/remove-one neighbouring only; \
+                         the pld accountant has its replace-one curve",
                     )),
                     (
                         Sampling::WithoutReplacement { .. } | Sampling::WithReplacement { .. },
