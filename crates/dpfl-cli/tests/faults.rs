@@ -553,6 +553,55 @@ fn a_silo_keeps_its_own_budget_and_refuses_a_plan_that_spends_more() {
     assert!(o.stderr.contains("--budget"), "{}", o.stderr);
 }
 
+/// A federation whose plan is refused (pan-private AC-SA's Gaussian needs ε < 1) after the
+/// PKI and the shards are written leaves none of them behind: not in a directory it made, and
+/// in a directory given with `--force` only what was there before.
+#[test]
+fn a_refused_federation_leaves_no_keys_or_shards_behind() {
+    let tmp = tempfile::tempdir().unwrap();
+    let exp = tmp.path().join("exp.toml");
+    let refused = EXPERIMENT
+        .split("[[algorithms]]")
+        .next()
+        .unwrap()
+        .to_string()
+        + "[[algorithms]]\nkind = \"pan-private-acsa\"\nsmoothness = 0.25\nbatch_size = 10\ndiameter = 10.0\n";
+    std::fs::write(&exp, refused).unwrap();
+    let federate = |out: &Path, extra: &[&str]| {
+        let mut args = vec![
+            "federate",
+            "--config",
+            exp.to_str().unwrap(),
+            "--local",
+            "--prepare-only",
+            "--out",
+            out.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        dpfl(&args, Duration::from_secs(60))
+    };
+    let out = tmp.path().join("run");
+    let o = federate(&out, &[]);
+    assert_eq!(o.code, Some(2), "{}", o.stderr);
+    assert!(o.stderr.contains("privacy.epsilon"), "{}", o.stderr);
+    assert!(!out.exists(), "the refused run left {}", out.display());
+    // An existing directory, reused with --force: its own file stays, nothing new remains.
+    std::fs::create_dir_all(&out).unwrap();
+    std::fs::write(out.join("notes.txt"), "mine").unwrap();
+    let o = federate(&out, &["--force"]);
+    assert_eq!(o.code, Some(2), "{}", o.stderr);
+    let left: Vec<_> = std::fs::read_dir(&out)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert_eq!(left, ["notes.txt"]);
+    // An accepted plan (the file's MB-SGD) keeps its keys and shards.
+    let fed = Fed::prepare(&tmp.path().join("ok"));
+    assert!(fed.cfg().exists());
+    assert!(tmp.path().join("ok/run/certs/ca.key").exists());
+    assert!(tmp.path().join("ok/run/trial-0/data/silo-0.shard").exists());
+}
+
 #[cfg(unix)]
 #[test]
 fn private_keys_are_owner_only_and_the_ca_key_must_match_its_certificate() {

@@ -197,7 +197,8 @@ fn collect_run(
 /// `experiment::run` draws them (same master generator, trial data and seeds), each
 /// algorithm as a federation of processes under `DIR/trial-<t>/`; then `rounds.csv` and
 /// `summary.json` as `dpfl train --out DIR` writes them. `--prepare-only` writes every
-/// trial's files and prints the commands of every trial.
+/// trial's files and prints the commands of every trial. An error before the first process
+/// starts removes what this call wrote under `DIR` ([`remove_what_was_written`]).
 pub fn federate(args: &FederateArgs) -> anyhow::Result<()> {
     if !args.local {
         return Err(anyhow::Error::new(ConfigError(
@@ -218,20 +219,74 @@ pub fn federate(args: &FederateArgs) -> anyhow::Result<()> {
     })?;
     // Like train and reproduce: an unusable --out is refused before any certificate, shard
     // or process is made.
+    let before = entries(&out);
     dpfl::output::prepare_fresh_out_dir(&out, args.force).map_err(crate::usage)?;
+    let mut launched = false;
+    let result = federate_into(args, &spec, &out, &mut launched);
+    if result.is_err() && !launched {
+        remove_what_was_written(&out, before.as_ref());
+    }
+    result
+}
+
+/// The names in `dir`, or `None` if it is not a readable directory.
+fn entries(dir: &Path) -> Option<std::collections::HashSet<std::ffi::OsString>> {
+    let rd = std::fs::read_dir(dir).ok()?;
+    Some(rd.filter_map(|e| e.ok().map(|e| e.file_name())).collect())
+}
+
+/// A federation refused before any process started (a plan its silos' budgets or a
+/// closed form's range refuse, say) must not leave private keys and copies of the silos'
+/// data behind: every entry of `out` that was not there before (`before`; `None`: `out` did
+/// not exist) is removed, and `out` itself if this run made it. What cannot be removed is
+/// named on stderr. After a process has started, the logs are kept for diagnosis.
+fn remove_what_was_written(
+    out: &Path,
+    before: Option<&std::collections::HashSet<std::ffi::OsString>>,
+) {
+    let Ok(rd) = std::fs::read_dir(out) else {
+        return;
+    };
+    for e in rd.flatten() {
+        if before.is_some_and(|b| b.contains(&e.file_name())) {
+            continue;
+        }
+        let path = e.path();
+        let gone = if e.file_type().is_ok_and(|t| t.is_dir()) {
+            std::fs::remove_dir_all(&path)
+        } else {
+            std::fs::remove_file(&path)
+        };
+        if let Err(err) = gone {
+            eprintln!("warning: could not remove {}: {err}", path.display());
+        }
+    }
+    if before.is_none() {
+        let _ = std::fs::remove_dir(out);
+    }
+}
+
+/// The body of [`federate`] once `out` is ready; `launched` is set when the first process
+/// starts.
+fn federate_into(
+    args: &FederateArgs,
+    spec: &experiment::ExperimentSpec,
+    out: &Path,
+    launched: &mut bool,
+) -> anyhow::Result<()> {
     let text = std::fs::read_to_string(&args.config)
         .with_context(|| format!("reading {}", args.config.display()))?;
     let exp_copy = out.join("experiment.toml");
     std::fs::write(&exp_copy, text).with_context(|| format!("writing {}", exp_copy.display()))?;
     let certs = out.join("certs");
     let exe = std::env::current_exe().context("locating the dpfl binary")?;
-    let eval_every = experiment::eval_every(&spec);
-    let mut master = experiment::master_rng(&spec)?;
-    let mut acc = experiment::RunAccumulator::new(&spec);
+    let eval_every = experiment::eval_every(spec);
+    let mut master = experiment::master_rng(spec)?;
+    let mut acc = experiment::RunAccumulator::new(spec);
     let mut certified = 0usize;
     for t in 0..spec.trials {
         let (trial, trial_seed) =
-            experiment::next_trial(&spec, args.data_dir.as_deref(), &mut master)?;
+            experiment::next_trial(spec, args.data_dir.as_deref(), &mut master)?;
         // One dev PKI for every trial; a trial with more silos than any before (a partition
         // may in principle vary) gets the missing silo certificates.
         let n = trial.silos.len();
@@ -243,7 +298,7 @@ pub fn federate(args: &FederateArgs) -> anyhow::Result<()> {
             dpfl_net::certs::issue(&certs, &certs, &format!("silo-{i}"), &[], true).map_err(net)?;
         }
         certified = certified.max(n);
-        let prep = prepare_trial(args, &spec, &out, t, trial, trial_seed)?;
+        let prep = prepare_trial(args, spec, out, t, trial, trial_seed)?;
         if args.prepare_only {
             print_commands(t, &prep);
             continue;
@@ -252,6 +307,7 @@ pub fn federate(args: &FederateArgs) -> anyhow::Result<()> {
         std::fs::create_dir_all(&logs).with_context(|| format!("creating {}", logs.display()))?;
         for (a, f) in prep.feds.iter().enumerate() {
             let start = Instant::now();
+            *launched = true;
             run_federation(args, &exe, &logs, a, f, &prep.shards, spec.rounds)?;
             let run = collect_run(f, &prep.trial, eval_every, start)?;
             // With --json, stdout holds only the result object.
@@ -261,7 +317,7 @@ pub fn federate(args: &FederateArgs) -> anyhow::Result<()> {
                     f.label, run.test_metric, run.final_train_loss
                 );
             }
-            acc.add(&spec, a, t, &prep.trial, &run);
+            acc.add(spec, a, t, &prep.trial, &run);
         }
     }
     if args.prepare_only {
@@ -269,11 +325,11 @@ pub fn federate(args: &FederateArgs) -> anyhow::Result<()> {
     }
     let output = acc.finish();
     if !crate::json() {
-        crate::train::print_report(&spec, &output);
+        crate::train::print_report(spec, &output);
     }
-    experiment::write_outputs(&output, &out)?;
-    let prov = crate::train::provenance("federate", &spec, Some(&args.config), &output)?;
-    let prov_file = prov.write(&out)?;
+    experiment::write_outputs(&output, out)?;
+    let prov = crate::train::provenance("federate", spec, Some(&args.config), &output)?;
+    let prov_file = prov.write(out)?;
     if crate::json() {
         crate::print_json(&serde_json::json!({
             "experiment": spec.name,
@@ -289,7 +345,7 @@ pub fn federate(args: &FederateArgs) -> anyhow::Result<()> {
         out.join("summary.json").display()
     );
     // The same curves and report as `dpfl train --out`, from the rounds the server recorded.
-    let files = experiment::report::write_report(&spec, &output, &out)
+    let files = experiment::report::write_report(spec, &output, out)
         .with_context(|| format!("writing the curves and report into {}", out.display()))?;
     // On stderr: stdout is the federation's result (and a golden snapshot's).
     eprintln!(
