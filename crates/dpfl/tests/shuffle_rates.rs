@@ -103,10 +103,15 @@ fn quick_reproduction_has_the_expected_orderings_and_files() {
 #[ignore = "the full reproduction (minutes); docs/results/shuffle-rates holds its output"]
 fn full_reproduction() {
     // DPFL_SHUFFLE_RATES_OUT=docs/results/shuffle-rates keeps the outputs (how the committed
-    // ones were made).
+    // ones were made). A relative path is taken from the workspace root, where the command is
+    // typed, not from crates/dpfl, where cargo runs the test.
     let dir = std::env::var_os("DPFL_SHUFFLE_RATES_OUT").map_or_else(
         || std::env::temp_dir().join(format!("dpfl-shuffle-rates-full-{}", std::process::id())),
-        std::path::PathBuf::from,
+        |d| {
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../..")
+                .join(d)
+        },
     );
     check(&Plan::new(false), &dir);
 }
