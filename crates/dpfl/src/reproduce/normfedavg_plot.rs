@@ -72,14 +72,30 @@ pub fn write_figure(id: &str, rows: &[RoundRow], dir: &Path) -> crate::Result<Ve
     for (_, pts) in &mut curves {
         pts.iter_mut().for_each(|v| v[1] /= scale);
     }
+    // A diverged run's loss reaches 10^5–10^8 before it stops; on a linear axis the runs that
+    // train (losses 0.3–2.3) would be a flat line at 0. Over more than two decades the loss
+    // axis is logarithmic (cross-entropy is positive); otherwise linear, as the paper draws it.
+    let (lo, hi) = curves
+        .iter()
+        .flat_map(|(_, pts)| pts.iter().map(|v| v[2]))
+        .filter(|l| l.is_finite() && *l > 0.0)
+        .fold((f64::INFINITY, 0.0f64), |(lo, hi), l| {
+            (lo.min(l), hi.max(l))
+        });
+    let log_loss = hi > 100.0 * lo;
     let panels = [(0, 2), (0, 3), (1, 2), (1, 3)]
         .into_iter()
         .map(|(x, y)| {
             let x_label = if x == 0 { "round" } else { bits_label };
-            let y_label = if y == 2 { "train loss" } else { "test error" };
+            let y_label = match y {
+                2 if log_loss => "train loss (log scale)",
+                2 => "train loss",
+                _ => "test error",
+            };
             let mut panel = Panel::new(format!("{y_label} against {x_label}"), x_label, y_label);
             panel.spread = Spread::Band;
             panel.y_nonnegative = true;
+            panel.log_y = y == 2 && log_loss;
             panel.series = curves
                 .iter()
                 .map(|(name, pts)| Series {
@@ -153,5 +169,15 @@ mod tests {
         assert_eq!(bits_unit(8.4e9), (1e9, "Gbit sent per silo"));
         assert_eq!(bits_unit(4.2e6).1, "Mbit sent per silo");
         assert_eq!(bits_unit(999.0).0, 1.0);
+        assert!(!svg.contains("log scale"), "0.5–4: a linear loss axis");
+        // A diverged run's loss (10^6) beside one that trains: the loss axis turns log.
+        let rows = vec![
+            row("A", 1, 1, 2.3),
+            row("A", 1, 2, 0.6),
+            row("D", 1, 1, 1e6),
+        ];
+        let files = write_figure("y", &rows, dir.path()).unwrap();
+        let svg = std::fs::read_to_string(&files[0]).unwrap();
+        assert!(svg.contains("train loss (log scale)"), "{}", &svg[..200]);
     }
 }
