@@ -541,7 +541,7 @@ mod tests {
         let eps = AccountantKind::Pld
             .epsilon(Neighbouring::ReplaceOne, &event(z), d)
             .unwrap();
-        assert!(eps <= 2.0 && eps >= 1.8, "z = {z}: eps = {eps}");
+        assert!((1.8..=2.0).contains(&eps), "z = {z}: eps = {eps}");
         // Replacing a record is never easier to hide than removing one: the add/remove
         // calibration of the same event (RDP then PLD) needs no more noise.
         let (z_ar, _) =
