@@ -6,7 +6,7 @@
 //! nothing was released or charged again.
 
 mod common;
-use common::{free_port, silo_args, spawn, strs, wait_exit};
+use common::{free_port, prepare_only_args, silo_args, spawn, strs, wait_exit};
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -49,18 +49,7 @@ impl Fed {
         let exp = root.join("exp.toml");
         std::fs::write(&exp, experiment).unwrap();
         let out = root.join("run");
-        let o = dpfl(
-            &[
-                "federate",
-                "--config",
-                exp.to_str().unwrap(),
-                "--local",
-                "--prepare-only",
-                "--out",
-                out.to_str().unwrap(),
-            ],
-            Duration::from_secs(60),
-        );
+        let o = dpfl(&prepare_only_args(&exp, &out, &[]), Duration::from_secs(60));
         assert_eq!(o.code, Some(0), "{}", o.stderr);
         Fed {
             dir: out.join("trial-0"),
@@ -568,17 +557,10 @@ fn a_refused_federation_leaves_no_keys_or_shards_behind() {
         + "[[algorithms]]\nkind = \"pan-private-acsa\"\nsmoothness = 0.25\nbatch_size = 10\ndiameter = 10.0\n";
     std::fs::write(&exp, refused).unwrap();
     let federate = |out: &Path, extra: &[&str]| {
-        let mut args = vec![
-            "federate",
-            "--config",
-            exp.to_str().unwrap(),
-            "--local",
-            "--prepare-only",
-            "--out",
-            out.to_str().unwrap(),
-        ];
-        args.extend_from_slice(extra);
-        dpfl(&args, Duration::from_secs(60))
+        dpfl(
+            &prepare_only_args(&exp, out, extra),
+            Duration::from_secs(60),
+        )
     };
     let out = tmp.path().join("run");
     let o = federate(&out, &[]);

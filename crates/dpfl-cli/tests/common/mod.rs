@@ -78,9 +78,12 @@ pub(crate) fn wait_exit(c: &mut Child, limit: Duration) -> std::process::ExitSta
     }
 }
 
-/// `dpfl federate --config EXP --local --prepare-only [EXTRA] --out OUT`, which must succeed;
-/// returns trial 0's directory `OUT/trial-0`.
-pub(crate) fn prepare_only(exp: &Path, out: &Path, extra: &[&str]) -> PathBuf {
+/// The arguments `federate --config EXP --local --prepare-only [EXTRA] --out OUT`.
+pub(crate) fn prepare_only_args<'a>(
+    exp: &'a Path,
+    out: &'a Path,
+    extra: &[&'a str],
+) -> Vec<&'a str> {
     let mut args = vec![
         "federate",
         "--config",
@@ -90,7 +93,13 @@ pub(crate) fn prepare_only(exp: &Path, out: &Path, extra: &[&str]) -> PathBuf {
     ];
     args.extend_from_slice(extra);
     args.extend_from_slice(&["--out", out.to_str().unwrap()]);
-    let o = dpfl(&args);
+    args
+}
+
+/// `dpfl federate --config EXP --local --prepare-only [EXTRA] --out OUT`, which must succeed;
+/// returns trial 0's directory `OUT/trial-0`.
+pub(crate) fn prepare_only(exp: &Path, out: &Path, extra: &[&str]) -> PathBuf {
+    let o = dpfl(&prepare_only_args(exp, out, extra));
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     out.join("trial-0")
 }
