@@ -15,8 +15,8 @@
 
 mod common;
 use common::{
-    Started, bits, charged_rounds, checkpoint, checkpoint_round, dpfl, simulated_run, spawn,
-    spawn_shuffler, spawn_silo, start, wait_exit, wait_until,
+    Started, bits, charged_rounds, checkpoint, checkpoint_round, dpfl, prepare_only_args,
+    simulated_run, spawn, spawn_shuffler, spawn_silo, start, wait_exit, wait_until,
 };
 
 use std::path::{Path, PathBuf};
@@ -261,15 +261,7 @@ fn pgd_and_sdp_mb_sgd_stop_at_a_dropout_and_offer_no_dropout_calibration() {
             experiment(&format!("{alg_text}\nmin_participants = 3"), ROUNDS),
         )
         .unwrap();
-        let o = dpfl(&[
-            "federate",
-            "--config",
-            exp.to_str().unwrap(),
-            "--local",
-            "--prepare-only",
-            "--out",
-            tmp.path().join("refused").to_str().unwrap(),
-        ]);
+        let o = dpfl(&prepare_only_args(&exp, &tmp.path().join("refused"), &[]));
         let err = String::from_utf8_lossy(&o.stderr);
         assert_eq!(o.status.code(), Some(2), "{alg_text}: {err}");
         assert!(err.contains("min_participants"), "{alg_text}: {err}");
@@ -411,15 +403,7 @@ fn explicit_pvec_transport_is_refused_over_the_network_for_pagd_too() {
         .replace("delta = 1e-5", "delta = 0.01");
         std::fs::write(&exp, text).unwrap();
         let out = tmp.path().join(format!("explicit-{i}"));
-        let o = dpfl(&[
-            "federate",
-            "--config",
-            exp.to_str().unwrap(),
-            "--local",
-            "--prepare-only",
-            "--out",
-            out.to_str().unwrap(),
-        ]);
+        let o = dpfl(&prepare_only_args(&exp, &out, &[]));
         let err = String::from_utf8_lossy(&o.stderr);
         assert_eq!(o.status.code(), Some(2), "{alg_text}: {err}");
         assert!(

@@ -5,8 +5,8 @@
 
 mod common;
 use common::{
-    Started, bits, dpfl, participants, prepare, simulated_run, spawn, spawn_silo, start, wait_exit,
-    wait_until,
+    Started, bits, dpfl, participants, prepare, prepare_only_args, simulated_run, spawn,
+    spawn_silo, start, wait_exit, wait_until,
 };
 
 use std::path::{Path, PathBuf};
@@ -557,15 +557,7 @@ fn explicit_pvec_and_a_shuffle_algorithm_without_a_shuffler_are_refused() {
     )
     .unwrap();
     let out = tmp.path().join("explicit");
-    let o = dpfl(&[
-        "federate",
-        "--config",
-        exp.to_str().unwrap(),
-        "--local",
-        "--prepare-only",
-        "--out",
-        out.to_str().unwrap(),
-    ]);
+    let o = dpfl(&prepare_only_args(&exp, &out, &[]));
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(
