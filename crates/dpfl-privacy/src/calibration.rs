@@ -140,22 +140,40 @@ fn bisect(
         progress(z, e);
         Ok(e <= target.get())
     };
-    const Z_MIN: f64 = 1e-3;
-    const Z_MAX: f64 = 1e4;
+    let Some(hi) = bracket(&mut meets, start)? else {
+        return Err(PrivacyError::Numerical {
+            context: "noise calibration",
+            reason: format!(
+                "no noise multiplier up to {Z_MAX} reaches epsilon {} at delta {}",
+                target.get(),
+                delta.get()
+            ),
+        });
+    };
+    shrink(&mut meets, hi, CALIBRATION_TOLERANCE)
+}
+
+/// Noise multipliers searched: below `Z_MIN` the smallest one found is returned; above
+/// `Z_MAX` no noise suffices.
+const Z_MIN: f64 = 1e-3;
+const Z_MAX: f64 = 1e4;
+
+/// The first z = start·2^j that `meets`, or `None` past [`Z_MAX`].
+fn bracket(meets: &mut dyn FnMut(f64) -> Result<bool>, start: f64) -> Result<Option<f64>> {
     let mut hi = start;
     while !meets(hi)? {
         hi *= 2.0;
         if hi > Z_MAX {
-            return Err(PrivacyError::Numerical {
-                context: "noise calibration",
-                reason: format!(
-                    "no noise multiplier up to {Z_MAX} reaches epsilon {} at delta {}",
-                    target.get(),
-                    delta.get()
-                ),
-            });
+            return Ok(None);
         }
     }
+    Ok(Some(hi))
+}
+
+/// From `hi`, which meets the target, the smallest z that does (`meets` is monotone in z):
+/// halving while it meets (stopping under [`Z_MIN`]), then bisection to a relative
+/// `tolerance`, rounded up.
+fn shrink(meets: &mut dyn FnMut(f64) -> Result<bool>, mut hi: f64, tolerance: f64) -> Result<f64> {
     let mut lo = hi / 2.0;
     while meets(lo)? {
         hi = lo;
@@ -164,7 +182,7 @@ fn bisect(
             return Ok(hi);
         }
     }
-    while hi - lo > CALIBRATION_TOLERANCE * hi {
+    while hi - lo > tolerance * hi {
         let mid = 0.5 * (lo + hi);
         if meets(mid)? {
             hi = mid;
@@ -244,46 +262,23 @@ pub fn calibrate_rdp_then_pld(
         neighbouring,
         CALIBRATION_PLD_DISCRETIZATION,
     )?;
-    let meets = |z: f64| -> Result<bool> {
+    let mut meets = |z: f64| -> Result<bool> {
         match pld.epsilon(&make_event(z), delta) {
             Ok(e) => Ok(e <= target.get()),
             Err(PrivacyError::Numerical { .. } | PrivacyError::Unsupported { .. }) => Ok(false),
             Err(e) => Err(e),
         }
     };
-    let mut hi = match rdp {
+    let hi = match rdp {
         Ok(z_rdp) if !meets(z_rdp)? => return Ok((z_rdp, "rdp")),
         Ok(z_rdp) => z_rdp,
-        Err(unsupported @ PrivacyError::Unsupported { .. }) => {
-            // The same bracket as `bisect`'s: z ≤ 1e4, else no noise suffices.
-            let mut z = 1.0;
-            while !meets(z)? {
-                z *= 2.0;
-                if z > 1e4 {
-                    return Err(unsupported);
-                }
-            }
-            z
-        }
+        Err(unsupported @ PrivacyError::Unsupported { .. }) => match bracket(&mut meets, 1.0)? {
+            Some(z) => z,
+            None => return Err(unsupported),
+        },
         Err(e) => return Err(e),
     };
-    let mut lo = hi / 2.0;
-    while meets(lo)? {
-        hi = lo;
-        lo /= 2.0;
-        if lo < 1e-3 {
-            return Ok((hi, pld_name));
-        }
-    }
-    while hi - lo > 1e-4 * hi {
-        let mid = 0.5 * (lo + hi);
-        if meets(mid)? {
-            hi = mid;
-        } else {
-            lo = mid;
-        }
-    }
-    Ok((hi, pld_name))
+    Ok((shrink(&mut meets, hi, 1e-4)?, pld_name))
 }
 
 /// The analytic Gaussian mechanism (Balle & Wang 2018, Alg. 1): the smallest noise
