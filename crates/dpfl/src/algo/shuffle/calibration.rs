@@ -19,6 +19,18 @@
 //!   randomizers shuffled over M reports are (ε, δ_a + (e^ε + 1)(1 + e^{−ε₀}/2)·M·δ₀)-DP, ε the
 //!   pure-ε₀ bound at δ_a (`dpfl_privacy::shuffle::amplification::amplify`); we bound
 //!   (1 + e^{−ε₀}/2) ≤ 3/2 and e^ε ≤ e^ε̂.
+//! * **One randomizer per shuffle (issue 27 finding 1).** FMT 2021 Thm 3.2 applies the i-th
+//!   randomizer to the i-th position of a uniformly random permutation: every report in the
+//!   shuffle must come from the same randomizer. Silos whose σ differ (per-silo budgets, or
+//!   unequal n_i, which change the chain's ε̂ through q = K/n_i) are told apart by their
+//!   messages' norms, and the shuffle hides nothing. Under a trusted shuffler every silo
+//!   therefore runs the strictest silo's σ* = max_i σ_i; the randomizer (batch mean + N(0,
+//!   σ*²I), K and L common) is then one randomizer whose (ε₀, δ₀) at sensitivity 2L depends on
+//!   σ* only, not on n_i. Each silo is charged [`shared_round`]: ε₀' = the exact ε of that
+//!   Gaussian at the silo's own δ̂₀ (≤ its ε̂₀, since σ* ≥ σ_i), amplified over the M reports,
+//!   then the silo's own record sampling q_i = K/n_i (applied after the shuffle, per silo, so
+//!   unequal n_i are sound). We chose a common σ over refusing such runs: it costs the looser
+//!   silos only noise, and every silo still meets its own budget (checked forwards).
 
 use serde::{Deserialize, Serialize};
 
@@ -260,6 +272,54 @@ pub fn sdp_chain(x: &SdpInputs) -> crate::Result<SdpNoise> {
              eps_r = {eps_r:.4}, eps_hat = {eps_hat:.4}, local (eps0, delta0) = ({eps0:.4}, {delta0:.3e}) at sensitivity 2L, \
              honest-shuffler eps = {total:.4}"
         ),
+    })
+}
+
+/// One round of a silo whose randomizer is the shuffle's common one (see the module doc):
+/// noise σ (the strictest silo's) at sensitivity 2L.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SharedRound {
+    /// ε₀': the exact ε of the Gaussian with multiplier σ/(2L) at the silo's δ̂₀.
+    pub eps0: f64,
+    /// The silo's δ̂₀ (from its own chain).
+    pub delta0: f64,
+    /// The (ε, δ) its ledger charges per round ([`round_guarantee`] at (ε₀', δ̂₀)).
+    pub round: (f64, f64),
+    /// ε of the R charged rounds at the silo's δ (advanced composition, Dwork–Roth Thm
+    /// 3.20): the figure the calibration row prints.
+    pub total: f64,
+}
+
+/// The honest-shuffler guarantee of a silo running the common randomizer σ, analysed at its
+/// own δ̂₀, checked forwards against its budget (refused, naming the numbers, if it fails:
+/// σ below the silo's own chain σ could do that).
+pub fn shared_round(x: &SdpInputs, sigma: f64, delta0: f64) -> crate::Result<SharedRound> {
+    check(x)?;
+    let z = sigma / (2.0 * x.lipschitz);
+    // A release that is (ε, δ)-DP is (ε', δ)-DP for ε' ≥ ε: a floor keeps FMT's bound defined.
+    let eps0 = dpfl_privacy::calibration::gaussian_epsilon(z, Delta::new(delta0)?)?.max(1e-9);
+    let (e, d) = round_guarantee(x, eps0, delta0, delta_a(x))?;
+    let delta_r = x.delta / (2.0 * x.rounds as f64);
+    if d > delta_r * (1.0 + 1e-9) || composed(e, x)? > x.epsilon * (1.0 + 1e-9) {
+        return Err(bad(format!(
+            "the shuffle's common sigma = {sigma} does not meet this silo's budget (epsilon = {}, delta = {}): round ({e}, {d})",
+            x.epsilon, x.delta
+        )));
+    }
+    let total = AccountantKind::Advanced.epsilon(
+        Neighbouring::ReplaceOne,
+        &PrivacyEvent::EpsilonDelta {
+            epsilon: e,
+            delta: d,
+        }
+        .repeated(x.rounds as u64),
+        Delta::new(x.delta)?,
+    )?;
+    Ok(SharedRound {
+        eps0,
+        delta0,
+        round: (e, d),
+        total,
     })
 }
 

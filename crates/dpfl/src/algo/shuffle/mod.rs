@@ -20,6 +20,13 @@
 //! protocol is calibrated so that it meets the budget; trusted, the honest-shuffler guarantee.
 //! Every calibration row reports both.
 //!
+//! Amplification by shuffling needs one randomizer for every report of a shuffle (FMT 2021
+//! Thm 3.2; issue 27 finding 1): under a trusted shuffler Shuffled Noisy MB-SGD runs the
+//! strictest silo's σ in every silo, and each silo is charged the amplified guarantee of that
+//! common randomizer at its own δ̂₀ and q_i = K/n_i ([`calibration::shared_round`]); we chose
+//! this over refusing runs whose silos differ. The PVEC algorithms already run one PVEC (at the
+//! smallest budget) for every user of every silo.
+//!
 //! - `kind = "psgd"` — **PSGD** (Cheu et al. Algorithm 3, Thm 4.1): PVEC silos as above in
 //!   front of MB-SGD's server (projected step, average iterate); B and η from Thm 4.1
 //!   ([`psgd_preset`]). A round's B users are the M answering silos' K fresh records each.
@@ -165,17 +172,29 @@ pub(crate) fn participants(ctx: &BuildContext) -> usize {
 }
 
 /// Shuffled Noisy MB-SGD's halves around `server` (an averaging server half).
+///
+/// Under a trusted shuffler every silo runs one common σ, the strictest silo's
+/// ([`calibration`]'s module doc: FMT 2021 Thm 3.2 needs one randomizer per shuffle).
 pub(crate) fn build_sdp_mbsgd(
     ctx: &BuildContext,
     spec: &SdpMbSgdSpec,
     server: Box<dyn ServerHalf>,
 ) -> crate::Result<Planned> {
+    // Both guarantees below are the continuous Gaussian's (the local randomizer's exact
+    // curve, its ISRL-DP event): a discrete Gaussian would run uncertified.
+    if !matches!(ctx.noise, dpfl_privacy::GaussianNoise::Gaussian) {
+        return Err(crate::Error::config(
+            "privacy.mechanism",
+            "sdp-mb-sgd is calibrated for the continuous Gaussian only; use mechanism = \"gaussian\"",
+        ));
+    }
     let oracle = ctx.enforcing_oracle()?;
     let rounds = ctx.federation.rounds;
     let mut silos: Vec<Box<dyn SiloHalf>> = Vec::with_capacity(ctx.silos.len());
     let mut report = Vec::with_capacity(ctx.silos.len());
     let mut solved: Vec<(SdpInputs, calibration::SdpNoise)> = Vec::new();
     let mut planned = Vec::with_capacity(ctx.silos.len());
+    let mut chains = Vec::with_capacity(ctx.silos.len());
     for s in &ctx.silos {
         let (eps, delta) = ctx.budget(s)?;
         let x = SdpInputs {
@@ -197,12 +216,22 @@ pub(crate) fn build_sdp_mbsgd(
                 n
             }
         };
-        // Untrusted shuffler: the silo's own Gaussian must meet its budget (σ raised if not).
-        let sigma = match spec.shuffler {
-            ShufflerTrust::Untrusted => {
-                trust::sigma_for(noise.sigma, eps.get(), |s| calibration::isrl_epsilon(&x, s))?
-            }
-            ShufflerTrust::Trusted => noise.sigma,
+        chains.push((s, x, noise));
+    }
+    // Trusted: one randomizer for the whole shuffle, at the strictest silo's σ.
+    let common = match spec.shuffler {
+        ShufflerTrust::Trusted => chains
+            .iter()
+            .map(|(s, _, n)| (n.sigma, s.id))
+            .max_by(|a, b| a.0.total_cmp(&b.0)),
+        ShufflerTrust::Untrusted => None,
+    };
+    for (s, x, noise) in chains {
+        let (eps, _) = ctx.budget(s)?;
+        let sigma = match common {
+            // Untrusted shuffler: the silo's own Gaussian must meet its budget (σ raised if not).
+            None => trust::sigma_for(noise.sigma, eps.get(), |s| calibration::isrl_epsilon(&x, s))?,
+            Some((sigma, _)) => sigma,
         };
         let isrl = calibration::isrl_epsilon(&x, sigma)?;
         // Sensitivity of the K-mean to one record: 2L/K (replace-one).
@@ -213,28 +242,35 @@ pub(crate) fn build_sdp_mbsgd(
             Some(mechanism),
             1.0,
         );
-        let shuffled = noise
-            .shuffled_epsilon
-            .map_or("not computed (theory rule)".to_string(), |e| {
-                format!("{:.4}", e.min(isrl))
-            });
-        // Trusted: charge the honest-shuffler round guarantee where the chain computed one;
-        // under the theory rule there is none, so the silo's own event is charged.
-        let honest_round = match (spec.shuffler, noise.local) {
-            (ShufflerTrust::Trusted, Some((eps0, delta0))) => {
-                let (e, d) =
-                    calibration::round_guarantee(&x, eps0, delta0, calibration::delta_a(&x))?;
-                Some(dpfl_privacy::PrivacyEvent::EpsilonDelta {
-                    epsilon: e,
-                    delta: d,
-                })
+        // Trusted: charge the honest-shuffler round guarantee of the common randomizer where
+        // the chain computed one; under the theory rule there is none, so the silo's own
+        // event (at the common σ) is charged.
+        let shared = match (common, noise.local) {
+            (Some(_), Some((_, delta0))) => {
+                Some(calibration::shared_round(&x, sigma, delta0).map_err(|e| {
+                    crate::Error::config("algorithm.shuffler", format!("silo {}: {e}", s.id))
+                })?)
             }
             _ => None,
         };
-        let charged = if honest_round.is_some() {
-            "the honest-shuffler round guarantee charged"
-        } else {
-            "the silo's own noise charged"
+        let shuffled = match (&shared, noise.shuffled_epsilon) {
+            (Some(r), _) => format!("{:.4}", r.total),
+            (None, Some(e)) => format!("{:.4}", e.min(isrl)),
+            (None, None) => "not computed (theory rule)".to_string(),
+        };
+        let honest_round = shared.map(|r| dpfl_privacy::PrivacyEvent::EpsilonDelta {
+            epsilon: r.round.0,
+            delta: r.round.1,
+        });
+        let charged = match (&shared, common) {
+            (Some(r), Some((_, strictest))) => format!(
+                "the honest-shuffler round guarantee charged: every silo shares the strictest silo's sigma (silo {strictest}; FMT 2021 Thm 3.2 needs one randomizer per shuffle), local (eps0, delta0) = ({:.4}, {:.3e}), per round ({:.4}, {:.3e})",
+                r.eps0, r.delta0, r.round.0, r.round.1
+            ),
+            (None, Some((_, strictest))) => format!(
+                "the silo's own noise charged at the strictest silo's sigma (silo {strictest}), shared by every silo of the shuffle"
+            ),
+            _ => "the silo's own noise charged".to_string(),
         };
         let formula = format!(
             "{}; against the server: eps = {shuffled} given an honest shuffler, eps = {isrl:.4} without it (sigma = {sigma:.4}; shuffler = {}, {charged})",
