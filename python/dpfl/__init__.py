@@ -11,10 +11,12 @@
 * ``dpfl.flower``: a Flower ``NumPyClient`` wrapper adding dpfl's calibrated noise and ledger.
 
 Errors: ``ConfigError`` (bad parameter or config; the CLI's exit code 2) and ``RunError``
-(a failed run or computation; exit code 1), both ``DpflError``, with the CLI's messages.
+(a failed run or computation; exit code 1), both ``DpflError``, with the CLI's messages;
+``LedgerError`` (a ``DpflError``): a privacy ledger file that is empty, damaged or not a ledger
+(never read as a fresh budget), kept with other limits, or a refused release.
 """
 
-from ._core import ConfigError, DpflError, RunError, __version__
+from ._core import ConfigError, DpflError, LedgerError, RunError, __version__
 from .accounting import (
     Accounting,
     Calibration,
@@ -51,6 +53,7 @@ from .training import ReproduceResult, TrainResult, reproduce, train
 __all__ = [
     "ConfigError",
     "DpflError",
+    "LedgerError",
     "RunError",
     "__version__",
     "Accounting",

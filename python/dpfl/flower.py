@@ -29,29 +29,32 @@ unless ``allow_evaluate=True``; ``get_parameters`` is passed through (it should 
 initial, data-independent model). The guarantee is per silo (ISRL-DP): it needs no trust in
 the server or the other clients, and does not compose across silos.
 
-The ledger survives restarts when ``ledger_path`` names a file: every release is recorded
-there (written to a temporary file, flushed to disk and renamed over the old one, so a crash
-leaves either the old or the new ledger, never a torn one) *before* the noisy update leaves
-``fit``, so a crash can charge a round that was never sent but never send an uncharged one.
-A restarted client loads it, refuses rounds past the budget, and refuses to answer a round it
-already answered (``config["server_round"]``, which Flower's strategies can send through
-``on_fit_config_fn``) rather than release the same data again with fresh noise. A ledger file
-that cannot be read is an error, never a fresh budget.
+The ledger survives restarts when ``ledger_path`` names a file. It is dpfl's one ledger
+(``dpfl._core.Ledger``: the Rust ``dpfl_privacy::ledger::Ledger`` of ``dpfl silo``, its JSON
+format ``dpfl-ledger/2`` with a SHA-256 of its content, and its checks). Every release is
+recorded there (a temporary file, flushed to disk and renamed over the old one, so a crash
+leaves either the old or the new ledger) *before* the noisy update leaves ``fit``, so a crash
+can charge a round that was never sent but never send an uncharged one. A restarted client
+loads it, refuses rounds past the budget, and refuses to answer a round it already answered
+(``config["server_round"]``, which Flower's strategies can send through ``on_fit_config_fn``)
+rather than release the same data again with fresh noise. Only a missing file starts a fresh
+ledger: an empty (0-byte) file, ``[]``, ``null``, a cut-short file, one whose release list was
+emptied or edited (its checksum no longer matches), or one kept with another budget or
+accountant raises :class:`LedgerError`, never a fresh budget. A release without a
+``server_round`` is recorded under an id from 2⁶³ up, apart from the rounds' ids.
 """
 
 from __future__ import annotations
 
-import json
 import os
-import tempfile
 from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 from flwr.client import NumPyClient
 
-from ._core import DpflError
-from .accounting import account, calibrate
-from .events import ComposedDpEvent, DpEvent, GaussianDpEvent
+from ._core import DpflError, Ledger, LedgerError
+from .accounting import calibrate
+from .events import GaussianDpEvent
 from .mechanisms import GaussianMechanism
 
 
@@ -63,29 +66,8 @@ class AlreadyReleased(BudgetExceeded):
     """The ledger holds a release for this ``server_round`` already; nothing was released."""
 
 
-LEDGER_FORMAT = "dpfl-flower-ledger"
-LEDGER_VERSION = 1
-
-
-def _write_atomic(path: str, text: str) -> None:
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".ledger-", suffix=".tmp", dir=directory)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    if hasattr(os, "O_DIRECTORY"):
-        dfd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
+# Ids of releases without a ``server_round``: 2^63, 2^63 + 1, … (rounds keep their own number).
+_UNNUMBERED = 1 << 63
 
 
 class DpflClient(NumPyClient):
@@ -132,60 +114,17 @@ class DpflClient(NumPyClient):
         self.noise_multiplier = float(noise_multiplier)
         self.sigma = self.noise_multiplier * self.sensitivity
         self._mechanism = GaussianMechanism(self.sigma, self.sensitivity, seed=seed, stream=silo)
-        self.ledger: List[DpEvent] = []
-        self.released_rounds: List[Optional[int]] = []
+        self._event = self._mechanism.event.to_json()
         self.ledger_path = os.fspath(ledger_path) if ledger_path is not None else None
-        if self.ledger_path is not None and os.path.exists(self.ledger_path):
-            self._load_ledger()
-
-    # The durable ledger.
-    def _load_ledger(self) -> None:
-        path = self.ledger_path
-        assert path is not None
-        try:
-            with open(path, encoding="utf-8") as f:
-                data = json.load(f)
-            if data.get("format") != LEDGER_FORMAT or data.get("version") != LEDGER_VERSION:
-                raise ValueError(f"not a {LEDGER_FORMAT} version {LEDGER_VERSION} file")
-            releases = data["releases"]
-            zs = [float(r["noise_multiplier"]) for r in releases]
-            rounds = [None if r.get("server_round") is None else int(r["server_round"]) for r in releases]
-            delta = float(data["delta"])
-        except (OSError, ValueError, KeyError, TypeError) as e:
-            raise DpflError(f"{path}: the privacy ledger cannot be read ({e}); refusing to start afresh") from e
-        if delta != self.delta:
-            raise DpflError(f"{path}: the ledger accounts at delta {delta}, this client at {self.delta}")
-        if not all(np.isfinite(z) and z > 0 for z in zs):
-            raise DpflError(f"{path}: a recorded noise multiplier is not finite and > 0")
-        self.ledger = [GaussianDpEvent(z) for z in zs]
-        self.released_rounds = rounds
-
-    def _save_ledger(self) -> None:
-        if self.ledger_path is None:
-            return
-        releases = [
-            {"release": i + 1, "server_round": r, "noise_multiplier": e.noise_multiplier}
-            for i, (e, r) in enumerate(zip(self.ledger, self.released_rounds))
-        ]
-        data = {
-            "format": LEDGER_FORMAT,
-            "version": LEDGER_VERSION,
-            "epsilon_budget": self.epsilon,
-            "delta": self.delta,
-            "accountant": self.accountant,
-            "releases": releases,
-            "epsilon_spent": self.spent(),
-        }
-        _write_atomic(self.ledger_path, json.dumps(data, indent=1) + "\n")
+        # The unsampled Gaussian's ε is the same under either relation (its noise multiplier
+        # is relative to Δ, the update's replace-one sensitivity); add-remove is the relation
+        # ``dpfl.account`` uses for it, so the ledger's ε is ``account``'s, by ``accountant``.
+        self.ledger = Ledger(self.ledger_path, self.epsilon, self.delta, accountant, "add-remove")
 
     # The ledger.
-    def spent(self, extra: int = 0) -> float:
-        """ε the ledger certifies at ``delta`` for the releases so far (plus ``extra`` more)."""
-        events = self.ledger + [self._mechanism.event] * extra
-        if not events:
-            return 0.0
-        event = events[0] if len(events) == 1 else ComposedDpEvent(events)
-        return account(event, self.delta, self.accountant).epsilon
+    def spent(self) -> float:
+        """ε the ledger certifies at ``delta`` for the releases so far."""
+        return self.ledger.spent_epsilon()
 
     def get_parameters(self, config: Dict[str, Any]) -> List[np.ndarray]:
         return self.client.get_parameters(config)
@@ -194,16 +133,21 @@ class DpflClient(NumPyClient):
         self, parameters: List[np.ndarray], config: Dict[str, Any]
     ) -> Tuple[List[np.ndarray], int, Dict[str, Any]]:
         server_round = config.get("server_round") if config else None
-        if server_round is not None and int(server_round) in self.released_rounds:
-            raise AlreadyReleased(
-                f"round {server_round} was released already (ledger: {self.ledger_path or 'in memory'}); "
-                "answering it again would release the data twice"
-            )
-        would = self.spent(extra=1)
-        if not would <= self.epsilon * (1 + 1e-9):
+        if server_round is not None:
+            release = int(server_round)
+            if release < 0:
+                raise ValueError(f"server_round must be >= 0, got {server_round}")
+            if release in self.ledger:
+                raise AlreadyReleased(
+                    f"round {server_round} was released already (ledger: {self.ledger_path or 'in memory'}); "
+                    "answering it again would release the data twice"
+                )
+        else:
+            release = _UNNUMBERED + sum(1 for r in self.ledger.releases() if r >= _UNNUMBERED)
+        if not self.ledger.would_allow(self._event):
             raise BudgetExceeded(
-                f"budget exceeded: release {len(self.ledger) + 1} would bring epsilon to {would} "
-                f"at delta {self.delta}, over the budget epsilon {self.epsilon}"
+                f"budget exceeded: release {len(self.ledger) + 1} would bring epsilon past the "
+                f"budget epsilon {self.epsilon} at delta {self.delta} (spent: {self.spent()})"
             )
         received = [np.asarray(p, dtype="f8") for p in parameters]
         new, num_examples, metrics = self.client.fit(parameters, config)
@@ -218,14 +162,7 @@ class DpflClient(NumPyClient):
         noisy = self._mechanism(update)
         # Charged (and on disk) before anything leaves: a crash may cost a round never sent,
         # never send one uncharged.
-        self.ledger.append(self._mechanism.event)
-        self.released_rounds.append(None if server_round is None else int(server_round))
-        try:
-            self._save_ledger()
-        except BaseException:
-            self.ledger.pop()
-            self.released_rounds.pop()
-            raise
+        self.ledger.charge(release, self._event)
         out, at = [], 0
         for r in received:
             out.append(r + noisy[at : at + r.size].reshape(r.shape))
@@ -249,4 +186,4 @@ class DpflClient(NumPyClient):
         return self.client.evaluate(parameters, config)
 
 
-__all__ = ["AlreadyReleased", "BudgetExceeded", "DpflClient", "GaussianDpEvent"]
+__all__ = ["AlreadyReleased", "BudgetExceeded", "DpflClient", "GaussianDpEvent", "LedgerError"]

@@ -49,7 +49,7 @@ pub fn accountant(field: &str, name: &str) -> PyResult<AccountantKind> {
     )
 }
 
-fn neighbouring(field: &str, name: &str) -> PyResult<Neighbouring> {
+pub fn neighbouring(field: &str, name: &str) -> PyResult<Neighbouring> {
     one_of(
         field,
         name,
@@ -184,7 +184,7 @@ pub fn calibrate_release(
     Ok(out.to_string())
 }
 
-fn parse_event(text: &str) -> PyResult<PrivacyEvent> {
+pub fn parse_event(text: &str) -> PyResult<PrivacyEvent> {
     let v: serde_json::Value = serde_json::from_str(text)
         .map_err(|e| config("event", format!("not a dpfl event: {e}")))?;
     from_value(v).map_err(|e| config("event", format!("not a dpfl event: {e}")))

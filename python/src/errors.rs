@@ -25,6 +25,13 @@ create_exception!(
     "A failed computation or run: numerical failure, I/O, malformed data (the CLI's exit code 1)."
 );
 
+create_exception!(
+    _core,
+    LedgerError,
+    DpflError,
+    "A privacy ledger that cannot be used: its file is empty, damaged or not a ledger (never read as a fresh budget), it records other limits, or it refused a release."
+);
+
 /// `config field `{field}`: {reason}`, as `dpfl::Error::Config` displays.
 pub fn config(field: &str, reason: impl Into<String>) -> PyErr {
     ConfigError::new_err(dpfl::Error::config(field, reason).to_string())

@@ -9,6 +9,7 @@
 
 mod accounting;
 mod errors;
+mod ledger;
 mod mechanisms;
 mod models;
 mod train;
@@ -21,6 +22,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("DpflError", py.get_type::<errors::DpflError>())?;
     m.add("ConfigError", py.get_type::<errors::ConfigError>())?;
     m.add("RunError", py.get_type::<errors::RunError>())?;
+    m.add("LedgerError", py.get_type::<errors::LedgerError>())?;
+    m.add_class::<ledger::Ledger>()?;
     m.add_function(wrap_pyfunction!(accounting::account_event, m)?)?;
     m.add_function(wrap_pyfunction!(accounting::account_release, m)?)?;
     m.add_function(wrap_pyfunction!(accounting::calibrate_release, m)?)?;

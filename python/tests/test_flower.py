@@ -84,10 +84,11 @@ def test_durable_ledger_survives_a_restart_and_never_re_releases(tmp_path):
     params = client.get_parameters({})
     _, _, m1 = client.fit(params, {"server_round": 1})
     _, _, m2 = client.fit(params, {"server_round": 2})
+    # dpfl's one ledger format (the Rust ledger's), checksummed.
     data = json.loads(path.read_text())
-    assert data["format"] == "dpfl-flower-ledger" and data["version"] == 1
-    assert [r["server_round"] for r in data["releases"]] == [1, 2]
-    assert data["epsilon_spent"] == m2["dpfl_epsilon"]
+    assert data["format"] == "dpfl-ledger/2" and len(data["sha256"]) == 64
+    assert [r["release"] for r in data["releases"]] == [1, 2]
+    assert data["budget"]["epsilon"] == eps and data["budget"]["delta"] == delta
     # Written by rename: no temporary file is left beside it.
     assert sorted(p.name for p in tmp_path.iterdir()) == ["silo-0.ledger.json"]
 
@@ -109,9 +110,43 @@ def test_durable_ledger_survives_a_restart_and_never_re_releases(tmp_path):
 
     # A damaged ledger is an error naming the file, never a fresh budget.
     path.write_text(before[: len(before) // 2])
-    with pytest.raises(dpfl.DpflError, match="silo-0.ledger.json.*cannot be read"):
+    with pytest.raises(dpfl.DpflError, match="silo-0.ledger.json.*not a ledger"):
         make()
     # A ledger kept at another delta is refused.
     path.write_text(before)
     with pytest.raises(dpfl.DpflError, match="delta"):
         DpflClient(Shift(0.0), epsilon=eps, delta=1e-6, rounds=rounds, update_clip=0.5, ledger_path=path)
+
+
+def test_an_emptied_or_damaged_ledger_is_refused_never_a_fresh_budget(tmp_path):
+    """Issue 27: the Flower client's ledger is the Rust ledger; only a missing file starts a
+    fresh one. An emptied release list (round 1 would be released again), a 0-byte file,
+    ``[]`` and ``null`` raise ``dpfl.LedgerError`` (a ``DpflError``) naming the file."""
+    from dpfl.flower import AlreadyReleased
+
+    path = tmp_path / "silo-0.ledger.json"
+    make = lambda: DpflClient(Shift(0.0), epsilon=2.0, delta=1e-5, rounds=3, update_clip=0.5,
+                              ledger_path=path)
+    client = make()
+    params = client.get_parameters({})
+    client.fit(params, {"server_round": 1})
+    good = path.read_text()
+    data = json.loads(good)
+    data["releases"] = []
+    cases = {
+        "release list emptied": (json.dumps(data, indent=1), "does not match its `sha256`"),
+        "0 bytes": ("", "the ledger is empty"),
+        "[]": ("[]", "a JSON array"),
+        "null": ("null", "a JSON null"),
+        "another format": (good.replace("dpfl-ledger/2", "dpfl-flower-ledger"), "format"),
+    }
+    for what, (text, message) in cases.items():
+        path.write_text(text)
+        with pytest.raises(dpfl.LedgerError, match=f"silo-0.ledger.json.*{message}") as e:
+            make()
+        assert isinstance(e.value, dpfl.DpflError), what
+        assert path.read_text() == text, f"{what}: left as it was"
+    # The intact ledger: round 1 stays released.
+    path.write_text(good)
+    with pytest.raises(AlreadyReleased, match="round 1 was released already"):
+        make().fit(params, {"server_round": 1})

@@ -212,7 +212,7 @@ fn damaged_state_stops_every_process_naming_the_file_and_nothing_is_released_aga
 
     // Each damage: exit 1 before any connection, naming the file; the ledger is unchanged.
     type Damage = (&'static str, fn(&Path), &'static str);
-    let cases: [Damage; 5] = [
+    let cases: [Damage; 8] = [
         (
             "state cell, both slots",
             |d| damage_cell(&d.join("state")),
@@ -237,7 +237,33 @@ fn damaged_state_stops_every_process_naming_the_file_and_nothing_is_released_aga
                 std::fs::remove_file(d.join("ledger.0")).unwrap();
                 std::fs::remove_file(d.join("ledger.1")).unwrap();
             },
-            "does not record",
+            "no stored ledger",
+        ),
+        (
+            "every ledger and state file emptied to 0 bytes",
+            |d| {
+                for f in ["ledger.0", "ledger.1", "state.0", "state.1"] {
+                    std::fs::write(d.join(f), b"").unwrap();
+                }
+            },
+            "ledger.0 empty (0 bytes)",
+        ),
+        (
+            "every ledger and state file replaced by garbage",
+            |d| {
+                for f in ["ledger.0", "ledger.1", "state.0", "state.1"] {
+                    std::fs::write(d.join(f), b"not a cell at all").unwrap();
+                }
+            },
+            "without a cell header",
+        ),
+        (
+            "ledger emptied to 0 bytes, state kept",
+            |d| {
+                std::fs::write(d.join("ledger.0"), b"").unwrap();
+                std::fs::write(d.join("ledger.1"), b"").unwrap();
+            },
+            "no stored ledger",
         ),
         (
             "state cell, one torn slot: recovered (the other slot is good)",
@@ -269,6 +295,26 @@ fn damaged_state_stops_every_process_naming_the_file_and_nothing_is_released_aga
                 "{what}: stopped first"
             );
         }
+    }
+    // --fresh does not start over either: not on emptied files, not on a good state.
+    for emptied in [true, false] {
+        restore(&keep, &s0);
+        if emptied {
+            for f in ["ledger.0", "ledger.1", "state.0", "state.1"] {
+                std::fs::write(s0.join(f), b"").unwrap();
+            }
+        }
+        let mut fresh = silo.clone();
+        fresh.push("--fresh".into());
+        let o = dpfl(&strs(&fresh), quick);
+        assert_eq!(o.code, Some(1), "{}", o.stderr);
+        assert!(
+            o.stderr.contains("--fresh needs an empty state directory")
+                && o.stderr.contains("ledger.0, ledger.1, state.0, state.1"),
+            "{}",
+            o.stderr
+        );
+        assert!(!o.stderr.contains("connect timeout"), "{}", o.stderr);
     }
     restore(&keep, &s0);
     assert_eq!(charged(&s0), vec![0, 1, 2], "nothing charged again");
@@ -690,7 +736,8 @@ fn a_silo_killed_mid_round_again_and_again_loses_nothing_and_releases_nothing_tw
         })
         .collect();
     let s0 = fed.silo_state(0);
-    let args0 = fed.silo_args(0, &[]);
+    // Built anew for every start: the first has --fresh, a restart resumes.
+    let args0 = || fed.silo_args(0, &[]);
     // SIGKILL at times spread over a round's work (charge, compute, durable write, send).
     let delays_ms = [350u64, 120, 480, 60, 260, 180, 90, 400, 30, 220, 140, 310];
     let mut seen: std::collections::BTreeMap<u64, Vec<Vec<u8>>> = Default::default();
@@ -698,7 +745,7 @@ fn a_silo_killed_mid_round_again_and_again_loses_nothing_and_releases_nothing_tw
     let (mut kills, mut checked_resends) = (0, 0);
     let mut finished = false;
     for (k, d) in delays_ms.iter().enumerate() {
-        let mut silo0 = spawn(&strs(&args0), &logs.join(format!("silo-0-run{k}.log")));
+        let mut silo0 = spawn(&strs(&args0()), &logs.join(format!("silo-0-run{k}.log")));
         std::thread::sleep(Duration::from_millis(*d));
         if let Some(s) = silo0.try_wait().unwrap() {
             // Only a finished federation ends a silo on its own.
@@ -722,7 +769,14 @@ fn a_silo_killed_mid_round_again_and_again_loses_nothing_and_releases_nothing_tw
             let f = dpfl_net::Federation::load(&cfg).unwrap();
             let data = dpfl_net::shard::read(&fed.shard(0)).unwrap();
             let local = dpfl_net::config::LocalBudget::load(&fed.budget(0)).unwrap();
-            let mut silo = dpfl_net::silo::Silo::with_budget(f, 0, data, &local).unwrap();
+            let mut silo = dpfl_net::silo::Silo::with_budget(
+                f,
+                0,
+                data,
+                &local,
+                dpfl_net::silo::Start::Resume,
+            )
+            .unwrap();
             let again = silo.answer(&[], r as u32, None).unwrap();
             assert_eq!(again, Some((bytes, true)), "round {r} resent as stored");
             assert_eq!(silo.charged_rounds(), before);
@@ -733,7 +787,7 @@ fn a_silo_killed_mid_round_again_and_again_loses_nothing_and_releases_nothing_tw
         }
     }
     // The last run of silo 0 goes to the end of training (unless a run already did).
-    let mut last = (!finished).then(|| spawn(&strs(&args0), &logs.join("silo-0-last.log")));
+    let mut last = (!finished).then(|| spawn(&strs(&args0()), &logs.join("silo-0-last.log")));
     for c in others.iter_mut().chain(last.as_mut()).chain([&mut server]) {
         let s = wait_exit(c, Duration::from_secs(180));
         assert!(s.success(), "{}", read_logs(logs));

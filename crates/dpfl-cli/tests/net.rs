@@ -485,6 +485,7 @@ fn a_federation_set_up_as_across_machines_equals_the_simulator() {
                 &shard,
                 "--budget",
                 &budget,
+                "--fresh",
             ],
             &root.join(format!("silo-{i}.log")),
         ));

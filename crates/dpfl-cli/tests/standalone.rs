@@ -91,6 +91,7 @@ fn server_silo_and_shuffler_print_their_results_as_json() {
                 s(&shard),
                 "--budget",
                 s(&budget),
+                "--fresh",
             ])
         })
         .collect();

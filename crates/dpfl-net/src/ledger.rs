@@ -53,6 +53,41 @@ impl LedgerStore for CellStore {
     }
 }
 
+/// For a restart: the ledger at `path` must hold a value. Missing or 0-byte slot files are
+/// what a lost or wiped state directory leaves, and an empty ledger would answer charged
+/// rounds again; a damaged one is refused by [`Cell::read`], naming its slots.
+pub fn check_stored(path: &Path) -> Result<()> {
+    match Cell::read(path)? {
+        Some(_) => Ok(()),
+        None => {
+            let slot = |i: usize| {
+                let mut s = path.as_os_str().to_owned();
+                s.push(format!(".{i}"));
+                PathBuf::from(s)
+            };
+            let what = |p: &Path| match std::fs::metadata(p) {
+                Ok(m) if m.len() == 0 => "empty (0 bytes)",
+                Ok(_) => "present",
+                Err(_) => "missing",
+            };
+            let (a, b) = (slot(0), slot(1));
+            Err(NetError::file(
+                path,
+                format!(
+                    "no stored ledger ({} {}, {} {}): this silo's state is lost or was emptied, \
+                     and starting over would answer the rounds it answered with fresh noise; \
+                     restore the state directory from a backup (a silo that never ran starts \
+                     with --fresh on an empty directory)",
+                    a.display(),
+                    what(&a),
+                    b.display(),
+                    what(&b)
+                ),
+            ))
+        }
+    }
+}
+
 /// Opens silo ledger at `path` with a cap of `rounds` releases and, if given, `budget` by the
 /// RDP accountant (the accountant the simulator's silos charge with).
 pub fn open(path: &Path, rounds: usize, budget: Option<Budget>) -> Result<Ledger> {

@@ -34,8 +34,11 @@ impl DirLock {
 /// process holding it.
 pub fn lock_dir(dir: &Path, who: &str) -> Result<DirLock> {
     std::fs::create_dir_all(dir).map_err(NetError::io(dir))?;
-    lock_file(&dir.join("LOCK"), who)
+    lock_file(&dir.join(LOCK_FILE), who)
 }
+
+/// The lock file's name in a state directory.
+pub const LOCK_FILE: &str = "LOCK";
 
 /// Locks the file `path` (creating it): see [`lock_dir`].
 pub fn lock_file(path: &Path, who: &str) -> Result<DirLock> {

@@ -19,6 +19,16 @@
 //! answering it, is not charged (nothing left it); one that crashed between the charge and
 //! the send stays charged, the safe side. When the withheld round is run again, the silo
 //! resends the stored bytes of that charge: one charge per round number, never two.
+//!
+//! # Fresh starts and keys (issue 27)
+//! A silo starts afresh only when told to ([`Start::Fresh`], `dpfl silo --fresh`) and only on
+//! an empty state directory; otherwise ([`Start::Resume`]) it needs its stored ledger, and a
+//! ledger or state that is missing, empty (0-byte slot files) or unreadable stops it, naming
+//! the file. An empty file is what a lost or wiped directory looks like, and starting over
+//! on it would answer rounds it already answered with fresh noise. An OS-seeded silo never
+//! writes its generator's key (a restart draws a fresh one) and replaces it after every answer
+//! ([`DpRng::rekey`]), so neither a copy of its state directory nor its memory after a round
+//! regenerates the noise of the rounds before; a re-asked round gets the stored bytes.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -49,6 +59,17 @@ pub struct SiloReport {
     pub refused: Vec<u32>,
 }
 
+/// How a silo treats its state directory when it starts (module doc).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Start {
+    /// A first start: the state directory must be empty (or absent); a fresh ledger is
+    /// written before anything else happens.
+    Fresh,
+    /// A restart: the state directory must hold this silo's ledger; missing, empty or damaged
+    /// state is an error naming the file.
+    Resume,
+}
+
 /// One silo process: its data, its half, its generator and its one ledger.
 pub struct Silo {
     fed: Federation,
@@ -60,7 +81,7 @@ pub struct Silo {
     /// budget (its own `--budget`, or the experiment's `[privacy] enforce_budget` in
     /// in-process runs, as the simulator's silos do), its (ε_i, δ_i) by the RDP accountant.
     ledger: Ledger,
-    /// Message bytes, half state and generator state of the last round answered.
+    /// Message bytes, half state and (seeded) generator state of the last round answered.
     state: crate::store::Cell,
     state_path: PathBuf,
     /// The last round answered and the bodies sent for it.
@@ -77,8 +98,8 @@ impl Silo {
     /// The budget and its enforcement are the experiment's (`[privacy] enforce_budget`): for
     /// in-process tests. A silo process takes them from its own configuration
     /// ([`Silo::with_budget`]).
-    pub fn new(fed: Federation, id: u32, data: SiloData) -> Result<Self> {
-        Self::open(fed, id, data, None)
+    pub fn new(fed: Federation, id: u32, data: SiloData, start: Start) -> Result<Self> {
+        Self::open(fed, id, data, None, start)
     }
 
     /// [`Silo::new`] with the silo's own budget: with `local.enforce` every round is charged
@@ -89,8 +110,9 @@ impl Silo {
         id: u32,
         data: SiloData,
         local: &crate::config::LocalBudget,
+        start: Start,
     ) -> Result<Self> {
-        Self::open(fed, id, data, Some(local))
+        Self::open(fed, id, data, Some(local), start)
     }
 
     fn open(
@@ -98,6 +120,7 @@ impl Silo {
         id: u32,
         data: SiloData,
         local: Option<&crate::config::LocalBudget>,
+        start: Start,
     ) -> Result<Self> {
         crate::config::check_data(&fed, id, &data)?;
         let ctx = fed.context()?;
@@ -123,7 +146,7 @@ impl Silo {
             },
         }
         .filter(|_| private);
-        Self::with_half_and_budget(fed, id, data, half, dim, budget)
+        Self::with_half_and_budget(fed, id, data, half, dim, budget, start)
     }
 
     /// A silo with a given half of dimension `dim` and no budget beyond the release cap
@@ -134,8 +157,9 @@ impl Silo {
         data: SiloData,
         half: Box<dyn SiloHalf>,
         dim: usize,
+        start: Start,
     ) -> Result<Self> {
-        Self::with_half_and_budget(fed, id, data, half, dim, None)
+        Self::with_half_and_budget(fed, id, data, half, dim, None, start)
     }
 
     /// [`Silo::with_half`] whose ledger also enforces `budget` (by the RDP accountant). A
@@ -148,12 +172,26 @@ impl Silo {
         mut half: Box<dyn SiloHalf>,
         dim: usize,
         budget: Option<Budget>,
+        start: Start,
     ) -> Result<Self> {
         let dir = fed.silo_state_dir(id);
+        if start == Start::Resume && !dir.is_dir() {
+            return Err(NetError::file(
+                &dir,
+                format!(
+                    "no state directory for silo {id}: a first start needs --fresh; a silo that \
+                     ran before must get its state directory back (restore it from a backup)"
+                ),
+            ));
+        }
         // The state directory's lock is taken before the ledger is read.
         let lock = crate::lock::lock_dir(&dir, &format!("silo {id}"))?;
-        let ledger =
-            crate::ledger::open(&dir.join(crate::ledger::ROUND_LEDGER), fed.rounds(), budget)?;
+        let ledger_path = dir.join(crate::ledger::ROUND_LEDGER);
+        match start {
+            Start::Fresh => check_empty(&dir)?,
+            Start::Resume => crate::ledger::check_stored(&ledger_path)?,
+        }
+        let ledger = crate::ledger::open(&ledger_path, fed.rounds(), budget)?;
         let state_path = dir.join("state");
         let (state, stored) = crate::store::Cell::open(&state_path)?;
         let (rng, last) = match stored {
@@ -161,7 +199,23 @@ impl Silo {
                 let (p, body) = state::read(&bytes).map_err(|e| NetError::file(&state_path, e))?;
                 half.restore(p.half)?;
                 tracing::info!(silo = id, round = p.round, "restored silo state");
-                (DpRng::from_snapshot(&p.rng)?, Some((p.round, body)))
+                // A seeded stream continues where it stopped; an OS-seeded silo stored no key
+                // and draws a fresh one.
+                let rng = match (&p.rng, fed.config.seed) {
+                    (Some(s), _) => DpRng::from_snapshot(s)?,
+                    (None, None) => DpRng::from_os()?,
+                    // Starting the seed's stream over would draw round 0's noise again for a
+                    // later round: the difference of the two messages would be noiseless.
+                    (None, Some(_)) => {
+                        return Err(NetError::file(
+                            &state_path,
+                            "written by an OS-seeded silo, but the federation file now sets a \
+                             seed: the seed's stream would repeat noise already drawn; remove \
+                             `seed` from the federation file",
+                        ));
+                    }
+                };
+                (rng, Some((p.round, body)))
             }
             None => (round::silo_rng(fed.config.seed, id)?, None),
         };
@@ -266,9 +320,12 @@ impl Silo {
         let p = Persisted {
             round,
             half: self.half.state(),
-            rng: self.rng.snapshot(),
+            rng: self.rng.seeded_snapshot(),
         };
         state::write(&mut self.state, &self.state_path, &p, &bodies)?;
+        // The key that drew this round's noise goes (OS-seeded silos): from here on, nothing
+        // in memory regenerates it.
+        self.rng.rekey()?;
         self.last = Some((round, bodies.clone()));
         crate::metrics::silo_answered(
             self.id as usize,
@@ -293,6 +350,29 @@ impl Silo {
     }
 }
 
+/// A fresh start's state directory holds nothing but the lock this silo just took.
+fn check_empty(dir: &std::path::Path) -> Result<()> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .map_err(NetError::io(dir))?
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n != crate::lock::LOCK_FILE)
+        .collect();
+    if names.is_empty() {
+        return Ok(());
+    }
+    names.sort();
+    Err(NetError::file(
+        dir,
+        format!(
+            "--fresh needs an empty state directory, and this one holds {}: a silo that ran \
+             before resumes from it (start it without --fresh); an empty or damaged state is \
+             never started over",
+            names.join(", ")
+        ),
+    ))
+}
+
 /// The round ledger and the stored state are written one after the other (charge, then
 /// state); they can only disagree by the one round in between. A ledger with charges and no
 /// state, or a state whose (private) round the ledger lacks, means one of them was deleted or
@@ -307,7 +387,7 @@ fn check_state_agrees(
     charged.sort_unstable();
     match last {
         None if !charged.is_empty() => Err(NetError::Refused(format!(
-            "{}: missing, but the round ledger records {} charged rounds (last {}): the silo \
+            "{}: missing or empty, but the round ledger records {} charged rounds (last {}): the silo \
              would answer them again with fresh noise; restore its state directory",
             state_path.display(),
             charged.len(),
@@ -348,6 +428,171 @@ pub fn stored_half(dir: &std::path::Path) -> Result<Option<(u32, dpfl::algo::Hal
         Some(bytes) => {
             let (p, _) = state::read(&bytes).map_err(|e| NetError::file(&path, e))?;
             Ok(Some((p.round, p.half)))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+
+    const EXPERIMENT: &str = r#"
+name = "silo-keys"
+rounds = 3
+seed = 3
+[data]
+source = { kind = "synthetic", task = "binary", silos = 2, train = 10, test = 5, features = 3 }
+[model]
+kind = "logistic"
+[privacy]
+epsilon = 1.0
+delta = 1e-3
+lipschitz = 1.0
+[[algorithms]]
+kind = "mb-sgd"
+step_size = 0.5
+batch_size = 5
+output = "last"
+calibration = "experiment"
+"#;
+
+    fn planner(
+        experiment: &Path,
+        algorithm: usize,
+        p: &crate::config::PublicFacts,
+    ) -> dpfl::Result<dpfl::plan::Plan> {
+        dpfl::experiment::plan_from_file(
+            experiment,
+            algorithm,
+            p.features,
+            p.classes,
+            &p.records,
+            p.lipschitz,
+        )
+    }
+
+    /// A federation file in `dir` (with `seed = 3` for the silos' streams, or none: OS-seeded).
+    fn federation(dir: &Path, seed: bool) -> Federation {
+        std::fs::write(dir.join("experiment.toml"), EXPERIMENT).unwrap();
+        let seed = if seed { "seed = 3\n" } else { "" };
+        let text = format!(
+            "experiment = \"experiment.toml\"\n{seed}[public]\nrecords = [10, 10]\nfeatures = 3\n\
+             classes = 2\nlipschitz = 1.0\n[server]\naddress = \"127.0.0.1:0\"\n\
+             state_dir = \"server\"\n[tls]\ndir = \"certs\"\n"
+        );
+        let p = dir.join("federation.toml");
+        std::fs::write(&p, text).unwrap();
+        Federation::load_with(&p, Some(&planner)).unwrap()
+    }
+
+    fn silo(dir: &Path, seed: bool, start: Start) -> Result<Silo> {
+        let fed = federation(dir, seed);
+        let spec =
+            dpfl::experiment::ExperimentSpec::from_file(&dir.join("experiment.toml")).unwrap();
+        let mut master = dpfl::experiment::master_rng(&spec).unwrap();
+        let (trial, _) = dpfl::experiment::next_trial(&spec, None, &mut master).unwrap();
+        let data = trial.silos.into_iter().next().unwrap();
+        Silo::new(fed, 0, data, start)
+    }
+
+    fn broadcast(dim: usize, round: u32) -> Vec<u8> {
+        codec::encode_broadcast(&dpfl::algo::Broadcast {
+            round: Round::new(round),
+            point: vec![0.1; dim],
+            aux: vec![],
+        })
+    }
+
+    fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+        haystack.windows(needle.len()).any(|w| w == needle)
+    }
+
+    /// Every file of the silo's state directory, concatenated.
+    fn stored_bytes(dir: &Path) -> Vec<u8> {
+        let mut all = Vec::new();
+        for e in std::fs::read_dir(dir).unwrap() {
+            all.extend(std::fs::read(e.unwrap().path()).unwrap());
+        }
+        all
+    }
+
+    fn copy_dir(from: &Path, to: &Path) {
+        let _ = std::fs::remove_dir_all(to);
+        std::fs::create_dir_all(to).unwrap();
+        for e in std::fs::read_dir(from).unwrap() {
+            let e = e.unwrap();
+            std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+        }
+    }
+
+    /// Issue 27 (finding 4): an OS-seeded silo writes no key; restarted, its next message is
+    /// not what the old key would give; a re-asked round gets the stored bytes. A seeded silo,
+    /// the same steps: the very same message (its stream continues from the stored state).
+    #[test]
+    fn an_os_seeded_silo_stores_no_key_and_a_restart_draws_a_fresh_one() {
+        for seeded in [false, true] {
+            let tmp = tempfile::tempdir().unwrap();
+            let dir = tmp.path();
+            let e = silo(dir, seeded, Start::Resume)
+                .err()
+                .expect("no state yet");
+            assert!(e.to_string().contains("--fresh"), "{e}");
+            let mut a = silo(dir, seeded, Start::Fresh).unwrap();
+            let state_dir = a.fed.silo_state_dir(0);
+            let dim = a.dim;
+            assert_eq!(a.rng.is_os_seeded(), !seeded);
+            let key0 = a.rng.snapshot().key;
+            let (m0, _) = a.answer(&broadcast(dim, 0), 0, None).unwrap().unwrap();
+            // The key in memory now (the one that would draw round 1) and round 0's.
+            let key1 = a.rng.snapshot().key;
+            assert_eq!(
+                key0 == key1,
+                seeded,
+                "an OS-seeded silo rekeys after each answer"
+            );
+            let stored = stored_bytes(&state_dir);
+            let p = state::read(
+                &crate::store::Cell::read(&state_dir.join("state"))
+                    .unwrap()
+                    .unwrap(),
+            )
+            .unwrap()
+            .0;
+            if seeded {
+                assert_eq!(p.rng.map(|r| r.key), Some(key1));
+            } else {
+                assert!(p.rng.is_none(), "typed state holds no generator");
+                assert!(!contains(&stored, &key0) && !contains(&stored, &key1));
+            }
+            // What the old process would answer next (with the key it holds), then the same
+            // round after a restart from the state it left.
+            let backup = dir.join("backup");
+            copy_dir(&state_dir, &backup);
+            let (old_next, _) = a.answer(&broadcast(dim, 1), 1, None).unwrap().unwrap();
+            drop(a);
+            copy_dir(&backup, &state_dir);
+            let mut b = silo(dir, seeded, Start::Resume).unwrap();
+            assert_eq!(
+                b.answer(&broadcast(dim, 0), 0, None).unwrap(),
+                Some((m0, true))
+            );
+            let (next, resent) = b.answer(&broadcast(dim, 1), 1, None).unwrap().unwrap();
+            assert!(!resent);
+            assert_eq!(next == old_next, seeded, "seeded {seeded}");
+            drop(b);
+            // Re-asked after another restart: the stored bytes, byte for byte.
+            let mut c = silo(dir, seeded, Start::Resume).unwrap();
+            assert_eq!(
+                c.answer(&broadcast(dim, 1), 1, None).unwrap(),
+                Some((next, true))
+            );
+            assert_eq!(c.charged_rounds(), vec![0, 1]);
+            drop(c);
+            // A second fresh start on this directory is refused.
+            let e = silo(dir, seeded, Start::Fresh).err().expect("not empty");
+            assert!(e.to_string().contains("--fresh needs an empty"), "{e}");
         }
     }
 }

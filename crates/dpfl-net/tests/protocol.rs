@@ -12,6 +12,7 @@ use dpfl_net::codec;
 use dpfl_net::proto::federation_client::FederationClient;
 use dpfl_net::proto::{Frame, Header, PullRequest, RegisterRequest, Status as RoundStatus};
 use dpfl_net::server::{Server, ServerOutcome};
+use dpfl_net::silo::Start;
 use tokio::sync::mpsc::Sender;
 use tonic::Streaming;
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Identity};
@@ -445,7 +446,7 @@ fn a_silo_never_answers_a_round_older_than_its_last() {
     let dim = fed.context().unwrap().federation.dim;
     let d0 =
         data(&dpfl::experiment::ExperimentSpec::from_file(&dir.join("experiment.toml")).unwrap());
-    let mut silo = dpfl_net::silo::Silo::new(fed, 0, d0).unwrap();
+    let mut silo = dpfl_net::silo::Silo::new(fed, 0, d0, Start::Fresh).unwrap();
     let broadcast = |round| {
         codec::encode_broadcast(&dpfl::algo::Broadcast {
             round: Round::new(round),
@@ -470,7 +471,7 @@ fn a_silo_never_answers_a_round_older_than_its_last() {
     let fed = common::load(&config);
     let d0 =
         data(&dpfl::experiment::ExperimentSpec::from_file(&dir.join("experiment.toml")).unwrap());
-    let mut silo = dpfl_net::silo::Silo::new(fed, 0, d0).unwrap();
+    let mut silo = dpfl_net::silo::Silo::new(fed, 0, d0, Start::Resume).unwrap();
     assert_eq!(silo.answer(&broadcast(0), 0, None).unwrap(), None);
     assert_eq!(
         silo.answer(&broadcast(1), 1, None).unwrap(),

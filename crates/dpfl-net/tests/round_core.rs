@@ -93,6 +93,7 @@ async fn network(shuffle: bool) -> (Vec<Vec<(u32, u64)>>, Vec<usize>) {
                 half,
                 dim,
                 budget(id),
+                dpfl_net::silo::Start::Fresh,
             )
             .unwrap();
             tokio::spawn(s.run())
@@ -273,6 +274,7 @@ async fn a_reply_the_shuffler_refuses_stops_its_silo_instead_of_resending_it_for
                 half,
                 dim,
                 budget(id),
+                dpfl_net::silo::Start::Fresh,
             )
             .unwrap();
             tokio::spawn(s.run())

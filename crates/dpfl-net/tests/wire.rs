@@ -147,6 +147,7 @@ fn run(bits: u8) -> (u64, usize, Vec<u8>) {
                     tiny(),
                     Box::new(PackedSilo { bits }),
                     D,
+                    dpfl_net::silo::Start::Fresh,
                 )
                 .unwrap();
                 tokio::spawn(s.run())

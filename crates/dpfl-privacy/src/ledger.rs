@@ -21,9 +21,16 @@
 //!   two-slot checksummed cells. Reopening with different limits or accountant is an error,
 //!   never a silent reset, and so is a stored value that does not parse.
 //!
-//! The stored value is JSON: `{"format": "dpfl-ledger/1", "budget": …, "accountant": …,
-//! "max_releases": …, "releases": [{"release": r, "event": …}, …]}` (`budget` and
-//! `max_releases` absent when the ledger has none). One process should own a ledger at a time.
+//! The stored value is JSON: `{"format": "dpfl-ledger/2", "budget": …, "accountant": …,
+//! "max_releases": …, "releases": [{"release": r, "event": …}, …], "sha256": …}` (`budget`
+//! and `max_releases` absent when the ledger has none). `sha256` is the hex SHA-256 of the
+//! same object without it, written compactly: a ledger whose release list was emptied or
+//! edited, or that was cut short, no longer matches it and is refused, as are an empty file,
+//! `[]`, `null` and anything else that is not a whole ledger (issue 27). Only a missing value
+//! starts a ledger afresh. `dpfl-ledger/1` (no checksum) is refused by name. This is the one
+//! ledger format and the one set of checks of every runner and of the Python package
+//! (`dpfl.flower` uses this type through its binding). One process should own a ledger at a
+//! time.
 
 use std::fs;
 use std::io::Write;
@@ -36,7 +43,7 @@ use crate::error::{PrivacyError, Result};
 use crate::event::{Neighbouring, PrivacyEvent};
 use crate::params::{Delta, Epsilon};
 
-const FORMAT: &str = "dpfl-ledger/1";
+const FORMAT: &str = "dpfl-ledger/2";
 
 /// A silo's privacy budget: (ε, δ) under a neighbouring relation.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -164,7 +171,8 @@ struct Release {
     event: PrivacyEvent,
 }
 
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 struct LedgerFile {
     format: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -173,15 +181,75 @@ struct LedgerFile {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     max_releases: Option<usize>,
     releases: Vec<Release>,
+    /// Hex SHA-256 of the compact JSON of this object without this field.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    sha256: Option<String>,
 }
 
 impl LedgerFile {
-    /// Parses and checks a stored value (format, no release recorded twice).
+    /// The checksum of everything but the checksum.
+    fn checksum(&self) -> std::result::Result<String, String> {
+        use sha2::{Digest, Sha256};
+        let body = LedgerFile {
+            sha256: None,
+            ..self.clone()
+        };
+        let json = serde_json::to_vec(&body).map_err(|e| e.to_string())?;
+        Ok(Sha256::digest(&json)
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect())
+    }
+
+    /// Parses and checks a stored value (a whole ledger object, format, checksum, no release
+    /// recorded twice).
     fn parse(bytes: &[u8]) -> std::result::Result<Self, String> {
-        let file: LedgerFile =
+        if bytes.iter().all(u8::is_ascii_whitespace) {
+            return Err(format!(
+                "the ledger is empty ({} bytes): a ledger that was written is never empty, so \
+                 this one was lost or wiped; refusing to start afresh",
+                bytes.len()
+            ));
+        }
+        let value: serde_json::Value =
             serde_json::from_slice(bytes).map_err(|e| format!("not a ledger: {e}"))?;
-        if file.format != FORMAT {
-            return Err(format!("format `{}`, expected `{FORMAT}`", file.format));
+        let format = value.get("format").and_then(|f| f.as_str());
+        if !value.is_object() || format.is_none() {
+            return Err(format!(
+                "not a ledger (a JSON {}, not a `{FORMAT}` object); refusing to start afresh",
+                match &value {
+                    serde_json::Value::Null => "null",
+                    serde_json::Value::Array(_) => "array",
+                    serde_json::Value::Object(_) => "object without `format`",
+                    _ => "scalar",
+                }
+            ));
+        }
+        if format == Some("dpfl-ledger/1") {
+            return Err(
+                "a dpfl-ledger/1 ledger of an older dpfl (no checksum); this version reads \
+                 dpfl-ledger/2: finish the run with the version that started it"
+                    .into(),
+            );
+        }
+        if format != Some(FORMAT) {
+            return Err(format!(
+                "format `{}`, expected `{FORMAT}`",
+                format.unwrap_or_default()
+            ));
+        }
+        let file: LedgerFile =
+            serde_json::from_value(value).map_err(|e| format!("not a ledger: {e}"))?;
+        let Some(stored) = &file.sha256 else {
+            return Err("no `sha256`: the ledger cannot be checked; refusing it".into());
+        };
+        if *stored != file.checksum()? {
+            return Err(format!(
+                "its content does not match its `sha256` ({} releases recorded): the ledger \
+                 was edited or damaged (an emptied release list would release rounds again); \
+                 restore it from a backup",
+                file.releases.len()
+            ));
         }
         let mut ids: Vec<u64> = file.releases.iter().map(|r| r.release).collect();
         ids.sort_unstable();
@@ -416,13 +484,6 @@ impl Ledger {
     }
 
     fn persist(&mut self) -> Result<()> {
-        let file = LedgerFile {
-            format: FORMAT.into(),
-            budget: self.limits.budget,
-            accountant: self.limits.accountant,
-            max_releases: self.limits.max_releases,
-            releases: self.releases.clone(),
-        };
         let Some(store) = &mut self.store else {
             return Ok(());
         };
@@ -431,6 +492,15 @@ impl Ledger {
             path: location.clone(),
             reason,
         };
+        let mut file = LedgerFile {
+            format: FORMAT.into(),
+            budget: self.limits.budget,
+            accountant: self.limits.accountant,
+            max_releases: self.limits.max_releases,
+            releases: self.releases.clone(),
+            sha256: None,
+        };
+        file.sha256 = Some(file.checksum().map_err(err)?);
         let json = serde_json::to_string_pretty(&file).map_err(|e| err(e.to_string()))?;
         store.store(json.as_bytes()).map_err(|e| err(e.to_string()))
     }

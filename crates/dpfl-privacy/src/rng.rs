@@ -9,6 +9,16 @@
 //! The raw draws are `pub(crate)`: code outside this crate draws through a mechanism
 //! ([`crate::mechanism`]) or a sampler ([`crate::sampler`]), so that replacing, say, the
 //! continuous Gaussian by an exact discrete sampler touches this crate only.
+//!
+//! # Keys and intrusions (issue 27)
+//! ChaCha20 is seekable: whoever holds a generator's key regenerates every draw of its stream,
+//! past and future. So the key of an OS-seeded generator never leaves memory
+//! ([`DpRng::seeded_snapshot`] is `None` for it: a silo persists no key, and a restarted one
+//! draws a fresh key), its memory is overwritten when it is dropped (best effort: a move may
+//! leave a copy the compiler does not clear), and [`DpRng::with_fresh_key`] /
+//! [`DpRng::rekey`] give draws whose key lives only as long as they do (pan-privacy:
+//! `dpfl::algo::shuffle::pan`). A seeded generator is reproducible by design: its key is the
+//! seed's, so its draws are private only against those who do not hold the seed.
 
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha20Rng;
@@ -20,6 +30,20 @@ use crate::error::{PrivacyError, Result};
 #[derive(Debug)]
 pub struct DpRng {
     inner: ChaCha20Rng,
+    /// Keyed from the operating system's entropy (nobody else can regenerate the stream)
+    /// rather than from a seed or a stored state.
+    os_seeded: bool,
+}
+
+impl Drop for DpRng {
+    /// Overwrites the key and the buffered keystream, so that a generator that is gone cannot
+    /// be read back out of freed memory. `black_box` keeps the store from being removed as
+    /// dead; a copy an earlier move left elsewhere is not reached (best effort, see the module
+    /// doc).
+    fn drop(&mut self) {
+        self.inner = ChaCha20Rng::from_seed([0; 32]);
+        std::hint::black_box(&mut self.inner);
+    }
 }
 
 /// A persisted generator state (see [`DpRng::snapshot`]). The position is a decimal string
@@ -59,7 +83,10 @@ impl DpRng {
     pub fn from_os() -> Result<Self> {
         let inner = ChaCha20Rng::try_from_rng(&mut rand::rngs::SysRng)
             .map_err(|e| PrivacyError::OsRng(e.to_string()))?;
-        Ok(DpRng { inner })
+        Ok(DpRng {
+            inner,
+            os_seeded: true,
+        })
     }
 
     /// A reproducible generator: ChaCha20 keyed by `seed`, on the stream identified by
@@ -68,7 +95,10 @@ impl DpRng {
     pub fn from_seed(seed: u64, purpose: Purpose, index: u32) -> Self {
         let mut inner = ChaCha20Rng::seed_from_u64(seed);
         inner.set_stream(((purpose as u64) << 32) | u64::from(index));
-        DpRng { inner }
+        DpRng {
+            inner,
+            os_seeded: false,
+        }
     }
 
     /// `from_seed` when a seed is given, otherwise `from_os`.
@@ -84,7 +114,37 @@ impl DpRng {
     pub fn fork(&mut self) -> Self {
         DpRng {
             inner: ChaCha20Rng::from_rng(&mut self.inner),
+            os_seeded: self.os_seeded,
         }
+    }
+
+    /// Whether this generator was keyed from the operating system (see the module doc).
+    pub fn is_os_seeded(&self) -> bool {
+        self.os_seeded
+    }
+
+    /// Runs `draw` on a generator whose key exists only while `draw` runs: for an OS-seeded
+    /// generator a fresh one from the operating system, dropped (its key overwritten) when
+    /// `draw` returns, so that no key left in memory or on disk regenerates these draws; for a
+    /// seeded one this very generator (the run stays reproducible from its seed, and whoever
+    /// holds the seed can regenerate the draws).
+    pub fn with_fresh_key<T>(&mut self, draw: impl FnOnce(&mut DpRng) -> T) -> Result<T> {
+        if self.os_seeded {
+            let mut fresh = DpRng::from_os()?;
+            Ok(draw(&mut fresh))
+        } else {
+            Ok(draw(self))
+        }
+    }
+
+    /// Replaces an OS-seeded generator's key by fresh OS entropy (the old key is overwritten),
+    /// so that the key in memory from now on regenerates none of the draws made before; a
+    /// seeded generator is left as it is (its stream must stay reproducible).
+    pub fn rekey(&mut self) -> Result<()> {
+        if self.os_seeded {
+            *self = DpRng::from_os()?;
+        }
+        Ok(())
     }
 
     /// A fresh u64 (e.g. to seed a trial).
@@ -92,9 +152,10 @@ impl DpRng {
         self.inner.random()
     }
 
-    /// The generator's complete state (key, stream, position), so that a silo or server that
-    /// restarts continues the very same stream instead of reusing or skipping draws. The
-    /// state contains the key: persist it only where the silo keeps its data.
+    /// The generator's complete state (key, stream, position), so that a simulation or a
+    /// server that restarts continues the very same stream instead of reusing or skipping
+    /// draws. The state contains the key, which regenerates every draw of the stream: a silo
+    /// stores [`Self::seeded_snapshot`] instead.
     pub fn snapshot(&self) -> RngState {
         RngState {
             key: self.inner.get_seed(),
@@ -103,7 +164,15 @@ impl DpRng {
         }
     }
 
-    /// The generator a [`Self::snapshot`] was taken of, at the same position.
+    /// The state to persist so that a restart continues this stream: [`Self::snapshot`] for a
+    /// seeded generator (whose key is the seed's), `None` for an OS-seeded one, whose key must
+    /// never be written anywhere (a restart draws a fresh key instead).
+    pub fn seeded_snapshot(&self) -> Option<RngState> {
+        (!self.os_seeded).then(|| self.snapshot())
+    }
+
+    /// The generator a [`Self::snapshot`] was taken of, at the same position. Its key was
+    /// stored, so it counts as seeded (not [`Self::is_os_seeded`]).
     pub fn from_snapshot(state: &RngState) -> Result<Self> {
         let pos: u128 = state.word_pos.parse().map_err(|_| {
             PrivacyError::OsRng(format!("bad generator position {:?}", state.word_pos))
@@ -111,7 +180,10 @@ impl DpRng {
         let mut inner = ChaCha20Rng::from_seed(state.key);
         inner.set_stream(state.stream);
         inner.set_word_pos(pos);
-        Ok(DpRng { inner })
+        Ok(DpRng {
+            inner,
+            os_seeded: false,
+        })
     }
 
     pub(crate) fn standard_normal(&mut self) -> f64 {
@@ -213,6 +285,41 @@ mod tests {
         let mut r = Words(vec![0x8000_0000u32, 7].into_iter());
         assert_eq!(r.random_range(0..3u32), 1);
         assert_eq!(r.0.len(), 1);
+    }
+
+    /// An OS-seeded generator gives no key to store; fresh-key draws and a rekeyed generator
+    /// are not what the old key's stream gives next; a seeded generator keeps its stream.
+    #[test]
+    fn os_keys_are_never_stored_and_fresh_keys_regenerate_nothing() {
+        let mut os = DpRng::from_os().expect("os rng");
+        assert!(os.is_os_seeded() && os.seeded_snapshot().is_none());
+        // What the current key would give next (read off a copy, as an intruder would).
+        let mut copy = DpRng::from_snapshot(&os.snapshot()).expect("copy");
+        let predicted: Vec<u64> = (0..4).map(|_| copy.next_seed()).collect();
+        let fresh: Vec<u64> = os
+            .with_fresh_key(|g| (0..4).map(|_| g.next_seed()).collect())
+            .expect("fresh");
+        assert_ne!(fresh, predicted);
+        os.rekey().expect("rekey");
+        let after: Vec<u64> = (0..4).map(|_| os.next_seed()).collect();
+        assert_ne!(after, predicted);
+        assert!(os.is_os_seeded());
+
+        let mut seeded = DpRng::from_seed(5, Purpose::Silo, 1);
+        let mut twin = DpRng::from_seed(5, Purpose::Silo, 1);
+        assert_eq!(seeded.seeded_snapshot(), Some(seeded.snapshot()));
+        let a: Vec<u64> = seeded
+            .with_fresh_key(|g| (0..4).map(|_| g.next_seed()).collect())
+            .expect("seeded");
+        seeded.rekey().expect("rekey");
+        let b: Vec<u64> = (0..4).map(|_| seeded.next_seed()).collect();
+        let want: Vec<u64> = (0..8).map(|_| twin.next_seed()).collect();
+        assert_eq!([a, b].concat(), want, "a seeded stream is unchanged");
+        assert!(
+            !DpRng::from_snapshot(&twin.snapshot())
+                .unwrap()
+                .is_os_seeded()
+        );
     }
 
     #[test]

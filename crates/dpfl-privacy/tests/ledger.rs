@@ -149,3 +149,66 @@ fn a_pld_ledger_refuses_where_the_pld_accountant_crosses() {
         rdp.epsilon(&e.clone().repeated(crossing - 1), d).unwrap() >= l.spent_epsilon().unwrap()
     );
 }
+
+/// Issue 27 (finding 7): only a missing ledger starts afresh. An emptied file, `[]`, `null`,
+/// a cut-short file, an older unchecked format, and a ledger whose release list was emptied
+/// (or any record edited) are refused, naming the file; nothing is written over them.
+#[test]
+fn an_emptied_or_damaged_ledger_is_refused_never_a_fresh_budget() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("silo-0.ledger.json");
+    let budget = Budget::new(1.0, 1e-5, Neighbouring::ReplaceOne).unwrap();
+    {
+        let mut l = Ledger::open(&path, budget, AccountantKind::Rdp).unwrap();
+        l.charge(1, &gaussian(10.0)).unwrap();
+        l.charge(2, &gaussian(10.0)).unwrap();
+    }
+    let good = std::fs::read_to_string(&path).unwrap();
+    assert!(good.contains("\"format\": \"dpfl-ledger/2\"") && good.contains("\"sha256\""));
+    let emptied = {
+        let mut v: serde_json::Value = serde_json::from_str(&good).unwrap();
+        v["releases"] = serde_json::json!([]);
+        serde_json::to_string_pretty(&v).unwrap()
+    };
+    let edited = good.replacen("\"release\": 2", "\"release\": 9", 1);
+    assert_ne!(edited, good);
+    let cases: [(&str, String, &str); 8] = [
+        ("0 bytes", String::new(), "the ledger is empty (0 bytes)"),
+        ("whitespace", "\n  \n".into(), "the ledger is empty"),
+        ("[]", "[]".into(), "a JSON array"),
+        ("null", "null".into(), "a JSON null"),
+        ("cut short", good[..good.len() / 2].into(), "not a ledger"),
+        (
+            "release list emptied",
+            emptied,
+            "does not match its `sha256` (0 releases",
+        ),
+        (
+            "a release renumbered",
+            edited,
+            "does not match its `sha256`",
+        ),
+        (
+            "older format",
+            good.replace("dpfl-ledger/2", "dpfl-ledger/1"),
+            "dpfl-ledger/1 ledger of an older dpfl",
+        ),
+    ];
+    for (what, text, expect) in cases {
+        std::fs::write(&path, &text).unwrap();
+        let e = Ledger::open(&path, budget, AccountantKind::Rdp)
+            .err()
+            .unwrap_or_else(|| panic!("{what}: accepted"))
+            .to_string();
+        assert!(e.contains("silo-0.ledger.json"), "{what}: {e}");
+        assert!(e.contains(expect), "{what}: {e}");
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), text, "{what}");
+    }
+    // The good file still opens with both releases; a missing one starts afresh.
+    std::fs::write(&path, &good).unwrap();
+    let l = Ledger::open(&path, budget, AccountantKind::Rdp).unwrap();
+    assert_eq!(l.releases().map(|(r, _)| r).collect::<Vec<_>>(), vec![1, 2]);
+    std::fs::remove_file(&path).unwrap();
+    let l = Ledger::open(&path, budget, AccountantKind::Rdp).unwrap();
+    assert_eq!(l.releases().count(), 0);
+}

@@ -340,6 +340,39 @@ fn pan_private_acsa_noises_state_and_output_and_charges_its_guarantee() {
     assert!(e.contains("privacy.epsilon"), "{e}");
 }
 
+/// Issue 27: an OS-seeded pan-private silo draws its state noise and its output noise each
+/// from a key that exists only while it is drawn, so a copy of the silo's generator taken
+/// before the round (what an intrusion finds) neither reproduces its message nor the noise in
+/// it; a seeded silo stays reproducible from its stream.
+#[test]
+fn pan_private_noise_is_not_regenerated_from_the_silos_generator() {
+    let (ctx, data) = federation(logistic(), 4, 200, 5, 0.5);
+    let s = spec("kind = \"pan-private-acsa\"\nsmoothness = 0.25\nbatch_size = 10");
+    let b = Broadcast {
+        round: Round::FIRST,
+        point: vec![0.0, 0.0],
+        aux: vec![],
+    };
+    let message = |rng: &mut DpRng| {
+        let mut silo = s.build(&ctx).unwrap().silos.remove(0);
+        let Payload::Dense(v) = silo.respond(&b, &data[0].train, rng).unwrap().payload else {
+            panic!("not dense")
+        };
+        v
+    };
+    for os in [true, false] {
+        let mut rng = if os {
+            DpRng::from_os().unwrap()
+        } else {
+            DpRng::from_seed(4, Purpose::Silo, 0)
+        };
+        let mut intruder = DpRng::from_snapshot(&rng.snapshot()).unwrap();
+        let (real, guess) = (message(&mut rng), message(&mut intruder));
+        assert!(real.iter().all(|v| v.is_finite()));
+        assert_eq!(real == guess, !os, "OS-seeded {os}: {real:?} vs {guess:?}");
+    }
+}
+
 const K: usize = 2;
 
 /// A tiny PVEC over 4·K users: g = 4, s = 20, p = 1/4, Δ₂ = 1 (range 2).

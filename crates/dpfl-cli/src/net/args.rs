@@ -55,6 +55,12 @@ pub struct SiloArgs {
     /// is refused before the data are read.
     #[arg(long)]
     pub(super) budget: PathBuf,
+    /// First start of this silo: its state directory must be empty (or absent), and a fresh
+    /// ledger is written there. Without it the silo resumes from its state directory and
+    /// refuses to start on one that is missing, empty or damaged (it would answer rounds it
+    /// already answered with fresh noise); never pass it on a restart.
+    #[arg(long)]
+    pub(super) fresh: bool,
     #[command(flatten)]
     pub(super) connect: ConnectArgs,
 }

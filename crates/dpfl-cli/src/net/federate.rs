@@ -77,6 +77,8 @@ fn run_federation(
             exe,
             &[
                 "silo", "--config", &cfg, "--id", &id, "--data", &shard, "--budget", &budget,
+                // `prepare` removed the algorithm's old state: each silo's first start.
+                "--fresh",
             ],
             &logs.join(format!("alg-{a}-silo-{i}.log")),
         )?);

@@ -179,9 +179,10 @@ pub(super) fn print_commands(t: usize, p: &PreparedTrial) {
         if f.shuffle {
             println!("dpfl shuffler --config {}", f.config.display());
         }
+        // A silo's first start; a restart drops --fresh and resumes from its state.
         for (i, s) in p.shards.iter().enumerate() {
             println!(
-                "dpfl silo --config {} --id {i} --data {} --budget {}",
+                "dpfl silo --fresh --config {} --id {i} --data {} --budget {}",
                 f.config.display(),
                 s.display(),
                 budget_file(f.server_state.parent().unwrap_or(Path::new(".")), i).display()

@@ -149,8 +149,25 @@ pub fn silo(args: &SiloArgs) -> anyhow::Result<()> {
             args.id
         );
     }
+    if matches!(fed.algorithm, dpfl::algo::AlgorithmSpec::PanPrivateAcsa(_))
+        && let Some(seed) = fed.config.seed
+    {
+        eprintln!(
+            "silo {}: warning: the federation file sets seed = {seed}: this silo's noise is \
+             drawn from that seed's stream (reproducible), so it is pan-private only against \
+             whoever does not hold the seed; without a seed each noise vector has its own \
+             fresh key (docs/shuffle.md, \"Intrusions\")",
+            args.id
+        );
+    }
+    let start = if args.fresh {
+        dpfl_net::silo::Start::Fresh
+    } else {
+        dpfl_net::silo::Start::Resume
+    };
     let data = dpfl_net::shard::read(&args.data).map_err(net)?;
-    let mut silo = dpfl_net::silo::Silo::with_budget(fed, args.id, data, &local).map_err(net)?;
+    let mut silo =
+        dpfl_net::silo::Silo::with_budget(fed, args.id, data, &local, start).map_err(net)?;
     silo.set_connect_timeout(connect_timeout);
     let role = dpfl_net::metrics::Role::Silo(args.id as usize);
     let report = runtime()?

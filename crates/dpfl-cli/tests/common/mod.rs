@@ -145,13 +145,13 @@ pub(crate) fn shards(trial_dir: &Path) -> Vec<PathBuf> {
 }
 
 /// `dpfl silo` arguments for silo `id` of a federation `dpfl federate --prepare-only` wrote
-/// (file `cfg`), with the budget file it wrote beside algorithm 0's state.
+/// (file `cfg`), with the budget file it wrote beside algorithm 0's state. `--fresh` comes
+/// last when the silo's state directory holds no ledger yet (its first start), as its operator
+/// would give it; a restart resumes.
 pub(crate) fn silo_args(cfg: &Path, id: usize, shard: &Path) -> Vec<String> {
-    let budget = cfg
-        .parent()
-        .unwrap()
-        .join(format!("alg-0/budget-silo-{id}.toml"));
-    [
+    let alg = cfg.parent().unwrap().join("alg-0");
+    let budget = alg.join(format!("budget-silo-{id}.toml"));
+    let mut args: Vec<String> = [
         "silo",
         "--config",
         cfg.to_str().unwrap(),
@@ -164,7 +164,11 @@ pub(crate) fn silo_args(cfg: &Path, id: usize, shard: &Path) -> Vec<String> {
     ]
     .iter()
     .map(|s| s.to_string())
-    .collect()
+    .collect();
+    if !alg.join(format!("silo-{id}/ledger.0")).exists() {
+        args.push("--fresh".into());
+    }
+    args
 }
 
 /// Starts silo `id` of federation file `cfg` (see [`silo_args`]), logging into `log`.

@@ -104,6 +104,7 @@ pub(crate) fn run(
                     dpfl_testkit::tiny_silo(1),
                     silo(i),
                     dim,
+                    dpfl_net::silo::Start::Fresh,
                 )
                 .expect("silo");
                 let failed_tx = failed_tx.clone();

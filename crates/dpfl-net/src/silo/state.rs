@@ -1,9 +1,12 @@
-//! A silo's stored state: the last round answered, its half's state, its generator's state
-//! and the exact bodies it sent for that round, in one [`Cell`] write (two slots, SHA-256,
-//! synced before anything is sent).
+//! A silo's stored state: the last round answered, its half's state, a seeded generator's
+//! state and the exact bodies it sent for that round, in one [`Cell`] write (two slots,
+//! SHA-256, synced before anything is sent). An OS-seeded silo stores no generator state:
+//! its key would regenerate every noise vector it drew (issue 27), and a restart draws a
+//! fresh key instead; what a restart must replay is the stored message, never the noise.
 //!
-//! Layout: `DPS2` (`DPS1` held the untyped half state before issue 10 and is refused by
-//! name), a u64 length and the [`Persisted`] header in postcard (a compact binary
+//! Layout: `DPS3` (`DPS1` held the untyped half state before issue 10, `DPS2` an OS-seeded
+//! silo's generator key before issue 27; both are refused by name), a u64 length and the
+//! [`Persisted`] header in postcard (a compact binary
 //! serde format: f64s bit for bit, no float formatting), then each body as a u64 length and
 //! its bytes. The bodies are written as they are, without a copy into one buffer (a body is
 //! 8 MB at d = 10⁶). A value that does not decode is an error naming the file, never a fresh
@@ -20,14 +23,16 @@ use crate::error::{NetError, Result};
 use crate::store::Cell;
 
 /// Tag and version of the layout.
-const MAGIC: &[u8; 4] = b"DPS2";
+const MAGIC: &[u8; 4] = b"DPS3";
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub(crate) struct Persisted {
     /// The last round answered; its bodies follow the header.
     pub round: u32,
     pub half: HalfState,
-    pub rng: RngState,
+    /// A seeded generator's state (`DpRng::seeded_snapshot`); `None` for an OS-seeded one,
+    /// whose key is never written.
+    pub rng: Option<RngState>,
 }
 
 /// Stores `p` and the bodies sent for its round durably in `cell` (at `path`, for errors).
@@ -49,16 +54,17 @@ pub(crate) fn write(cell: &mut Cell, path: &Path, p: &Persisted, bodies: &[Vec<u
 
 /// Splits a stored value into its header and the bodies sent.
 pub(crate) fn read(bytes: &[u8]) -> std::result::Result<(Persisted, Vec<Vec<u8>>), String> {
-    if bytes.starts_with(b"DPS1") {
-        return Err(
-            "a DPS1 silo state of an older dpfl (untyped half state); this version \
-                    reads DPS2: finish the run with the version that started it"
-                .into(),
-        );
+    if bytes.starts_with(b"DPS1") || bytes.starts_with(b"DPS2") {
+        return Err(format!(
+            "a {} silo state of an older dpfl (DPS1: untyped half state; DPS2: it stored an \
+             OS-seeded generator's key); this version reads DPS3: finish the run with the \
+             version that started it",
+            String::from_utf8_lossy(&bytes[..4])
+        ));
     }
     let mut rest = bytes
         .strip_prefix(MAGIC)
-        .ok_or("not a DPS2 silo state (nor DPS1: a state of an older version?)")?;
+        .ok_or("not a DPS3 silo state (nor DPS1/DPS2: a state of an older version?)")?;
     let take = |rest: &mut &[u8]| -> std::result::Result<Vec<u8>, String> {
         let len = rest
             .get(..8)
@@ -105,11 +111,11 @@ mod tests {
         let p = Persisted {
             round: 4,
             half,
-            rng: RngState {
+            rng: Some(RngState {
                 key: [1; 32],
                 stream: 7,
                 word_pos: "42".into(),
-            },
+            }),
         };
         let bodies = vec![b"first".to_vec(), Vec::new(), b"third".to_vec()];
         write(&mut cell, &path, &p, &bodies).unwrap();
@@ -129,6 +135,7 @@ mod tests {
         );
         // Older (JSON) state, a cut body, a header without bodies: errors, not a fresh start.
         assert!(read(b"{\"round\":1}").unwrap_err().contains("DPS1"));
+        assert!(read(b"DPS2\0\0").unwrap_err().contains("generator's key"));
         assert!(
             read(&stored[..stored.len() - 1])
                 .unwrap_err()

@@ -31,6 +31,20 @@
 //! adding their own noise), and the log factor √ln(1/δ) (Thm C.3's substitution of ln(1/δ)
 //! for ln²(d/δ) in the variance). No shuffler is needed.
 //!
+//! **Keys (the intrusion model).** An intruder reads the silo's memory and stored state once,
+//! at a time t. What it may find is the state the proof allows: the noised accumulator
+//! Z_t + (partial mean), the batch schedule, the server's public θ's. It must not find a key
+//! that regenerates Z_t (de-noising the accumulator) or the output noise of this or any other
+//! round (de-noising the messages). So an OS-seeded silo draws Z_t and the output noise each
+//! from its own fresh OS key ([`DpRng::with_fresh_key`]), erased as soon as its draw is done:
+//! Z_t's before the first record is read, the output noise's before the message leaves; no key
+//! is written to the silo's state (`dpfl-net`'s `silo/state.rs`). The batch schedule (a
+//! permutation of record indices from the silo's own generator) and the stored message are not
+//! secret from the intrusion model's point of view: the message is the published output, and
+//! the schedule does not depend on the records' values. A seeded run (`seed = …`) draws both
+//! from the silo's seeded stream, to stay reproducible: it is pan-private only against those
+//! who do not hold the seed. docs/shuffle.md states the model in full.
+//!
 //! Decisions: **what the ledger charges** — the pan-private (ε, δ) per disjoint batch (the
 //! output alone is a Gaussian of variance 2ζ², a stronger guarantee, reported beside it); the
 //! charge is the weaker of the two, so it never under-reports. **ε < 1** is required (Lemma
@@ -169,9 +183,11 @@ impl SiloHalf for PanPrivateSilo {
         let batch =
             next_disjoint_batch(&mut self.batches, self.n, self.k, rng, "pan-private silo")?
                 .to_vec();
-        // The state noise Z_t goes in before any record is read.
+        // The state noise Z_t goes in before any record is read, from a key erased before the
+        // first record is (an OS-seeded silo's `with_fresh_key`): an intrusion from here on
+        // sees Z_t + (partial mean) and no key that regenerates Z_t.
         let mut acc = vec![0.0; self.grad.len()];
-        self.mechanism.privatize(&mut acc, rng);
+        rng.with_fresh_key(|g| self.mechanism.privatize(&mut acc, g))?;
         let inv = 1.0 / self.k as f64;
         for i in batch {
             let (x, y) = data.row(i);
@@ -180,7 +196,9 @@ impl SiloHalf for PanPrivateSilo {
                 .zip(&self.grad)
                 .for_each(|(a, g)| *a += inv * g);
         }
-        self.mechanism.privatize(&mut acc, rng);
+        // The output noise from another fresh key: nothing in memory before this point
+        // (an earlier intrusion) predicts it.
+        rng.with_fresh_key(|g| self.mechanism.privatize(&mut acc, g))?;
         Ok(SiloMessage {
             round: b.round,
             payload: Payload::Dense(acc),
