@@ -61,11 +61,127 @@ fn account_rdp_matches_dp_accounting() {
     a.push("rdp");
     let v = json(&dpfl(&a));
     // dp-accounting 0.6.0 RdpAccountant: 2.101366525420273 (golden file).
-    let e = v["epsilon"].as_f64().unwrap();
+    let e = v["rdp_epsilon"].as_f64().unwrap();
     assert!((e - 2.101_366_525_420_273).abs() < 1e-6, "{v}");
     assert_eq!(v["delta"], 1e-5);
     assert_eq!(v["accountant"], "rdp");
     assert_eq!(v["neighbouring"], "add-remove");
+    // Issue 27: the PLD is computed too and the tighter of the two is the answer.
+    let pld = v["pld_epsilon"].as_f64().unwrap();
+    assert_eq!(v["epsilon"].as_f64().unwrap(), e.min(pld), "{v}");
+    assert_eq!(v["epsilon_accountant"], if pld < e { "pld" } else { "rdp" });
+}
+
+/// Issue 27 finding 5: `--accountant rdp` exited 1 or took up to 45 s computing a PLD lower
+/// bound it always computed. The lower bound is best effort: analytic for unsampled
+/// Gaussians, null with a reason otherwise, never an exit code.
+#[test]
+fn account_rdp_is_not_blocked_by_the_lower_bound() {
+    let start = std::time::Instant::now();
+    let v = json(&dpfl(&[
+        "account",
+        "--noise-multiplier",
+        "0.527",
+        "--steps",
+        "48441",
+        "--delta",
+        "4e-5",
+        "--accountant",
+        "rdp",
+    ]));
+    assert!(start.elapsed().as_secs() < 10, "{:?}", start.elapsed());
+    // 48 441 Gaussians of z = 0.527 are one of z/√48441: the exact ε is the lower bound
+    // (stepped down) and the PLD's; RDP is looser.
+    let (rdp, pld, lower) = (
+        v["rdp_epsilon"].as_f64().unwrap(),
+        v["pld_epsilon"].as_f64().unwrap(),
+        v["epsilon_lower_bound"].as_f64().unwrap(),
+    );
+    assert!(lower <= pld && pld < rdp, "{v}");
+    assert!(lower > pld * (1.0 - 1e-5), "{v}");
+    assert_eq!(v["epsilon"].as_f64().unwrap(), pld, "{v}");
+    // No pair (Laplace): null with the reason, exit 0.
+    let v = json(&dpfl(&[
+        "account",
+        "--mechanism",
+        "laplace",
+        "--noise-multiplier",
+        "2",
+        "--delta",
+        "1e-5",
+    ]));
+    assert!(v["epsilon_lower_bound"].is_null(), "{v}");
+    assert!(
+        v["notes"]["epsilon_lower_bound"]
+            .as_str()
+            .unwrap()
+            .contains("no concrete neighbouring pair"),
+        "{v}"
+    );
+}
+
+/// Issue 27 finding 8: an ε of exactly 0 printed as 5e-324 (one ulp above 0).
+#[test]
+fn account_prints_a_zero_epsilon_as_zero() {
+    let v = json(&dpfl(&[
+        "account",
+        "--noise-multiplier",
+        "1e6",
+        "--delta",
+        "0.5",
+    ]));
+    assert_eq!(v["epsilon"].as_f64().unwrap(), 0.0, "{v}");
+    assert!(!v.to_string().contains("e-324"), "{v}");
+}
+
+/// Issue 27 finding 5 (listed in issue 31): tiny noise panicked in the PLD's grid.
+#[test]
+fn account_pld_refuses_noise_too_small_for_a_grid() {
+    for (mechanism, z) in [
+        ("discrete-gaussian", "1e-9"),
+        ("discrete-laplace", "1e-300"),
+    ] {
+        let out = dpfl(&[
+            "account",
+            "--mechanism",
+            mechanism,
+            "--noise-multiplier",
+            z,
+            "--delta",
+            "1e-5",
+            "--accountant",
+            "pld",
+        ]);
+        assert_usage_error(&out, "too small for the PLD accountant");
+    }
+}
+
+/// Issue 27 finding 3: Poisson sampling under replace-one is the ball pair of clipped
+/// contributions (dp-accounting 0.6's REPLACE_ONE with noise multiplier 2z: z = 1, q = 0.01,
+/// T = 1000, δ = 1e-5 gives 1.2052 pessimistic, 1.1552 optimistic, scripts/golden_ball_pair.py);
+/// the generic pair stays available, named.
+#[test]
+fn account_poisson_replace_one_uses_the_ball_pair() {
+    let mut a = POISSON.to_vec();
+    a.extend(["pld", "--neighbouring", "replace-one"]);
+    let v = json(&dpfl(&a));
+    let (e, lower) = (
+        v["pld_epsilon"].as_f64().unwrap(),
+        v["epsilon_lower_bound"].as_f64().unwrap(),
+    );
+    assert!((1.155..=1.2053).contains(&e), "{v}");
+    assert!(lower <= e && lower > 1.1, "{v}");
+    assert!(
+        v["poisson_pair"].as_str().unwrap().starts_with("ball"),
+        "{v}"
+    );
+    a.extend(["--poisson-pair", "generic"]);
+    let g = json(&dpfl(&a));
+    assert!(
+        g["poisson_pair"].as_str().unwrap().starts_with("generic"),
+        "{g}"
+    );
+    assert!(g["pld_epsilon"].as_f64().unwrap() > e, "{g}");
 }
 
 #[test]
@@ -74,7 +190,7 @@ fn account_pld_and_advanced() {
     a.push("pld");
     let v = json(&dpfl(&a));
     // dp-accounting 0.6.0 PLD (pessimistic): 1.828243645591767.
-    let pld = v["epsilon"].as_f64().unwrap();
+    let pld = v["pld_epsilon"].as_f64().unwrap();
     assert!((pld - 1.828_243_645_591_767).abs() < 0.01 * 1.83, "{v}");
     let mut a = POISSON.to_vec();
     a.push("advanced");
@@ -101,7 +217,7 @@ fn account_pld_beyond_float_range_is_not_zero() {
     ]));
     // The truth (one Gaussian of μ = √3000/0.8, solved at 50 digits) is 2634.7770827180;
     // dp-accounting 0.6.0's PLD gives 2635.748 (golden file).
-    let e = v["epsilon"].as_f64().unwrap();
+    let e = v["pld_epsilon"].as_f64().unwrap();
     assert!((2_634.777_082_718..2_634.78).contains(&e), "{v}");
 }
 

@@ -537,11 +537,16 @@ mod tests {
             .epsilon(Neighbouring::ReplaceOne, &event(z), d)
             .unwrap();
         assert!((1.8..=2.0).contains(&eps), "z = {z}: eps = {eps}");
-        // Replacing a record is never easier to hide than removing one: the add/remove
-        // calibration of the same event (RDP then PLD) needs no more noise.
+        // Replace-one is the ball pair (issue 27): shifts ±Δ/2 with Δ its sensitivity, the
+        // ball's diameter. Replacing a record is never easier to hide than removing one of
+        // norm Δ/2, whose add/remove multiplier is σ/(Δ/2) = 2z; and the ball pair is tighter
+        // than the generic one, which needed z ≥ the add/remove z.
         let (z_ar, _) =
             calibrate_sampled_gaussian(s, 1000, Neighbouring::AddRemove, target, d).unwrap();
-        assert!(z >= z_ar, "replace-one z = {z} < add/remove z = {z_ar}");
+        assert!(
+            2.0 * z >= z_ar && z < z_ar,
+            "replace-one z = {z}, add/remove z = {z_ar}"
+        );
     }
 
     #[test]

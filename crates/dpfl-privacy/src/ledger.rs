@@ -453,22 +453,30 @@ impl Ledger {
         // ledgers charge them by δ-approximate RDP (accountant::approximate: their δ is
         // added, their ε composed as min(ε, αε²/2) next to the noise events' curves), which
         // is never below basic composition's ε for them.
-        let eps = if matches!(accountant, AccountantKind::Rdp | AccountantKind::Zcdp)
+        let rdp = if matches!(accountant, AccountantKind::Rdp | AccountantKind::Zcdp)
             && crate::accountant::approximate::has_approximate(&all)?
         {
             crate::accountant::approximate::approximate_rdp_epsilon(
                 budget.neighbouring,
                 &all,
                 delta,
-            )?
+            )
         } else {
-            accountant.epsilon(budget.neighbouring, &all, delta)?
+            accountant.epsilon(budget.neighbouring, &all, delta)
         };
         // RDP's bound for sampling with replacement (replace-one) is loose (issue 11: 2.5x at
-        // the demo's shape); when it would refuse, ask the sampled PLD too (also sound, Balle-Barthe-
-        // Gaboardi profile; coarse grid, still pessimistic). The minimum of two upper bounds is
-        // an upper bound, so a release is refused only if neither certifies it.
-        if eps > budget.epsilon()
+        // the demo's shape), and RDP has no curve at all for some events (Poisson sampling
+        // under replace-one, issue 27 finding 5): when it would refuse a release, or refuses
+        // the event, ask the sampled PLD too (also sound, Balle-Barthe-Gaboardi profile;
+        // coarse grid, still pessimistic). The minimum of two upper bounds is an upper bound,
+        // so a release is refused only if neither certifies it; if neither can account the
+        // event, RDP's refusal stands.
+        let over = match &rdp {
+            Ok(eps) => *eps > budget.epsilon(),
+            Err(PrivacyError::Unsupported { .. }) => true,
+            Err(_) => false,
+        };
+        if over
             && accountant == AccountantKind::Rdp
             && budget.neighbouring == Neighbouring::ReplaceOne
         {
@@ -477,10 +485,10 @@ impl Ledger {
                 crate::calibration::CALIBRATION_PLD_DISCRETIZATION,
             )?;
             if let Ok(p) = pld.epsilon(&all, delta) {
-                return Ok(eps.min(p));
+                return Ok(rdp.map_or(p, |e| e.min(p)));
             }
         }
-        Ok(eps)
+        rdp
     }
 
     fn persist(&mut self) -> Result<()> {

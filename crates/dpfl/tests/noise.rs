@@ -125,6 +125,37 @@ fn the_discrete_gaussian_is_a_config_change() {
 }
 
 #[test]
+fn accountant_calibration_searches_the_discrete_gaussians_own_accountant() {
+    // Issue 27 finding 7: z was calibrated for the continuous Gaussian and the discrete one
+    // then certified only by RDP (target 2, certified 8.02, "meets the target"). Now the
+    // search runs on the discrete event itself: certified within [0.9, 1]·target.
+    let t = text(
+        "lipschitz = 2.0\nmechanism = \"discrete-gaussian\"\ngranularity = 1e-6",
+        "seed = 1",
+    )
+    .replace("epsilon = 1.0", "epsilon = 2.0")
+    .replace(
+        "calibration = \"experiment\"",
+        "calibration = \"accountant\"\nbatch_size = 20",
+    );
+    let spec = ExperimentSpec::from_toml(&t, "t.toml").unwrap();
+    let s = run(&spec);
+    let ev = s.silos[0].run_event.as_ref().unwrap().describe();
+    assert!(ev.contains("discrete-gaussian"), "{ev}");
+    assert!(
+        s.silos[0].formula.contains("discrete Gaussian"),
+        "{}",
+        s.silos[0].formula
+    );
+    let certified = s.max_certified_epsilon().unwrap();
+    assert!(
+        (1.8..=2.0 * (1.0 + 1e-9)).contains(&certified),
+        "certified {certified} for target 2 ({:?})",
+        s.privacy
+    );
+}
+
+#[test]
 fn non_finite_gradients_are_zeroed_and_counted() {
     // Linear regression at w = 0: ∇f = −y·x. Row 0 (x = (1e200, 1), y = 1e200) overflows to
     // an infinite norm; row 1 (x = (1, 0), y = 1) gives (−1, 0), within the clip C = 1.

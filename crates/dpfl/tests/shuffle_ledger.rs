@@ -1,7 +1,9 @@
 //! Shuffle-model runs under `enforce_budget` (issue 15 leftover): the silos' RDP ledgers
 //! charge the (ε, δ) events of PVEC silos by δ-approximate RDP
 //! (`dpfl_privacy::accountant::approximate`) instead of refusing them, and refuse a round
-//! once the composed spend would pass the budget.
+//! once the composed spend would pass the budget. Also Poisson sampling under
+//! `enforce_budget` (issue 27 finding 5): RDP has no replace-one curve for it, and the ledger
+//! now asks the PLD when RDP refuses an event, instead of refusing the run.
 
 use dpfl::algo::AlgorithmSpec;
 use dpfl::experiment::{ExperimentSpec, prepare_trial, train_one};
@@ -111,4 +113,59 @@ fn a_pgd_silo_is_charged_every_round_and_refused_past_its_budget() {
     for events in sim.spent() {
         assert_eq!(events.len(), r, "a refused round must not be charged");
     }
+}
+
+#[test]
+fn poisson_sampling_trains_under_enforce_budget_and_is_refused_past_it() {
+    let alg = "kind = \"noisy-mb-sgd\"\ncalibration = \"accountant\"\nstep_size = 0.5\nbatch_size = 20\nsampling = \"poisson\"";
+    let spec = experiment(alg);
+    let mut rng = DpRng::from_seed(5, Purpose::Data, 0);
+    let trial = prepare_trial(&spec, None, &mut rng).unwrap();
+    // Through the experiment layer: every silo's RDP ledger charges each of the 10 rounds.
+    let run = train_one(&spec, &spec.algorithms[0].spec, &trial, Some(7), 5, |_| {})
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(run.final_model.iter().all(|v| v.is_finite()));
+    assert!(run.spent.iter().all(|e| e.len() == 10));
+    // The same plan run past its R = 10 rounds: the ledger (budget (2, 1e-5), RDP asked
+    // first, the PLD when RDP refuses) must stop it within a few rounds of the budget.
+    let setup = dpfl::experiment::setup(&spec, &trial).unwrap();
+    let ctx = setup.context_with(trial.model.clone()).unwrap();
+    let built = spec.algorithms[0].spec.build(&ctx).unwrap();
+    let silos = ctx.silos.len();
+    let mut sim = Simulator::new(&trial.silos, built, Participation::All, Some(1)).unwrap();
+    let ledgers = (0..silos)
+        .map(|_| {
+            Some(Ledger::in_memory(
+                Budget::new(2.0, 1e-5, Neighbouring::ReplaceOne).unwrap(),
+                AccountantKind::Rdp,
+            ))
+        })
+        .collect();
+    sim.attach_ledgers(ledgers).unwrap();
+    let mut refused_at = None;
+    for r in 0..40 {
+        let report = sim.step();
+        let refused = match report {
+            Ok(rep) => !rep.refused.is_empty(),
+            Err(_) => true,
+        };
+        if refused {
+            let refusals = sim.take_refusals();
+            assert!(
+                refusals
+                    .iter()
+                    .all(|(_, f)| f.privacy.as_ref().is_some_and(|e| matches!(
+                        e,
+                        dpfl_privacy::PrivacyError::BudgetExceeded { .. }
+                    ))),
+                "round {r}: {refusals:?}"
+            );
+            refused_at = Some(r);
+            break;
+        }
+    }
+    let r = refused_at.expect("never refused");
+    // Calibrated to ε = 2 for 10 rounds (the PLD within 1e-4 of the target): the 11th round
+    // already passes it.
+    assert!((10..=11).contains(&r), "refused at round {r}");
 }

@@ -37,6 +37,15 @@
 //!
 //! Poisson sampling under add/remove-one is the `pld` module's curve; here Poisson is the
 //! replace-one case (a minibatch normalised by its expected size).
+//!
+//! **Poisson under replace-one: the ball pair** (issue 27 finding 3). A record that is not
+//! drawn contributes 0 and a drawn one a clipped vector of norm ≤ Δ/2 (Δ, the replace-one
+//! sensitivity, is the ball's diameter), so the pair is (1−q)N(0) + qN(u) vs (1−q)N(0) + qN(v)
+//! with ‖u‖, ‖v‖ ≤ Δ/2, and the dominating one is u = −v (dp-accounting 0.6's REPLACE_ONE
+//! `GaussianPrivacyLoss`: mu_upper = (1−q)μ + qμ(· + s), mu_lower = (1−q)μ + qμ(· − s), s
+//! the ball's radius): [`ball_profile`]. The occurrence-law profile above covers any pair of
+//! centres c sensitivities apart, i.e. a record Δ away from its "absent" value, which clipping
+//! never produces; it is kept as [`PoissonPair::Generic`] for `dpfl account`.
 
 use super::pld::Pmf;
 use super::special::{log_comb, log_erfc, log_sub_sign};
@@ -214,6 +223,108 @@ pub fn upper_profile(law: &OccurrenceLaw, z: f64, eps: f64) -> f64 {
     }
 }
 
+/// Which neighbouring pair Poisson sampling under replace-one is accounted with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PoissonPair {
+    /// (1−q)N(0) + qN(Δ/2) vs (1−q)N(0) + qN(−Δ/2): clipped contributions, absent ones 0
+    /// (dp-accounting's REPLACE_ONE). What every dpfl mechanism releases.
+    #[default]
+    Ball,
+    /// The occurrence-law profile: a record Δ from its absent value (BBG 2018), looser.
+    Generic,
+}
+
+impl PoissonPair {
+    /// The pair's name, for outputs.
+    pub fn describe(self) -> &'static str {
+        match self {
+            PoissonPair::Ball => {
+                "ball: (1-q)N(0,z^2) + qN(1/2,z^2) vs (1-q)N(0,z^2) + qN(-1/2,z^2) (clipped contributions; dp-accounting REPLACE_ONE)"
+            }
+            PoissonPair::Generic => {
+                "generic: (1-q)N(0,z^2) + qN(1,z^2) vs N(0,z^2) and its reverse (a record one sensitivity from its absent value; Balle-Barthe-Gaboardi profile)"
+            }
+        }
+    }
+}
+
+/// log P(X > x) and log Q(X > x) for the ball pair (shifts ±½, noise z, rate q).
+fn ball_tails(q: f64, z: f64, x: f64) -> (f64, f64) {
+    let l0 = (-q).ln_1p() + log_sf(x / z);
+    let lp = super::special::log_add(l0, q.ln() + log_sf((x - 0.5) / z));
+    let lq = super::special::log_add(l0, q.ln() + log_sf((x + 0.5) / z));
+    (lp, lq)
+}
+
+/// The ball pair's privacy loss log P(x)/Q(x) (increasing in x).
+fn ball_loss(q: f64, z: f64, x: f64) -> f64 {
+    let a = (-q).ln_1p();
+    let z2 = 2.0 * z * z;
+    super::special::log_add(a, q.ln() + (x - 0.25) / z2)
+        - super::special::log_add(a, q.ln() + (-x - 0.25) / z2)
+}
+
+/// δ(ε) of the ball pair P = (1−q)N(0,z²) + qN(½,z²) vs Q = (1−q)N(0,z²) + qN(−½,z²) (in
+/// units of the replace-one sensitivity, module doc), ε ≥ 0: P(X > x*) − e^ε Q(X > x*) with
+/// ℓ(x*) = ε (ℓ increasing, onto ℝ). x* by bisection; an x off x* only lowers the value
+/// (x* maximises it), so the result is padded up by more than that second-order error and
+/// the subtraction's rounding. The pair is symmetric (mirror image), so this is also the
+/// reverse order's curve.
+pub fn ball_profile(q: f64, z: f64, eps: f64) -> f64 {
+    if q <= 0.0 {
+        return 0.0;
+    }
+    let (mut lo, mut hi) = (-1.0, 1.0);
+    while ball_loss(q, z, lo) > eps {
+        lo *= 2.0;
+    }
+    while ball_loss(q, z, hi) < eps {
+        hi *= 2.0;
+    }
+    for _ in 0..200 {
+        let mid = 0.5 * (lo + hi);
+        if mid <= lo || mid >= hi {
+            break;
+        }
+        if ball_loss(q, z, mid) < eps {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    let (lp, lq) = ball_tails(q, z, lo);
+    let (a, b) = (lp, eps + lq);
+    let (pos, mag) = log_sub_sign(a, b);
+    let d = if pos { mag.exp() } else { 0.0 };
+    let pad = 8.0 * f64::EPSILON * (a.exp() + b.exp()) + 1e-10 * d;
+    (d + pad).min(1.0)
+}
+
+/// The ball pair's profile for any real ε (the identity of [`upper_profile`]).
+fn ball_profile_signed(q: f64, z: f64, eps: f64) -> f64 {
+    if eps >= 0.0 {
+        ball_profile(q, z, eps)
+    } else {
+        let e = eps.exp();
+        (-eps.exp_m1() + e * ball_profile(q, z, -eps)).min(1.0)
+    }
+}
+
+/// The pessimistic PMF of one Poisson round under replace-one with the ball pair.
+pub fn ball_pmf(q: f64, z: f64, h: f64) -> Result<Pmf> {
+    if !(z.is_finite() && z > 0.0) {
+        return Err(PrivacyError::invalid(
+            "noise_multiplier",
+            z,
+            "must be finite and > 0",
+        ));
+    }
+    if q == 0.0 {
+        return Pmf::from_hockey_stick(h, 0, vec![0.0]);
+    }
+    profile_pmf(|e| ball_profile_signed(q, z, e), h)
+}
+
 /// The pessimistic (dominating) PMF of one round on the grid i·h.
 pub fn upper_pmf(law: &OccurrenceLaw, z: f64, h: f64) -> Result<Pmf> {
     if !(z.is_finite() && z > 0.0) {
@@ -226,9 +337,16 @@ pub fn upper_pmf(law: &OccurrenceLaw, z: f64, h: f64) -> Result<Pmf> {
     if law.eta == 0.0 {
         return Pmf::from_hockey_stick(h, 0, vec![0.0]);
     }
+    profile_pmf(|e| upper_profile(law, z, e), h)
+}
+
+/// The connect-the-dots PMF of a symmetric profile δ*(ε) (ε ≥ 0 given; the negative half by
+/// the identity δ*(−ε) = 1 − e^{−ε} + e^{−ε}δ*(ε)) on the grid i·h, up to where δ* ≤
+/// [`LOSS_TAIL`] (the rest at +∞).
+fn profile_pmf(profile: impl Fn(f64) -> f64, h: f64) -> Result<Pmf> {
     // The grid's upper end: where δ* ≤ LOSS_TAIL, found by doubling then bisection.
     let mut hi = 1.0;
-    while upper_profile(law, z, hi) > LOSS_TAIL {
+    while profile(hi) > LOSS_TAIL {
         hi *= 2.0;
         if hi / h > MAX_GRID as f64 {
             return Err(PrivacyError::Numerical {
@@ -238,12 +356,12 @@ pub fn upper_pmf(law: &OccurrenceLaw, z: f64, h: f64) -> Result<Pmf> {
         }
     }
     let mut lo_e = hi / 2.0;
-    if upper_profile(law, z, lo_e) <= LOSS_TAIL {
+    if profile(lo_e) <= LOSS_TAIL {
         lo_e = 0.0;
     }
     for _ in 0..30 {
         let mid = 0.5 * (lo_e + hi);
-        if upper_profile(law, z, mid) <= LOSS_TAIL {
+        if profile(mid) <= LOSS_TAIL {
             hi = mid;
         } else {
             lo_e = mid;
@@ -252,12 +370,7 @@ pub fn upper_pmf(law: &OccurrenceLaw, z: f64, h: f64) -> Result<Pmf> {
     let top = (hi / h).ceil() as i64;
     let n = top as usize + 1;
     // δ* on [0, hi]; the negative half follows from the identity (no more special functions).
-    let pos: Vec<f64> = (0..n)
-        .map(|i| {
-            let (r, a) = directions(law, z, i as f64 * h);
-            r.max(a)
-        })
-        .collect();
+    let pos: Vec<f64> = (0..n).map(|i| profile(i as f64 * h)).collect();
     let mut deltas = Vec::with_capacity(2 * n - 1);
     for i in (1..n).rev() {
         let eps = -(i as f64) * h;

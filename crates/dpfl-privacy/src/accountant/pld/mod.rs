@@ -58,6 +58,7 @@
 //! either relation; Poisson-sampled Gaussian under add/remove-one. Everything else is refused
 //! by name (`dp_accounting`'s PLD does not cover fixed-size sampling either).
 
+use super::sampled_pld::PoissonPair;
 use super::special::round_up;
 use super::{Leaf, effective_gaussian, leaves, unsupported};
 use crate::error::{PrivacyError, Result};
@@ -99,6 +100,7 @@ pub use pmf::Pmf;
 pub struct PldAccountant {
     neighbouring: Neighbouring,
     h: f64,
+    poisson_pair: PoissonPair,
 }
 
 impl PldAccountant {
@@ -108,7 +110,15 @@ impl PldAccountant {
         PldAccountant {
             neighbouring,
             h: DEFAULT_DISCRETIZATION,
+            poisson_pair: Default::default(),
         }
+    }
+
+    /// With `pair` for Poisson sampling under replace-one (default: the ball pair of clipped
+    /// contributions; `sampled_pld` module doc).
+    pub fn with_poisson_pair(mut self, pair: PoissonPair) -> Self {
+        self.poisson_pair = pair;
+        self
     }
 
     /// With grid width `h` (finite, > 0).
@@ -120,7 +130,11 @@ impl PldAccountant {
                 "must be finite and > 0",
             ));
         }
-        Ok(PldAccountant { neighbouring, h })
+        Ok(PldAccountant {
+            neighbouring,
+            h,
+            poisson_pair: Default::default(),
+        })
     }
 
     /// The (remove, add) PMFs of one event on the grid of width `h`.
@@ -184,6 +198,12 @@ impl PldAccountant {
                         "only Gaussian events can be sampled",
                     )));
                 };
+                if let (Sampling::Poisson { rate }, Neighbouring::ReplaceOne, PoissonPair::Ball) =
+                    (sampling, self.neighbouring, self.poisson_pair)
+                {
+                    // Clipped contributions: the ball pair, symmetric, one PMF for both orders.
+                    return Ok((super::sampled_pld::ball_pmf(*rate, z, h)?, None));
+                }
                 if super::sampled_pld::supported(sampling, self.neighbouring) {
                     // Replace-one: one symmetric dominating PMF for both orders.
                     let law = super::sampled_pld::OccurrenceLaw::replace_one(sampling)?;

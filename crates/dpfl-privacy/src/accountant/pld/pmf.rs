@@ -174,6 +174,18 @@ impl Pmf {
             }
             if l.is_finite() && p > 0.0 {
                 let t = (l / h).floor();
+                // Beyond 2^50 grid steps t + 1 is no longer exact in f64 (and the bins would not
+                // fit anyway): a loss that large means the noise is far too small to account
+                // on a grid (issue 27: the discrete Gaussian at z = 1e-9 panicked here).
+                if t.abs() > (1u64 << 50) as f64 {
+                    return Err(Grow::Fail(PrivacyError::invalid(
+                        "noise_multiplier",
+                        l,
+                        format!(
+                            "the privacy loss reaches {l:e}, beyond what a PLD grid of width {h} can hold: the noise is too small for the PLD accountant (the release is essentially not private)"
+                        ),
+                    )));
+                }
                 lo = lo.min(t);
                 hi = hi.max(t + 1.0);
             }

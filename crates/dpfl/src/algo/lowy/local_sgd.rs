@@ -252,6 +252,7 @@ pub(crate) fn plan(
                         eps,
                         delta,
                         RecordSampling::WithReplacement,
+                        super::calibration::NoiseShape::of(ctx),
                     )
                     .map_err(silo_err)?;
                     let formula = match cert {

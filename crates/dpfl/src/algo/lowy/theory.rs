@@ -373,6 +373,8 @@ pub fn theory_params(inp: &TheoryInputs) -> crate::Result<TheoryParams> {
                 e,
                 dl,
                 dpfl_privacy::sampler::RecordSampling::WithReplacement,
+                // The parameter rules read σ for the step sizes only, never for privacy.
+                super::calibration::NoiseShape::continuous(),
             )?
             .0
         }

@@ -43,7 +43,8 @@ pub enum Estimator {
     Sgd,
     /// Loopless SVRG with a shared snapshot coin (Option II).
     Svrg,
-    /// SAGA with a per-record gradient table (Option III).
+    /// SAGA with a per-record gradient table (Option III). Non-private runs only: the table
+    /// is hidden state that Lemma 3's per-round split does not cover.
     Saga,
 }
 

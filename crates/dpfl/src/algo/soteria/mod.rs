@@ -41,6 +41,14 @@
 //! Participation: every silo must answer every round ([`server`] module doc); the build
 //! refuses expected M < N and the server refuses a round with fewer than N messages.
 //! SAGA's table (m × d floats) is silo state; it is refused above dpfl's parameter cap.
+//! It is also *hidden* state, which the paper's privacy analysis misses: each row is a
+//! record's gradient at the last round it was drawn, so round t's table term depends on every
+//! earlier round's secret draws. Lemma 3 splits each round into an amplified sampled term and
+//! a full-batch term and composes the rounds as if each used fresh randomness; the table term
+//! can reveal whether a record was drawn earlier and undo that round's amplification. dpfl
+//! therefore refuses a private SAGA run (issue 27 finding 8). Only `calibration = "none"`
+//! runs SAGA. SVRG's snapshot w is public (the last broadcast, with a shared coin), so SVRG
+//! is accounted as Lemma 3 says.
 //! x⁰ is the model's `initial_params` unless `init = { std, seed }` draws it.
 
 #![warn(missing_docs)]

@@ -107,6 +107,19 @@ pub fn plan(
             ));
         }
     };
+    // SAGA's table holds each record's gradient at the last round it was drawn: state that
+    // depends on every past round's secret draws. Lemma 3 charges each round as if its
+    // randomness were fresh, but the table term of round t reveals which records were drawn
+    // before, undoing the amplification those rounds were charged with, so no accountant here
+    // certifies the run (issue 27 finding 8). Refused when private; SVRG's snapshot is public.
+    if est == Estimator::Saga && spec.is_private() {
+        return Err(bad(
+            "estimator",
+            "SAGA's per-record gradient table is hidden state that SoteriaFL's Lemma 3 (a \
+             per-round split) does not cover, so dpfl cannot certify a private SAGA run; use \
+             estimator = \"svrg\" (or calibration = \"none\" for a non-private SAGA run)",
+        ));
+    }
     let identity = CompressorSpec::Identity {};
     let comp_spec = match (method, &spec.compressor) {
         (Method::LdpSgd | Method::LdpSvrg, None) => identity,
