@@ -21,6 +21,11 @@ pub struct AuditArgs {
     /// Confidence 1 - beta of the lower bound.
     #[arg(long, default_value_t = 0.95)]
     confidence: f64,
+    /// How canaries are scored: sum (over rounds), max (the round of largest centred
+    /// magnitude: catches canaries drawn once), or both (each bound at half the error
+    /// probability, the larger reported).
+    #[arg(long, default_value = "both")]
+    score: String,
     /// Seed of the canary draw and of every silo's stream.
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -36,6 +41,7 @@ pub fn audit(args: &AuditArgs) -> anyhow::Result<()> {
         k: args.k,
         confidence: args.confidence,
         seed: args.seed,
+        score: args.score.parse().map_err(crate::usage)?,
         ..dpfl::audit::AuditOptions::new(args.algorithm)
     };
     let report = dpfl::audit::audit(&spec, args.data_dir.as_deref(), &opts)

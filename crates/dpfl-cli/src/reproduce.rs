@@ -48,6 +48,12 @@ pub struct ReproduceArgs {
     /// Overwrite the files of an existing non-empty output directory.
     #[arg(long)]
     force: bool,
+    /// soteria-* and normfedavg-*: train nothing; rewrite the summaries, the privacy columns
+    /// (certified ε, lower bound) and the figures of the finished reproduction in --out from
+    /// its training outputs (curves.csv, or rounds.csv and summary.csv), which are kept
+    /// byte for byte.
+    #[arg(long, conflicts_with_all = ["resume", "trials", "rounds"])]
+    rewrite: bool,
 }
 
 /// Checks the output directory before any work: a non-empty one needs --force, unless it
@@ -92,6 +98,12 @@ pub fn reproduce(args: &ReproduceArgs) -> anyhow::Result<()> {
     }
     if args.id.starts_with("soteria-") {
         return reproduce_soteria(args);
+    }
+    if args.rewrite {
+        return Err(crate::usage(dpfl::Error::config(
+            "--rewrite",
+            "only the soteria-* and normfedavg-* reproductions take --rewrite",
+        )));
     }
     if args.id == "shuffle-rates" {
         return reproduce_shuffle_rates(args);
@@ -256,6 +268,16 @@ fn normfedavg(args: &ReproduceArgs) -> anyhow::Result<()> {
             args.id.clone()
         })
     });
+    if args.rewrite {
+        let (train, _) = reproduce::normfedavg::load_fmnist(args.data_dir.as_deref())?;
+        let files = reproduce::normfedavg::rewrite(&plan, &train, &out_dir)?;
+        let privacy = reproduce::normfedavg::plan_privacy(&plan, &train)?;
+        print_privacy(&plan.id, &privacy);
+        for f in files {
+            println!("wrote {}", f.display());
+        }
+        return Ok(());
+    }
     prepare(args, &out_dir)?;
     let (train, test) = reproduce::normfedavg::load_fmnist(args.data_dir.as_deref())?;
     let checkpoint = NormFedAvgCheckpoint::open(&out_dir, &plan.fingerprint()?, args.resume)?;
@@ -304,6 +326,7 @@ fn normfedavg(args: &ReproduceArgs) -> anyhow::Result<()> {
                 "bits_per_coordinate": r.bits_per_coordinate,
             })).collect::<Vec<_>>(),
             "not_run": out.not_run,
+            "privacy": out.privacy,
             "files": files,
         }));
         return Ok(());
@@ -342,10 +365,26 @@ fn normfedavg(args: &ReproduceArgs) -> anyhow::Result<()> {
     for (a, why) in &out.not_run {
         println!("  {a}: not run: {why}");
     }
+    print_privacy(&plan.id, &out.privacy);
     for f in files {
         println!("wrote {}", f.display());
     }
     Ok(())
+}
+
+/// What each algorithm's label delivers (`dpfl::reproduce::privacy`).
+fn print_privacy(id: &str, privacy: &[(String, reproduce::privacy::RunPrivacy)]) {
+    println!("{id}: privacy (the run's delta per algorithm in privacy.csv)");
+    for (a, p) in privacy {
+        let lower = p.epsilon_lower_bound.map_or_else(String::new, |l| {
+            format!("; true epsilon >= {}", reproduce::privacy::fmt_epsilon(l))
+        });
+        if p.labelled_epsilon.is_some() {
+            println!("  {a}: {} at delta = {:.3e}{lower}", p.describe(), p.delta);
+        } else {
+            println!("  {a}: {}", p.describe());
+        }
+    }
 }
 
 /// `dpfl reproduce soteria-a9a | soteria-mnist` (`dpfl::reproduce::soteria`).
@@ -371,9 +410,14 @@ fn reproduce_soteria(args: &ReproduceArgs) -> anyhow::Result<()> {
             args.id.clone()
         })
     });
-    prepare(args, &out_dir)?;
     let start = std::time::Instant::now();
+    if args.rewrite {
+        return rewrite_soteria(args, &plan, &out_dir);
+    }
+    prepare(args, &out_dir)?;
     let fed = soteria::load(&plan, args.data_dir.as_deref())?;
+    // What each label delivers, from the plan alone (before any training).
+    let privacy = soteria::privacy_table(&plan, &fed)?;
     let total = plan.settings.len() * soteria::ALGORITHMS.len() * plan.seeds;
     let bar = Progress::new(
         total as u64,
@@ -403,7 +447,7 @@ fn reproduce_soteria(args: &ReproduceArgs) -> anyhow::Result<()> {
         &|d, _| bar.set_position(d as u64),
         Some(&checkpoint),
         &mut |finished, rows| {
-            soteria_out::write(&plan, rows, &soteria::bands(rows), &out_dir)?;
+            soteria_out::write(&plan, rows, &soteria::bands(rows), &privacy, &out_dir)?;
             if !args.quiet {
                 eprintln!(
                     "{finished}/{total} runs finished after {:.1} s; outputs written to {}",
@@ -416,8 +460,48 @@ fn reproduce_soteria(args: &ReproduceArgs) -> anyhow::Result<()> {
     )?;
     bar.finish();
     let bands = soteria::bands(&rows);
-    let mut files = soteria_out::write(&plan, &rows, &bands, &out_dir)?;
+    let mut files = soteria_out::write(&plan, &rows, &bands, &privacy, &out_dir)?;
     files.push(provenance(args, None, &plan, &out_dir)?);
+    print_soteria(&plan, &bands, &privacy, files, total, start)
+}
+
+/// `--rewrite`: the outputs of the finished reproduction in `out_dir` from its `curves.csv`
+/// (kept as it is), with the privacy columns; the plan and data give the certificates.
+fn rewrite_soteria(
+    args: &ReproduceArgs,
+    plan: &reproduce::soteria::Plan,
+    out_dir: &std::path::Path,
+) -> anyhow::Result<()> {
+    use dpfl::reproduce::{soteria, soteria_out};
+    let start = std::time::Instant::now();
+    let rows = soteria_out::read_curves(&out_dir.join("curves.csv"))?;
+    let seeds = rows.iter().map(|r| r.seed + 1).max().unwrap_or(0);
+    let plan = soteria::Plan {
+        seeds,
+        ..plan.clone()
+    };
+    let fed = soteria::load(&plan, args.data_dir.as_deref())?;
+    let privacy = soteria::privacy_table(&plan, &fed)?;
+    let bands = soteria::bands(&rows);
+    let files = soteria_out::write(&plan, &rows, &bands, &privacy, out_dir)?;
+    let total = rows
+        .iter()
+        .map(|r| (r.epsilon.to_bits(), &r.algorithm, r.seed))
+        .collect::<std::collections::BTreeSet<_>>()
+        .len();
+    print_soteria(&plan, &bands, &privacy, files, total, start)
+}
+
+/// The final table of a SoteriaFL reproduction, with each label's certificate.
+fn print_soteria(
+    plan: &reproduce::soteria::Plan,
+    bands: &[reproduce::soteria::BandRow],
+    privacy: &[reproduce::soteria::PrivacyRow],
+    files: Vec<PathBuf>,
+    total: usize,
+    start: std::time::Instant,
+) -> anyhow::Result<()> {
+    use dpfl::reproduce::soteria;
     let last: Vec<&soteria::BandRow> = bands
         .iter()
         .filter(|b| {
@@ -433,6 +517,7 @@ fn reproduce_soteria(args: &ReproduceArgs) -> anyhow::Result<()> {
             "seeds": plan.seeds,
             "wall_seconds": start.elapsed().as_secs_f64(),
             "final": last,
+            "privacy": privacy,
             "files": files,
         }));
         return Ok(());
@@ -445,12 +530,14 @@ fn reproduce_soteria(args: &ReproduceArgs) -> anyhow::Result<()> {
         start.elapsed().as_secs_f64()
     );
     println!(
-        "{:>6} {:<16} {:>10} {:>10} {:>10}",
-        "eps", "algorithm", "utility", "loss", "test acc"
+        "{:>6} {:<16} {:>10} {:>10} {:>10}  privacy (delta = {})",
+        "eps", "algorithm", "utility", "loss", "test acc", plan.delta
     );
     for b in last {
+        let what = soteria::privacy_of(privacy, b.epsilon, &b.algorithm)
+            .map_or_else(String::new, |p| p.describe());
         println!(
-            "{:>6} {:<16} {:>10.4} {:>10.4} {:>10.4}",
+            "{:>6} {:<16} {:>10.4} {:>10.4} {:>10.4}  {what}",
             b.epsilon, b.algorithm, b.utility_mean, b.train_loss_mean, b.test_accuracy_mean
         );
     }

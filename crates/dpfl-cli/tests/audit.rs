@@ -56,6 +56,9 @@ fn assert_honest_report(v: &serde_json::Value, algorithm: &str, scored: &str) {
     let correct = v["correct"].as_u64().unwrap();
     assert!(correct <= 50, "{v}");
     let bound = v["epsilon_lower_bound"].as_f64().unwrap();
+    // Two scores (sum and max) by default, each bounded at 1 − 0.05/2.
+    assert_eq!(v["score_confidence"], 0.975, "{v}");
+    assert_eq!(v["scores"].as_array().map(Vec::len), Some(2), "{v}");
     let expected = dpfl::audit::epsilon_lower_bound(
         dpfl::audit::Guesses {
             m: 100,
@@ -63,11 +66,13 @@ fn assert_honest_report(v: &serde_json::Value, algorithm: &str, scored: &str) {
             v: correct,
         },
         1.0 / 40_000.0,
-        0.05,
+        0.025,
     )
     .unwrap();
     assert_eq!(bound, expected, "{v}");
     assert!((0.0..=1.0).contains(&bound), "honest run refuted: {v}");
+    let certified = v["certified_epsilon"].as_f64().unwrap();
+    assert!(bound <= certified && certified <= 1.05, "{v}");
     assert!(v["seconds"].as_f64().unwrap() > 0.0, "{v}");
 }
 
@@ -120,6 +125,10 @@ fn audit_refuses_bad_input() {
         (
             vec!["audit", exp, "--confidence", "1.5"],
             vec!["--confidence", "(0, 1)"],
+        ),
+        (
+            vec!["audit", exp, "--score", "median"],
+            vec!["--score", "sum, max, both"],
         ),
         (
             vec!["audit", "/nonexistent/x.toml"],

@@ -82,3 +82,24 @@ pub const SOTERIA_RANDK: &str = r#"kind = "soteria-fl"
 estimator = "gd"
 step_size = 0.3
 compressor = { kind = "random-k", fraction = 0.5, indices = "seed" }"#;
+
+/// `[[algorithms]]` body: CDP-SGD with the official SoteriaFL code's noise preset
+/// (`calibration = "paper-code"`, σ² = 8G²T ln(1/δ)/(m²ε²), which ignores that one record
+/// moves a b-record mean by 2G/b, not 2G/m), b = 5 draws with replacement, uncompressed.
+/// With the audit's 2000 canaries (n₀ = 2100) and R = 20 its z = σb/(2G) ≈ 0.06: far more
+/// than the claimed ε = 1 (issue 27, finding 6).
+pub fn cdp_paper_code() -> String {
+    cdp_sgd("paper-code")
+}
+
+/// [`cdp_paper_code`] with dpfl's accountant calibration: the honest build of the same run.
+pub fn cdp_accountant() -> String {
+    cdp_sgd("accountant")
+}
+
+fn cdp_sgd(calibration: &str) -> String {
+    format!(
+        "kind = \"cdp-sgd\"\nstep_size = 0.3\nbatch_size = 5\ncalibration = \"{calibration}\"\n\
+         sampling = \"with-replacement\"\ncompressor = {{ kind = \"identity\" }}"
+    )
+}

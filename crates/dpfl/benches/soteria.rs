@@ -125,7 +125,7 @@ fn a9a<M: Measurement>(c: &mut Criterion<M>, group: &str) {
             let rows = soteria::run(&plan, &fed, &|_, _| {}).unwrap();
             let bands = soteria::bands(&rows);
             black_box(
-                dpfl::reproduce::soteria_out::write(&plan, &rows, &bands, out.path()).unwrap(),
+                dpfl::reproduce::soteria_out::write(&plan, &rows, &bands, &[], out.path()).unwrap(),
             )
         })
     });

@@ -48,6 +48,48 @@ fn soteria_a9a_quick_runs_and_counts_the_papers_bits() {
 }
 
 #[test]
+fn the_paper_presets_are_labelled_with_what_they_certify() {
+    // Issue 27, finding 2: at ε = 1 the official code's presets certify far more. The plan's
+    // run events are what the ledgers charge (the simulator's spent events, every round).
+    let plan = Plan::new("soteria-a9a", true).unwrap();
+    let fed = soteria::load(&plan, None).unwrap();
+    let cdp = soteria::ALGORITHMS
+        .iter()
+        .position(|a| *a == "CDP-SGD")
+        .unwrap();
+    let events = soteria::run_events(&plan, &fed, 0, cdp).unwrap();
+    let spent = soteria::spent_after_run(&plan, &fed, 0, cdp).unwrap();
+    assert_eq!(events.len(), spent.len());
+    let delta = dpfl_privacy::Delta::new(plan.delta).unwrap();
+    for (plan_events, charged) in events.iter().zip(&spent) {
+        assert_eq!(charged.len(), 25, "one charge a round");
+        let eps = |e: &[dpfl_privacy::PrivacyEvent]| {
+            dpfl_privacy::accountant::AccountantKind::Rdp
+                .epsilon(
+                    dpfl_privacy::Neighbouring::ReplaceOne,
+                    &dpfl_privacy::PrivacyEvent::Composed(e.to_vec()),
+                    delta,
+                )
+                .unwrap()
+        };
+        assert_eq!(eps(plan_events), eps(charged));
+    }
+    let p = soteria::privacy(&plan, &fed, 0, cdp).unwrap();
+    let c = p.certified_epsilon.unwrap();
+    // dpfl account's fine PLD: 353 for CDP-SGD (the coarse grid is a little above).
+    assert!(c > 300.0 && c < 400.0, "{p:?}");
+    assert!(!p.meets_label());
+    assert!(
+        p.describe()
+            .starts_with("labelled ε = 1 (paper preset), certified ε = 3"),
+        "{}",
+        p.describe()
+    );
+    let lower = p.epsilon_lower_bound.unwrap();
+    assert!(lower > 300.0 && lower <= c, "{p:?}");
+}
+
+#[test]
 fn soteria_mnist_quick_runs_when_the_data_is_present() {
     let dir = std::env::var_os("DPFL_DATA")
         .filter(|v| !v.is_empty())
@@ -90,5 +132,6 @@ fn soteria_a9a_full() {
     let tmp = tempfile::tempdir().unwrap();
     let out =
         std::env::var_os("SOTERIA_OUT").map_or(tmp.path().to_path_buf(), std::path::PathBuf::from);
-    dpfl::reproduce::soteria_out::write(&plan, &rows, &bands, &out).unwrap();
+    let privacy = soteria::privacy_table(&plan, &fed).unwrap();
+    dpfl::reproduce::soteria_out::write(&plan, &rows, &bands, &privacy, &out).unwrap();
 }

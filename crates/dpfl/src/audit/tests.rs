@@ -1,5 +1,7 @@
 use super::*;
-use dpfl_testkit::audit::{LOGISTIC, MB_SGD, MLP, SOTERIA_RANDK, experiment, kinds_toml};
+use dpfl_testkit::audit::{
+    LOGISTIC, MB_SGD, MLP, SOTERIA_RANDK, cdp_accountant, cdp_paper_code, experiment, kinds_toml,
+};
 
 fn opts(a: usize) -> AuditOptions {
     AuditOptions {
@@ -24,6 +26,9 @@ fn every_private_algorithm_stays_below_its_claim() {
             r.epsilon_lower_bound,
             r.claimed_epsilon
         );
+        below_certified(&r);
+        assert_eq!(r.scores.len(), 2, "sum and max by default: {r:?}");
+        assert_eq!(r.score_confidence, 0.975);
     }
     // A non-private algorithm has no claim to audit.
     let e = audit(&spec, None, &opts(4)).unwrap_err().to_string();
@@ -79,6 +84,17 @@ fn assert_caught(honest: &AuditReport, under: &AuditReport) {
         honest.epsilon_lower_bound <= honest.claimed_epsilon,
         "{honest:?}"
     );
+    below_certified(honest);
+}
+
+/// A sound audit never refutes what the accountants certify for the noise that ran.
+fn below_certified(r: &AuditReport) {
+    if let Some(c) = r.certified_epsilon {
+        assert!(
+            r.epsilon_lower_bound <= c,
+            "bound above the certified ε: {r:?}"
+        );
+    }
 }
 
 #[test]
@@ -308,4 +324,66 @@ fn an_mlp_run_is_audited_through_first_layer_canaries() {
     let under = audit(&spec, None, &sampled_opts());
     crate::algo::context::TEST_NOISE_SCALE.with(|c| c.set(1.0));
     assert_caught(&honest, &under.unwrap());
+}
+
+/// The paper-code CDP-SGD audit: 2000 canaries in silo 0 (n₀ = 2100), b = 5 draws a round,
+/// R = 20, k = 35 a side. A canary is drawn in a round with probability ≈ 5/2100, so ≈ 4.7 %
+/// of them (≈ 94) are ever drawn, mostly once.
+fn paper_code_opts(score: Score) -> AuditOptions {
+    AuditOptions {
+        canaries: 2000,
+        k: 35,
+        score,
+        ..AuditOptions::new(0)
+    }
+}
+
+#[test]
+fn the_paper_code_cdp_sgd_run_is_caught_by_the_max_score() {
+    // Issue 27, finding 6: the summed score drowns a canary drawn once in the other rounds'
+    // noise; the max score sees its one round. The preset's z = σb/(2G) ≈ 0.06 here, so a
+    // drawn canary sits 1/(2z) ≈ 8.5 noise standard deviations from the undrawn ones.
+    let spec = kinds_experiment(20, LOGISTIC, &cdp_paper_code());
+    let r = audit(&spec, None, &paper_code_opts(Score::Both)).unwrap();
+    eprintln!("paper code: {r:?}");
+    assert_eq!(r.claimed_epsilon, 1.0);
+    let certified = r.certified_epsilon.unwrap();
+    assert!(certified > 10.0, "the preset is far above its label: {r:?}");
+    assert_eq!(r.score, "max", "{r:?}");
+    let sum = r.scores.iter().find(|s| s.score == "sum").unwrap();
+    assert!(
+        r.epsilon_lower_bound > 2.0 * r.claimed_epsilon && sum.epsilon_lower_bound < 1.0,
+        "the max score catches it, the sum does not: {r:?}"
+    );
+    assert!(r.epsilon_lower_bound <= certified, "{r:?}");
+    // The honest build of the same run (the accountant's σ for ε = 1) is not refuted.
+    let spec = kinds_experiment(20, LOGISTIC, &cdp_accountant());
+    let h = audit(&spec, None, &paper_code_opts(Score::Both)).unwrap();
+    eprintln!("accountant: {h:?}");
+    // Calibrated on the fine PLD grid, certified here on the coarse one: a hair above 1.
+    assert!(h.certified_epsilon.unwrap() <= 1.05, "{h:?}");
+    assert!(h.epsilon_lower_bound <= h.claimed_epsilon, "{h:?}");
+    below_certified(&h);
+}
+
+#[test]
+fn a_single_score_is_bounded_at_the_full_confidence() {
+    let spec = kinds_experiment(20, LOGISTIC, &cdp_paper_code());
+    let r = audit(&spec, None, &paper_code_opts(Score::Max)).unwrap();
+    assert_eq!(
+        (r.scores.len(), r.score, r.score_confidence),
+        (1, "max", 0.95)
+    );
+    let g = Guesses {
+        m: 2000,
+        r: 70,
+        v: r.correct as u64,
+    };
+    assert_eq!(
+        r.epsilon_lower_bound,
+        epsilon_lower_bound(g, r.delta, 0.05).unwrap()
+    );
+    assert!("median".parse::<Score>().is_err());
+    assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
+    assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), 2.5);
 }

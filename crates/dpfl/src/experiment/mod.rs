@@ -62,9 +62,9 @@ pub(crate) use spec::parse_toml;
 pub use spec::{AlgorithmEntry, DeltaRule, DeltaSpec, ExperimentSpec, NoiseKind, PrivacySpec};
 pub use summary::{
     AlgorithmSummary, RoundRow, RunAccumulator, RunOutput, SEEDED_CAVEAT, SiloPrivacy, SingleRun,
-    TestMetric, noise_multiplier, run_caveats, summary_of,
+    TestMetric, UNCERTIFIED_CAVEAT, noise_multiplier, run_caveats, summary_of,
 };
-pub(crate) use summary::{Precision, silo_privacy_at as account_silos};
+pub(crate) use summary::{COARSE_GRID, Precision, account_silo, silo_privacy_at as account_silos};
 
 /// Progress callback: (algorithm index, trial, rounds done in this run).
 pub type Progress<'p> = &'p (dyn Fn(usize, usize, usize) + Sync);

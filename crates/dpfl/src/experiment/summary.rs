@@ -520,8 +520,18 @@ pub fn summary_of(
     if private && epsilon.is_none() {
         summary.certified_epsilon = summary.max_certified_epsilon();
     }
+    // A guarantee no accountant certifies for what ran is not shown as end to end (issue 27:
+    // e.g. DP-NormFedAvg's per-round budget, whose R rounds the accountants may not certify
+    // at the experiment's δ).
+    if private && summary.max_certified_epsilon().is_none() {
+        summary.end_to_end_private = false;
+        summary.caveats.push(UNCERTIFIED_CAVEAT.to_string());
+    }
     summary
 }
+
+/// The caveat of a private run whose released events no accountant certifies at its δ.
+pub const UNCERTIFIED_CAVEAT: &str = "no accountant certifies an epsilon for the events this      run's silos released at the target delta (see each silo's `notes`): the target epsilon is      a label, not a guarantee";
 
 /// The z of the Gaussian (continuous or discrete) in `event`, if it holds exactly one value
 /// of z (a run whose rounds use different multipliers has none to show).

@@ -45,6 +45,7 @@ pub mod normfedavg_checkpoint;
 pub mod normfedavg_plot;
 mod output;
 pub mod plot;
+pub mod privacy;
 pub mod shuffle_rates;
 pub mod shuffle_rates_out;
 pub mod soteria;

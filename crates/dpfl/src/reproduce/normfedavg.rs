@@ -25,7 +25,9 @@ use dpfl_privacy::DpRng;
 use dpfl_privacy::rng::Purpose;
 
 use super::normfedavg_checkpoint::{InFlight, NormFedAvgCheckpoint, RunRows};
+use super::privacy::RunPrivacy;
 use crate::algo::context::BuildContext;
+use crate::algo::context::SiloCalibration;
 use crate::algo::half::{FederationInfo, SiloInfo};
 use crate::algo::normfedavg::{
     BetaSchedule, BudgetSpec, NormFedAvgSpec, QuantPrivacy, SensitivitySpec, TdlCalibration,
@@ -277,6 +279,8 @@ pub struct Outcome {
     pub not_run: Vec<(String, String)>,
     /// Per algorithm, its calibration report (silo 0).
     pub calibration: Vec<(String, String)>,
+    /// Per algorithm, what its label delivers ([`privacy_of_run`]).
+    pub privacy: Vec<(String, RunPrivacy)>,
     /// Seconds of the whole reproduction.
     pub wall_seconds: f64,
 }
@@ -323,53 +327,12 @@ pub fn run_checkpointed(
         let mut diverged = Vec::new();
         let mut bits_per_coordinate = f64::NAN;
         for &seed in &plan.seeds {
-            let mut rng = DpRng::from_seed(seed, Purpose::Data, 0);
-            let parts =
-                crate::data::shards::label_shards(&train, plan.silos, plan.per_silo, &mut rng)?;
-            let silos: Vec<SiloData> = parts
-                .into_iter()
-                .map(|d| {
-                    let test = d.subset(&[0]);
-                    SiloData { train: d, test }
-                })
-                .collect();
-            let model = DeepMlp::new(
-                train.num_features(),
-                &plan.hidden,
-                classes,
-                Activation::Relu,
-                seed,
-            )?
-            .with_precision(plan.precision);
-            let d = model.num_params();
-            let net = model.clone();
-            let model: std::sync::Arc<dyn Model> = std::sync::Arc::new(model);
-            let ctx = BuildContext {
-                federation: FederationInfo {
-                    dim: d,
-                    silos: plan.silos,
-                    rounds: plan.rounds,
-                    expected_participants: plan.participants as f64,
-                },
-                silos: silos
-                    .iter()
-                    .enumerate()
-                    .map(|(i, s)| SiloInfo {
-                        id: SiloId::new(i as u32),
-                        records: s.train.len(),
-                        budget: None,
-                        fixed_noise: None,
-                    })
-                    .collect(),
-                oracle: GradientOracle::new(model.clone(), None)?,
-                lipschitz: 1.0,
-                projection: Projection::None,
-                init: model.initial_params(),
-                noise: Default::default(),
-            };
+            let Seeded { silos, net, d, ctx } = seeded(plan, &train, classes, seed)?;
             let built = match wing_plan::build(&ctx, spec) {
                 Ok(b) => b,
                 Err(e) => {
+                    out.privacy
+                        .push((label.clone(), not_run_privacy(plan, spec, &e.to_string())));
                     out.not_run.push((label.clone(), e.to_string()));
                     break;
                 }
@@ -377,6 +340,10 @@ pub fn run_checkpointed(
             if seed == plan.seeds[0] {
                 out.calibration
                     .push((label.clone(), built.calibration[0].formula.clone()));
+                out.privacy.push((
+                    label.clone(),
+                    privacy_of_run(plan, spec, &built.calibration),
+                ));
             }
             let run = match checkpoint.and_then(|c| c.get(label, seed)) {
                 Some(run) => run,
@@ -482,6 +449,280 @@ pub fn run_checkpointed(
     Ok(out)
 }
 
+/// One seed's federation: the label shards, the network and the public facts.
+struct Seeded {
+    silos: Vec<SiloData>,
+    net: DeepMlp,
+    d: usize,
+    ctx: BuildContext,
+}
+
+fn seeded(plan: &Plan, train: &Dataset, classes: usize, seed: u64) -> crate::Result<Seeded> {
+    let mut rng = DpRng::from_seed(seed, Purpose::Data, 0);
+    let parts = crate::data::shards::label_shards(train, plan.silos, plan.per_silo, &mut rng)?;
+    let silos: Vec<SiloData> = parts
+        .into_iter()
+        .map(|d| {
+            let test = d.subset(&[0]);
+            SiloData { train: d, test }
+        })
+        .collect();
+    let model = DeepMlp::new(
+        train.num_features(),
+        &plan.hidden,
+        classes,
+        Activation::Relu,
+        seed,
+    )?
+    .with_precision(plan.precision);
+    let d = model.num_params();
+    let net = model.clone();
+    let model: std::sync::Arc<dyn Model> = std::sync::Arc::new(model);
+    let ctx = BuildContext {
+        federation: FederationInfo {
+            dim: d,
+            silos: plan.silos,
+            rounds: plan.rounds,
+            expected_participants: plan.participants as f64,
+        },
+        silos: silos
+            .iter()
+            .enumerate()
+            .map(|(i, s)| SiloInfo {
+                id: SiloId::new(i as u32),
+                records: s.train.len(),
+                budget: None,
+                fixed_noise: None,
+            })
+            .collect(),
+        oracle: GradientOracle::new(model.clone(), None)?,
+        lipschitz: 1.0,
+        projection: Projection::None,
+        init: model.initial_params(),
+        noise: Default::default(),
+    };
+    Ok(Seeded { silos, net, d, ctx })
+}
+
+/// (label, label kind, the run's δ) of an algorithm's budget. The run's δ is twice the sum of
+/// the R per-round δ's the calibration targets — 2Rδ₀ for a per-round budget (the paper
+/// states no δ for the whole run), 2δ for a total one (Theorem 2's calibration spends δ/K a
+/// round) — so that the accountants have room beyond the δ's the events already spend.
+fn label_of(plan: &Plan, spec: &NormFedAvgSpec) -> Option<(f64, &'static str, f64)> {
+    let p = spec
+        .privacy
+        .as_ref()
+        .filter(|_| spec.variant.is_private())?;
+    Some(match (p.budget, p.calibration) {
+        (BudgetSpec::PerRound { epsilon, delta }, TdlCalibration::Corrected) => (
+            epsilon,
+            "paper: per round",
+            2.0 * plan.rounds as f64 * delta,
+        ),
+        (BudgetSpec::PerRound { epsilon, delta }, TdlCalibration::PaperClaim) => (
+            epsilon,
+            "paper's claim: per round",
+            2.0 * plan.rounds as f64 * delta,
+        ),
+        (BudgetSpec::Total { epsilon, delta }, TdlCalibration::Corrected) => {
+            (epsilon, "paper: whole run", 2.0 * delta)
+        }
+        (BudgetSpec::Total { epsilon, delta }, TdlCalibration::PaperClaim) => {
+            (epsilon, "paper's claim: whole run", 2.0 * delta)
+        }
+    })
+}
+
+/// What an algorithm's label delivers: the account of R rounds of each silo's round event
+/// (the plan's run event: the most a silo's ledger lets it release — dpfl takes no
+/// amplification by client sampling, `dpfl_privacy::qtdl::accounting` — so a silo that
+/// answered fewer rounds is covered), at the run's δ ([`label_of`]).
+pub fn privacy_of_run(
+    plan: &Plan,
+    spec: &NormFedAvgSpec,
+    calibration: &[SiloCalibration],
+) -> RunPrivacy {
+    let Some((label, kind, delta)) = label_of(plan, spec) else {
+        return RunPrivacy::non_private();
+    };
+    let events: Vec<Vec<dpfl_privacy::PrivacyEvent>> = calibration
+        .iter()
+        .map(|c| c.run_event.iter().cloned().collect())
+        .collect();
+    RunPrivacy::account(Some(label), kind, delta, &events)
+}
+
+fn not_run_privacy(plan: &Plan, spec: &NormFedAvgSpec, why: &str) -> RunPrivacy {
+    match label_of(plan, spec) {
+        Some((label, kind, delta)) => {
+            RunPrivacy::uncertified(Some(label), kind, delta, format!("not run: {why}"))
+        }
+        None => RunPrivacy::non_private(),
+    }
+}
+
+/// Every algorithm's [`privacy_of_run`] from the plan alone (seed `plan.seeds[0]`'s shards;
+/// no training): what `--rewrite` adds to a finished reproduction.
+pub fn plan_privacy(plan: &Plan, train: &Dataset) -> crate::Result<Vec<(String, RunPrivacy)>> {
+    let train = subset(train, plan.train_rows, 0)?;
+    let classes = train.target().num_classes().unwrap_or(0);
+    let seed = plan.seeds.first().copied().unwrap_or(1);
+    let ctx = seeded(plan, &train, classes, seed)?.ctx;
+    Ok(plan
+        .algorithms
+        .iter()
+        .map(|(label, spec)| {
+            let p = match wing_plan::plan(&ctx, spec) {
+                Ok((_, calibration)) => privacy_of_run(plan, spec, &calibration),
+                Err(e) => not_run_privacy(plan, spec, &e.to_string()),
+            };
+            (label.clone(), p)
+        })
+        .collect())
+}
+
+/// The summary columns that training produced, before the privacy columns
+/// ([`RunPrivacy::label_cells`]).
+const SUMMARY_COLUMNS: [&str; 7] = [
+    "algorithm",
+    "bits_per_coordinate",
+    "test_error_pct_mean",
+    "test_error_pct_std",
+    "seeds",
+    "rounds",
+    "status",
+];
+
+fn privacy_cells(privacy: &[(String, RunPrivacy)], algorithm: &str) -> Vec<String> {
+    match privacy.iter().find(|(a, _)| a == algorithm) {
+        Some((_, p)) => p.label_cells(),
+        None => vec![String::new(); 6],
+    }
+}
+
+/// `summary.csv` from its training cells (one row per algorithm, [`SUMMARY_COLUMNS`]) and
+/// the privacy columns.
+fn summary_csv(
+    rows: impl IntoIterator<Item = Vec<String>>,
+    privacy: &[(String, RunPrivacy)],
+) -> crate::Result<String> {
+    let header: Vec<&str> = SUMMARY_COLUMNS
+        .into_iter()
+        .chain(RunPrivacy::LABEL_HEADER)
+        .chain(RunPrivacy::CSV_HEADER)
+        .collect();
+    crate::output::csv_string(
+        &header,
+        rows.into_iter().map(|mut r| {
+            let extra = privacy_cells(privacy, &r[0]);
+            r.extend(extra);
+            r
+        }),
+    )
+}
+
+fn privacy_file(privacy: &[(String, RunPrivacy)], dir: &Path) -> crate::Result<PathBuf> {
+    let rows: Vec<(String, String, &RunPrivacy)> = privacy
+        .iter()
+        .map(|(a, p)| (String::new(), a.clone(), p))
+        .collect();
+    let path = dir.join("privacy.csv");
+    crate::output::atomic_write(&path, super::privacy::privacy_csv(&rows)?.as_bytes())?;
+    Ok(path)
+}
+
+/// `--rewrite`: adds the privacy columns to the finished reproduction in `dir` without
+/// training. `summary.csv`'s training columns are read back and written unchanged,
+/// `rounds.csv` and `calibration.csv` are not touched; `privacy.csv` and the figure are
+/// written again (the figure from `rounds.csv`, whose floats read back bit for bit).
+pub fn rewrite(plan: &Plan, train: &Dataset, dir: &Path) -> crate::Result<Vec<PathBuf>> {
+    let privacy = plan_privacy(plan, train)?;
+    let path = dir.join("summary.csv");
+    let old = read_csv(&path)?;
+    if old.0.len() < SUMMARY_COLUMNS.len() || old.0[..SUMMARY_COLUMNS.len()] != SUMMARY_COLUMNS {
+        return Err(crate::Error::data(
+            path.display().to_string(),
+            format!("header {:?} does not start with {SUMMARY_COLUMNS:?}", old.0),
+        ));
+    }
+    let rows = old
+        .1
+        .into_iter()
+        .map(|r| r[..SUMMARY_COLUMNS.len()].to_vec());
+    crate::output::atomic_write(&path, summary_csv(rows, &privacy)?.as_bytes())?;
+    let mut files = vec![path, privacy_file(&privacy, dir)?];
+    let rounds = read_rounds(&dir.join("rounds.csv"))?;
+    files.extend(super::normfedavg_plot::write_figure(
+        &plan.id, &rounds, &privacy, dir,
+    )?);
+    Ok(files)
+}
+
+/// (header, rows) of a CSV file, every row as long as the header.
+fn read_csv(path: &Path) -> crate::Result<(Vec<String>, Vec<Vec<String>>)> {
+    let text = std::fs::read_to_string(path).map_err(|source| crate::Error::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let mut r = csv::Reader::from_reader(text.as_bytes());
+    let bad =
+        |line: usize, e: String| crate::Error::data(format!("{} line {line}", path.display()), e);
+    let header: Vec<String> = r
+        .headers()
+        .map_err(|e| bad(1, e.to_string()))?
+        .iter()
+        .map(str::to_string)
+        .collect();
+    let mut rows = Vec::new();
+    for (i, rec) in r.records().enumerate() {
+        let rec = rec.map_err(|e| bad(i + 2, e.to_string()))?;
+        rows.push(rec.iter().map(str::to_string).collect());
+    }
+    Ok((header, rows))
+}
+
+/// `rounds.csv`'s columns.
+const ROUNDS_COLUMNS: [&str; 6] = [
+    "algorithm",
+    "seed",
+    "round",
+    "train_loss",
+    "test_error",
+    "bits_per_silo",
+];
+
+/// The rows of `rounds.csv` (written with shortest round-trip floats: read back exactly).
+fn read_rounds(path: &Path) -> crate::Result<Vec<RoundRow>> {
+    let (header, rows) = read_csv(path)?;
+    let want = ROUNDS_COLUMNS;
+    if header != want {
+        return Err(crate::Error::data(
+            path.display().to_string(),
+            format!("header {header:?}, expected {want:?}"),
+        ));
+    }
+    rows.into_iter()
+        .enumerate()
+        .map(|(i, r)| {
+            let bad = |c: usize| {
+                crate::Error::data(
+                    format!("{} line {}", path.display(), i + 2),
+                    format!("column {} is not a number", want[c]),
+                )
+            };
+            let f = |c: usize| r[c].parse::<f64>().map_err(|_| bad(c));
+            Ok(RoundRow {
+                algorithm: r[0].clone(),
+                seed: r[1].parse().map_err(|_| bad(1))?,
+                round: r[2].parse().map_err(|_| bad(2))?,
+                train_loss: f(3)?,
+                test_error: f(4)?,
+                bits_per_silo: f(5)?,
+            })
+        })
+        .collect()
+}
+
 /// Writes `summary.csv`, `rounds.csv`, `calibration.csv` and the figure `<id>.svg` and `.png` into
 /// `dir`.
 pub fn write_outputs(outcome: &Outcome, dir: &Path) -> crate::Result<Vec<PathBuf>> {
@@ -493,16 +734,7 @@ pub fn write_outputs(outcome: &Outcome, dir: &Path) -> crate::Result<Vec<PathBuf
             String::new()
         }
     };
-    let summary = crate::output::csv_string(
-        &[
-            "algorithm",
-            "bits_per_coordinate",
-            "test_error_pct_mean",
-            "test_error_pct_std",
-            "seeds",
-            "rounds",
-            "status",
-        ],
+    let summary = summary_csv(
         outcome
             .summary
             .iter()
@@ -541,16 +773,10 @@ pub fn write_outputs(outcome: &Outcome, dir: &Path) -> crate::Result<Vec<PathBuf
                     format!("not run: {why}"),
                 ]
             })),
+        &outcome.privacy,
     )?;
     let rounds = crate::output::csv_string(
-        &[
-            "algorithm",
-            "seed",
-            "round",
-            "train_loss",
-            "test_error",
-            "bits_per_silo",
-        ],
+        &ROUNDS_COLUMNS,
         outcome.rounds.iter().map(|r| {
             vec![
                 r.algorithm.clone(),
@@ -579,9 +805,11 @@ pub fn write_outputs(outcome: &Outcome, dir: &Path) -> crate::Result<Vec<PathBuf
         crate::output::atomic_write(&path, text.as_bytes())?;
         files.push(path);
     }
+    files.push(privacy_file(&outcome.privacy, dir)?);
     files.extend(super::normfedavg_plot::write_figure(
         &outcome.id,
         &outcome.rounds,
+        &outcome.privacy,
         dir,
     )?);
     Ok(files)

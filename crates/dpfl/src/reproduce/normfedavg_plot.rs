@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use super::privacy::RunPrivacy;
 use crate::plot::{Figure, Panel, Point, Series, Spread};
 
 /// One evaluated round of one run.
@@ -56,8 +57,14 @@ fn mean_curves(rows: &[RoundRow]) -> Vec<(String, Vec<[f64; 4]>)> {
 }
 
 /// Writes `<id>.svg` and `<id>.png` into `dir`: four panels (loss and error against rounds
-/// and against bits), drawn by the one plotting helper ([`crate::plot`]).
-pub fn write_figure(id: &str, rows: &[RoundRow], dir: &Path) -> crate::Result<Vec<PathBuf>> {
+/// and against bits), drawn by the one plotting helper ([`crate::plot`]); each legend entry
+/// carries its algorithm's certified ε (`privacy`, by label; [`super::privacy`]).
+pub fn write_figure(
+    id: &str,
+    rows: &[RoundRow],
+    privacy: &[(String, RunPrivacy)],
+    dir: &Path,
+) -> crate::Result<Vec<PathBuf>> {
     let mut curves = mean_curves(rows);
     if curves.is_empty() {
         return Ok(Vec::new());
@@ -99,7 +106,12 @@ pub fn write_figure(id: &str, rows: &[RoundRow], dir: &Path) -> crate::Result<Ve
             panel.series = curves
                 .iter()
                 .map(|(name, pts)| Series {
-                    label: name.clone(),
+                    label: match privacy.iter().find(|(a, _)| a == name) {
+                        Some((_, p)) if p.labelled_epsilon.is_some() => {
+                            format!("{name} ({})", p.legend())
+                        }
+                        _ => name.clone(),
+                    },
                     points: pts
                         .iter()
                         .filter(|v| v[x].is_finite() && v[y].is_finite())
@@ -161,7 +173,7 @@ mod tests {
         assert_eq!(c[0].1, vec![[1.0, 10.0, 2.0, 0.5], [2.0, 20.0, 0.5, 0.5]]);
         assert_eq!(c[1].1, vec![[1.0, 10.0, 4.0, 0.5]]);
         let dir = tempfile::tempdir().unwrap();
-        let files = write_figure("x", &rows, dir.path()).unwrap();
+        let files = write_figure("x", &rows, &[], dir.path()).unwrap();
         let svg = std::fs::read_to_string(&files[0]).unwrap();
         assert!(svg.contains("<svg") && svg.contains("train loss"));
         // 20 bits at most: plain bits; a full run's ≈ 8.4·10^9: Gbit.
@@ -176,7 +188,7 @@ mod tests {
             row("A", 1, 2, 0.6),
             row("D", 1, 1, 1e6),
         ];
-        let files = write_figure("y", &rows, dir.path()).unwrap();
+        let files = write_figure("y", &rows, &[], dir.path()).unwrap();
         let svg = std::fs::read_to_string(&files[0]).unwrap();
         assert!(svg.contains("train loss (log scale)"), "{}", &svg[..200]);
     }

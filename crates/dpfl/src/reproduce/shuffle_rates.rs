@@ -141,6 +141,13 @@ pub struct RunRow {
     pub rounds: usize,
     /// ‖w − w*‖²/(2d) of the output.
     pub excess_loss: f64,
+    /// The ε the accountants certify at the plan's δ for what the silos' ledgers charged
+    /// (`Simulator::spent`, largest over silos; [`super::privacy`]); empty if non-private or
+    /// uncertified.
+    pub certified_epsilon: Option<f64>,
+    /// A lower bound on the true ε at the plan's δ (largest over silos); empty where no
+    /// neighbouring pair is implemented for the events.
+    pub epsilon_lower_bound: Option<f64>,
 }
 
 /// The minimiser w* (‖w*‖ = ½, fixed by the seed-independent direction (1, −1, 1, …)/√d).
@@ -294,6 +301,11 @@ fn run_one(plan: &Plan, a: usize, n: usize, seed: usize) -> crate::Result<Option
     let w = sim.output();
     let star = minimiser(plan.d);
     let sq: f64 = w.iter().zip(&star).map(|(a, b)| (a - b) * (a - b)).sum();
+    let privacy = if spec.is_private() {
+        super::privacy::RunPrivacy::account(Some(plan.epsilon), "target", plan.delta, &sim.spent())
+    } else {
+        super::privacy::RunPrivacy::non_private()
+    };
     Ok(Some(RunRow {
         algorithm: ALGORITHMS[a].into(),
         n,
@@ -301,6 +313,8 @@ fn run_one(plan: &Plan, a: usize, n: usize, seed: usize) -> crate::Result<Option
         silos,
         rounds,
         excess_loss: sq / (2.0 * plan.d as f64),
+        certified_epsilon: privacy.certified_epsilon,
+        epsilon_lower_bound: privacy.epsilon_lower_bound,
     }))
 }
 

@@ -41,6 +41,9 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
+use dpfl_privacy::PrivacyEvent;
+
+use super::privacy::RunPrivacy;
 use crate::algo::half::{FederationInfo, SiloInfo};
 use crate::algo::{AlgorithmSpec, BuildContext};
 use crate::data::registry::{DataDirs, KnownDataset, Part};
@@ -449,33 +452,8 @@ pub fn run_unit(
     a: usize,
     seed: usize,
 ) -> crate::Result<Vec<CurveRow>> {
-    let model = fed.model.as_ref();
     let (eps, rounds, etas) = plan.settings[e];
-    let ctx = BuildContext {
-        federation: FederationInfo {
-            dim: model.num_params(),
-            silos: plan.silos,
-            rounds,
-            expected_participants: plan.silos as f64,
-        },
-        silos: fed
-            .silos
-            .iter()
-            .enumerate()
-            .map(|(i, s)| {
-                SiloInfo::new(
-                    SiloId::new(i as u32),
-                    s.train.len(),
-                    Some((eps, plan.delta)),
-                )
-            })
-            .collect::<crate::Result<_>>()?,
-        oracle: GradientOracle::new(fed.model.clone(), None)?,
-        lipschitz: plan.clip,
-        projection: Projection::None,
-        init: vec![0.0; model.num_params()],
-        noise: Default::default(),
-    };
+    let ctx = context(plan, fed, rounds, eps)?;
     let mut spec = algorithm(a, etas[a], fed.init_std)?;
     if let AlgorithmSpec::SoteriaFl(s) | AlgorithmSpec::LdpSvrg(s) = &mut spec {
         s.coin_seed = seed as u64;
@@ -560,12 +538,17 @@ fn evaluate(fed: &Federation, ws: &[Vec<f64>]) -> Vec<(f64, f64, f64)> {
 
 fn init_point(plan: &Plan, fed: &Federation) -> crate::Result<Vec<f64>> {
     let spec = algorithm(0, 1.0, fed.init_std)?;
-    let ctx_dim = fed.model.num_params();
-    let ctx = BuildContext {
+    Ok(spec.build(&context(plan, fed, 1, 1.0)?)?.server.output())
+}
+
+/// The public facts every run of setting ε, T builds its halves from.
+fn context(plan: &Plan, fed: &Federation, rounds: usize, eps: f64) -> crate::Result<BuildContext> {
+    let dim = fed.model.num_params();
+    Ok(BuildContext {
         federation: FederationInfo {
-            dim: ctx_dim,
+            dim,
             silos: plan.silos,
-            rounds: 1,
+            rounds,
             expected_participants: plan.silos as f64,
         },
         silos: fed
@@ -576,17 +559,103 @@ fn init_point(plan: &Plan, fed: &Federation) -> crate::Result<Vec<f64>> {
                 SiloInfo::new(
                     SiloId::new(i as u32),
                     s.train.len(),
-                    Some((1.0, plan.delta)),
+                    Some((eps, plan.delta)),
                 )
             })
             .collect::<crate::Result<_>>()?,
         oracle: GradientOracle::new(fed.model.clone(), None)?,
         lipschitz: plan.clip,
         projection: Projection::None,
-        init: vec![0.0; ctx_dim],
+        init: vec![0.0; dim],
         noise: Default::default(),
-    };
-    Ok(spec.build(&ctx)?.server.output())
+    })
+}
+
+/// Every silo's run event of algorithm `a` at setting `e`: what its ledger charges over the
+/// T rounds (every silo answers every round: SoteriaFL's server waits for all), from the
+/// plan alone — no training. The same for every seed (the noise presets depend on
+/// (m, T, ε, δ) only).
+pub fn run_events(
+    plan: &Plan,
+    fed: &Federation,
+    e: usize,
+    a: usize,
+) -> crate::Result<Vec<Vec<PrivacyEvent>>> {
+    let (eps, rounds, etas) = plan.settings[e];
+    let ctx = context(plan, fed, rounds, eps)?;
+    let built = algorithm(a, etas[a], fed.init_std)?.build(&ctx)?;
+    Ok(built
+        .calibration
+        .into_iter()
+        .map(|c| c.run_event.into_iter().collect())
+        .collect())
+}
+
+/// Every silo's events charged by the simulator in one run of algorithm `a` at setting `e`
+/// (seed 0): what [`run_events`] must equal.
+pub fn spent_after_run(
+    plan: &Plan,
+    fed: &Federation,
+    e: usize,
+    a: usize,
+) -> crate::Result<Vec<Vec<PrivacyEvent>>> {
+    let (eps, rounds, etas) = plan.settings[e];
+    let built = algorithm(a, etas[a], fed.init_std)?.build(&context(plan, fed, rounds, eps)?)?;
+    let mut sim = Simulator::new(&fed.silos, built, Participation::All, Some(1000))?;
+    for _ in 0..rounds {
+        sim.step()?;
+    }
+    Ok(sim.spent())
+}
+
+/// What setting `e`'s label delivers for algorithm `a` (module [`super::privacy`]): the
+/// paper preset's ε label against the accountants' certificate at the plan's δ.
+pub fn privacy(plan: &Plan, fed: &Federation, e: usize, a: usize) -> crate::Result<RunPrivacy> {
+    let events = run_events(plan, fed, e, a)?;
+    Ok(RunPrivacy::account(
+        Some(plan.settings[e].0),
+        "paper preset",
+        plan.delta,
+        &events,
+    ))
+}
+
+/// [`privacy`] of every (setting, algorithm), keyed by (ε label, algorithm name).
+pub fn privacy_table(plan: &Plan, fed: &Federation) -> crate::Result<Vec<PrivacyRow>> {
+    let mut out = Vec::new();
+    for e in 0..plan.settings.len() {
+        for (a, name) in ALGORITHMS.iter().enumerate() {
+            out.push(PrivacyRow {
+                epsilon: plan.settings[e].0,
+                algorithm: name.to_string(),
+                privacy: privacy(plan, fed, e, a)?,
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// One (ε label, algorithm)'s [`RunPrivacy`].
+#[derive(Debug, Clone, Serialize)]
+pub struct PrivacyRow {
+    /// The paper's ε label.
+    pub epsilon: f64,
+    /// The algorithm's name ([`ALGORITHMS`]).
+    pub algorithm: String,
+    /// Label and certificate.
+    pub privacy: RunPrivacy,
+}
+
+/// The row of `table` for (ε label, algorithm).
+pub fn privacy_of<'t>(
+    table: &'t [PrivacyRow],
+    eps: f64,
+    algorithm: &str,
+) -> Option<&'t RunPrivacy> {
+    table
+        .iter()
+        .find(|r| r.epsilon == eps && r.algorithm == algorithm)
+        .map(|r| &r.privacy)
 }
 
 /// Mean and standard deviation over seeds of one (ε, algorithm, round).
