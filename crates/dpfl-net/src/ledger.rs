@@ -60,11 +60,7 @@ pub fn check_stored(path: &Path) -> Result<()> {
     match Cell::read(path)? {
         Some(_) => Ok(()),
         None => {
-            let slot = |i: usize| {
-                let mut s = path.as_os_str().to_owned();
-                s.push(format!(".{i}"));
-                PathBuf::from(s)
-            };
+            let slot = |i: usize| slot(path, "", i);
             let what = |p: &Path| match std::fs::metadata(p) {
                 Ok(m) if m.len() == 0 => "empty (0 bytes)",
                 Ok(_) => "present",
@@ -86,6 +82,56 @@ pub fn check_stored(path: &Path) -> Result<()> {
             ))
         }
     }
+}
+
+/// Suffix of the cell a fresh start writes its first ledger into before moving it in place.
+const UNFINISHED: &str = ".new";
+
+fn slot(path: &Path, suffix: &str, i: usize) -> PathBuf {
+    let mut s = path.as_os_str().to_owned();
+    s.push(format!("{suffix}.{i}"));
+    PathBuf::from(s)
+}
+
+/// A fresh start's ledger at `path` (which must not exist yet), in place at once: it is
+/// written into a cell beside it and its written slot renamed over `path`'s, so that a crash
+/// leaves either no ledger (the start can be repeated with `--fresh`) or a whole one, never
+/// the empty slot files a restart refuses.
+pub fn create(path: &Path, rounds: usize, budget: Option<Budget>) -> Result<()> {
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(UNFINISHED);
+    let tmp = PathBuf::from(tmp);
+    drop(open(&tmp, rounds, budget)?);
+    for i in 0..2 {
+        let from = slot(path, UNFINISHED, i);
+        let written = std::fs::metadata(&from).map_err(NetError::io(&from))?.len() > 0;
+        if written {
+            let to = slot(path, "", i);
+            std::fs::rename(&from, &to).map_err(NetError::io(&to))?;
+        } else {
+            std::fs::remove_file(&from).map_err(NetError::io(&from))?;
+        }
+    }
+    // The rename is durable once the directory is.
+    if let Some(dir) = path.parent()
+        && let Ok(d) = std::fs::File::open(dir)
+    {
+        d.sync_all().map_err(NetError::io(dir))?;
+    }
+    Ok(())
+}
+
+/// Removes the unfinished ledger a fresh start that died left in `dir` (see [`create`]).
+pub(crate) fn remove_unfinished(dir: &Path) -> Result<()> {
+    for i in 0..2 {
+        let p = slot(&dir.join(ROUND_LEDGER), UNFINISHED, i);
+        match std::fs::remove_file(&p) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(NetError::Io { path: p, source: e }),
+        }
+    }
+    Ok(())
 }
 
 /// Opens silo ledger at `path` with a cap of `rounds` releases and, if given, `budget` by the

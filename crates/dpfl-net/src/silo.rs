@@ -188,7 +188,10 @@ impl Silo {
         let lock = crate::lock::lock_dir(&dir, &format!("silo {id}"))?;
         let ledger_path = dir.join(crate::ledger::ROUND_LEDGER);
         match start {
-            Start::Fresh => check_empty(&dir)?,
+            Start::Fresh => {
+                check_empty(&dir)?;
+                crate::ledger::create(&ledger_path, fed.rounds(), budget)?;
+            }
             Start::Resume => crate::ledger::check_stored(&ledger_path)?,
         }
         let ledger = crate::ledger::open(&ledger_path, fed.rounds(), budget)?;
@@ -350,8 +353,11 @@ impl Silo {
     }
 }
 
-/// A fresh start's state directory holds nothing but the lock this silo just took.
+/// A fresh start's state directory holds nothing but the lock this silo just took (and the
+/// temporary ledger of a fresh start that died before its ledger was in place, removed here:
+/// nothing was answered without a ledger).
 fn check_empty(dir: &std::path::Path) -> Result<()> {
+    crate::ledger::remove_unfinished(dir)?;
     let mut names: Vec<String> = std::fs::read_dir(dir)
         .map_err(NetError::io(dir))?
         .filter_map(|e| e.ok())

@@ -165,7 +165,8 @@ pub(crate) fn silo_args(cfg: &Path, id: usize, shard: &Path) -> Vec<String> {
     .iter()
     .map(|s| s.to_string())
     .collect();
-    if !alg.join(format!("silo-{id}/ledger.0")).exists() {
+    let state = alg.join(format!("silo-{id}"));
+    if !state.join("ledger.0").exists() && !state.join("ledger.1").exists() {
         args.push("--fresh".into());
     }
     args
