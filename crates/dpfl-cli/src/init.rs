@@ -49,12 +49,15 @@ pub fn init(args: &InitArgs) -> anyhow::Result<()> {
         Some(out) => relative_to(&args.data, crate::base_dir(out)),
         None => args.data.clone(),
     };
-    let text = dpfl::experiment::init::init_experiment(
+    let init = dpfl::experiment::init::init_with_notes(
         &args.data,
         &args.label,
         args.silo_column.as_deref(),
-    )?
-    .replace(
+    )?;
+    for note in &init.notes {
+        eprintln!("note: {note}");
+    }
+    let text = init.text.replace(
         &format!("path = {:?}", args.data.display().to_string()),
         &format!("path = {:?}", data_for_file.display().to_string()),
     );

@@ -24,6 +24,10 @@ pub struct ShardArgs {
     /// Where to write the shard (for `dpfl silo --data`).
     #[arg(long)]
     pub out: PathBuf,
+    /// This silo's name (default: the one value of the experiment's silo column in --data,
+    /// else the file's name without its extension); it seeds the silo's train/test split.
+    #[arg(long)]
+    pub silo_name: Option<String>,
     /// Override the experiment's seed (the train/test split).
     #[arg(long)]
     pub seed: Option<u64>,
@@ -45,11 +49,16 @@ pub fn shard(args: &ShardArgs) -> anyhow::Result<()> {
     }
     spec.data = spec
         .data
-        .for_own_file(&args.data)
+        .for_own_file(&args.data, args.silo_name.as_deref())
         .map_err(|e| crate::name_file(Some(&args.config), e))?;
     let mut master = experiment::master_rng(&spec)?;
     let (trial, _) = experiment::next_trial(&spec, None, &mut master)
         .map_err(|e| crate::name_file(Some(&args.config), e))?;
+    let name = trial
+        .silo_names
+        .as_ref()
+        .and_then(|n| n.first().cloned())
+        .unwrap_or_default();
     let [silo] = trial.silos.as_slice() else {
         anyhow::bail!("expected one silo from {}", args.data.display());
     };
@@ -61,6 +70,7 @@ pub fn shard(args: &ShardArgs) -> anyhow::Result<()> {
         "{}",
         json!({
             "shard": args.out,
+            "silo": name,
             "train_rows": silo.train.len(),
             "test_rows": silo.test.len(),
             "features": silo.train.feature_names(),

@@ -300,19 +300,22 @@ pub fn data(cmd: &DataCommand) -> anyhow::Result<()> {
     match cmd {
         DataCommand::Inspect { path, data_dir } => {
             let spec = load_spec(Some(path))?;
-            let mut rng = dpfl_privacy::DpRng::new(
-                spec.seed.or(Some(0)),
-                dpfl_privacy::rng::Purpose::Data,
-                0,
-            )?;
-            let silos = spec
-                .data
-                .load(data_dir.as_deref(), &mut rng)
+            // Trial 1's split, drawn as `train` and `config check` draw it.
+            let mut master = experiment::master_rng(&spec)?;
+            let (trial, _) = experiment::next_trial(&spec, data_dir.as_deref(), &mut master)
                 .map_err(|e| crate::name_file(Some(path), e))?;
+            let (silos, names) = (trial.silos, trial.silo_names);
+            if spec.seed.is_none() && !crate::json() {
+                eprintln!(
+                    "note: the experiment has no seed: this split is one draw; each run draws \
+                     its own"
+                );
+            }
             if crate::json() {
                 let first = silos.first().map(|s| &s.train);
                 crate::print_json(&serde_json::json!({
-                    "silos": silos.iter().map(|s| serde_json::json!({
+                    "silos": silos.iter().enumerate().map(|(i, s)| serde_json::json!({
+                        "name": names.as_ref().and_then(|n| n.get(i)),
                         "train_rows": s.train.len(),
                         "test_rows": s.test.len(),
                         "train_class_counts": s.train.class_counts(),
@@ -325,7 +328,10 @@ pub fn data(cmd: &DataCommand) -> anyhow::Result<()> {
                 }));
                 return Ok(());
             }
-            println!("{}", dpfl::data::describe_silos(&silos));
+            println!(
+                "{}",
+                dpfl::data::describe_named_silos(&silos, names.as_deref())
+            );
             Ok(())
         }
         DataCommand::Shard(args) => crate::shard::shard(args),

@@ -64,7 +64,7 @@ batch_size = 12
     )
 }
 
-const SPEC: &str = r#"spec = { target = { kind = "class", column = "outcome", order = ["sick", "well"] }, categorical = [{ column = "sex", encoding = "one-hot", order = ["f", "m"] }], standardize = ["age"], drop = ["hospital"], intercept = true }"#;
+const SPEC: &str = r#"spec = { target = { kind = "class", column = "outcome", order = ["sick", "well"] }, categorical = [{ column = "sex", encoding = "one-hot", order = ["f", "m"] }], standardize = ["age"], scaling = { age = { mean = 44.0, scale = 14.5 } }, drop = ["hospital"], intercept = true }"#;
 
 fn shard_header(bytes: &[u8]) -> serde_json::Value {
     let line = bytes.split(|b| *b == b'\n').nth(1).unwrap();
@@ -152,8 +152,16 @@ fn own_file_shard_equals_the_prepared_shard_and_loads() {
 fn by_column_experiment_shard_matches_the_other_silos_features() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    std::fs::write(d.join("all.csv"), patients(&["east", "north", "south"])).unwrap();
-    std::fs::write(d.join("north.csv"), patients(&["north"])).unwrap();
+    let all = patients(&["east", "north", "south"]);
+    // North's own file: its rows of the pooled file.
+    let north: String = all
+        .lines()
+        .enumerate()
+        .filter(|(i, l)| *i == 0 || l.contains(",north,"))
+        .map(|(_, l)| format!("{l}\n"))
+        .collect();
+    std::fs::write(d.join("all.csv"), &all).unwrap();
+    std::fs::write(d.join("north.csv"), north).unwrap();
     let src = format!("{{ kind = \"csv\", path = \"all.csv\", {SPEC} }}");
     let part = "partition = { kind = \"by-column\", column = \"hospital\" }";
     std::fs::write(d.join("pooled.toml"), experiment(&src, part)).unwrap();
@@ -182,13 +190,43 @@ fn by_column_experiment_shard_matches_the_other_silos_features() {
             "n.shard",
         ],
     ));
-    let mine = shard_header(&std::fs::read(d.join("n.shard")).unwrap());
+    let mine_bytes = std::fs::read(d.join("n.shard")).unwrap();
+    let mine = shard_header(&mine_bytes);
     // Silo 1 of the pooled split is "north" (silos in sorted order of the column).
-    let theirs = shard_header(&std::fs::read(d.join("prep/trial-0/data/silo-1.shard")).unwrap());
+    let theirs_bytes = std::fs::read(d.join("prep/trial-0/data/silo-1.shard")).unwrap();
+    let theirs = shard_header(&theirs_bytes);
     assert_eq!(mine["feature_names"], theirs["feature_names"]);
     assert_eq!(mine["classes"], theirs["classes"]);
-    assert_eq!(mine["train_rows"], theirs["train_rows"]);
-    assert_eq!(mine["test_rows"], theirs["test_rows"]);
+    // Its split is drawn from its name's stream and its scaling is public: the same shard.
+    assert!(
+        mine_bytes == theirs_bytes,
+        "north's shard differs from silo 1's"
+    );
+
+    // Without the public scaling, each silo would standardise on its own rows: refused.
+    let unscaled = format!(
+        "{{ kind = \"csv\", path = \"all.csv\", {} }}",
+        SPEC.replace("scaling = { age = { mean = 44.0, scale = 14.5 } }, ", "")
+    );
+    std::fs::write(d.join("unscaled.toml"), experiment(&unscaled, part)).unwrap();
+    let out = dpfl(
+        d,
+        &[
+            "data",
+            "shard",
+            "--config",
+            "unscaled.toml",
+            "--data",
+            "north.csv",
+            "--out",
+            "u.shard",
+        ],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.code() == Some(2) && err.contains("scaling") && err.contains("age"),
+        "{err}"
+    );
 
     // Without the category orders, each silo would fit its own: refused, naming the columns.
     let loose = "{ kind = \"csv\", path = \"all.csv\", spec = { target = { kind = \"class\", column = \"outcome\" }, categorical = [{ column = \"sex\" }] } }";

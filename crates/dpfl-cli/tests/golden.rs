@@ -324,6 +324,7 @@ fn federate_seeded() {
         "--config",
         exp.to_str().unwrap(),
         "--local",
+        "--seeded",
         "--seed",
         "3",
         "--out",

@@ -48,6 +48,7 @@ fn write_experiment(dir: &Path, text: &str) -> PathBuf {
 /// `dpfl federate --config EXP --local [EXTRA] --out OUT`, which must succeed.
 fn federate_local(exp: &Path, out: &Path, extra: &[&str]) {
     let mut args = vec!["federate", "--config", exp.to_str().unwrap(), "--local"];
+    args.push("--seeded");
     args.extend_from_slice(extra);
     args.extend_from_slice(&["--out", out.to_str().unwrap()]);
     let o = dpfl(&args);
@@ -131,6 +132,7 @@ fn a_plan_over_the_silos_budget_is_refused_before_any_process_starts() {
         let start = Instant::now();
         let mut args = vec!["federate", "--config", exp.to_str().unwrap(), "--local"];
         args.extend_from_slice(mode);
+        args.push("--seeded");
         args.extend_from_slice(&["--out", out.to_str().unwrap()]);
         let o = dpfl(&args);
         let err = String::from_utf8_lossy(&o.stderr);
@@ -486,6 +488,7 @@ fn a_federation_set_up_as_across_machines_equals_the_simulator() {
                 "--budget",
                 &budget,
                 "--fresh",
+                "--allow-seeded",
             ],
             &root.join(format!("silo-{i}.log")),
         ));

@@ -288,6 +288,7 @@ fn dp_normfedavg_federates_with_t_bit_messages_and_ends_where_the_simulator_ends
         "--config",
         exp.to_str().unwrap(),
         "--local",
+        "--seeded",
         "--out",
         out.to_str().unwrap(),
     ]);
@@ -354,6 +355,7 @@ fn federate(dir: &Path, exp: &Path) -> PathBuf {
         "--config",
         exp.to_str().unwrap(),
         "--local",
+        "--seeded",
         "--out",
         out.to_str().unwrap(),
     ]);
@@ -494,6 +496,7 @@ fn pagd_and_pan_private_acsa_federate_like_the_simulator() {
         "--config",
         exp.to_str().unwrap(),
         "--local",
+        "--seeded",
         "--out",
         out.to_str().unwrap(),
     ]);

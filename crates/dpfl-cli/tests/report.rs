@@ -195,7 +195,7 @@ fn federate_writes_the_same_report() {
     dpfl(
         dir.path(),
         &[
-            "federate", "--config", "exp.toml", "--local", "--out", "fed",
+            "federate", "--config", "exp.toml", "--local", "--seeded", "--out", "fed",
         ],
     );
     let out = dir.path().join("fed");

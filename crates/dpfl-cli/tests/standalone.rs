@@ -67,7 +67,13 @@ fn server_silo_and_shuffler_print_their_results_as_json() {
     std::fs::write(&exp, &*EXP).expect("write experiment");
     let out = tmp.path().join("fed");
     let o = Command::new(env!("CARGO_BIN_EXE_dpfl"))
-        .args(["federate", "--local", "--prepare-only", "--shuffle"])
+        .args([
+            "federate",
+            "--local",
+            "--prepare-only",
+            "--shuffle",
+            "--seeded",
+        ])
         .args(["--config", s(&exp), "--out", s(&out)])
         .output()
         .expect("prepare");
@@ -92,6 +98,7 @@ fn server_silo_and_shuffler_print_their_results_as_json() {
                 "--budget",
                 s(&budget),
                 "--fresh",
+                "--allow-seeded",
             ])
         })
         .collect();

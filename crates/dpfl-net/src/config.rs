@@ -69,6 +69,11 @@ pub struct NetConfig {
     /// Silo state directories and heartbeat.
     #[serde(default)]
     pub silo: SiloSection,
+    /// A model card (JSON: feature names, classes, how rows become features; `dpfl federate`
+    /// writes `model-card.json`): with it the `dpfl` binary's server saves its final model as
+    /// `dpfl train` saves models, for `dpfl predict` / `evaluate`. Opaque to this crate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model_card: Option<PathBuf>,
     /// The run's plan, computed once (`dpfl federate` writes it); every process builds its
     /// half from it.
     #[serde(default, skip_serializing_if = "Option::is_none")]

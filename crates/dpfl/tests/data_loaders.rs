@@ -187,6 +187,9 @@ fn real_spec() -> CsvSpec {
         standardize: vec![],
         drop: vec![],
         intercept: false,
+        scaling: Default::default(),
+        na_values: vec![],
+        missing: Default::default(),
     }
 }
 
@@ -289,6 +292,9 @@ fn labels_out_of_range_are_refused() {
         standardize: vec![],
         drop: vec![],
         intercept: false,
+        scaling: Default::default(),
+        na_values: vec![],
+        missing: Default::default(),
     };
     let err = load_csv(&p, &spec).unwrap_err().to_string();
     assert!(

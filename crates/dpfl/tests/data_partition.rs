@@ -66,7 +66,7 @@ fn obesity_by_class_gives_the_class_counts() {
     // ⌈0.2·n⌉: 54.4→55, 57.4→58, 58, 58, 70.2→71, 59.4→60, 64.8→65.
     assert_eq!(tests, vec![55, 58, 58, 58, 71, 60, 65]);
     let mut split = split;
-    let st = standardize_silos(&mut split, &obesity_spec().standardize).unwrap();
+    let st = standardize_silos(&mut split, &obesity_spec().standardize, None).unwrap();
     assert_eq!(st.columns(), &["Age", "Height", "Weight", "CH2O", "TUE"]);
     let age = 1; // Gender, Age, ...
     let train_rows: Vec<f64> = split

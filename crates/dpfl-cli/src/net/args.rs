@@ -61,6 +61,11 @@ pub struct SiloArgs {
     /// already answered with fresh noise); never pass it on a restart.
     #[arg(long)]
     pub(super) fresh: bool,
+    /// Run a federation file that carries a `seed` (a reproducible simulation, `dpfl federate
+    /// --seeded`): with the seed, whoever holds the file can recompute this silo's noise, so
+    /// its messages are not private. Refused without this flag.
+    #[arg(long)]
+    pub(super) allow_seeded: bool,
     #[command(flatten)]
     pub(super) connect: ConnectArgs,
 }
@@ -139,4 +144,11 @@ pub struct FederateArgs {
     /// Override the experiment's seed.
     #[arg(long)]
     pub(super) seed: Option<u64>,
+    /// A seeded (simulation) federation: write the experiment's seed into every federation
+    /// file, so that the run equals `dpfl train` bit for bit. With the seed, the server (and
+    /// anyone holding the file) can recompute every silo's noise: never for a deployment.
+    /// Without it the files carry no seed (each process draws OS-seeded noise); the seed
+    /// still fixes the data split.
+    #[arg(long)]
+    pub(super) seeded: bool,
 }

@@ -73,13 +73,17 @@ fn run_federation(
         let shard = s.to_string_lossy().to_string();
         let budget = budget_file(f.server_state.parent().unwrap_or(Path::new(".")), i);
         let budget = budget.to_string_lossy().to_string();
+        let mut silo_args = vec![
+            "silo", "--config", &cfg, "--id", &id, "--data", &shard, "--budget", &budget,
+            // `prepare` removed the algorithm's old state: each silo's first start.
+            "--fresh",
+        ];
+        if args.seeded {
+            silo_args.push("--allow-seeded");
+        }
         others.push(spawn(
             exe,
-            &[
-                "silo", "--config", &cfg, "--id", &id, "--data", &shard, "--budget", &budget,
-                // `prepare` removed the algorithm's old state: each silo's first start.
-                "--fresh",
-            ],
+            &silo_args,
             &logs.join(format!("alg-{a}-silo-{i}.log")),
         )?);
     }

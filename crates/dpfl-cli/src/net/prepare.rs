@@ -29,6 +29,8 @@ pub(super) struct PreparedTrial {
     pub(super) trial: experiment::TrialData,
     pub(super) feds: Vec<Prepared>,
     pub(super) shards: Vec<PathBuf>,
+    /// The federation files carry the seed (`--seeded`).
+    pub(super) seeded: bool,
 }
 
 /// Writes trial `t`'s shards and one federation file per algorithm into `out/trial-<t>/`.
@@ -61,6 +63,9 @@ pub(super) fn prepare_trial(
         dpfl_net::shard::write(&p, s).map_err(net)?;
         shards.push(p);
     }
+    // What the server needs to save its final model as `dpfl train` does (it holds no data).
+    let card = dir.join("model-card.json");
+    experiment::saved::ModelCard::of_trial(spec, &trial).save(&card)?;
     let mut feds = Vec::new();
     let features = first.num_features();
     let classes = first.target().num_classes();
@@ -78,7 +83,8 @@ pub(super) fn prepare_trial(
                     other => other,
                 },
             )?;
-        let seed = experiment::algorithm_seed(trial_seed, a);
+        // Only a seeded simulation carries the seed (with it the noise can be recomputed).
+        let seed = experiment::algorithm_seed(trial_seed, a).filter(|_| args.seeded);
         let mut server = ServerSection::new(
             "127.0.0.1:0".into(),
             PathBuf::from(format!("alg-{a}/server")),
@@ -111,6 +117,7 @@ pub(super) fn prepare_trial(
                 state_dir: format!("alg-{a}/silo-{{id}}"),
                 ..SiloSection::default()
             },
+            model_card: Some(PathBuf::from("model-card.json")),
             plan: Some(plan),
         };
         let config = format!(
@@ -163,6 +170,7 @@ pub(super) fn prepare_trial(
         trial,
         feds,
         shards,
+        seeded: args.seeded && trial_seed.is_some(),
     })
 }
 
@@ -182,10 +190,11 @@ pub(super) fn print_commands(t: usize, p: &PreparedTrial) {
         // A silo's first start; a restart drops --fresh and resumes from its state.
         for (i, s) in p.shards.iter().enumerate() {
             println!(
-                "dpfl silo --fresh --config {} --id {i} --data {} --budget {}",
+                "dpfl silo --fresh --config {} --id {i} --data {} --budget {}{}",
                 f.config.display(),
                 s.display(),
-                budget_file(f.server_state.parent().unwrap_or(Path::new(".")), i).display()
+                budget_file(f.server_state.parent().unwrap_or(Path::new(".")), i).display(),
+                if p.seeded { " --allow-seeded" } else { "" }
             );
         }
     }

@@ -12,6 +12,22 @@ pub fn server(args: &ServerArgs) -> anyhow::Result<()> {
     let fed = load(&args.process.config).map_err(config_file)?;
     let plan = fed.plan.clone();
     let state_dir = fed.server_state_dir();
+    let fed_file = args.process.config.clone();
+    let seed = fed.config.seed;
+    // The model card is read before training, so that a missing or damaged one stops the
+    // server before any silo spends budget.
+    let card = match &fed.config.model_card {
+        Some(p) => Some((
+            dpfl::experiment::saved::ModelCard::load(&fed.path(p)).map_err(|e| {
+                crate::usage(format!(
+                    "{}: model_card: {e}",
+                    args.process.config.display()
+                ))
+            })?,
+            seed,
+        )),
+        None => None,
+    };
     let report_dir = args.out.clone().unwrap_or_else(|| state_dir.clone());
     let out = runtime()?.block_on(async {
         crate::ops::metrics(
@@ -23,10 +39,22 @@ pub fn server(args: &ServerArgs) -> anyhow::Result<()> {
         s.run().await
     });
     let out = out.map_err(net)?;
-    let report = if out.finished && !args.no_report {
-        Some(server_report(&plan, &out, &state_dir, &report_dir)?)
+    let summary = if out.finished {
+        Some(server_summary(&plan, &out, &state_dir)?)
     } else {
         None
+    };
+    let report = match &summary {
+        Some(s) if !args.no_report => {
+            Some(write_server_report(&plan, s, &report_dir).with_context(|| {
+                format!("writing the server's report into {}", report_dir.display())
+            })?)
+        }
+        _ => None,
+    };
+    let model_dir = match &summary {
+        Some(s) => save_model(&fed_file, &card, &plan, s, out.model.clone(), &report_dir)?,
+        None => None,
     };
     if out.finished && out.log.iter().all(|l| l.participants == 0) {
         bail!(
@@ -42,6 +70,7 @@ pub fn server(args: &ServerArgs) -> anyhow::Result<()> {
             "dim": out.model.len(),
             "log": out.log,
             "report": report,
+            "model": model_dir,
         }));
     } else if out.finished {
         println!(
@@ -51,6 +80,19 @@ pub fn server(args: &ServerArgs) -> anyhow::Result<()> {
         );
     } else {
         println!("stopped after round {} (stop_after_rounds)", out.log.len());
+    }
+    match (&model_dir, crate::json()) {
+        (Some(dir), false) => println!(
+            "wrote the final model to {} (dpfl predict --model {} --data FILE)",
+            dir.display(),
+            dir.display()
+        ),
+        (None, false) if out.finished => println!(
+            "the federation file names no model_card: the final model is only in {} (raw \
+             little-endian f64s)",
+            state_dir.join("model.bin").display()
+        ),
+        _ => {}
     }
     if let (Some(files), false) = (&report, crate::json()) {
         println!(
@@ -66,17 +108,48 @@ pub fn server(args: &ServerArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The server's own report of a finished run (`dpfl::experiment::server_report`): from the
+/// Saves the final model into `dir/model/` in `dpfl train`'s format from the federation's
+/// model card, with each silo's certified ε of the planned run (`summary`); `None` without
+/// a card.
+fn save_model(
+    fed_file: &std::path::Path,
+    card: &Option<(dpfl::experiment::saved::ModelCard, Option<u64>)>,
+    plan: &dpfl::plan::Plan,
+    summary: &dpfl::experiment::RunOutput,
+    weights: Vec<f64>,
+    dir: &std::path::Path,
+) -> anyhow::Result<Option<std::path::PathBuf>> {
+    use dpfl::experiment::saved::{ModelPrivacy, SavedModel};
+    let Some((card, seed)) = card else {
+        return Ok(None);
+    };
+    let Some(s) = summary.summary.first() else {
+        return Ok(None);
+    };
+    let privacy = ModelPrivacy {
+        private: s.private,
+        epsilon: s.epsilon,
+        delta: s.delta,
+        certified_epsilon: s.max_certified_epsilon(),
+        silos: s.privacy.clone(),
+    };
+    let label = plan.algorithm.default_label();
+    let model = SavedModel::from_card(card, &label, *seed, weights, privacy);
+    let out = dir.join("model");
+    model
+        .save(&out)
+        .with_context(|| format!("saving the final model of {}", fed_file.display()))?;
+    Ok(Some(out))
+}
+
+/// The server's own summary of a finished run (`dpfl::experiment::server_report`): from the
 /// plan, its round log and traffic only.
-fn server_report(
+fn server_summary(
     plan: &dpfl::plan::Plan,
     out: &dpfl_net::server::ServerOutcome,
     state_dir: &std::path::Path,
-    dir: &std::path::Path,
-) -> anyhow::Result<Vec<std::path::PathBuf>> {
-    use dpfl::experiment::server_report::{
-        NO_MODEL_QUALITY, ServerFacts, ServerRound, server_summary, write_server_report,
-    };
+) -> anyhow::Result<dpfl::experiment::RunOutput> {
+    use dpfl::experiment::server_report::{NO_MODEL_QUALITY, ServerFacts, ServerRound};
     // A withheld round is in the log (what happened) but was not aggregated.
     let rounds: Vec<ServerRound> = out
         .log
@@ -108,10 +181,23 @@ fn server_report(
         model_quality: NO_MODEL_QUALITY.to_string(),
         rounds,
     };
-    let summary = server_summary(plan, facts, out.rounds_elapsed.as_secs_f64())?;
+    Ok(dpfl::experiment::server_report::server_summary(
+        plan,
+        facts,
+        out.rounds_elapsed.as_secs_f64(),
+    )?)
+}
+
+/// Writes the server's `summary.json`, `rounds.csv` and `report.html` into `dir`.
+fn write_server_report(
+    plan: &dpfl::plan::Plan,
+    summary: &dpfl::experiment::RunOutput,
+    dir: &std::path::Path,
+) -> anyhow::Result<Vec<std::path::PathBuf>> {
     let name = format!("{} (federation server)", plan.algorithm.default_label());
-    write_server_report(&name, plan, &summary, dir)
-        .with_context(|| format!("writing the server's report into {}", dir.display()))
+    Ok(dpfl::experiment::server_report::write_server_report(
+        &name, plan, summary, dir,
+    )?)
 }
 
 /// Runs one silo: its own budget file judges the plan before its data are read.
@@ -119,6 +205,15 @@ pub fn silo(args: &SiloArgs) -> anyhow::Result<()> {
     init_logs();
     let connect_timeout = timeout(args.connect.connect_timeout)?;
     let fed = load(&args.process.config).map_err(config_file)?;
+    if let (Some(seed), false) = (fed.config.seed, args.allow_seeded) {
+        return Err(anyhow::Error::new(super::ConfigError(format!(
+            "{}: seed = {seed}: a seeded federation is a simulation: whoever holds this file \
+             (the server included) can recompute this silo's noise and remove it, so its \
+             messages would not be private. Remove the seed (or prepare the federation without \
+             `dpfl federate --seeded`), or pass --allow-seeded to run the simulation anyway",
+            args.process.config.display()
+        ))));
+    }
     let local = dpfl_net::config::LocalBudget::load(&args.budget).map_err(config_file)?;
     // The plan is judged against the silo's own budget before its data are read.
     match dpfl_net::config::check_plan(&fed, args.id, &local).map_err(net)? {

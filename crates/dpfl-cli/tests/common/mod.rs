@@ -90,6 +90,8 @@ pub(crate) fn prepare_only_args<'a>(
         exp.to_str().unwrap(),
         "--local",
         "--prepare-only",
+        // Tests compare with the simulator bit for bit (issue 31 item 7: never by default).
+        "--seeded",
     ];
     args.extend_from_slice(extra);
     args.extend_from_slice(&["--out", out.to_str().unwrap()]);
@@ -161,6 +163,7 @@ pub(crate) fn silo_args(cfg: &Path, id: usize, shard: &Path) -> Vec<String> {
         shard.to_str().unwrap(),
         "--budget",
         budget.to_str().unwrap(),
+        "--allow-seeded",
     ]
     .iter()
     .map(|s| s.to_string())

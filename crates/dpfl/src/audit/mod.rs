@@ -343,6 +343,7 @@ pub fn audit(
         silos,
         model,
         preprocessing: Default::default(),
+        silo_names: None,
     };
     let ctx = build_context(spec, &trial)?;
     let (claimed, delta) = ctx.silos[0]

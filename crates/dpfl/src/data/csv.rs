@@ -19,7 +19,7 @@
 //! and its header name. Fields are trimmed; empty fields, unparsable numbers and NaN/±inf are
 //! refused.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
@@ -122,6 +122,52 @@ pub struct CsvSpec {
     /// Append a constant-1 column named `intercept`.
     #[serde(default)]
     pub intercept: bool,
+    /// Public standardisation statistics of `standardize` columns, used instead of fitting
+    /// them on the training rows: (x − mean)/scale. A silo making its own shard needs them
+    /// (`dpfl data shard`), so that every silo and the saved model scale a feature alike.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub scaling: BTreeMap<String, Scaling>,
+    /// Cell values that mean "missing" besides an empty cell (e.g. `["NA", "?"]`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub na_values: Vec<String>,
+    /// What a missing value does: refuse the file (default), drop its row, or impute it from
+    /// the silo's own rows (the mean of a numeric column, the most frequent category).
+    #[serde(default, skip_serializing_if = "Missing::is_refuse")]
+    pub missing: Missing,
+}
+
+/// What a missing feature value (an empty cell, or one of `na_values`) does. A missing label
+/// drops its row under `drop` and `impute`.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum Missing {
+    /// An error naming the file, line and column.
+    #[default]
+    Refuse,
+    /// The row is left out.
+    Drop,
+    /// The value is imputed from the rows of its own silo only (training and test rows of
+    /// that silo; no other silo's data): a numeric column's mean, a categorical column's most
+    /// frequent category. With a random partition (no silo column or files), the whole file.
+    Impute,
+}
+
+impl Missing {
+    fn is_refuse(&self) -> bool {
+        *self == Missing::Refuse
+    }
+}
+
+/// A column's public standardisation: x ↦ (x − mean)/scale.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Scaling {
+    /// Subtracted from every value.
+    pub mean: f64,
+    /// Divides every centred value; finite and > 0.
+    pub scale: f64,
 }
 
 /// What one file column becomes.
@@ -170,6 +216,14 @@ impl CsvSchema {
             });
         }
         self.encode(path, &table)
+    }
+
+    /// This schema refusing missing values whatever the spec says (`dpfl predict`: one
+    /// prediction per row of the file, none left out or filled from the new file's rows).
+    pub fn refusing_missing(&self) -> Self {
+        let mut s = self.clone();
+        s.spec.missing = Missing::Refuse;
+        s
     }
 
     /// The spec this schema was fitted with.
@@ -241,12 +295,19 @@ impl CsvSchema {
                 t,
                 order.as_deref(),
                 "target.order",
+                spec,
             )?),
         };
         for c in &spec.categorical {
             let col = find("categorical.column", &c.column)?;
-            let categories =
-                categories_of(path, table, col, c.order.as_deref(), "categorical.order")?;
+            let categories = categories_of(
+                path,
+                table,
+                col,
+                c.order.as_deref(),
+                "categorical.order",
+                spec,
+            )?;
             claim(
                 col,
                 "categorical",
@@ -299,39 +360,182 @@ impl CsvSchema {
     }
 
     pub(crate) fn encode(&self, path: &Path, table: &Table) -> Result<Dataset> {
-        let p = self.feature_names.len();
-        let n = table.rows.len();
-        let mut x = Vec::with_capacity(n * p);
-        let mut y = Vec::with_capacity(n);
-        for (line, record) in &table.rows {
+        Ok(self.encode_rows(path, table, None)?.0)
+    }
+
+    /// Whether a (trimmed) cell is missing: empty, or one of the spec's `na_values`.
+    fn is_missing(&self, field: &str) -> bool {
+        field.is_empty() || self.spec.na_values.iter().any(|v| v == field)
+    }
+
+    /// Encodes `table`'s rows; returns the data set and the indices of the rows kept (rows
+    /// with a missing value are left out under `missing = "drop"`, rows with a missing label
+    /// under `"impute"` too). `groups` (one per row) says which rows are one silo's, for
+    /// imputation from that silo's rows only; `None`: one group.
+    pub(crate) fn encode_rows(
+        &self,
+        path: &Path,
+        table: &Table,
+        groups: Option<&[usize]>,
+    ) -> Result<(Dataset, Vec<usize>)> {
+        /// A feature cell before imputation.
+        #[derive(Clone, Copy)]
+        enum Cell {
+            Num(f64),
+            Cat(usize),
+            Missing,
+        }
+        let missing = self.spec.missing;
+        let mut cells: Vec<Vec<Cell>> = Vec::with_capacity(table.rows.len());
+        let mut y = Vec::with_capacity(table.rows.len());
+        let mut kept = Vec::with_capacity(table.rows.len());
+        for (r, (line, record)) in table.rows.iter().enumerate() {
             let at = |col: usize, reason: String| Error::Parse {
                 path: path.to_path_buf(),
                 line: *line,
                 reason: format!("column {} (`{}`): {reason}", col + 1, self.header[col]),
             };
+            let gap = |col: usize, field: &str| {
+                let what = if field.is_empty() {
+                    "empty value".to_string()
+                } else {
+                    format!("missing value `{field}`")
+                };
+                at(
+                    col,
+                    format!(
+                        "{what} (set data.source.spec.missing = \"drop\" or \"impute\" to accept \
+                         missing values)"
+                    ),
+                )
+            };
+            let mut row = Vec::with_capacity(self.roles.len());
+            let mut target = None;
+            let mut drop_row = false;
             for (col, role) in self.roles.iter().enumerate() {
                 let field = record.get(col).unwrap_or("").trim();
-                match role {
-                    Role::Drop => {}
-                    Role::Numeric => x.push(parse_number(field).map_err(|r| at(col, r))?),
-                    Role::Target => match &self.classes {
-                        None => y.push(parse_number(field).map_err(|r| at(col, r))?),
-                        Some(classes) => {
-                            y.push(code_of(classes, field).map_err(|r| at(col, r))? as f64)
+                let absent = self.is_missing(field);
+                if absent && !matches!(role, Role::Drop) {
+                    match (missing, role) {
+                        (Missing::Refuse, _) => return Err(gap(col, field)),
+                        (Missing::Drop, _) | (Missing::Impute, Role::Target) => {
+                            drop_row = true;
+                            continue;
                         }
-                    },
-                    Role::Categorical {
-                        encoding,
-                        categories,
-                    } => {
-                        let k = code_of(categories, field).map_err(|r| at(col, r))?;
-                        match encoding {
-                            Encoding::Label => x.push(k as f64),
-                            Encoding::OneHot => {
-                                x.extend((0..categories.len()).map(|j| f64::from(u8::from(j == k))))
-                            }
+                        (Missing::Impute, _) => {
+                            row.push(Cell::Missing);
+                            continue;
                         }
                     }
+                }
+                match role {
+                    Role::Drop => {}
+                    Role::Numeric => {
+                        row.push(Cell::Num(parse_number(field).map_err(|r| at(col, r))?))
+                    }
+                    Role::Target => {
+                        target = Some(match &self.classes {
+                            None => parse_number(field).map_err(|r| at(col, r))?,
+                            Some(classes) => {
+                                code_of(classes, field).map_err(|r| at(col, r))? as f64
+                            }
+                        })
+                    }
+                    Role::Categorical { categories, .. } => row.push(Cell::Cat(
+                        code_of(categories, field).map_err(|r| at(col, r))?,
+                    )),
+                }
+            }
+            if drop_row {
+                continue;
+            }
+            let Some(target) = target else {
+                return Err(Error::Parse {
+                    path: path.to_path_buf(),
+                    line: *line,
+                    reason: "no target value".into(),
+                });
+            };
+            cells.push(row);
+            y.push(target);
+            kept.push(r);
+        }
+        // The feature columns in `cells` order (every role but target and drop).
+        let features: Vec<(usize, &Role)> = self
+            .roles
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| !matches!(r, Role::Target | Role::Drop))
+            .collect();
+        if missing == Missing::Impute {
+            let group_of = |i: usize| groups.and_then(|g| g.get(kept[i]).copied()).unwrap_or(0);
+            let n_groups = (0..cells.len()).map(group_of).max().map_or(0, |g| g + 1);
+            for (k, (col, role)) in features.iter().enumerate() {
+                if !cells.iter().any(|c| matches!(c[k], Cell::Missing)) {
+                    continue;
+                }
+                for g in 0..n_groups {
+                    let rows: Vec<usize> = (0..cells.len()).filter(|&i| group_of(i) == g).collect();
+                    let fill = match role {
+                        Role::Categorical { categories, .. } => {
+                            let mut counts = vec![0usize; categories.len()];
+                            for &i in &rows {
+                                if let Cell::Cat(c) = cells[i][k] {
+                                    counts[c] += 1;
+                                }
+                            }
+                            // The most frequent category; ties go to the first in order.
+                            let best = counts.iter().max().copied().unwrap_or(0);
+                            (best > 0).then(|| {
+                                Cell::Cat(counts.iter().position(|&c| c == best).unwrap_or(0))
+                            })
+                        }
+                        _ => {
+                            let xs: Vec<f64> = rows
+                                .iter()
+                                .filter_map(|&i| match cells[i][k] {
+                                    Cell::Num(v) => Some(v),
+                                    _ => None,
+                                })
+                                .collect();
+                            (!xs.is_empty())
+                                .then(|| Cell::Num(xs.iter().sum::<f64>() / xs.len() as f64))
+                        }
+                    };
+                    for &i in &rows {
+                        if matches!(cells[i][k], Cell::Missing) {
+                            cells[i][k] = fill.ok_or_else(|| {
+                                Error::data(
+                                    path.display().to_string(),
+                                    format!(
+                                        "column {} (`{}`): every value of this silo's rows is \
+                                         missing; there is nothing to impute from",
+                                        col + 1,
+                                        self.header[*col]
+                                    ),
+                                )
+                            })?;
+                        }
+                    }
+                }
+            }
+        }
+        let p = self.feature_names.len();
+        let n = cells.len();
+        let mut x = Vec::with_capacity(n * p);
+        for row in &cells {
+            for ((_, role), cell) in features.iter().zip(row) {
+                match (role, *cell) {
+                    (
+                        Role::Categorical {
+                            encoding: Encoding::OneHot,
+                            categories,
+                        },
+                        Cell::Cat(k),
+                    ) => x.extend((0..categories.len()).map(|j| f64::from(u8::from(j == k)))),
+                    (_, Cell::Cat(k)) => x.push(k as f64),
+                    (_, Cell::Num(v)) => x.push(v),
+                    (_, Cell::Missing) => x.push(f64::NAN),
                 }
             }
             if self.spec.intercept {
@@ -350,7 +554,16 @@ impl CsvSchema {
             },
             None => Target::Real,
         };
-        Dataset::new(x, y, target, self.feature_names.clone())
+        if n == 0 && !table.rows.is_empty() {
+            return Err(Error::data(
+                path.display().to_string(),
+                "every row has a missing value: no row is left",
+            ));
+        }
+        Ok((
+            Dataset::new(x, y, target, self.feature_names.clone())?,
+            kept,
+        ))
     }
 }
 
@@ -361,14 +574,59 @@ pub(crate) struct Table {
     pub(crate) rows: Vec<(usize, csv::StringRecord)>,
 }
 
+/// 1-based line numbers of byte offsets in `bytes`, counted by `\n` (so LF, CRLF and mixed
+/// files alike). The csv crate's own line count runs one behind after a CRLF (a record ends
+/// at its `\r`, and the `\n` is counted only once the next record is read), so records are
+/// placed by their byte offset instead.
+struct Lines<'a> {
+    bytes: &'a [u8],
+    at: usize,
+    line: usize,
+}
+
+impl Lines<'_> {
+    /// The line of the first byte at or after `byte` that is not a line end (where a record
+    /// that a reader placed at the end of the previous line really starts). Offsets must not
+    /// decrease between calls.
+    fn of(&mut self, byte: u64) -> usize {
+        let mut start = usize::try_from(byte)
+            .unwrap_or(usize::MAX)
+            .min(self.bytes.len());
+        while start < self.bytes.len() && matches!(self.bytes[start], b'\r' | b'\n') {
+            start += 1;
+        }
+        if start >= self.at {
+            self.line += self.bytes[self.at..start]
+                .iter()
+                .filter(|&&b| b == b'\n')
+                .count();
+            self.at = start;
+        }
+        self.line
+    }
+}
+
 pub(crate) fn read_table(path: &Path) -> Result<Table> {
-    let reader = io::open(path)?;
+    let bytes = io::read_all(path)?;
+    let mut lines = Lines {
+        bytes: &bytes,
+        at: 0,
+        line: 1,
+    };
     let mut rdr = csv::ReaderBuilder::new()
         .has_headers(false)
         .flexible(true)
-        .from_reader(reader);
+        .from_reader(&bytes[..]);
     let parse_err = |e: csv::Error| -> Error {
-        let line = e.position().map_or(0, |p| p.line() as usize);
+        // An error's line is counted afresh (errors end the read; offsets need not grow).
+        let line = e.position().map_or(0, |p| {
+            Lines {
+                bytes: &bytes,
+                at: 0,
+                line: 1,
+            }
+            .of(p.byte())
+        });
         match e.into_kind() {
             csv::ErrorKind::Io(source) => io::io_error(path, source),
             csv::ErrorKind::Utf8 { err, .. } => Error::Parse {
@@ -390,7 +648,7 @@ pub(crate) fn read_table(path: &Path) -> Result<Table> {
         reason: "empty file: expected a header row".into(),
     })?;
     let first = first.map_err(parse_err)?;
-    let header_line = first.position().map_or(1, |p| p.line() as usize);
+    let header_line = first.position().map_or(1, |p| lines.of(p.byte()));
     let header: Vec<String> = first.iter().map(|h| h.trim().to_string()).collect();
     let mut seen = BTreeSet::new();
     for (i, h) in header.iter().enumerate() {
@@ -405,7 +663,7 @@ pub(crate) fn read_table(path: &Path) -> Result<Table> {
     let mut rows = Vec::new();
     for record in records {
         let record = record.map_err(parse_err)?;
-        let line = record.position().map_or(0, |p| p.line() as usize);
+        let line = record.position().map_or(0, |p| lines.of(p.byte()));
         if record.len() != header.len() {
             return Err(Error::Parse {
                 path: path.to_path_buf(),
@@ -434,7 +692,12 @@ fn categories_of(
     col: usize,
     order: Option<&[String]>,
     field: &str,
+    spec: &CsvSpec,
 ) -> Result<Vec<String>> {
+    // A missing value is no category; under `missing = "refuse"` encoding reports it.
+    let skip_missing = |v: &str| {
+        (v.is_empty() && spec.missing != Missing::Refuse) || spec.na_values.iter().any(|n| n == v)
+    };
     match order {
         Some(order) => {
             let set: BTreeSet<&str> = order.iter().map(String::as_str).collect();
@@ -449,7 +712,7 @@ fn categories_of(
             }
             for (line, r) in &table.rows {
                 let v = r.get(col).unwrap_or("").trim();
-                if !set.contains(v) {
+                if !set.contains(v) && !skip_missing(v) {
                     return Err(Error::Parse {
                         path: path.to_path_buf(),
                         line: *line,
@@ -467,6 +730,9 @@ fn categories_of(
             let mut set = BTreeSet::new();
             for (line, r) in &table.rows {
                 let v = r.get(col).unwrap_or("").trim();
+                if skip_missing(v) {
+                    continue;
+                }
                 if v.is_empty() {
                     return Err(Error::Parse {
                         path: path.to_path_buf(),
@@ -527,6 +793,9 @@ mod tests {
             standardize: vec!["a".into()],
             drop: vec!["id".into()],
             intercept: true,
+            scaling: Default::default(),
+            na_values: vec![],
+            missing: Default::default(),
         }
     }
 
@@ -573,6 +842,9 @@ mod tests {
             standardize: vec![],
             drop: vec![],
             intercept: false,
+            scaling: Default::default(),
+            na_values: vec![],
+            missing: Default::default(),
         };
         let (d, _) = load_csv(&p, &s).unwrap();
         assert_eq!(d.y(), &[0.0, 2.0, 1.0]);
@@ -596,6 +868,9 @@ mod tests {
             standardize: vec![],
             drop: vec![],
             intercept: false,
+            scaling: Default::default(),
+            na_values: vec![],
+            missing: Default::default(),
         };
         let err = load_csv(&p, &s).unwrap_err().to_string();
         assert!(
@@ -611,5 +886,76 @@ mod tests {
         s.drop = vec!["y".into()];
         let err = load_csv(&p, &s).unwrap_err().to_string();
         assert!(err.contains("already the target"), "{err}");
+    }
+
+    /// Every error kind names the right line, with LF and CRLF line ends, past a blank line.
+    #[test]
+    fn line_numbers_are_right_for_every_error_and_line_end() {
+        let dir = tempfile::tempdir().unwrap();
+        let spec = |order: Option<Vec<String>>| CsvSpec {
+            target: TargetSpec::Class {
+                column: "y".into(),
+                order: None,
+            },
+            categorical: vec![CategoricalSpec {
+                column: "c".into(),
+                encoding: Encoding::OneHot,
+                order,
+            }],
+            standardize: vec![],
+            drop: vec!["h".into()],
+            intercept: false,
+            scaling: Default::default(),
+            na_values: vec![],
+            missing: Default::default(),
+        };
+        let xy = Some(vec!["x".to_string(), "y".to_string()]);
+        let cases: [(&[u8], Option<Vec<String>>, &str); 7] = [
+            (b"4,y,h1", None, "3 fields"),
+            (b"4,y,h1,q,9", None, "5 fields"),
+            (b",y,h1,q", None, "empty value"),
+            (b"zz,y,h1,q", None, "cannot parse `zz`"),
+            (b"4,,h1,q", None, "empty value"),
+            (b"4,w,h1,q", xy, "not one of the given categories"),
+            (b"4,y,h1,\xff", None, "not valid UTF-8"),
+        ];
+        for eol in ["\n", "\r\n"] {
+            for (k, (bad, order, want)) in cases.iter().enumerate() {
+                // The bad row is on line 5 (line 3 is blank).
+                let mut text = Vec::new();
+                for l in [
+                    &b"a,c,h,y"[..],
+                    b"1,x,h1,p",
+                    b"",
+                    b"2,y,h2,q",
+                    bad,
+                    b"3,x,h1,p",
+                ] {
+                    text.extend_from_slice(l);
+                    text.extend_from_slice(eol.as_bytes());
+                }
+                let p = dir.path().join(format!("t{k}.csv"));
+                std::fs::write(&p, &text).unwrap();
+                let err = load_csv(&p, &spec(order.clone())).unwrap_err().to_string();
+                assert!(
+                    err.contains(&format!("t{k}.csv:5:")) && err.contains(want),
+                    "{eol:?}: {err}"
+                );
+            }
+            // An empty silo name on line 2, right after the header.
+            let p = dir.path().join("silo.csv");
+            std::fs::write(&p, ["a,c,h,y", "1,x,,p", "2,y,h2,q", ""].join(eol)).unwrap();
+            let err = crate::data::silos::by_column(&p, &spec(None), "h")
+                .unwrap_err()
+                .to_string();
+            assert!(
+                err.contains("silo.csv:2:") && err.contains("empty silo name"),
+                "{eol:?}: {err}"
+            );
+            // A repeated header column is on line 1.
+            std::fs::write(&p, ["a,a,h,y", "1,x,h,p", ""].join(eol)).unwrap();
+            let err = load_csv(&p, &spec(None)).unwrap_err().to_string();
+            assert!(err.contains("silo.csv:1:"), "{eol:?}: {err}");
+        }
     }
 }

@@ -54,6 +54,12 @@ pub fn describe_dataset(d: &Dataset) -> String {
 /// Number of silos, total train/test rows, and one line per silo with its sizes and class
 /// counts (or target mean).
 pub fn describe_silos(silos: &[SiloData]) -> String {
+    describe_named_silos(silos, None)
+}
+
+/// [`describe_silos`], each silo's line with its name (`silo 3 (st-marys): …`) when the data
+/// name the silos.
+pub fn describe_named_silos(silos: &[SiloData], names: Option<&[String]>) -> String {
     let mut out = String::new();
     let train: usize = silos.iter().map(|s| s.train.len()).sum();
     let test: usize = silos.iter().map(|s| s.test.len()).sum();
@@ -82,9 +88,12 @@ pub fn describe_silos(silos: &[SiloData]) -> String {
                 format!("train target mean {mean:.4}")
             }
         };
+        let name = names
+            .and_then(|n| n.get(i))
+            .map_or(String::new(), |n| format!(" ({n})"));
         let _ = writeln!(
             out,
-            "silo {i}: train {}, test {}, {detail}",
+            "silo {i}{name}: train {}, test {}, {detail}",
             s.train.len(),
             s.test.len()
         );

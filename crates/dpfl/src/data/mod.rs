@@ -19,7 +19,7 @@ pub mod shards;
 pub mod silos;
 pub mod synthetic;
 
-pub use inspect::{describe_dataset, describe_silos};
+pub use inspect::{describe_dataset, describe_named_silos, describe_silos};
 
 use crate::linalg::Matrix;
 

@@ -99,6 +99,30 @@ impl Standardizer {
         })
     }
 
+    /// Public statistics (`scaling` in a CSV spec) for `columns` of `d`'s layout, in order:
+    /// `(mean, scale)` each, the mean finite and the scale finite and > 0.
+    pub fn fixed(d: &Dataset, columns: &[String], stats: &[(f64, f64)]) -> Result<Self> {
+        if let Some((name, (m, s))) = columns
+            .iter()
+            .zip(stats)
+            .find(|(_, (m, s))| !(m.is_finite() && s.is_finite() && *s > 0.0))
+        {
+            return Err(Error::config(
+                format!("scaling.{name}"),
+                format!("needs a finite mean and a finite scale > 0, got mean {m}, scale {s}"),
+            ));
+        }
+        Ok(Standardizer {
+            names: columns.to_vec(),
+            columns: columns
+                .iter()
+                .map(|c| column_index(d, c))
+                .collect::<Result<_>>()?,
+            mean: stats.iter().map(|s| s.0).collect(),
+            scale: stats.iter().map(|s| s.1).collect(),
+        })
+    }
+
     /// x ← (x − mean)/scale on the fitted columns.
     pub fn apply(&self, d: &mut Dataset) -> Result<()> {
         for (name, &j) in self.names.iter().zip(&self.columns) {
@@ -133,11 +157,19 @@ impl Standardizer {
     }
 }
 
-/// Fits on the pooled training rows of all silos and applies to every train and test part.
-pub fn standardize_silos(silos: &mut [SiloData], columns: &[String]) -> Result<Standardizer> {
-    let s = {
-        let train: Vec<&Dataset> = silos.iter().map(|s| &s.train).collect();
-        Standardizer::fit(&train, columns)?
+/// Fits on the pooled training rows of all silos (or takes the public `fixed` statistics, one
+/// `(mean, scale)` per column) and applies to every train and test part.
+pub fn standardize_silos(
+    silos: &mut [SiloData],
+    columns: &[String],
+    fixed: Option<&[(f64, f64)]>,
+) -> Result<Standardizer> {
+    let s = match (fixed, silos.first()) {
+        (Some(stats), Some(first)) => Standardizer::fixed(&first.train, columns, stats)?,
+        _ => {
+            let train: Vec<&Dataset> = silos.iter().map(|s| &s.train).collect();
+            Standardizer::fit(&train, columns)?
+        }
     };
     for silo in silos.iter_mut() {
         s.apply(&mut silo.train)?;

@@ -258,6 +258,9 @@ pub fn insurance_spec() -> CsvSpec {
         standardize: vec!["age".into(), "bmi".into()],
         drop: vec![],
         intercept: true,
+        scaling: Default::default(),
+        na_values: vec![],
+        missing: Default::default(),
     }
 }
 
@@ -300,6 +303,9 @@ pub fn obesity_spec() -> CsvSpec {
             .to_vec(),
         drop: vec![],
         intercept: true,
+        scaling: Default::default(),
+        na_values: vec![],
+        missing: Default::default(),
     }
 }
 

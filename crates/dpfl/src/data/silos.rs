@@ -52,7 +52,6 @@ pub fn by_column(
         spec.drop.push(column.to_string());
     }
     let schema = CsvSchema::fit(path, &spec, &table)?;
-    let data = schema.encode(path, &table)?;
     let mut labels = Vec::with_capacity(table.rows.len());
     for (line, record) in &table.rows {
         let v = record.get(col).unwrap_or("").trim();
@@ -71,10 +70,15 @@ pub fn by_column(
     let mut names = labels.clone();
     names.sort();
     names.dedup();
-    let parts = names
+    // Each row's silo, so that a missing value is imputed from its own silo's rows only.
+    let groups: Vec<usize> = labels
         .iter()
-        .map(|n| {
-            let idx: Vec<usize> = (0..labels.len()).filter(|&i| &labels[i] == n).collect();
+        .map(|l| names.binary_search(l).unwrap_or(0))
+        .collect();
+    let (data, kept) = schema.encode_rows(path, &table, Some(&groups))?;
+    let parts = (0..names.len())
+        .map(|g| {
+            let idx: Vec<usize> = (0..kept.len()).filter(|&i| groups[kept[i]] == g).collect();
             data.subset(&idx)
         })
         .collect();
@@ -138,6 +142,9 @@ mod tests {
             standardize: vec![],
             drop: vec![],
             intercept: false,
+            scaling: Default::default(),
+            na_values: vec![],
+            missing: Default::default(),
         }
     }
 
@@ -203,6 +210,37 @@ mod tests {
         let e = csv_files(&[a, d], &spec()).unwrap_err().to_string();
         assert!(
             e.contains("d.csv:3:") && e.contains("column 1 (`x`)"),
+            "{e}"
+        );
+    }
+
+    /// `missing = "impute"` fills a silo's gap from that silo's rows only; `"drop"` leaves the
+    /// row out of its own silo; a missing label drops its row under both.
+    #[test]
+    fn imputation_reads_only_the_silos_own_rows() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = write(
+            dir.path(),
+            "d.csv",
+            "a,site,y\n1,north,p\nNA,north,n\n3,north,n\n100,south,p\n200,south,n\n5,south,\n",
+        );
+        let mut s = spec();
+        s.na_values = vec!["NA".into()];
+        s.missing = crate::data::csv::Missing::Impute;
+        let (parts, _, _) = by_column(&p, &s, "site").unwrap();
+        // north's mean (1 + 3)/2 = 2, not the pooled mean of 1, 3, 100, 200.
+        assert_eq!(parts[0].x().as_slice(), &[1.0, 2.0, 3.0]);
+        // south's row without a label is left out.
+        assert_eq!(parts[1].x().as_slice(), &[100.0, 200.0]);
+        s.missing = crate::data::csv::Missing::Drop;
+        let (parts, _, _) = by_column(&p, &s, "site").unwrap();
+        assert_eq!(parts[0].x().as_slice(), &[1.0, 3.0]);
+        assert_eq!(parts[0].y(), &[1.0, 0.0]);
+        s.missing = crate::data::csv::Missing::Refuse;
+        let p = write(dir.path(), "d.csv", "a,site,y\n1,north,p\nNA,north,n\n");
+        let e = by_column(&p, &s, "site").unwrap_err().to_string();
+        assert!(
+            e.contains("d.csv:3:") && e.contains("missing value `NA`"),
             "{e}"
         );
     }

@@ -18,6 +18,9 @@ pub struct TrialData {
     pub model: std::sync::Arc<dyn Model>,
     /// How rows became features (saved with the models).
     pub preprocessing: super::preprocessing::Preprocessing,
+    /// The silos' names when the data give them (a by-column partition's values, the files of
+    /// `csv-silos`), in silo order.
+    pub silo_names: Option<Vec<String>>,
 }
 
 /// Loads and splits the data for trial `trial` and builds the model.
@@ -26,7 +29,11 @@ pub fn prepare_trial(
     data_dir: Option<&std::path::Path>,
     rng: &mut DpRng,
 ) -> crate::Result<TrialData> {
-    let (silos, preprocessing) = spec.data.load_prepared(data_dir, rng)?;
+    let super::datasource::Loaded {
+        silos,
+        preprocessing,
+        names: silo_names,
+    } = spec.data.load_prepared(data_dir, rng)?;
     let first = silos
         .first()
         .ok_or_else(|| crate::Error::config("data.partition", "produced no silos"))?;
@@ -49,6 +56,7 @@ pub fn prepare_trial(
         silos,
         model,
         preprocessing,
+        silo_names,
     })
 }
 

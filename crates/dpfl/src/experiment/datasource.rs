@@ -84,6 +84,9 @@ pub enum Source {
         paths: Vec<PathBuf>,
         /// The schema every file shares.
         spec: CsvSpec,
+        /// The silos' names, one per file (default: each file's name without its extension).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        names: Option<Vec<String>>,
     },
     /// Any LIBSVM file.
     Libsvm {
@@ -126,18 +129,25 @@ pub enum Source {
     },
 }
 
+/// An experiment's data as loaded: the silos, how rows became features, and the silos' names
+/// when the data name them (a by-column partition's values, the files of `csv-silos`).
+pub struct Loaded {
+    /// Each silo's train/test split, in silo order.
+    pub silos: Vec<SiloData>,
+    /// How rows became features (for saved models to repeat).
+    pub preprocessing: Preprocessing,
+    /// The silos' names, in silo order; `None` when the data give none.
+    pub names: Option<Vec<String>>,
+}
+
 impl DataSpec {
     /// Loads, partitions, splits, standardises and (optionally) balances the data.
     pub fn load(&self, data_dir: Option<&Path>, rng: &mut DpRng) -> crate::Result<Vec<SiloData>> {
-        Ok(self.load_prepared(data_dir, rng)?.0)
+        Ok(self.load_prepared(data_dir, rng)?.silos)
     }
 
-    /// [`Self::load`], and how rows became features (for saved models to repeat).
-    pub fn load_prepared(
-        &self,
-        data_dir: Option<&Path>,
-        rng: &mut DpRng,
-    ) -> crate::Result<(Vec<SiloData>, Preprocessing)> {
+    /// [`Self::load`], how rows became features and the silos' names.
+    pub fn load_prepared(&self, data_dir: Option<&Path>, rng: &mut DpRng) -> crate::Result<Loaded> {
         if !(self.test_fraction >= 0.0 && self.test_fraction < 1.0) {
             return Err(crate::Error::config(
                 "data.test_fraction",
@@ -163,11 +173,15 @@ impl DataSpec {
             } else {
                 s
             };
-            return Ok((s, prep));
+            return Ok(Loaded {
+                silos: s,
+                preprocessing: prep,
+                names: None,
+            });
         }
-        if let Some((parts, schema)) = self.load_split()? {
+        if let Some((parts, names, schema)) = self.load_split()? {
             prep.csv = Some(schema);
-            return self.finish(parts, prep, rng);
+            return self.finish(parts, Some(names), prep, rng);
         }
         let whole = self.load_whole(data_dir, &mut prep)?;
         if whole.is_empty() {
@@ -184,7 +198,7 @@ impl DataSpec {
             crate::Error::config("data.partition", "name how rows are split into silos")
         })?;
         let parts = partition.apply(&whole, rng)?;
-        self.finish(parts, prep, rng)
+        self.finish(parts, None, prep, rng)
     }
 
     /// The data section for one silo's own file (`dpfl data shard`): the experiment's format
@@ -197,14 +211,47 @@ impl DataSpec {
     /// differently from the other silos; standardisation uses the silo's own training rows
     /// (no silo sees another's data), so it matches the simulation's pooled statistics only
     /// when the silos' rows are alike.
-    pub fn for_own_file(&self, path: &Path) -> crate::Result<DataSpec> {
+    pub fn for_own_file(&self, path: &Path, name: Option<&str>) -> crate::Result<DataSpec> {
         let source = match &self.source {
             Source::Csv { spec, .. } | Source::CsvSilos { spec, .. } => {
                 let mut spec = spec.clone();
-                if let Some(PartitionSpec::ByColumn { column }) = &self.partition
-                    && !spec.drop.contains(column)
-                {
-                    spec.drop.push(column.clone());
+                let table = crate::data::csv::read_table(path)?;
+                let column = match &self.partition {
+                    Some(PartitionSpec::ByColumn { column }) => Some(column.as_str()),
+                    _ => None,
+                };
+                // The silo's name: the one value of the partition column its rows hold (the
+                // pooled run's name for it), else `name`, else the file's name.
+                let mut own_name = name.map(String::from);
+                if let Some(col) = column.and_then(|c| table.header.iter().position(|h| h == c)) {
+                    let values: std::collections::BTreeSet<&str> = table
+                        .rows
+                        .iter()
+                        .map(|(_, r)| r.get(col).unwrap_or("").trim())
+                        .collect();
+                    match values.into_iter().collect::<Vec<_>>().as_slice() {
+                        [one] if !one.is_empty() => {
+                            own_name.get_or_insert_with(|| one.to_string());
+                        }
+                        many => {
+                            return Err(crate::Error::data(
+                                path.display().to_string(),
+                                format!(
+                                    "column `{}` holds {} silo names ({}): a shard holds one \
+                                     silo's rows",
+                                    column.unwrap_or_default(),
+                                    many.len(),
+                                    many.iter()
+                                        .map(|v| format!("`{v}`"))
+                                        .collect::<Vec<_>>()
+                                        .join(", ")
+                                ),
+                            ));
+                        }
+                    }
+                    if !spec.drop.iter().any(|d| Some(d.as_str()) == column) {
+                        spec.drop.push(column.unwrap_or_default().to_string());
+                    }
                 }
                 let unordered: Vec<&str> = spec
                     .categorical
@@ -230,9 +277,28 @@ impl DataSpec {
                         ),
                     ));
                 }
+                let unscaled: Vec<&str> = spec
+                    .standardize
+                    .iter()
+                    .filter(|c| !spec.scaling.contains_key(*c))
+                    .map(String::as_str)
+                    .collect();
+                if !unscaled.is_empty() {
+                    return Err(crate::Error::config(
+                        "data.source.spec.scaling",
+                        format!(
+                            "give the public `scaling` (mean, scale) of {} in the experiment: a \
+                             silo standardising on its own rows would scale a feature \
+                             differently from the other silos and from the saved model",
+                            unscaled.join(", ")
+                        ),
+                    ));
+                }
+                let own_name = own_name.unwrap_or_else(|| file_stem(path));
                 Source::CsvSilos {
                     paths: vec![path.to_path_buf()],
                     spec,
+                    names: Some(vec![own_name]),
                 }
             }
             Source::Libsvm { spec, .. } => Source::Libsvm {
@@ -262,22 +328,81 @@ impl DataSpec {
         })
     }
 
-    /// Split, standardise and balance silos.
+    /// Split, standardise and balance silos. Named silos each draw their split from a stream
+    /// of their own, derived from one draw of `rng` and the silo's name
+    /// ([`named_split_stream`]), so that a silo making its shard from its own file gets the
+    /// split the pooled run gives it (with the experiment's seed).
     fn finish(
         &self,
         parts: Vec<Dataset>,
+        names: Option<Vec<String>>,
         mut prep: Preprocessing,
         rng: &mut DpRng,
-    ) -> crate::Result<(Vec<SiloData>, Preprocessing)> {
+    ) -> crate::Result<Loaded> {
         let standardize = self.standardize();
-        let mut silos = train_test_split(parts, self.test_fraction, rng)?;
+        let fixed = self.fixed_scaling(&standardize)?;
+        let mut silos = match &names {
+            None => train_test_split(parts, self.test_fraction, rng)?,
+            Some(names) => {
+                let base = rng.next_seed();
+                let mut out = Vec::with_capacity(parts.len());
+                for (part, name) in parts.into_iter().zip(names) {
+                    let mut r = named_split_stream(base, name);
+                    let split = train_test_split(vec![part], self.test_fraction, &mut r)
+                        .map_err(|e| rename_silo(e, name))?;
+                    out.extend(split);
+                }
+                out
+            }
+        };
         if !standardize.is_empty() {
-            prep.standardizer = Some(standardize_silos(&mut silos, &standardize)?);
+            prep.standardizer = Some(standardize_silos(
+                &mut silos,
+                &standardize,
+                fixed.as_deref(),
+            )?);
         }
         if self.balance {
             silos = balance_train(silos, rng)?;
         }
-        Ok((silos, prep))
+        Ok(Loaded {
+            silos,
+            preprocessing: prep,
+            names,
+        })
+    }
+
+    /// The public `scaling` of a CSV spec for `standardize`'s columns, in order: all of them
+    /// or none (fitted on the training rows then).
+    fn fixed_scaling(&self, standardize: &[String]) -> crate::Result<Option<Vec<(f64, f64)>>> {
+        let scaling = match &self.source {
+            Source::Csv { spec, .. } | Source::CsvSilos { spec, .. } => &spec.scaling,
+            _ => return Ok(None),
+        };
+        if scaling.is_empty() {
+            return Ok(None);
+        }
+        if let Some(extra) = scaling.keys().find(|k| !standardize.contains(k)) {
+            return Err(crate::Error::config(
+                "data.source.spec.scaling",
+                format!("`{extra}` is not a `standardize` column"),
+            ));
+        }
+        standardize
+            .iter()
+            .map(|c| {
+                scaling.get(c).map(|s| (s.mean, s.scale)).ok_or_else(|| {
+                    crate::Error::config(
+                        "data.source.spec.scaling",
+                        format!(
+                            "gives no statistics for the `standardize` column `{c}`: give all \
+                             of them or none"
+                        ),
+                    )
+                })
+            })
+            .collect::<crate::Result<Vec<_>>>()
+            .map(Some)
     }
 
     /// The columns standardised after splitting.
@@ -290,25 +415,38 @@ impl DataSpec {
         }
     }
 
-    /// Data that arrive split into silos: a CSV with a silo column, or one CSV per silo.
-    fn load_split(&self) -> crate::Result<Option<(Vec<Dataset>, CsvSchema)>> {
+    /// Data that arrive split into silos: a CSV with a silo column, or one CSV per silo; with
+    /// the silos' names.
+    #[allow(clippy::type_complexity)]
+    fn load_split(&self) -> crate::Result<Option<(Vec<Dataset>, Vec<String>, CsvSchema)>> {
         let by_column = match &self.partition {
             Some(PartitionSpec::ByColumn { column }) => Some(column),
             _ => None,
         };
         Ok(match (&self.source, by_column) {
             (Source::Csv { path, spec }, Some(column)) => {
-                let (parts, _, schema) = silos::by_column(path, spec, column)?;
-                Some((parts, schema))
+                let (parts, names, schema) = silos::by_column(path, spec, column)?;
+                Some((parts, names, schema))
             }
-            (Source::CsvSilos { paths, spec }, None) => {
+            (Source::CsvSilos { paths, spec, names }, None) => {
                 if self.partition.is_some() {
                     return Err(crate::Error::config(
                         "data.partition",
                         "csv-silos data are already one file per silo; remove the partition",
                     ));
                 }
-                Some(silos::csv_files(paths, spec)?)
+                let names = match names {
+                    Some(n) if n.len() != paths.len() => {
+                        return Err(crate::Error::config(
+                            "data.source.names",
+                            format!("names {} silos for {} files", n.len(), paths.len()),
+                        ));
+                    }
+                    Some(n) => n.clone(),
+                    None => paths.iter().map(|p| file_stem(p)).collect(),
+                };
+                let (parts, schema) = silos::csv_files(paths, spec)?;
+                Some((parts, names, schema))
             }
             (Source::CsvSilos { .. }, Some(_)) => {
                 return Err(crate::Error::config(
@@ -397,6 +535,39 @@ impl DataSpec {
         prep.pca = pca;
         Ok(data)
     }
+}
+
+/// The split stream of the silo named `name`: seeded by `base` (one draw of the data
+/// generator) mixed with the first 8 bytes of the name's SHA-256.
+fn named_split_stream(base: u64, name: &str) -> DpRng {
+    use sha2::Digest;
+    let h = sha2::Sha256::digest(name.as_bytes());
+    let mut k = [0u8; 8];
+    k.copy_from_slice(&h[..8]);
+    DpRng::from_seed(
+        base ^ u64::from_le_bytes(k),
+        dpfl_privacy::rng::Purpose::Data,
+        1,
+    )
+}
+
+/// An error about "silo 0" of a one-silo split, said of the silo `name`.
+fn rename_silo(e: crate::Error, name: &str) -> crate::Error {
+    match e {
+        crate::Error::Data { what, reason } if what == "silo 0" => crate::Error::Data {
+            what: format!("silo `{name}`"),
+            reason,
+        },
+        other => other,
+    }
+}
+
+/// A file's name without its extension (a silo's default name).
+fn file_stem(p: &Path) -> String {
+    p.file_stem().map_or_else(
+        || p.display().to_string(),
+        |s| s.to_string_lossy().into_owned(),
+    )
 }
 
 /// A bundled CSV set loaded with its paper spec, its fitted schema recorded in `prep`.

@@ -20,6 +20,10 @@ use crate::{Error, Result};
 /// Up to this many distinct integer labels are classes; more are a real target.
 pub const MAX_INTEGER_CLASSES: usize = 20;
 
+/// Cells `dpfl init` reads as missing values (besides empty ones): the codes spreadsheets,
+/// R and pandas write.
+pub const NA_VALUES: [&str; 8] = ["NA", "N/A", "na", "n/a", "NaN", "nan", "null", "NULL"];
+
 fn is_number(s: &str) -> bool {
     s.trim().parse::<f64>().is_ok_and(f64::is_finite)
 }
@@ -27,6 +31,33 @@ fn is_number(s: &str) -> bool {
 /// The experiment TOML for `data` (the path is written as given), predicting `label`, with
 /// silos from `silo_column` (else 4 IID silos).
 pub fn init_experiment(data: &Path, label: &str, silo_column: Option<&str>) -> Result<String> {
+    Ok(init_with_notes(data, label, silo_column)?.text)
+}
+
+/// What `dpfl init` writes, and what it tells the user about it.
+pub struct Init {
+    /// The experiment TOML.
+    pub text: String,
+    /// One line each: what init decided that the user should know (stderr).
+    pub notes: Vec<String>,
+}
+
+/// A TOML array of strings.
+fn toml_list(v: &[&str]) -> String {
+    let q: Vec<String> = v.iter().map(|s| format!("{s:?}")).collect();
+    format!("[{}]", q.join(", "))
+}
+
+/// `x` to 6 significant digits (written into the file as public statistics).
+fn sig6(x: f64) -> f64 {
+    format!("{x:.5e}").parse().unwrap_or(x)
+}
+
+/// [`init_experiment`] with its notes. Every category order (categorical columns, a class
+/// target) and every standardised column's mean and scale are written into the file, fitted
+/// on all of `data`'s rows, so that a silo making its own shard (`dpfl data shard`) codes and
+/// scales its rows as the others do and as the saved model does.
+pub fn init_with_notes(data: &Path, label: &str, silo_column: Option<&str>) -> Result<Init> {
     let table = read_table(data)?;
     let col = |name: &str, field: &str| -> Result<usize> {
         table.header.iter().position(|h| h == name).ok_or_else(|| {
@@ -55,31 +86,136 @@ pub fn init_experiment(data: &Path, label: &str, silo_column: Option<&str>) -> R
             reason: "no data rows after the header".into(),
         });
     }
+    let is_na = |v: &str| v.is_empty() || NA_VALUES.contains(&v);
+    // The present (not missing) values of a column.
     let values = |c: usize| {
         table
             .rows
             .iter()
             .map(move |(_, r)| r.get(c).unwrap_or("").trim())
+            .filter(move |v| !is_na(v))
     };
-    let numeric = |c: usize| values(c).all(is_number);
+    let mut notes = Vec::new();
+    // Missing cells per column: (line, cell) of each.
+    let mut gaps: Vec<(usize, Vec<(usize, &str)>)> = Vec::new();
+    for c in 0..table.header.len() {
+        if Some(c) == silo {
+            continue;
+        }
+        let g: Vec<(usize, &str)> = table
+            .rows
+            .iter()
+            .map(|(line, r)| (*line, r.get(c).unwrap_or("").trim()))
+            .filter(|(_, v)| is_na(v))
+            .collect();
+        if !g.is_empty() {
+            gaps.push((c, g));
+        }
+    }
+    // A column is numeric when its present values are; one with a few other cells among
+    // many numbers is a typo or an unlisted missing-value code, never a category.
+    let numeric = |c: usize| -> Result<bool> {
+        let (mut num, mut other) = (0usize, Vec::new());
+        for (line, r) in &table.rows {
+            let v = r.get(c).unwrap_or("").trim();
+            if is_na(v) {
+                continue;
+            }
+            if is_number(v) {
+                num += 1;
+            } else {
+                other.push((*line, v));
+            }
+        }
+        if !other.is_empty() && num >= 4 * other.len() {
+            let shown: Vec<String> = other
+                .iter()
+                .take(5)
+                .map(|(l, v)| format!("`{v}` (line {l})"))
+                .collect();
+            return Err(Error::data(
+                format!("{}: column `{}`", data.display(), table.header[c]),
+                format!(
+                    "{num} numbers but {} other cell{}: {}{}; correct them, or make them empty \
+                     (a missing value) — a column of numbers is not read as categories",
+                    other.len(),
+                    if other.len() == 1 { "" } else { "s" },
+                    shown.join(", "),
+                    if other.len() > 5 { ", …" } else { "" }
+                ),
+            ));
+        }
+        Ok(other.is_empty() && num > 0)
+    };
     let labels: BTreeSet<&str> = values(y).collect();
     let integer = values(y).all(|v| v.parse::<f64>().is_ok_and(|x| x.fract() == 0.0));
-    let class = !numeric(y) || (integer && labels.len() <= MAX_INTEGER_CLASSES);
+    let class = !numeric(y)? || (integer && labels.len() <= MAX_INTEGER_CLASSES);
     let (mut categorical, mut standardize) = (vec![], vec![]);
     for (c, name) in table.header.iter().enumerate() {
         if c == y || Some(c) == silo {
             continue;
         }
-        if numeric(c) {
+        if numeric(c)? {
             standardize.push(name.clone());
         } else {
             categorical.push(name.clone());
         }
     }
-    let quote = |v: &[String]| {
-        let q: Vec<String> = v.iter().map(|s| format!("{s:?}")).collect();
-        format!("[{}]", q.join(", "))
+    let quote = |v: &[String]| toml_list(&v.iter().map(String::as_str).collect::<Vec<_>>());
+    let missing_lines = if gaps.is_empty() {
+        String::new()
+    } else {
+        let per_column: Vec<String> = gaps
+            .iter()
+            .map(|(c, g)| {
+                let lines: Vec<String> = g.iter().take(3).map(|(l, _)| l.to_string()).collect();
+                format!(
+                    "{} ({}: line{} {}{})",
+                    table.header[*c],
+                    g.len(),
+                    if g.len() == 1 { "" } else { "s" },
+                    lines.join(", "),
+                    if g.len() > 3 { ", …" } else { "" }
+                )
+            })
+            .collect();
+        notes.push(format!(
+            "warning: missing values in {}: wrote missing = \"drop\" (those rows are left out); \
+             \"impute\" fills them from each silo's own rows, \"refuse\" stops at the first",
+            per_column.join(", ")
+        ));
+        let codes: BTreeSet<&str> = gaps
+            .iter()
+            .flat_map(|(_, g)| g.iter().map(|(_, v)| *v))
+            .filter(|v| !v.is_empty())
+            .collect();
+        format!(
+            "na_values = {}           # cells that mean \"missing\" (besides empty ones)\n\
+             missing = \"drop\"             # a row with a missing value is left out; \"impute\": each \
+             silo's own mean / most frequent value; \"refuse\": an error\n",
+            toml_list(&codes.into_iter().collect::<Vec<_>>())
+        )
     };
+    let order_of = |c: usize| -> Vec<&str> {
+        let set: BTreeSet<&str> = values(c).collect();
+        set.into_iter().collect()
+    };
+    let scaling: Vec<String> = standardize
+        .iter()
+        .map(|name| {
+            let c = table.header.iter().position(|h| h == name).unwrap_or(0);
+            let xs: Vec<f64> = values(c).filter_map(|v| v.parse().ok()).collect();
+            let n = xs.len().max(1) as f64;
+            let mean = xs.iter().sum::<f64>() / n;
+            let var = xs.iter().map(|x| (x - mean) * (x - mean)).sum::<f64>() / n;
+            let sd = var.sqrt();
+            let scale = if sd > 0.0 { sig6(sd) } else { 1.0 };
+            format!(
+                "{name:?} = {{ mean = {:?}, scale = {scale:?} }}",
+                sig6(mean)
+            )
+        })
+        .collect();
     let (target, model, model_note) = match (class, labels.len()) {
         (true, 2) => (
             "class",
@@ -103,32 +239,86 @@ pub fn init_experiment(data: &Path, label: &str, silo_column: Option<&str>) -> R
         .map_or("my data".into(), |s| s.to_string_lossy().to_string());
     let cats: Vec<String> = categorical
         .iter()
-        .map(|c| format!("  {{ column = {c:?}, encoding = \"one-hot\" }},"))
+        .map(|c| {
+            let col = table.header.iter().position(|h| h == c).unwrap_or(0);
+            format!(
+                "  {{ column = {c:?}, encoding = \"one-hot\", order = {} }},",
+                toml_list(&order_of(col))
+            )
+        })
         .collect();
-    Ok(format!(
+    let target_order = if class {
+        format!(", order = {}", toml_list(&order_of(y)))
+    } else {
+        String::new()
+    };
+    let ordered: Vec<&str> = categorical
+        .iter()
+        .map(String::as_str)
+        .chain(class.then_some(label))
+        .collect();
+    if !ordered.is_empty() {
+        notes.push(format!(
+            "wrote the category order of {} (every value in {}): a value outside it is refused",
+            ordered.join(", "),
+            data.display()
+        ));
+    }
+    if !standardize.is_empty() {
+        notes.push(format!(
+            "wrote the mean and scale of {} (all rows of {}; not private: replace them with \
+             public values if you have them)",
+            standardize.join(", "),
+            data.display()
+        ));
+    }
+    // The smallest silo's training rows bound the batch (a batch cannot exceed them).
+    let silo_rows: Vec<usize> = match silo {
+        Some(c) => {
+            let mut counts = std::collections::BTreeMap::new();
+            for (_, r) in &table.rows {
+                *counts
+                    .entry(r.get(c).unwrap_or("").trim())
+                    .or_insert(0usize) += 1;
+            }
+            counts.into_values().collect()
+        }
+        None => vec![table.rows.len() / 4],
+    };
+    let batch = silo_rows
+        .iter()
+        .map(|&n| n - (0.2 * n as f64 - 1e-9).ceil().max(0.0) as usize)
+        .min()
+        .unwrap_or(1)
+        .clamp(1, 16);
+    let text = format!(
         r#"# Written by `dpfl init` for {file} ({rows} rows). Check it, then run
 #   dpfl config check THIS_FILE && dpfl train --config THIS_FILE --out results/
 name = "{name}"
 rounds = 50
-seed = 1                       # remove for OS-seeded noise in a real deployment
+seed = 1                       # reproducible split and noise; `dpfl federate` puts it into federation files only with --seeded
 
 [data]
 {partition}
 test_fraction = 0.2            # of each silo's rows, held out for testing
-# Standardisation (and the category lists) use the pooled training rows and are not
-# themselves private: with a real federation, fix them from public knowledge instead.
+# The category orders and the standardisation statistics below were read from every row of
+# the file and are not themselves private: with a real federation, take them from public
+# knowledge instead. Each silo's shard (`dpfl data shard`) and the saved models use them.
 
 [data.source]
 kind = "csv"
 path = {path:?}                # relative paths are relative to this file
 
 [data.source.spec]
-target = {{ kind = "{target}", column = {label:?} }}
+target = {{ kind = "{target}", column = {label:?}{target_order} }}
 categorical = [
 {cats}
 ]
 standardize = {standardize}
 intercept = true
+{missing_lines}
+[data.source.spec.scaling]     # public standardisation: (x - mean) / scale
+{scaling}
 
 [model]
 kind = "{model}"               # {model_note}
@@ -144,13 +334,13 @@ label = "ISRL-DP MB-SGD"
 kind = "mb-sgd"
 calibration = "accountant"     # the smallest noise the tightest sound accountant certifies for (epsilon, delta)
 step_size = 0.1
-batch_size = 16
+batch_size = {batch}
 
 [[algorithms]]
 label = "MB-SGD (non-private, for comparison)"
 kind = "mb-sgd"
 step_size = 0.1
-batch_size = 16
+batch_size = {batch}
 "#,
         file = data.display(),
         rows = table.rows.len(),
@@ -158,7 +348,11 @@ batch_size = 16
         label = label,
         cats = cats.join("\n"),
         standardize = quote(&standardize),
-    ))
+        scaling = scaling.join("\n"),
+        missing_lines = missing_lines,
+        batch = batch,
+    );
+    Ok(Init { text, notes })
 }
 
 /// `dpfl config check`: everything `run` checks before its first round, without training:
@@ -169,7 +363,7 @@ pub fn check_experiment(spec: &super::ExperimentSpec, data_dir: Option<&Path>) -
     let mut master = super::master_rng(spec)?;
     let (trial, _) = super::next_trial(spec, data_dir, &mut master)?;
     let ctx = super::build_context(spec, &trial)?;
-    let mut out = crate::data::describe_silos(&trial.silos);
+    let mut out = crate::data::describe_named_silos(&trial.silos, trial.silo_names.as_deref());
     for (a, entry) in spec.algorithms.iter().enumerate() {
         let label = entry.label();
         let built = entry.spec.build(&ctx).map_err(|e| match e {
@@ -213,7 +407,7 @@ mod tests {
         assert!(toml.contains("kind = \"logistic\""), "{toml}");
         assert!(toml.contains("standardize = [\"age\"]"), "{toml}");
         assert!(
-            toml.contains("{ column = \"sex\", encoding = \"one-hot\" }"),
+            toml.contains("{ column = \"sex\", encoding = \"one-hot\", order = [\"f\", \"m\"] }"),
             "{toml}"
         );
         let spec = ExperimentSpec::from_toml(&toml, "init").unwrap();
@@ -231,5 +425,70 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("--silo-column") && e.contains("`ward`"), "{e}");
+    }
+
+    /// Messy data (issue 31 item 5): `NA` in a numeric column is a missing value (warned
+    /// about, `missing = "drop"` written, the column still standardised), and a numeric
+    /// column with a stray non-number is refused naming the cell and its line.
+    #[test]
+    fn init_handles_missing_values_and_refuses_stray_cells() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("h.csv");
+        let mut text = String::from("age,bmi,hospital,outcome\r\n");
+        for i in 0..40 {
+            let bmi = if i == 5 {
+                "NA".to_string()
+            } else {
+                format!("{}.5", 20 + i % 9)
+            };
+            let age = if i == 9 {
+                String::new()
+            } else {
+                (30 + i).to_string()
+            };
+            let h = ["a", "b"][i % 2];
+            text += &format!("{age},{bmi},{h},{}\r\n", ["no", "yes"][i % 3 % 2]);
+        }
+        std::fs::write(&p, &text).unwrap();
+        let init = init_with_notes(&p, "outcome", Some("hospital")).unwrap();
+        assert!(
+            init.text.contains("standardize = [\"age\", \"bmi\"]"),
+            "{}",
+            init.text
+        );
+        assert!(init.text.contains("na_values = [\"NA\"]"), "{}", init.text);
+        assert!(init.text.contains("missing = \"drop\""), "{}", init.text);
+        // Lines: the header is line 1, row i is line i + 2.
+        let warn = init.notes.join("\n");
+        assert!(
+            warn.contains("age (1: line 11)") && warn.contains("bmi (1: line 7)"),
+            "{warn}"
+        );
+        let spec = ExperimentSpec::from_toml(&init.text, "init").unwrap();
+        let mut rng =
+            dpfl_privacy::DpRng::new(Some(1), dpfl_privacy::rng::Purpose::Data, 0).unwrap();
+        let silos = spec.data.load(None, &mut rng).unwrap();
+        let rows: usize = silos.iter().map(|s| s.train.len() + s.test.len()).sum();
+        assert_eq!(rows, 38, "the two rows with a missing value are dropped");
+        // `impute` keeps them, each filled from its own silo's rows.
+        let imputed = init
+            .text
+            .replace("missing = \"drop\"", "missing = \"impute\"");
+        let spec = ExperimentSpec::from_toml(&imputed, "init").unwrap();
+        let silos = spec.data.load(None, &mut rng).unwrap();
+        let rows: usize = silos.iter().map(|s| s.train.len() + s.test.len()).sum();
+        assert_eq!(rows, 40);
+
+        // One stray cell among numbers: refused, never one-hot encoded.
+        let stray = text.replace("\r\n33,", "\r\n3e,");
+        std::fs::write(&p, &stray).unwrap();
+        let e = init_with_notes(&p, "outcome", Some("hospital"))
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            e.contains("column `age`") && e.contains("`3e` (line 5)"),
+            "{e}"
+        );
     }
 }

@@ -102,7 +102,12 @@ impl Preprocessing {
         }
         let mut data = if let Some(schema) = &self.csv {
             let table = align(schema, path, read_table(path)?, need_target)?;
-            schema.encode(path, &table)?
+            if need_target {
+                schema.encode(path, &table)?
+            } else {
+                // Predictions are one per row: a missing value is an error naming its line.
+                schema.refusing_missing().encode(path, &table)?
+            }
         } else if let Some(spec) = &self.libsvm {
             load_libsvm(path, spec)?
         } else if let Some(idx) = &self.idx {

@@ -54,6 +54,66 @@ pub struct FinalModel {
     pub preprocessing: Preprocessing,
 }
 
+/// Everything of a saved model but its weights and its run's privacy: what `dpfl federate`
+/// writes beside a federation's files (`model-card.json`) so that `dpfl server`, which holds
+/// no data, saves its final model in the format `dpfl train` does.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ModelCard {
+    /// Always [`FORMAT`]` + "-card"`.
+    pub format: String,
+    /// The experiment's name.
+    pub experiment: String,
+    /// The model kind and its parameters.
+    pub model: ModelSpec,
+    /// The feature columns, in order.
+    pub feature_names: Vec<String>,
+    /// Class names in code order (a class target), else `None`.
+    pub classes: Option<Vec<String>>,
+    /// How raw rows became features.
+    pub preprocessing: Preprocessing,
+}
+
+/// The `format` of a model card.
+pub const CARD_FORMAT: &str = "dpfl-model-card";
+
+impl ModelCard {
+    /// The card of a trial's data under `spec`.
+    pub fn of_trial(spec: &super::ExperimentSpec, trial: &super::TrialData) -> Self {
+        let first = trial.silos.first().map(|s| &s.train);
+        ModelCard {
+            format: CARD_FORMAT.into(),
+            experiment: spec.name.clone(),
+            model: spec.model.clone(),
+            feature_names: first.map_or(vec![], |d| d.feature_names().to_vec()),
+            classes: first.and_then(|d| match d.target() {
+                crate::data::Target::Classes { names } => Some(names.clone()),
+                crate::data::Target::Real => None,
+            }),
+            preprocessing: trial.preprocessing.clone(),
+        }
+    }
+
+    /// Reads a card, checking its format.
+    pub fn load(path: &Path) -> Result<Self> {
+        let bytes = std::fs::read(path).map_err(|source| Error::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let card: ModelCard = serde_json::from_slice(&bytes)
+            .map_err(|e| bad(path, format!("not a model card: {e}")))?;
+        if card.format != CARD_FORMAT {
+            return Err(bad(path, format!("not a {CARD_FORMAT} file")));
+        }
+        Ok(card)
+    }
+
+    /// Writes the card as JSON.
+    pub fn save(&self, path: &Path) -> Result<()> {
+        let json = serde_json::to_string_pretty(self).map_err(|e| bad(path, e.to_string()))? + "\n";
+        atomic_write(path, json.as_bytes())
+    }
+}
+
 /// The privacy guarantee of the run that trained the model.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ModelPrivacy {
@@ -166,6 +226,35 @@ impl SavedModel {
         }
     }
 
+    /// The saved form of a federation's final model `weights` (algorithm `algorithm`, seed
+    /// `seed`) from its `card` and guarantee `privacy`.
+    pub fn from_card(
+        card: &ModelCard,
+        algorithm: &str,
+        seed: Option<u64>,
+        weights: Vec<f64>,
+        privacy: ModelPrivacy,
+    ) -> Self {
+        let meta = ModelMeta {
+            format: FORMAT.into(),
+            format_version: FORMAT_VERSION,
+            dpfl_version: env!("CARGO_PKG_VERSION").into(),
+            experiment: card.experiment.clone(),
+            algorithm: algorithm.into(),
+            seed,
+            model: card.model.clone(),
+            num_features: card.feature_names.len(),
+            feature_names: card.feature_names.clone(),
+            classes: card.classes.clone(),
+            preprocessing: card.preprocessing.clone(),
+            privacy,
+            weights_file: WEIGHTS_FILE.into(),
+            weights_sha256: String::new(),
+            num_params: weights.len(),
+        };
+        SavedModel { meta, weights }
+    }
+
     /// Writes `model.safetensors` and `model.json` into `dir` (created if needed).
     pub fn save(&self, dir: &Path) -> Result<()> {
         std::fs::create_dir_all(dir).map_err(|source| Error::Io {
@@ -252,6 +341,16 @@ impl SavedModel {
     }
 
     fn model(&self) -> Result<std::sync::Arc<dyn crate::model::Model>> {
+        if let Some(i) = self.weights.iter().position(|w| !w.is_finite()) {
+            return Err(Error::data(
+                self.meta.weights_file.clone(),
+                format!(
+                    "weight {i} is {}: the run that saved this model diverged; it predicts \
+                     nothing",
+                    self.weights[i]
+                ),
+            ));
+        }
         let m = self.meta.model.build(
             self.meta.num_features,
             self.meta.classes.as_ref().map(Vec::len),
@@ -303,6 +402,12 @@ impl SavedModel {
     ) -> Result<(f64, &'static str, usize)> {
         let model = self.model()?;
         let data = self.read(path, labels, true)?;
+        if data.is_empty() {
+            return Err(Error::data(
+                path.display().to_string(),
+                "holds no data rows to evaluate on",
+            ));
+        }
         let name = match model.metric() {
             Metric::ErrorRate => "test_error",
             Metric::Rmse => "test_rmse",

@@ -24,7 +24,8 @@ pub use super::server_facts::{ServerFacts, ServerRound};
 /// The plain statement of what the server cannot report.
 pub const NO_MODEL_QUALITY: &str = "model quality not available to the server: it holds no \
      data (and the protocol carries no silo metrics), so final_train_loss and test_metric are \
-     null; `dpfl federate` or `dpfl evaluate --model` on a silo's data reports them";
+     null; `dpfl federate` reports them, or `dpfl evaluate --model DIR/model` (the final model \
+     the server saved, with the federation's model card) on a silo's own data";
 
 /// The caveat about L: the plan does not say where it came from.
 pub const SERVER_L_CAVEAT: &str = "the server cannot tell from the plan whether the gradient \

@@ -328,6 +328,12 @@ impl ExperimentSpec {
         if self.trials == 0 {
             return Err(crate::Error::config("trials", "must be at least 1"));
         }
+        if self.eval_every == Some(0) {
+            return Err(crate::Error::config(
+                "eval_every",
+                "must be at least 1 (evaluate every k-th round)",
+            ));
+        }
         if self.algorithms.is_empty() {
             return Err(crate::Error::config(
                 "algorithms",

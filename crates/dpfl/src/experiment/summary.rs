@@ -409,16 +409,13 @@ impl RunAccumulator {
         match &mut self.acc[a] {
             slot @ None => {
                 let summary = summary_of(spec, entry, trial, run);
-                let first = trial.silos.first().map(|s| &s.train);
+                let card = super::saved::ModelCard::of_trial(spec, trial);
                 let model = super::saved::FinalModel {
                     algorithm: label,
                     weights: run.final_model.clone(),
-                    feature_names: first.map_or(vec![], |d| d.feature_names().to_vec()),
-                    classes: first.and_then(|d| match d.target() {
-                        crate::data::Target::Classes { names } => Some(names.clone()),
-                        crate::data::Target::Real => None,
-                    }),
-                    preprocessing: trial.preprocessing.clone(),
+                    feature_names: card.feature_names,
+                    classes: card.classes,
+                    preprocessing: card.preprocessing,
                 };
                 let privacy = super::saved::ModelPrivacy {
                     private: summary.private,

@@ -176,7 +176,18 @@ fn round_budget(p: &QuantPrivacy, ctx: &BuildContext) -> crate::Result<(f64, f64
             let k = ctx.federation.rounds as u64;
             let n = ctx.federation.silos as u64;
             let r = (ctx.federation.expected_participants.round() as u64).clamp(1, n.max(1));
-            let t2 = Theorem2::from_target(epsilon, delta, k, r, n)?;
+            // A total budget outside Theorem 2's range is the budget's fault: say which field,
+            // with the theorem's own reason (a configuration error, exit code 2).
+            let t2 = Theorem2::from_target(epsilon, delta, k, r, n).map_err(|e| {
+                crate::Error::config(
+                    "algorithm.privacy.budget",
+                    format!(
+                        "the total budget (epsilon = {epsilon}, delta = {delta}) over K = {k} \
+                         rounds, r = {r} of n = {n} silos is outside DP-NormFedAvg Theorem 2 \
+                         ({e}); use a per-round budget, or change epsilon, delta or the rounds"
+                    ),
+                )
+            })?;
             let e0 = t2.epsilon_0();
             Ok((
                 e0,

@@ -1,0 +1,479 @@
+//! The own-data path of README.md and docs/own-data.md, end to end (issue 31): a hospital
+//! readmission CSV with named hospitals → `dpfl init` → `config check` → `federate
+//! --prepare-only` (the federation's files) → each hospital's own `data shard` → a real `dpfl
+//! server` and one `dpfl silo` per hospital, each with its own shard → the model the server
+//! saved → `dpfl predict` and `dpfl evaluate`.
+
+mod common;
+
+use std::path::Path;
+use std::process::Output;
+use std::time::Duration;
+
+use common::{spawn, wait_exit};
+
+const HOSPITALS: [&str; 3] = ["northside", "st-marys", "westgate"];
+const HEADER: &str = "age,bmi,sex,smoker,admission,hospital,readmitted";
+
+/// `dpfl ARGS` run in `dir`.
+fn dpfl_in(dir: &Path, args: &[&str]) -> Output {
+    common::command()
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("run dpfl")
+}
+
+fn ok(out: &Output) -> String {
+    assert!(
+        out.status.success(),
+        "exit {:?}: {}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// `dpfl init` of `d/patients.csv` (label `readmitted`, silo column `hospital`) into
+/// `d/exp.toml`; returns its output.
+fn init(d: &Path) -> Output {
+    let out = dpfl_in(
+        d,
+        &[
+            "init",
+            "--data",
+            "patients.csv",
+            "--label",
+            "readmitted",
+            "--silo-column",
+            "hospital",
+            "--out",
+            "exp.toml",
+        ],
+    );
+    ok(&out);
+    out
+}
+
+/// `dpfl federate --config exp.toml --local --prepare-only --out OUT [EXTRA]` in `d`; its
+/// stdout (the commands to run).
+fn prepare(d: &Path, out: &str, extra: &[&str]) -> String {
+    let mut args = vec![
+        "federate",
+        "--config",
+        "exp.toml",
+        "--local",
+        "--prepare-only",
+        "--out",
+        out,
+    ];
+    args.extend_from_slice(extra);
+    ok(&dpfl_in(d, &args))
+}
+
+/// One patient row of hospital `h` (deterministic): readmission is likelier for the old,
+/// smokers and emergency admissions.
+fn row(h: usize, i: usize) -> String {
+    let r = |k: usize| (i * 2654435761 + h * 40503 + k * 97) % 1000;
+    let age = 25 + r(1) % 60;
+    let bmi = 18.0 + (r(2) % 200) as f64 / 10.0;
+    let sex = ["female", "male"][r(3) % 2];
+    let smoker = ["no", "yes"][usize::from(r(4) % 3 == 0)];
+    let admission = ["elective", "emergency", "urgent"][r(5) % 3];
+    let score = age as f64 / 85.0
+        + f64::from(u8::from(smoker == "yes")) * 0.4
+        + f64::from(u8::from(admission == "emergency")) * 0.4
+        + (r(6) % 100) as f64 / 250.0;
+    let readmitted = if score > 0.95 { "yes" } else { "no" };
+    format!(
+        "{age},{bmi:.1},{sex},{smoker},{admission},{},{readmitted}",
+        HOSPITALS[h]
+    )
+}
+
+/// Writes the pooled file (`patients.csv`, hospitals interleaved) and each hospital's own
+/// file (`<hospital>.csv`, the same rows), CRLF line ends as spreadsheets export them.
+fn write_data(dir: &Path, rows: usize) {
+    let mut pooled = format!("{HEADER}\r\n");
+    let mut own = vec![format!("{HEADER}\r\n"); HOSPITALS.len()];
+    for i in 0..rows {
+        for (h, file) in own.iter_mut().enumerate() {
+            let line = row(h, i);
+            pooled += &format!("{line}\r\n");
+            *file += &format!("{line}\r\n");
+        }
+    }
+    std::fs::write(dir.join("patients.csv"), pooled).unwrap();
+    for (h, text) in HOSPITALS.iter().zip(own) {
+        std::fs::write(dir.join(format!("{h}.csv")), text).unwrap();
+    }
+}
+
+/// README's first steps: `dpfl init` writes every category order and standardisation it
+/// read (and says so), `config check` accepts the file, and each hospital's `data shard` of
+/// its own file is the shard `federate --prepare-only` makes of its rows of the pooled file.
+#[test]
+fn init_file_makes_each_hospitals_own_shard() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    write_data(d, 60);
+    let notes = String::from_utf8_lossy(&init(d).stderr).into_owned();
+    assert!(
+        notes.contains("category order of sex, smoker, admission, readmitted"),
+        "{notes}"
+    );
+    let exp = std::fs::read_to_string(d.join("exp.toml")).unwrap();
+    assert!(
+        exp.contains(
+            r#"{ column = "admission", encoding = "one-hot", order = ["elective", "emergency", "urgent"] }"#
+        ),
+        "{exp}"
+    );
+    assert!(
+        exp.contains(r#"column = "readmitted", order = ["no", "yes"]"#),
+        "{exp}"
+    );
+    assert!(exp.contains("\"age\" = { mean = "), "{exp}");
+    // The hospitals' names, in sorted order (issue 31 item 3).
+    let check = ok(&dpfl_in(d, &["config", "check", "exp.toml"]));
+    let inspect = ok(&dpfl_in(d, &["data", "inspect", "exp.toml"]));
+    for (i, h) in HOSPITALS.iter().enumerate() {
+        let line = format!("silo {i} ({h}): train ");
+        assert!(
+            check.contains(&line) && inspect.contains(&line),
+            "{check}{inspect}"
+        );
+    }
+    prepare(d, "fed", &[]);
+    // Silos are in sorted order of their names.
+    for (i, h) in HOSPITALS.iter().enumerate() {
+        let out = ok(&dpfl_in(
+            d,
+            &[
+                "data",
+                "shard",
+                "--config",
+                "exp.toml",
+                "--data",
+                &format!("{h}.csv"),
+                "--out",
+                &format!("{h}.shard"),
+            ],
+        ));
+        let report: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+        assert_eq!(report["silo"], *h);
+        let mine = std::fs::read(d.join(format!("{h}.shard"))).unwrap();
+        let prepared = std::fs::read(d.join(format!("fed/trial-0/data/silo-{i}.shard"))).unwrap();
+        assert!(
+            mine == prepared,
+            "{h}: its own shard differs from silo {i}'s"
+        );
+    }
+}
+
+/// The whole path to a deployed model: the real server saves its final model in `dpfl
+/// train`'s format, and `predict` / `evaluate` read it.
+#[test]
+fn real_server_and_own_shards_give_a_model_predict_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    write_data(d, 60);
+    init(d);
+    prepare(d, "fed", &[]);
+    for h in HOSPITALS {
+        ok(&dpfl_in(
+            d,
+            &[
+                "data",
+                "shard",
+                "--config",
+                "exp.toml",
+                "--data",
+                &format!("{h}.csv"),
+                "--out",
+                &format!("{h}.shard"),
+            ],
+        ));
+    }
+    let cfg = d.join("fed/trial-0/federation-0.toml");
+    let c = cfg.to_str().unwrap();
+    let srv = d.join("srv");
+    let mut server = spawn(
+        &["server", "--config", c, "--out", srv.to_str().unwrap()],
+        &d.join("server.log"),
+    );
+    let mut silos: Vec<_> = HOSPITALS
+        .iter()
+        .enumerate()
+        .map(|(i, h)| {
+            let shard = d.join(format!("{h}.shard"));
+            let budget = d.join(format!("fed/trial-0/alg-0/budget-silo-{i}.toml"));
+            spawn(
+                &[
+                    "silo",
+                    "--config",
+                    c,
+                    "--id",
+                    &i.to_string(),
+                    "--data",
+                    shard.to_str().unwrap(),
+                    "--budget",
+                    budget.to_str().unwrap(),
+                ],
+                &d.join(format!("silo-{i}.log")),
+            )
+        })
+        .collect();
+    let status = wait_exit(&mut server, Duration::from_secs(120));
+    let log = std::fs::read_to_string(d.join("server.log")).unwrap_or_default();
+    assert!(status.success(), "server: {log}");
+    for (i, s) in silos.iter_mut().enumerate() {
+        let st = wait_exit(s, Duration::from_secs(30));
+        let slog = std::fs::read_to_string(d.join(format!("silo-{i}.log"))).unwrap_or_default();
+        assert!(st.success(), "silo {i}: {slog}");
+    }
+    assert!(log.contains("wrote the final model to"), "{log}");
+    let model = srv.join("model");
+    let meta: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(model.join("model.json")).unwrap()).unwrap();
+    assert_eq!(meta["format"], "dpfl-model");
+    assert_eq!(meta["classes"], serde_json::json!(["no", "yes"]));
+    let certified = meta["privacy"]["certified_epsilon"].as_f64().unwrap();
+    assert!(certified > 0.0 && certified <= 1.0, "{meta}");
+    assert_eq!(meta["privacy"]["silos"].as_array().unwrap().len(), 3);
+
+    // A new patient file without the label or hospital columns, in another column order.
+    let new = "smoker,admission,sex,bmi,age\r\nyes,emergency,male,31.5,80\r\nno,elective,female,22.0,30\r\n";
+    std::fs::write(d.join("new.csv"), new).unwrap();
+    let m = model.to_str().unwrap();
+    ok(&dpfl_in(
+        d,
+        &[
+            "predict",
+            "--model",
+            m,
+            "--data",
+            "new.csv",
+            "--out",
+            "preds.csv",
+        ],
+    ));
+    let preds = std::fs::read_to_string(d.join("preds.csv")).unwrap();
+    let lines: Vec<&str> = preds.lines().collect();
+    assert_eq!(lines.len(), 3, "{preds}");
+    assert!(
+        lines[1..]
+            .iter()
+            .all(|l| l.ends_with(",yes") || l.ends_with(",no")),
+        "{preds}"
+    );
+    let eval = ok(&dpfl_in(
+        d,
+        &["evaluate", "--model", m, "--data", "northside.csv"],
+    ));
+    let v: serde_json::Value = serde_json::from_str(eval.trim()).unwrap();
+    assert_eq!(v["metric"], "test_error");
+    assert_eq!(v["rows"], 60);
+    let err = v["value"].as_f64().unwrap();
+    assert!((0.0..=1.0).contains(&err), "{v}");
+    assert_eq!(v["certified_epsilon"].as_f64(), Some(certified));
+}
+
+/// One split (issue 31 item 4): `data inspect`, `config check` and training draw trial 1's
+/// split from one generator, so inspect describes the split training uses.
+#[test]
+fn inspect_check_and_train_describe_one_split() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    write_data(d, 50);
+    // Without a silo column: 4 random silos, so the split depends on the generator.
+    ok(&dpfl_in(
+        d,
+        &[
+            "init",
+            "--data",
+            "patients.csv",
+            "--label",
+            "readmitted",
+            "--out",
+            "exp.toml",
+        ],
+    ));
+    let inspect = ok(&dpfl_in(d, &["--json", "data", "inspect", "exp.toml"]));
+    let inspect: serde_json::Value = serde_json::from_str(inspect.trim()).unwrap();
+    // The split training uses: trial 1 of `experiment::run`'s master generator.
+    let spec = dpfl::experiment::ExperimentSpec::from_file(&d.join("exp.toml")).unwrap();
+    let mut master = dpfl::experiment::master_rng(&spec).unwrap();
+    let (trial, _) = dpfl::experiment::next_trial(&spec, None, &mut master).unwrap();
+    let want: Vec<serde_json::Value> = trial
+        .silos
+        .iter()
+        .map(|s| {
+            serde_json::json!({
+                "name": null,
+                "train_rows": s.train.len(),
+                "test_rows": s.test.len(),
+                "train_class_counts": s.train.class_counts(),
+            })
+        })
+        .collect();
+    assert_eq!(inspect["silos"], serde_json::Value::Array(want));
+    // `config check` prints the same silo lines as `data inspect`.
+    let text = ok(&dpfl_in(d, &["data", "inspect", "exp.toml"]));
+    let check = ok(&dpfl_in(d, &["config", "check", "exp.toml"]));
+    for line in text.lines().filter(|l| l.trim_start().starts_with("silo")) {
+        assert!(check.contains(line), "{line} not in {check}");
+    }
+}
+
+/// Safe deployment defaults (issue 31 item 7): init writes a seed, yet `federate` writes
+/// federation files without one unless asked for a seeded simulation (`--seeded`), and a
+/// silo refuses a seeded file without `--allow-seeded`, saying why.
+#[test]
+fn federation_files_carry_no_seed_unless_asked_and_silos_refuse_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    write_data(d, 20);
+    init(d);
+    assert!(
+        std::fs::read_to_string(d.join("exp.toml"))
+            .unwrap()
+            .contains("\nseed = 1")
+    );
+    let seed_line = |dir: &str| {
+        std::fs::read_to_string(d.join(dir).join("trial-0/federation-0.toml"))
+            .unwrap()
+            .lines()
+            .any(|l| l.starts_with("seed ="))
+    };
+    prepare(d, "deploy", &[]);
+    assert!(!seed_line("deploy"), "a deployment's file carries a seed");
+    let printed = prepare(d, "sim", &["--seeded"]);
+    assert!(seed_line("sim"));
+    assert!(printed.contains("--allow-seeded"), "{printed}");
+    let silo = dpfl_in(
+        d,
+        &[
+            "silo",
+            "--config",
+            "sim/trial-0/federation-0.toml",
+            "--id",
+            "0",
+            "--data",
+            "sim/trial-0/data/silo-0.shard",
+            "--budget",
+            "sim/trial-0/alg-0/budget-silo-0.toml",
+        ],
+    );
+    let err = String::from_utf8_lossy(&silo.stderr);
+    assert_eq!(silo.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("recompute this silo's noise") && err.contains("--allow-seeded"),
+        "{err}"
+    );
+}
+
+/// Fail early (issue 31 item 8): DP-NormFedAvg with a total budget outside Theorem 2's range
+/// fails in `config check`, naming the algorithm and the field, with exit code 2.
+#[test]
+fn a_budget_outside_theorem_2_fails_in_config_check_naming_algorithm_and_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    write_data(d, 100);
+    init(d);
+    // Every silo each round: Theorem 2's epsilon for a total of 1 at delta = 1e-5 is
+    // 16 ln(1e5) (sqrt(1 + 1/ln(1e5)) - 1) = 7.83, outside 0 < epsilon < 6.
+    let mut exp = std::fs::read_to_string(d.join("exp.toml")).unwrap();
+    exp += r#"
+[[algorithms]]
+label = "DP-NormFedAvg"
+kind = "norm-fed-avg"
+step_size = 0.1
+local_steps = 2
+batch_size = 8
+variant = { kind = "dp-norm-fed-avg" }
+[algorithms.privacy]
+s = 64
+sensitivity = { kind = "mu", mu = 0.1 }
+budget = { kind = "total", epsilon = 1.0, delta = 1e-5 }
+"#;
+    std::fs::write(d.join("exp.toml"), exp).unwrap();
+    let out = dpfl_in(d, &["config", "check", "exp.toml"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("algorithms[2] (DP-NormFedAvg)")
+            && err.contains("privacy.budget")
+            && err.contains("needs 0 < epsilon < 6, got 7.83"),
+        "{err}"
+    );
+}
+
+/// The catalogue's silently accepted inputs on this path (issue 31 item 10): init's batch
+/// fits a small CSV, `eval_every = 0` is refused, `evaluate` on a header-only file fails,
+/// and `predict` refuses a model whose weights hold a NaN.
+#[test]
+fn small_files_zero_periods_empty_files_and_nan_weights_are_refused_or_fit() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    write_data(d, 8);
+    init(d);
+    // 8 rows a hospital, 2 of them test rows: batches of 6.
+    let exp = std::fs::read_to_string(d.join("exp.toml")).unwrap();
+    assert!(exp.contains("batch_size = 6\n"), "{exp}");
+    ok(&dpfl_in(d, &["config", "check", "exp.toml"]));
+    let zero = exp.replace("rounds = 50", "rounds = 50\neval_every = 0");
+    std::fs::write(d.join("zero.toml"), zero).unwrap();
+    let out = dpfl_in(d, &["config", "check", "zero.toml"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.code() == Some(2) && err.contains("eval_every"),
+        "{err}"
+    );
+
+    let short = exp.replace("rounds = 50", "rounds = 2");
+    std::fs::write(d.join("exp.toml"), short).unwrap();
+    ok(&dpfl_in(
+        d,
+        &["train", "--config", "exp.toml", "--out", "res"],
+    ));
+    let model = d.join("res/models/1-isrl-dp-mb-sgd");
+    let m = model.to_str().unwrap();
+    std::fs::write(d.join("empty.csv"), format!("{HEADER}\r\n")).unwrap();
+    let out = dpfl_in(d, &["evaluate", "--model", m, "--data", "empty.csv"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.code() == Some(1) && err.contains("no data rows"),
+        "{err}"
+    );
+    // A NaN weight, with the checksum made to match: refused by its own check.
+    let w = model.join("model.safetensors");
+    let mut bytes = std::fs::read(&w).unwrap();
+    let at = bytes.len() - 8;
+    bytes[at..].copy_from_slice(&f64::NAN.to_le_bytes());
+    std::fs::write(&w, &bytes).unwrap();
+    let sum = dpfl::data::registry::sha256_file(&w).unwrap();
+    let meta_path = model.join("model.json");
+    let mut meta: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&meta_path).unwrap()).unwrap();
+    meta["weights_sha256"] = serde_json::Value::String(sum);
+    std::fs::write(&meta_path, meta.to_string()).unwrap();
+    let out = dpfl_in(
+        d,
+        &[
+            "predict",
+            "--model",
+            m,
+            "--data",
+            "patients.csv",
+            "--out",
+            "p.csv",
+        ],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("NaN") && err.contains("diverged"),
+        "{err}"
+    );
+    assert!(!d.join("p.csv").exists());
+}
