@@ -219,6 +219,8 @@ fn real_server_and_own_shards_give_a_model_predict_reads() {
                     shard.to_str().unwrap(),
                     "--budget",
                     budget.to_str().unwrap(),
+                    // Each silo's first start (issue 27: a fresh start is explicit).
+                    "--fresh",
                 ],
                 &d.join(format!("silo-{i}.log")),
             )
@@ -363,6 +365,7 @@ fn federation_files_carry_no_seed_unless_asked_and_silos_refuse_one() {
             "sim/trial-0/data/silo-0.shard",
             "--budget",
             "sim/trial-0/alg-0/budget-silo-0.toml",
+            "--fresh",
         ],
     );
     let err = String::from_utf8_lossy(&silo.stderr);
