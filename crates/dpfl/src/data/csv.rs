@@ -910,7 +910,9 @@ mod tests {
             missing: Default::default(),
         };
         let xy = Some(vec!["x".to_string(), "y".to_string()]);
-        let cases: [(&[u8], Option<Vec<String>>, &str); 7] = [
+        // (the bad row, the category order of `c`, what the error says)
+        type Case = (&'static [u8], Option<Vec<String>>, &'static str);
+        let cases: [Case; 7] = [
             (b"4,y,h1", None, "3 fields"),
             (b"4,y,h1,q,9", None, "5 fields"),
             (b",y,h1,q", None, "empty value"),
