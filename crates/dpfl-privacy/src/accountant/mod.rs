@@ -26,7 +26,6 @@ pub mod approximate;
 pub mod composition;
 pub mod gaussian;
 pub mod lower_bound;
-mod memo;
 pub mod pld;
 pub mod rdp;
 mod sampled_discrete;

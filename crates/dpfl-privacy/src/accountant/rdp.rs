@@ -22,9 +22,6 @@
 //! / Canonne, Kamath & Steinke 2020 eq. (20):
 //! ε = r(α) + log((α−1)/α) − (log δ + log α)/(α−1), minimised over the orders.
 
-use std::sync::Arc;
-
-use super::memo::Memo;
 use super::sampled_discrete::sampled_discrete_gaussian_rdp;
 use super::special::{log_add, log_comb, log_erfc, log_sub_sign, not_nan, round_up};
 use super::{Leaf, effective_gaussian, leaves, unsupported};
@@ -92,8 +89,8 @@ impl RdpAccountant {
     pub fn rdp(&self, event: &PrivacyEvent) -> Result<Vec<f64>> {
         let mut total = vec![0.0; self.orders.len()];
         for Leaf { event, count } in leaves(event)? {
-            let r = self.memo_leaf_rdp(&event)?;
-            for (t, x) in total.iter_mut().zip(r.iter()) {
+            let r = self.leaf_rdp(&event)?;
+            for (t, x) in total.iter_mut().zip(r) {
                 *t += count as f64 * x;
             }
         }
@@ -121,17 +118,6 @@ impl RdpAccountant {
         }
         let r = self.rdp(event)?;
         Ok(delta_from_rdp(&self.orders, &r, epsilon))
-    }
-
-    /// [`Self::leaf_rdp`], remembered for sampled leaves (issue 30): their curves cost
-    /// milliseconds (a series per order), and a ledger asks for the same leaf at every round.
-    fn memo_leaf_rdp(&self, event: &PrivacyEvent) -> Result<Arc<Vec<f64>>> {
-        static SAMPLED: Memo<Result<Arc<Vec<f64>>>> = Memo::new(1024);
-        if !matches!(event, PrivacyEvent::Sampled { .. }) {
-            return self.leaf_rdp(event).map(Arc::new);
-        }
-        let key = format!("{:?}|{:?}|{event:?}", self.neighbouring, self.orders);
-        SAMPLED.get_or(key, || self.leaf_rdp(event).map(Arc::new))
     }
 
     fn leaf_rdp(&self, event: &PrivacyEvent) -> Result<Vec<f64>> {

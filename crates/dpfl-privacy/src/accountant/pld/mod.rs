@@ -58,9 +58,6 @@
 //! either relation; Poisson-sampled Gaussian under add/remove-one. Everything else is refused
 //! by name (`dp_accounting`'s PLD does not cover fixed-size sampling either).
 
-use std::sync::Arc;
-
-use super::memo::Memo;
 use super::sampled_pld::PoissonPair;
 use super::special::round_up;
 use super::{Leaf, effective_gaussian, leaves, unsupported};
@@ -87,8 +84,6 @@ pub const BIN_BUDGET: usize = 1 << 22;
 const MAX_ATOMS: usize = 1 << 26;
 /// How many times the accountant coarsens the grid before it gives up.
 const COARSENINGS: usize = 8;
-/// Leaf PMFs up to this many bins (8 MB) are remembered between calls.
-const MEMO_MAX_BINS: usize = 1 << 20;
 
 mod compose;
 mod curves;
@@ -252,35 +247,13 @@ impl PldAccountant {
         }
     }
 
-    /// [`Self::leaf_pmfs`], remembered (issue 30): a ledger composes the same leaf, one more
-    /// time, at every round, and a sampled leaf's PMF costs a special function per grid
-    /// point. PMFs over [`MEMO_MAX_BINS`] bins are not kept.
-    fn memo_leaf_pmfs(&self, event: &PrivacyEvent, h: f64) -> Sized<Arc<(Pmf, Option<Pmf>)>> {
-        static LEAVES: Memo<Sized<Arc<(Pmf, Option<Pmf>)>>> = Memo::new(16);
-        // Every field of the accountant that changes a PMF is in the key (the Poisson pair
-        // included: the generic and the ball pair of one event are different PMFs).
-        let key = format!(
-            "{:?}|{:?}|{h:?}|{event:?}",
-            self.neighbouring, self.poisson_pair
-        );
-        LEAVES.get_or_keep(
-            key,
-            || self.leaf_pmfs(event, h).map(Arc::new),
-            |v| match v {
-                Ok(p) => p.0.len() + p.1.as_ref().map_or(0, Pmf::len) <= MEMO_MAX_BINS,
-                Err(_) => true,
-            },
-        )
-    }
-
     /// The composed (remove, add) PMFs of `leaves` on the grid of width `h`.
     fn pmfs_on(&self, leaves: &[Leaf], h: f64) -> Sized<(Pmf, Pmf)> {
         let max = BIN_BUDGET;
         let mut rem: Option<Pmf> = None;
         let mut add: Option<Pmf> = None;
         for Leaf { event, count } in leaves {
-            let one = self.memo_leaf_pmfs(event, h)?;
-            let (r, a) = (&one.0, &one.1);
+            let (r, a) = self.leaf_pmfs(event, h)?;
             let r = r.self_compose_within(*count, max)?;
             let a = match a {
                 Some(a) => a.self_compose_within(*count, max)?,
@@ -343,24 +316,11 @@ impl PldAccountant {
             let e = crate::accountant::gaussian::gaussian_epsilon(z, delta)?;
             return finite_up("PLD epsilon", e);
         }
-        // Remembered by the merged leaves (issue 30): N silos of equal size, and every
-        // calibration that meets the same question again, get the first answer.
-        static EPSILONS: Memo<Result<f64>> = Memo::new(4096);
-        let key = format!(
-            "{:?}|{:?}|{:?}|{:?}|{:?}",
-            self.neighbouring,
-            self.poisson_pair,
-            self.h,
-            delta.get(),
-            merged_leaves(event)?
-        );
-        EPSILONS.get_or(key, || {
-            let (r, a) = self.pmfs(event)?;
-            let e = r
-                .epsilon_for_delta(delta.get())?
-                .max(a.epsilon_for_delta(delta.get())?);
-            finite_up("PLD epsilon", e)
-        })
+        let (r, a) = self.pmfs(event)?;
+        let e = r
+            .epsilon_for_delta(delta.get())?
+            .max(a.epsilon_for_delta(delta.get())?);
+        finite_up("PLD epsilon", e)
     }
 
     /// δ at ε: the larger over the two directions.
