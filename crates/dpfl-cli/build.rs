@@ -22,16 +22,24 @@ fn main() {
         .unwrap_or_else(|| "unknown".to_string());
     println!("cargo:rustc-env=DPFL_GIT_REVISION={rev}");
     // Re-run when HEAD moves: HEAD itself (a branch switch), the branch's ref (a commit) and
-    // packed-refs. Paths come from git, so worktrees work.
+    // packed-refs. Paths come from git, so worktrees work. Only files that exist are named:
+    // cargo treats a missing one as always changed, which re-ran this script and relinked
+    // the binary (and every test that runs it) on every build (issue 30). A branch whose ref
+    // is only in packed-refs is followed through packed-refs.
+    let watch = |p: String| {
+        if std::path::Path::new(&p).exists() {
+            println!("cargo:rerun-if-changed={p}");
+        }
+    };
     if let Some(head) = git(&["rev-parse", "--git-path", "HEAD"]) {
-        println!("cargo:rerun-if-changed={head}");
+        watch(head);
     }
     if let Some(r) = git(&["symbolic-ref", "-q", "HEAD"])
         && let Some(p) = git(&["rev-parse", "--git-path", &r])
     {
-        println!("cargo:rerun-if-changed={p}");
+        watch(p);
     }
     if let Some(p) = git(&["rev-parse", "--git-path", "packed-refs"]) {
-        println!("cargo:rerun-if-changed={p}");
+        watch(p);
     }
 }
