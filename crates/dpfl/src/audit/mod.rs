@@ -22,8 +22,8 @@
 //!   Canary j's score is Σ_t u_t[p_j] (`sum`), or its centred observation of largest
 //!   magnitude over the rounds (`max`, [`Score`]): a canary drawn once in T rounds is lost in
 //!   the sum's T − 1 rounds of noise but stands out in its one round (issue 27, finding 6:
-//!   the official code's CDP-SGD preset, certified at ε ≈ 240 for a claim of 1, audited at
-//!   0.09 by the sum and ≈ 2–3 by the max; `tests`).
+//!   the official code's CDP-SGD preset, certified at ε ≈ 850 for a claim of 1, audited at
+//!   0.20 by the sum and 2.91 by the max; `tests`).
 //! * **Guesses.** The k highest scores are guessed "in", the k lowest "out", the rest
 //!   abstain; the number of correct guesses becomes an ε lower bound by the exact
 //!   binomial-tail method ([`bound`]); with both scores (the default) each at confidence
