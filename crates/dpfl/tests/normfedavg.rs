@@ -102,12 +102,14 @@ fn quick_reproductions_run_and_report_bits_and_errors() {
     assert!(t("Bin s = 2^12") >= 22.0);
     let dir = tempfile::tempdir().unwrap();
     let files = normfedavg::write_outputs(&out, dir.path()).unwrap();
-    // summary.csv, rounds.csv, calibration.csv and the figure as SVG and PNG.
+    // summary.csv, rounds.csv, calibration.csv, privacy.csv (each run's certified ε next to
+    // its label, issue 27) and the figure as SVG and PNG.
     let names: Vec<String> = files
         .iter()
         .map(|f| f.file_name().unwrap().to_string_lossy().into_owned())
         .collect();
-    assert_eq!(names.len(), 5, "{names:?}");
+    assert_eq!(names.len(), 6, "{names:?}");
+    assert!(names.iter().any(|n| n == "privacy.csv"), "{names:?}");
     assert!(names.iter().any(|n| n.ends_with(".png")), "{names:?}");
     let summary = std::fs::read_to_string(dir.path().join("summary.csv")).unwrap();
     assert!(
