@@ -4,26 +4,9 @@
 //! silos when the experiment splits a pooled file by column, and is refused when a category
 //! order would be the silo's own.
 
-use std::path::Path;
-use std::process::{Command, Output};
+mod common;
 
-fn dpfl(dir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_dpfl"))
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .expect("run dpfl")
-}
-
-fn ok(out: &Output) -> String {
-    assert!(
-        out.status.success(),
-        "exit {:?}: {}",
-        out.status.code(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
+use common::{dpfl_in, ok};
 
 /// Rows of `hospital`'s patients (and, with `all`, the other hospitals' too).
 fn patients(hospitals: &[&str]) -> String {
@@ -78,7 +61,7 @@ fn own_file_shard_equals_the_prepared_shard_and_loads() {
     std::fs::write(d.join("north.csv"), patients(&["north"])).unwrap();
     let src = format!("{{ kind = \"csv-silos\", paths = [\"north.csv\"], {SPEC} }}");
     std::fs::write(d.join("one.toml"), experiment(&src, "")).unwrap();
-    ok(&dpfl(
+    ok(&dpfl_in(
         d,
         &[
             "federate",
@@ -90,7 +73,7 @@ fn own_file_shard_equals_the_prepared_shard_and_loads() {
             "prep",
         ],
     ));
-    let stdout = ok(&dpfl(
+    let stdout = ok(&dpfl_in(
         d,
         &[
             "data",
@@ -132,7 +115,7 @@ fn own_file_shard_equals_the_prepared_shard_and_loads() {
     assert!(err.contains("bad.shard"), "{err}");
 
     // --out is not overwritten without --force.
-    let out = dpfl(
+    let out = dpfl_in(
         d,
         &[
             "data",
@@ -165,7 +148,7 @@ fn by_column_experiment_shard_matches_the_other_silos_features() {
     let src = format!("{{ kind = \"csv\", path = \"all.csv\", {SPEC} }}");
     let part = "partition = { kind = \"by-column\", column = \"hospital\" }";
     std::fs::write(d.join("pooled.toml"), experiment(&src, part)).unwrap();
-    ok(&dpfl(
+    ok(&dpfl_in(
         d,
         &[
             "federate",
@@ -177,7 +160,7 @@ fn by_column_experiment_shard_matches_the_other_silos_features() {
             "prep",
         ],
     ));
-    ok(&dpfl(
+    ok(&dpfl_in(
         d,
         &[
             "data",
@@ -209,7 +192,7 @@ fn by_column_experiment_shard_matches_the_other_silos_features() {
         SPEC.replace("scaling = { age = { mean = 44.0, scale = 14.5 } }, ", "")
     );
     std::fs::write(d.join("unscaled.toml"), experiment(&unscaled, part)).unwrap();
-    let out = dpfl(
+    let out = dpfl_in(
         d,
         &[
             "data",
@@ -231,7 +214,7 @@ fn by_column_experiment_shard_matches_the_other_silos_features() {
     // Without the category orders, each silo would fit its own: refused, naming the columns.
     let loose = "{ kind = \"csv\", path = \"all.csv\", spec = { target = { kind = \"class\", column = \"outcome\" }, categorical = [{ column = \"sex\" }] } }";
     std::fs::write(d.join("loose.toml"), experiment(loose, part)).unwrap();
-    let out = dpfl(
+    let out = dpfl_in(
         d,
         &[
             "data",

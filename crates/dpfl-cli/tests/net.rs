@@ -453,7 +453,11 @@ fn a_federation_set_up_as_across_machines_equals_the_simulator() {
     let server = host("server", &[&ip_text]);
     // The server's host also keeps the model card (features, preprocessing, classes) that
     // the federation file names, so the model it saves is one `dpfl predict` reads.
-    std::fs::copy(prep.join("trial-0/model-card.json"), server.join("model-card.json")).unwrap();
+    std::fs::copy(
+        prep.join("trial-0/model-card.json"),
+        server.join("model-card.json"),
+    )
+    .unwrap();
     let mut silos = Vec::new();
     for i in 0..3 {
         let dir = host(&format!("silo-{i}"), &[]);

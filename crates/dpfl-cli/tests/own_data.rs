@@ -10,28 +10,26 @@ use std::path::Path;
 use std::process::Output;
 use std::time::Duration;
 
-use common::{spawn, wait_exit};
+use common::{dpfl_in, ok, spawn, wait_exit};
 
 const HOSPITALS: [&str; 3] = ["northside", "st-marys", "westgate"];
 const HEADER: &str = "age,bmi,sex,smoker,admission,hospital,readmitted";
 
-/// `dpfl ARGS` run in `dir`.
-fn dpfl_in(dir: &Path, args: &[&str]) -> Output {
-    common::command()
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .expect("run dpfl")
-}
-
-fn ok(out: &Output) -> String {
-    assert!(
-        out.status.success(),
-        "exit {:?}: {}",
-        out.status.code(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
+/// `dpfl data shard` of hospital `h`'s own file `d/h.csv` into `d/h.shard`; its stdout.
+fn own_shard(d: &Path, h: &str) -> String {
+    ok(&dpfl_in(
+        d,
+        &[
+            "data",
+            "shard",
+            "--config",
+            "exp.toml",
+            "--data",
+            &format!("{h}.csv"),
+            "--out",
+            &format!("{h}.shard"),
+        ],
+    ))
 }
 
 /// `dpfl init` of `d/patients.csv` (label `readmitted`, silo column `hospital`) into
@@ -147,19 +145,7 @@ fn init_file_makes_each_hospitals_own_shard() {
     prepare(d, "fed", &[]);
     // Silos are in sorted order of their names.
     for (i, h) in HOSPITALS.iter().enumerate() {
-        let out = ok(&dpfl_in(
-            d,
-            &[
-                "data",
-                "shard",
-                "--config",
-                "exp.toml",
-                "--data",
-                &format!("{h}.csv"),
-                "--out",
-                &format!("{h}.shard"),
-            ],
-        ));
+        let out = own_shard(d, h);
         let report: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
         assert_eq!(report["silo"], *h);
         let mine = std::fs::read(d.join(format!("{h}.shard"))).unwrap();
@@ -181,19 +167,7 @@ fn real_server_and_own_shards_give_a_model_predict_reads() {
     init(d);
     prepare(d, "fed", &[]);
     for h in HOSPITALS {
-        ok(&dpfl_in(
-            d,
-            &[
-                "data",
-                "shard",
-                "--config",
-                "exp.toml",
-                "--data",
-                &format!("{h}.csv"),
-                "--out",
-                &format!("{h}.shard"),
-            ],
-        ));
+        own_shard(d, h);
     }
     let cfg = d.join("fed/trial-0/federation-0.toml");
     let c = cfg.to_str().unwrap();

@@ -21,6 +21,26 @@ pub(crate) fn dpfl(args: &[&str]) -> Output {
     command().args(args).output().expect("run dpfl")
 }
 
+/// `dpfl ARGS` to its end in `dir`, logging at `warn` (stdout and stderr captured).
+pub(crate) fn dpfl_in(dir: &Path, args: &[&str]) -> Output {
+    command()
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("run dpfl")
+}
+
+/// The stdout of a run that must succeed (its exit code and stderr otherwise).
+pub(crate) fn ok(out: &Output) -> String {
+    assert!(
+        out.status.success(),
+        "exit {:?}: {}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 /// Starts `dpfl ARGS` in the background, logging at `info` into `log` (stdout and stderr).
 pub(crate) fn spawn(args: &[&str], log: &Path) -> Child {
     let f = std::fs::File::create(log).unwrap();
