@@ -237,7 +237,10 @@ smoothness = 1.0
         let trial = prepare_trial(&spec, None, &mut rng)?;
         train_one(&spec, &spec.algorithms[0].spec, &trial, Some(9), 3, |_| {}).map(|_| ())
     };
-    let e = train(&toml("mechanism = \"discrete-gaussian\"\ngranularity = 1e-6")).unwrap_err();
+    let e = train(&toml(
+        "mechanism = \"discrete-gaussian\"\ngranularity = 1e-6",
+    ))
+    .unwrap_err();
     let msg = e.to_string();
     assert!(
         msg.contains("privacy.mechanism") && msg.contains("Lemma C.5"),

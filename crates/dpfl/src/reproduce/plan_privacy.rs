@@ -12,15 +12,12 @@
 //! with the largest lower bound from the same events. A fresh full run writes per-run
 //! certificates of what each silo actually released into `summary.csv` instead.
 
-use std::collections::HashMap;
-use std::sync::Mutex;
-
 use rayon::prelude::*;
 
 use super::grid::{Job, PanelTrial, certified, job_experiment, plan_events};
 use super::privacy::{RunPrivacy, fmt_epsilon};
 use super::spec::ReproSpec;
-use crate::experiment::{Precision, SiloPrivacy, account_silo};
+use crate::experiment::Precision;
 
 /// One row of `privacy.csv`.
 #[derive(Debug, Clone, PartialEq)]
@@ -101,36 +98,13 @@ pub fn plan_privacy(
             }
         }
     }
-    // Silos with the same events at the same δ have the same account (most of them: the
-    // partitions' sizes repeat over trials and clips).
-    let memo: Mutex<HashMap<(String, u64), SiloPrivacy>> = Mutex::new(HashMap::new());
     let account = |job: &Job| -> crate::Result<(Option<f64>, Option<f64>)> {
         let events = plan_events(spec, data, job)?;
         let exp = job_experiment(spec, job);
         let pt = &data[job.panel][job.trial];
-        let Some(privacy) = &exp.privacy else {
-            return Ok((None, None));
-        };
-        let silos = events
-            .iter()
-            .enumerate()
-            .map(|(i, ev)| {
-                let n = pt.data.silos.get(i).map_or(1, |s| s.train.len());
-                let delta = privacy.delta.resolve(n).unwrap_or(f64::NAN);
-                let key = (
-                    serde_json::to_string(ev).unwrap_or_default(),
-                    delta.to_bits(),
-                );
-                if let Some(s) = memo.lock().ok().and_then(|m| m.get(&key).cloned()) {
-                    return s;
-                }
-                let s = account_silo(i, privacy.target_epsilon(i), delta, ev, Precision::Coarse);
-                if let Ok(mut m) = memo.lock() {
-                    m.insert(key, s.clone());
-                }
-                s
-            })
-            .collect::<Vec<_>>();
+        // `account_silo` memoises by events and δ: silos and trials of equal n_i are
+        // accounted once.
+        let silos = crate::experiment::account_silos(&exp, &pt.data, &events, Precision::Coarse);
         Ok(certified(&silos))
     };
     let notes = if spec.base.lipschitz_from_data.is_some() {
