@@ -16,7 +16,11 @@ What happens inside the client, in each ``fit``:
    trusted to have that replace-one L2 sensitivity (the user's per-example clipping);
 3. dpfl's Gaussian mechanism (ChaCha20, OS-seeded unless ``seed`` is given) adds
    N(0, σ²) per coordinate, σ = z·Δ, z calibrated by dpfl's accountant so that ``rounds``
-   such releases are (ε, δ)-DP (or given as ``noise_multiplier``, Opacus-style);
+   such releases are (ε, δ)-DP (or given as ``noise_multiplier``, Opacus-style). A seeded
+   client (simulation only) draws each release from its own stream, derived from the seed
+   and the release number — ``config["server_round"]``, or the durable ledger's count — so a
+   client Flower re-creates for every message never repeats a round's noise; without either,
+   a seeded client refuses to fit;
 4. the server receives received + u + noise, and the metrics ``dpfl_epsilon`` (what the
    ledger certifies after this round, at ``delta``), ``dpfl_delta``, ``dpfl_noise_multiplier``,
    ``dpfl_sigma`` and ``dpfl_rounds`` (releases so far).
@@ -113,8 +117,14 @@ class DpflClient(NumPyClient):
             noise_multiplier = cal.noise_multiplier
         self.noise_multiplier = float(noise_multiplier)
         self.sigma = self.noise_multiplier * self.sensitivity
-        self._mechanism = GaussianMechanism(self.sigma, self.sensitivity, seed=seed, stream=silo)
-        self._event = self._mechanism.event.to_json()
+        self._seed = None if seed is None else int(seed)
+        self._silo = int(silo)
+        # OS-seeded: one generator for the client's life. Seeded: one stream per release
+        # (``_release_seed``), so a client Flower re-creates for every message never draws a
+        # round's noise again (issue 29: it did, and two rounds' difference cancelled it).
+        self._mechanism = GaussianMechanism(self.sigma, self.sensitivity, seed=None, stream=silo) \
+            if seed is None else None
+        self._event = (self._mechanism or GaussianMechanism(self.sigma, self.sensitivity)).event.to_json()
         self.ledger_path = os.fspath(ledger_path) if ledger_path is not None else None
         # The unsampled Gaussian's ε is the same under either relation (its noise multiplier
         # is relative to Δ, the update's replace-one sensitivity); add-remove is the relation
@@ -143,6 +153,14 @@ class DpflClient(NumPyClient):
                     "answering it again would release the data twice"
                 )
         else:
+            if self._seed is not None and self.ledger_path is None:
+                # The release would be numbered by an in-memory count, which a client Flower
+                # re-creates for every message restarts: the same seed, the same noise again.
+                raise DpflError(
+                    "a seeded DpflClient needs a round number (config['server_round']) or a "
+                    "durable ledger (ledger_path=...): Flower re-creates clients, and a seeded "
+                    "client numbered from memory would draw the same noise every round"
+                )
             release = _UNNUMBERED + sum(1 for r in self.ledger.releases() if r >= _UNNUMBERED)
         if not self.ledger.would_allow(self._event):
             raise BudgetExceeded(
@@ -159,7 +177,12 @@ class DpflClient(NumPyClient):
             norm = float(np.linalg.norm(update))
             if norm > self.update_clip:
                 update = update * (self.update_clip / norm)
-        noisy = self._mechanism(update)
+        mechanism = self._mechanism
+        if mechanism is None:
+            mechanism = GaussianMechanism(
+                self.sigma, self.sensitivity, seed=_release_seed(self._seed, release), stream=self._silo
+            )
+        noisy = mechanism(update)
         # Charged (and on disk) before anything leaves: a crash may cost a round never sent,
         # never send one uncharged.
         self.ledger.charge(release, self._event)
@@ -184,6 +207,20 @@ class DpflClient(NumPyClient):
                 "construct DpflClient(..., allow_evaluate=True) to allow it"
             )
         return self.client.evaluate(parameters, config)
+
+
+def _release_seed(seed: int, release: int) -> int:
+    """A 64-bit seed for release ``release`` of a client seeded with ``seed``: splitmix64 of
+    the pair, so distinct releases (the ledger refuses a release id twice) get unrelated
+    ChaCha20 streams, and the same (seed, release) the same noise (reproducible simulation)."""
+    mask = (1 << 64) - 1
+    h = 0x9E3779B97F4A7C15
+    for w in (seed & mask, release & mask):
+        z = (h ^ ((w + 0x9E3779B97F4A7C15) & mask)) & mask
+        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & mask
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & mask
+        h = z ^ (z >> 31)
+    return h
 
 
 __all__ = ["AlreadyReleased", "BudgetExceeded", "DpflClient", "GaussianDpEvent", "LedgerError"]

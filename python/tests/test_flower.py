@@ -39,7 +39,7 @@ def test_noise_scale_ledger_and_refusal():
     params = client.get_parameters({})
     spent = []
     for r in range(rounds):
-        new, n, metrics = client.fit(params, {})
+        new, n, metrics = client.fit(params, {"server_round": r + 1})
         noise = np.concatenate([p.ravel() for p in new])
         # 5050 coordinates of pure noise (the wrapped update is 0): sample std within 4%.
         assert np.std(noise) == pytest.approx(client.sigma, rel=0.04)
@@ -54,11 +54,36 @@ def test_noise_scale_ledger_and_refusal():
         assert e == pytest.approx(want, rel=1e-9)
     assert spent[0] < spent[1] < spent[2] <= eps * (1 + 1e-9)
     with pytest.raises(BudgetExceeded, match="budget exceeded: release 4"):
-        client.fit(params, {})
+        client.fit(params, {"server_round": 4})
     assert len(client.ledger) == 3
     with pytest.raises(dpfl.DpflError, match="allow_evaluate"):
         client.evaluate(params, {})
     assert fl is not None
+
+
+def test_a_recreated_seeded_client_never_draws_a_rounds_noise_again(tmp_path):
+    # Issue 29: Flower re-creates the client for every message; a seeded client drew the same
+    # noise vector every round, and the server could difference two rounds to cancel it.
+    def fresh(**kw):
+        return DpflClient(Shift(0.0), epsilon=10.0, delta=1e-5, rounds=5, update_clip=0.5,
+                          noise_multiplier=1.0, seed=7, **kw)
+
+    params = fresh().get_parameters({})
+    flat = lambda out: np.concatenate([p.ravel() for p in out[0]])  # noqa: E731
+    r1 = flat(fresh().fit(params, {"server_round": 1}))
+    r2 = flat(fresh().fit(params, {"server_round": 2}))
+    # Independent N(0, 1) vectors: the correlation of 5050 coordinates is within ±0.1.
+    assert abs(np.corrcoef(r1, r2)[0, 1]) < 0.1
+    # Reproducible: the same seed and round give the same noise.
+    assert np.array_equal(r1, flat(fresh().fit(params, {"server_round": 1})))
+    # Unnumbered rounds are numbered by a durable ledger, continued by a re-created client...
+    path = str(tmp_path / "ledger.json")
+    u1 = flat(fresh(ledger_path=path).fit(params, {}))
+    u2 = flat(fresh(ledger_path=path).fit(params, {}))
+    assert abs(np.corrcoef(u1, u2)[0, 1]) < 0.1
+    # ... and refused without one (an in-memory count would restart with the client).
+    with pytest.raises(dpfl.DpflError, match="server_round"):
+        fresh().fit(params, {})
 
 
 def test_update_is_clipped_before_the_noise():
@@ -66,7 +91,7 @@ def test_update_is_clipped_before_the_noise():
     # a vector of norm 0.5, never around the raw update.
     client = DpflClient(Shift(100.0), epsilon=1e5, delta=1e-5, rounds=1, update_clip=0.5,
                         noise_multiplier=0.02, seed=1)
-    new, _, m = client.fit(client.get_parameters({}), {})
+    new, _, m = client.fit(client.get_parameters({}), {"server_round": 1})
     flat = np.concatenate([p.ravel() for p in new])
     # E norm² = 0.5² + 5050 sigma² = 0.25 + 2.02 (sigma = 0.02 x 2 x 0.5); unclipped: 5.05e7
     assert np.linalg.norm(flat) ** 2 == pytest.approx(0.25 + 5050 * 0.02**2, rel=0.06)
