@@ -281,9 +281,13 @@ pub(crate) fn print_report(spec: &ExperimentSpec, out: &RunOutput) {
         .map(|s| s.algorithm.as_str())
         .collect();
     if let (false, Some(t)) = (flagged.is_empty(), out.trivial_test_metric) {
+        let trivial = match out.summary.first().map(|s| s.metric) {
+            Some(experiment::TestMetric::TestError) => "the training majority class",
+            _ => "the training mean",
+        };
         println!(
-            "! worse than the trivial predictor (the training majority class or mean, {metric} \
-             {}): {}; its model is worse than one that ignores the features",
+            "! worse than the trivial predictor ({trivial}: {metric} {}): {}; a model that \
+             ignores the features does better",
             num(t, 4),
             flagged.join(", ")
         );
