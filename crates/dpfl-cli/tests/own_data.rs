@@ -218,8 +218,11 @@ fn real_server_and_own_shards_give_a_model_predict_reads() {
     assert!(certified > 0.0 && certified <= 1.0, "{meta}");
     assert_eq!(meta["privacy"]["silos"].as_array().unwrap().len(), 3);
     // The server's plan numbers the silos; the model card names them (issue 31 item 3).
+    let summary: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(srv.join("summary.json")).unwrap()).unwrap();
     for (i, h) in HOSPITALS.iter().enumerate() {
         assert_eq!(meta["privacy"]["silos"][i]["name"], *h, "{meta}");
+        assert_eq!(summary[0]["privacy"][i]["name"], *h, "{summary}");
     }
 
     // A new patient file without the label or hospital columns, in another column order.

@@ -41,7 +41,14 @@ pub fn server(args: &ServerArgs) -> anyhow::Result<()> {
     });
     let out = out.map_err(net)?;
     let summary = if out.finished {
-        Some(server_summary(&plan, &out, &state_dir)?)
+        let mut s = server_summary(&plan, &out, &state_dir)?;
+        // The plan numbers the silos; the model card, where the data gave names, names them
+        // (issue 31 item 3): in the server's summary.json and its saved model.
+        let names = card.as_ref().and_then(|(c, _)| c.silos.as_ref());
+        for p in s.summary.iter_mut().flat_map(|a| a.privacy.iter_mut()) {
+            p.name = names.and_then(|n| n.get(p.silo).cloned());
+        }
+        Some(s)
     } else {
         None
     };
@@ -132,15 +139,7 @@ fn save_model(
         epsilon: s.epsilon,
         delta: s.delta,
         certified_epsilon: s.max_certified_epsilon(),
-        // The card names the silos the server's plan only numbers.
-        silos: s
-            .privacy
-            .iter()
-            .map(|p| dpfl::experiment::SiloPrivacy {
-                name: card.silos.as_ref().and_then(|n| n.get(p.silo).cloned()),
-                ..p.clone()
-            })
-            .collect(),
+        silos: s.privacy.clone(),
     };
     let label = plan.algorithm.default_label();
     let model = SavedModel::from_card(card, &label, *seed, weights, privacy);
