@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional
 
 from . import _core
+from ._checks import opt_uint, uint
 from .events import ComposedDpEvent, DpEvent, SelfComposedDpEvent, from_dict
 
 
@@ -133,8 +134,8 @@ def calibrate(
         return Calibration(z, float(epsilon), achieved, float(delta), accountant, make_event(z))
     raw = json.loads(
         _core.calibrate_release(
-            float(epsilon), float(delta), mechanism, sampling, rate, int(steps), neighbouring,
-            dataset_size, accountant,
+            float(epsilon), float(delta), mechanism, sampling, rate, uint("steps", steps), neighbouring,
+            opt_uint("dataset_size", dataset_size), accountant,
         )
     )
     return Calibration(
@@ -173,8 +174,8 @@ def account_release(
     """
     return json.loads(
         _core.account_release(
-            float(noise_multiplier), float(delta), mechanism, sampling, rate, int(steps),
-            neighbouring, dataset_size, accountant, poisson_pair,
+            float(noise_multiplier), float(delta), mechanism, sampling, rate, uint("steps", steps),
+            neighbouring, opt_uint("dataset_size", dataset_size), accountant, poisson_pair,
         )
     )
 

@@ -154,7 +154,12 @@ class ComposedDpEvent(DpEvent):
 
 
 def from_dict(d: Dict[str, Any]) -> DpEvent:
-    """The event of dpfl's JSON form (e.g. ``dpfl account``'s ``"event"``)."""
+    """The event of dpfl's JSON form (e.g. ``dpfl account``'s ``"event"``); anything else (a
+    list, ``null``, a number) raises ``ConfigError``."""
+    if not isinstance(d, dict):
+        from ._core import ConfigError
+
+        raise ConfigError(f"config field `event`: not a dpfl event (a JSON object): {d!r:.80}")
     kind = d.get("kind")
     if kind == "gaussian":
         return GaussianDpEvent(d["noise_multiplier"])

@@ -56,6 +56,7 @@ from typing import Any, Dict, List, Optional, Tuple
 import numpy as np
 from flwr.client import NumPyClient
 
+from ._checks import uint
 from ._core import DpflError, Ledger, LedgerError
 from .accounting import calibrate
 from .events import GaussianDpEvent
@@ -144,9 +145,7 @@ class DpflClient(NumPyClient):
     ) -> Tuple[List[np.ndarray], int, Dict[str, Any]]:
         server_round = config.get("server_round") if config else None
         if server_round is not None:
-            release = int(server_round)
-            if release < 0:
-                raise ValueError(f"server_round must be >= 0, got {server_round}")
+            release = uint("server_round", int(server_round))
             if release in self.ledger:
                 raise AlreadyReleased(
                     f"round {server_round} was released already (ledger: {self.ledger_path or 'in memory'}); "

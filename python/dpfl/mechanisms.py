@@ -10,6 +10,7 @@ from typing import Optional, Tuple
 import numpy as np
 
 from . import _core
+from ._checks import opt_uint, sint, uint
 from .events import DpEvent, from_dict
 
 import json
@@ -26,7 +27,9 @@ class GaussianMechanism:
     is ``GaussianDpEvent(sigma / sensitivity)``."""
 
     def __init__(self, sigma: float, sensitivity: float = 1.0, *, seed: Optional[int] = None, stream: int = 0) -> None:
-        self._m = _core.GaussianMechanism(float(sigma), float(sensitivity), seed, stream)
+        self._m = _core.GaussianMechanism(
+            float(sigma), float(sensitivity), opt_uint("seed", seed), uint("stream", stream, 32)
+        )
 
     def __call__(self, x: "np.typing.ArrayLike") -> np.ndarray:
         """A noisy copy of ``x`` (same shape, float64)."""
@@ -66,7 +69,14 @@ class DiscreteGaussianMechanism(GaussianMechanism):
         seed: Optional[int] = None,
         stream: int = 0,
     ) -> None:
-        self._m = _core.GaussianMechanism(float(sigma), float(sensitivity), seed, stream, float(granularity), int(dim))
+        self._m = _core.GaussianMechanism(
+            float(sigma),
+            float(sensitivity),
+            opt_uint("seed", seed),
+            uint("stream", stream, 32),
+            float(granularity),
+            uint("dim", dim),
+        )
 
     @property
     def granularity(self) -> float:
@@ -78,16 +88,18 @@ class TruncatedDiscreteLaplace:
     exactly (Das et al., DP-NormFedAvg, eq. 3). α is rounded down to a dyadic rational."""
 
     def __init__(self, m: int, alpha: float, *, seed: Optional[int] = None, stream: int = 0) -> None:
-        self._t = _core.TruncatedDiscreteLaplace(int(m), float(alpha), seed, stream)
+        self._t = _core.TruncatedDiscreteLaplace(
+            uint("m", m), float(alpha), opt_uint("seed", seed), uint("stream", stream, 32)
+        )
 
     def sample(self, size: "int | Tuple[int, ...]" = 1) -> np.ndarray:
         """int64 draws of the given shape."""
         shape = (size,) if isinstance(size, int) else tuple(size)
-        n = int(np.prod(shape))
+        n = uint("size", int(np.prod(shape)))
         return np.frombuffer(self._t.sample(n), dtype="<i8").reshape(shape).copy()
 
     def pmf(self, y: int) -> float:
-        return self._t.pmf(int(y))
+        return self._t.pmf(sint("y", y))
 
     def variance(self) -> float:
         return self._t.variance()
@@ -106,7 +118,7 @@ class StochasticQuantizer:
     unbiased (E[k/s] = x), variance at most 1/(4s²)."""
 
     def __init__(self, s: int, *, seed: Optional[int] = None, stream: int = 0) -> None:
-        self._q = _core.StochasticQuantizer(int(s), seed, stream)
+        self._q = _core.StochasticQuantizer(uint("s", s), opt_uint("seed", seed), uint("stream", stream, 32))
 
     def __call__(self, x: "np.typing.ArrayLike") -> np.ndarray:
         """int64 levels of the same shape as ``x``."""
@@ -123,4 +135,4 @@ class StochasticQuantizer:
 def qtdl_theorem1(epsilon: float, delta_1: float, delta_inf: float, d: int) -> Tuple[int, float, float]:
     """DP-NormFedAvg Theorem 1: (ε, Δ₁, Δ∞) → (m, α), with the correct δ for dimension ``d``
     as ln δ (the paper's 2^−d is wrong for d ≥ 2; see crates/dpfl-privacy/src/qtdl/)."""
-    return _core.qtdl_theorem1(float(epsilon), float(delta_1), float(delta_inf), int(d))
+    return _core.qtdl_theorem1(float(epsilon), float(delta_1), float(delta_inf), uint("d", d))

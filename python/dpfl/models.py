@@ -71,7 +71,11 @@ def load_model(path: PathLike) -> SavedModel:
     """Reads a saved model directory (raises ``RunError`` naming the file if it is damaged)."""
     p = os.fspath(path)
     meta, raw = _core.load_model(p)
-    return SavedModel(path=p, meta=json.loads(meta), weights=np.frombuffer(bytes(raw), dtype="<f8").copy())
+    meta = json.loads(meta)
+    if not isinstance(meta, dict):
+        # The core checked the file; this guards the dict accesses of SavedModel.
+        raise _core.RunError(f"{p}: model.json is not a JSON object")
+    return SavedModel(path=p, meta=meta, weights=np.frombuffer(bytes(raw), dtype="<f8").copy())
 
 
 def init(data: PathLike, label: str, silo_column: Optional[str] = None) -> str:

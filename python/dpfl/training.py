@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Union
 
 from . import _core
+from ._checks import opt_uint
 
 Config = Union[Dict[str, Any], str, "os.PathLike[str]", None]
 
@@ -78,6 +79,7 @@ def train(
     also writes ``rounds.csv`` and ``summary.json`` there. ``progress`` shows a bar (tqdm if
     installed). Raises ``ConfigError`` / ``RunError`` with the CLI's one-line messages.
     """
+    seed = opt_uint("seed", seed)
     cb = _progress_bar(progress)
     dd = os.fspath(data_dir) if data_dir is not None else None
     od = os.fspath(out) if out is not None else None
@@ -119,6 +121,7 @@ def reproduce(
     """A paper reproduction as ``dpfl reproduce ID`` runs it (``lowy-obesity``,
     ``lowy-insurance``, ``lowy-mnist``): ``quick`` the reduced run, ``trials`` fewer trials,
     ``out`` also writes ``summary.csv`` and the figures. No checkpoint/resume (use the CLI)."""
+    trials = opt_uint("trials", trials)
     cb = _progress_bar(progress, unit="runs")
     dd = os.fspath(data_dir) if data_dir is not None else None
     od = os.fspath(out) if out is not None else None

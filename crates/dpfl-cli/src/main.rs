@@ -183,7 +183,7 @@ fn main() -> ExitCode {
 
 /// The error and its causes on one line, each cause once: a cause whose text its parent
 /// already shows (e.g. an I/O error inside "path: error") is not repeated.
-fn one_line(e: &anyhow::Error) -> String {
+pub fn one_line(e: &anyhow::Error) -> String {
     let mut out = String::new();
     for cause in e.chain() {
         let text = cause.to_string();

@@ -141,6 +141,14 @@ pub fn reproduce(args: &ReproduceArgs) -> anyhow::Result<()> {
             return Err(dpfl::Error::config("--trials", "must be at least 1").into());
         }
         spec.trials = t;
+        // The run count with the new trials, before the run list is allocated.
+        if spec.runs().is_none_or(|n| n > reproduce::MAX_RUNS) {
+            return Err(dpfl::Error::config(
+                "--trials",
+                format!("{t} trials: more than {} runs", reproduce::MAX_RUNS),
+            )
+            .into());
+        }
     }
     let out_dir = args.out.clone().unwrap_or_else(|| {
         PathBuf::from("results").join(if args.quick {

@@ -62,7 +62,8 @@ pub fn shard(args: &ShardArgs) -> anyhow::Result<()> {
     let [silo] = trial.silos.as_slice() else {
         anyhow::bail!("expected one silo from {}", args.data.display());
     };
-    dpfl_net::shard::write(&args.out, silo)
+    let named = (!name.is_empty()).then_some(name.as_str());
+    dpfl_net::shard::write(&args.out, silo, named)
         .map_err(|e| anyhow::anyhow!("{e}"))
         .with_context(|| format!("writing {}", args.out.display()))?;
     let sum = dpfl::data::registry::sha256_file(&args.out)?;
@@ -75,6 +76,8 @@ pub fn shard(args: &ShardArgs) -> anyhow::Result<()> {
             "test_rows": silo.test.len(),
             "features": silo.train.feature_names(),
             "sha256": sum,
+            // What the federation file's public.shards lists for this silo.
+            "identity": dpfl_net::shard::id(silo, named).digest,
         })
     );
     Ok(())

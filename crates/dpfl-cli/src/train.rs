@@ -87,8 +87,23 @@ pub fn train(args: &TrainArgs) -> anyhow::Result<()> {
         bar.set_message(labels[a].clone());
         bar.set_position((t as u64 * labels.len() as u64 + a as u64) * rounds + r as u64);
     };
-    let out = experiment::run(&spec, args.data_dir.as_deref(), &progress)
-        .map_err(|e| crate::name_file(args.config.as_deref(), e))?;
+    // A failure after some algorithms finished keeps their results: printed, written under
+    // --out with the failure, and the command still fails (issue 31 item 8).
+    let (out, failure) = match experiment::run_keeping(&spec, args.data_dir.as_deref(), &progress) {
+        Ok(out) => (out, None),
+        Err(stopped) => {
+            let experiment::Stopped {
+                finished,
+                at,
+                error,
+            } = *stopped;
+            let error = crate::name_file(args.config.as_deref(), error);
+            match finished {
+                None => return Err(error),
+                Some(out) => (out, Some((at, error))),
+            }
+        }
+    };
     bar.finish();
     let json = crate::json();
     if !json {
@@ -98,14 +113,28 @@ pub fn train(args: &TrainArgs) -> anyhow::Result<()> {
     // curves.svg, curves.png and report.html, in that order.
     let mut report_files: Vec<PathBuf> = Vec::new();
     if let Some(dir) = &args.out {
-        experiment::write_outputs(&out, dir)
+        // Written aside and moved in whole: a failure leaves --out as it was.
+        let stage = dpfl::output::Staging::new(dir).map_err(crate::usage)?;
+        let tmp = stage.path();
+        experiment::write_outputs(&out, tmp)
             .with_context(|| format!("writing results to {}", dir.display()))?;
         files.extend([dir.join("rounds.csv"), dir.join("summary.json")]);
-        let written = experiment::report::write_report(&spec, &out, dir)
+        let written = experiment::report::write_report(&spec, &out, tmp)
             .with_context(|| format!("writing the curves and report into {}", dir.display()))?;
-        report_files = written.clone();
-        files.extend(written);
-        files.push(provenance("train", &spec, args.config.as_deref(), &out)?.write(dir)?);
+        report_files = written
+            .iter()
+            .map(|p| dir.join(p.file_name().unwrap_or_default()))
+            .collect();
+        files.extend(report_files.clone());
+        let prov = provenance("train", &spec, args.config.as_deref(), &out)?.write(tmp)?;
+        files.push(dir.join(prov.file_name().unwrap_or_default()));
+        if let Some((at, error)) = &failure {
+            files.push(dir.join(FAILURE_FILE));
+            write_failure(&spec, *at, error, &tmp.join(FAILURE_FILE))?;
+        }
+        stage
+            .commit()
+            .with_context(|| format!("moving the results into {}", dir.display()))?;
     }
     if json {
         crate::print_json(&serde_json::json!({
@@ -115,6 +144,7 @@ pub fn train(args: &TrainArgs) -> anyhow::Result<()> {
             "summary": out.summary,
             "files": files,
             "provenance": provenance("train", &spec, args.config.as_deref(), &out)?,
+            "failed": failure.as_ref().map(|(_, e)| crate::one_line(e)),
         }));
     } else if let Some(dir) = &args.out {
         println!(
@@ -133,9 +163,40 @@ pub fn train(args: &TrainArgs) -> anyhow::Result<()> {
             "wrote {} (results, privacy per silo, curves, timings, configuration)",
             report_files[2].display()
         );
+        if failure.is_some() {
+            println!(
+                "wrote {} (the failure; the results above are the algorithms that finished \
+                 before it)",
+                dir.join(FAILURE_FILE).display()
+            );
+        }
+    }
+    if let Some((_, error)) = failure {
+        return Err(error);
     }
     // After the outputs are written, so a diverged run's curves can be inspected.
     experiment::check_finite(&spec, &out)?;
+    Ok(())
+}
+
+/// The file `train --out` writes when a run failed after some algorithms finished.
+const FAILURE_FILE: &str = "failure.json";
+
+/// `failure.json`: which algorithm (index, label) and trial failed, and the error's line.
+fn write_failure(
+    spec: &ExperimentSpec,
+    at: Option<(usize, usize)>,
+    error: &anyhow::Error,
+    path: &std::path::Path,
+) -> anyhow::Result<()> {
+    let v = serde_json::json!({
+        "algorithm": at.map(|(a, _)| a),
+        "label": at.and_then(|(a, _)| spec.algorithms.get(a)).map(|e| e.label()),
+        "trial": at.map(|(_, t)| t),
+        "error": crate::one_line(error),
+        "finished": "summary.json, rounds.csv and models/ hold the runs that finished before it",
+    });
+    dpfl::output::atomic_write(path, (serde_json::to_string_pretty(&v)? + "\n").as_bytes())?;
     Ok(())
 }
 
@@ -166,6 +227,11 @@ pub(crate) fn print_report(spec: &ExperimentSpec, out: &RunOutput) {
         "{} ({} rounds, {} trial(s))",
         spec.name, spec.rounds, spec.trials
     );
+    // Every test metric is an error (rate or RMSE): above the trivial predictor's is worse.
+    let worse = |s: &experiment::AlgorithmSummary| {
+        out.trivial_test_metric
+            .is_some_and(|t| s.test_metric.is_finite() && s.test_metric > t)
+    };
     println!(
         "{:<24} {:>8} {:>10} {:>9} {:>9} {:>9} {:>9} {:>7} {:>6} {:>11} {:>11}",
         "algorithm",
@@ -200,9 +266,44 @@ pub(crate) fn print_report(spec: &ExperimentSpec, out: &RunOutput) {
             num(s.sigma, 4),
             s.noise_multiplier.map_or("-".into(), |z| num(z, 3)),
             s.batch_size,
-            num(s.test_metric, 4),
+            if worse(s) {
+                format!("{}!", num(s.test_metric, 4))
+            } else {
+                num(s.test_metric, 4)
+            },
             num(s.final_train_loss, 4)
         );
+    }
+    let flagged: Vec<&str> = out
+        .summary
+        .iter()
+        .filter(|s| worse(s))
+        .map(|s| s.algorithm.as_str())
+        .collect();
+    if let (false, Some(t)) = (flagged.is_empty(), out.trivial_test_metric) {
+        let trivial = match out.summary.first().map(|s| s.metric) {
+            Some(experiment::TestMetric::TestError) => "the training majority class",
+            _ => "the training mean",
+        };
+        println!(
+            "! worse than the trivial predictor ({trivial}: {metric} {}): {}; a model that \
+             ignores the features does better",
+            num(t, 4),
+            flagged.join(", ")
+        );
+    }
+    // Which silo is which: summary.json, the models and the report number silos (issue 31).
+    if let Some(s) = out
+        .summary
+        .iter()
+        .find(|s| s.privacy.iter().any(|p| p.name.is_some()))
+    {
+        let named: Vec<String> = s
+            .privacy
+            .iter()
+            .map(|p| format!("{} = {}", p.silo, p.name.as_deref().unwrap_or("?")))
+            .collect();
+        println!("silos: {}", named.join(", "));
     }
     let private: Vec<_> = out.summary.iter().filter(|s| s.private).collect();
     if private.is_empty() {
@@ -270,10 +371,20 @@ pub(crate) fn print_report(spec: &ExperimentSpec, out: &RunOutput) {
             ),
         }
     }
+    // A caveat several algorithms share (the seed's) prints once, naming them all.
+    let mut caveats: Vec<(&str, Vec<&str>)> = Vec::new();
     for s in &private {
         for c in &s.caveats {
-            println!("Caveat ({}): {c}", s.algorithm);
+            match caveats.iter_mut().find(|(t, _)| *t == c.as_str()) {
+                Some((_, who)) => who.push(&s.algorithm),
+                None => caveats.push((c, vec![&s.algorithm])),
+            }
         }
+    }
+    for (c, who) in &caveats {
+        println!("Caveat ({}): {c}", who.join(", "));
+    }
+    for s in &private {
         if let Some(n) = s.nonfinite_gradients.filter(|&n| n > 0) {
             println!(
                 "Note ({}): {n} per-example gradient(s) had a NaN or infinite coordinate and \

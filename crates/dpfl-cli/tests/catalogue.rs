@@ -95,6 +95,27 @@ spec = { kind = "mb-sgd", step_size = 1.0, batch_size = 10 }
 steps = { from = -3.0, to = 0.0, points = 4 }
 "#;
 
+/// PAGD with `phases = 0` (was silently one phase).
+const PAGD_PHASES_0: &str = r#"
+name = "pagd"
+rounds = 5
+seed = 1
+participation = { kind = "all" }
+projection = { kind = "l2-ball", radius = 5.0 }
+[data]
+source = { kind = "synthetic", task = "binary", silos = 3, train = 200, test = 50, features = 4 }
+[model]
+kind = "logistic"
+[privacy]
+epsilon = 2.0
+delta = 1e-5
+lipschitz = 1.0
+[[algorithms]]
+kind = "pagd"
+smoothness = 1.0
+phases = 0
+"#;
+
 /// One malformed input.
 struct Case {
     name: &'static str,
@@ -364,6 +385,15 @@ fn cases() -> Vec<Case> {
         case("reproduce checkpoint without resume", vec![text("r.toml", TINY_REPRO), text("out/checkpoint.jsonl", "{}\n")], &["reproduce", "tiny", "--quiet", "--spec", "{dir}/r.toml", "--out", "{dir}/out"], 2, &["checkpoint.jsonl", "--resume"]),
         case("reproduce checkpoint of another spec", vec![text("r.toml", TINY_REPRO), text("out/checkpoint.jsonl", "{\"format\":\"dpfl-reproduce-checkpoint-1\",\"spec_sha256\":\"00\",\"jobs\":3}\n")], &["reproduce", "tiny", "--quiet", "--resume", "--spec", "{dir}/r.toml", "--out", "{dir}/out"], 2, &["checkpoint.jsonl", "different specification"]),
         case("reproduce checkpoint header damaged", vec![text("r.toml", TINY_REPRO), text("out/checkpoint.jsonl", "not json\n")], &["reproduce", "tiny", "--quiet", "--resume", "--spec", "{dir}/r.toml", "--out", "{dir}/out"], 1, &["checkpoint.jsonl:1"]),
+        // ---- sizes from input, checked before allocating (issue 31) ----
+        case("audit canaries 1e6", vec![text("c.toml", &SYNTH)], &["audit", "{dir}/c.toml", "--canaries", "1000000"], 2, &["--canaries", "1000000", "dense values"]),
+        case("audit canaries 1e12 digits", vec![text("c.toml", &SYNTH)], &["audit", "{dir}/c.toml", "--canaries", "1000000000000"], 2, &["--canaries", "16777216"]),
+        case("audit canaries 1e12", vec![text("c.toml", &SYNTH)], &["audit", "{dir}/c.toml", "--canaries", "1e12"], 2, &["--canaries", "1e12"]),
+        repro("reproduce spec grid of 1e9 points", "points = 4 }\n[[algorithms]]", "points = 1000000000 }\n[[algorithms]]", 2, &["r.toml", "algorithms[0].steps.points", "10000"]),
+        repro("reproduce spec 1e12 repetitions", "repetitions = 2", "repetitions = 1000000000000", 2, &["r.toml", "runs", "10000000"]),
+        case("reproduce trials past the run limit", vec![text("r.toml", TINY_REPRO)], &["reproduce", "tiny", "--quiet", "--trials", "1000000000000", "--spec", "{dir}/r.toml", "--out", "{dir}/out"], 2, &["--trials"]),
+        // ---- silently accepted (issue 31) ----
+        case("pagd phases zero", vec![text("c.toml", PAGD_PHASES_0)], &["config", "check", "{dir}/c.toml"], 2, &["c.toml", "algorithms[0]", "phases"]),
         // ---- bare command ----
         case("bare dpfl", vec![], &[], 2, &["Usage"]),
     ];

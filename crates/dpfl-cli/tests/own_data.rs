@@ -217,6 +217,13 @@ fn real_server_and_own_shards_give_a_model_predict_reads() {
     let certified = meta["privacy"]["certified_epsilon"].as_f64().unwrap();
     assert!(certified > 0.0 && certified <= 1.0, "{meta}");
     assert_eq!(meta["privacy"]["silos"].as_array().unwrap().len(), 3);
+    // The server's plan numbers the silos; the model card names them (issue 31 item 3).
+    let summary: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(srv.join("summary.json")).unwrap()).unwrap();
+    for (i, h) in HOSPITALS.iter().enumerate() {
+        assert_eq!(meta["privacy"]["silos"][i]["name"], *h, "{meta}");
+        assert_eq!(summary[0]["privacy"][i]["name"], *h, "{summary}");
+    }
 
     // A new patient file without the label or hospital columns, in another column order.
     let new = "smoker,admission,sex,bmi,age\r\nyes,emergency,male,31.5,80\r\nno,elective,female,22.0,30\r\n";
@@ -453,4 +460,100 @@ fn small_files_zero_periods_empty_files_and_nan_weights_are_refused_or_fit() {
         "{err}"
     );
     assert!(!d.join("p.csv").exists());
+}
+
+/// Names (issue 31 item 3): the hospitals' names, not only silo indices, in train's results
+/// (a `silos:` line under the table), `summary.json` and each saved model's privacy.
+#[test]
+fn results_summary_and_models_name_the_silos() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    write_data(d, 40);
+    init(d);
+    let stdout = ok(&dpfl_in(
+        d,
+        &["train", "--quiet", "--config", "exp.toml", "--out", "res"],
+    ));
+    assert!(
+        stdout.contains("silos: 0 = northside, 1 = st-marys, 2 = westgate"),
+        "{stdout}"
+    );
+    let summary: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(d.join("res/summary.json")).unwrap()).unwrap();
+    let private = summary
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["private"] == true)
+        .unwrap();
+    let models: Vec<_> = std::fs::read_dir(d.join("res/models"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert!(!models.is_empty());
+    for (i, h) in HOSPITALS.iter().enumerate() {
+        assert_eq!(private["privacy"][i]["silo"], i);
+        assert_eq!(private["privacy"][i]["name"], *h, "{private}");
+    }
+    for m in models {
+        let meta: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(m.join("model.json")).unwrap()).unwrap();
+        if meta["privacy"]["private"] == true {
+            assert_eq!(meta["privacy"]["silos"][2]["name"], "westgate", "{meta}");
+        }
+    }
+}
+
+/// Fail early, keep what finished (issue 31 item 8), the issue's own case: DP-NormFedAvg with
+/// a per-round δ above the silos' δ under init's `enforce_budget = true`. Its first release is
+/// refused by every silo's ledger ("release 0 would bring epsilon to inf"): `config check`
+/// fails naming the algorithm and the field (it said ok), and `train` writes the two
+/// algorithms that finished and the failure (it ran them and wrote nothing).
+#[test]
+fn a_first_release_the_ledger_refuses_fails_in_config_check_and_train_keeps_the_rest() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    write_data(d, 100);
+    init(d);
+    let mut exp = std::fs::read_to_string(d.join("exp.toml")).unwrap();
+    assert!(exp.contains("enforce_budget = true"), "{exp}");
+    exp += r#"
+[[algorithms]]
+label = "DP-NormFedAvg"
+kind = "norm-fed-avg"
+step_size = 0.1
+local_steps = 2
+batch_size = 8
+variant = { kind = "dp-norm-fed-avg" }
+[algorithms.privacy]
+s = 64
+sensitivity = { kind = "mu", mu = 0.1 }
+budget = { kind = "per-round", epsilon = 0.01, delta = 1e-3 }
+"#;
+    std::fs::write(d.join("exp.toml"), exp).unwrap();
+    let out = dpfl_in(d, &["config", "check", "exp.toml"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("algorithms[2] (DP-NormFedAvg)")
+            && err.contains("privacy.enforce_budget")
+            && err.contains("release 0"),
+        "{err}"
+    );
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    let out = dpfl_in(
+        d,
+        &["train", "--quiet", "--config", "exp.toml", "--out", "res"],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("release 0"), "{err}");
+    let summary: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(d.join("res/summary.json")).unwrap()).unwrap();
+    assert_eq!(summary.as_array().unwrap().len(), 2, "{summary}");
+    let failure: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(d.join("res/failure.json")).unwrap()).unwrap();
+    assert_eq!(failure["algorithm"], 2);
+    assert_eq!(failure["label"], "DP-NormFedAvg");
+    assert_eq!(std::fs::read_dir(d.join("res/models")).unwrap().count(), 2);
 }

@@ -97,6 +97,11 @@ pub struct PublicFacts {
     pub classes: Option<usize>,
     /// The per-example gradient bound L the noise is calibrated to.
     pub lipschitz: f64,
+    /// Each silo's shard identity (`dpfl_net::shard::ShardId::digest`: a digest of public
+    /// facts, not of records), in silo order: `dpfl silo` refuses a shard whose identity is
+    /// not its own. `dpfl federate` writes it; absent, shards are not checked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shards: Option<Vec<String>>,
 }
 
 /// The `[server]` section.
@@ -326,6 +331,12 @@ impl Federation {
         }
         if p.features == 0 {
             return Err(NetError::config("public.features", "must be at least 1"));
+        }
+        if let Some(s) = p.shards.as_ref().filter(|s| s.len() != p.records.len()) {
+            return Err(NetError::config(
+                "public.shards",
+                format!("names {} shards for {} silos", s.len(), p.records.len()),
+            ));
         }
         if let Some(c) = p.classes.filter(|&c| c < 2) {
             return Err(NetError::config(

@@ -7,6 +7,14 @@
 //! bits in a finite f64 would otherwise train silently on altered data. `dpfl federate
 //! --prepare-only` writes one shard per silo from an experiment's data pipeline (the same
 //! split as `dpfl train`); a real silo writes its own from its records.
+//!
+//! The header names the silo the shard was made for. Its [`ShardId::digest`] is the SHA-256
+//! of the header alone (silo name, row counts, feature names, classes: public facts), which
+//! `dpfl federate` writes into the federation file as `public.shards`, so that a silo started
+//! with another silo's shard is refused (issue 31). It is deliberately not a digest of the
+//! records: a digest of the data, read by the server, would let it test guesses of a record
+//! (all but one record known, try each value of the last), which differential privacy rules
+//! out.
 
 use std::path::Path;
 
@@ -31,11 +39,23 @@ struct Shape {
     /// Class names, or null for a real target.
     classes: Option<Vec<String>>,
     feature_names: Vec<String>,
+    /// The silo the shard was made for (absent in shards written before names were kept).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    silo: Option<String>,
 }
 
-/// Writes a silo's data shard (checksummed, atomically).
-pub fn write(path: &Path, data: &SiloData) -> Result<()> {
-    let shape = Shape {
+/// Which silo a shard belongs to, from its header.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShardId {
+    /// The silo's name, if the shard records one.
+    pub silo: Option<String>,
+    /// SHA-256 (hex) of the header's public facts (module doc): equal for the shard
+    /// `dpfl federate` prepares and the one a silo makes of the same records.
+    pub digest: String,
+}
+
+fn shape(data: &SiloData, silo: Option<&str>) -> Shape {
+    Shape {
         train_rows: data.train.len(),
         test_rows: data.test.len(),
         features: data.train.num_features(),
@@ -44,7 +64,30 @@ pub fn write(path: &Path, data: &SiloData) -> Result<()> {
             Target::Real => None,
         },
         feature_names: data.train.feature_names().to_vec(),
-    };
+        silo: silo.map(str::to_string),
+    }
+}
+
+fn id_of(shape: &Shape) -> ShardId {
+    // serde_json writes the struct's fields in declaration order: a canonical form.
+    let json = serde_json::to_vec(shape).unwrap_or_default();
+    ShardId {
+        silo: shape.silo.clone(),
+        digest: Sha256::digest(&json)
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect(),
+    }
+}
+
+/// The identity a shard of `data` made for silo `silo` has (what [`write`] records).
+pub fn id(data: &SiloData, silo: Option<&str>) -> ShardId {
+    id_of(&shape(data, silo))
+}
+
+/// Writes the data shard of silo `silo` (checksummed, atomically).
+pub fn write(path: &Path, data: &SiloData, silo: Option<&str>) -> Result<()> {
+    let shape = shape(data, silo);
     let mut out = MAGIC.to_vec();
     out.extend(serde_json::to_vec(&shape).map_err(|e| NetError::file(path, e))?);
     out.push(b'\n');
@@ -60,6 +103,11 @@ pub fn write(path: &Path, data: &SiloData) -> Result<()> {
 
 /// Reads a data shard, refusing a damaged one.
 pub fn read(path: &Path) -> Result<SiloData> {
+    read_with_id(path).map(|(d, _)| d)
+}
+
+/// [`read`], with the shard's [`ShardId`].
+pub fn read_with_id(path: &Path) -> Result<(SiloData, ShardId)> {
     let bytes = std::fs::read(path).map_err(NetError::io(path))?;
     if bytes.starts_with(MAGIC_V1) {
         return Err(NetError::file(
@@ -126,7 +174,7 @@ pub fn read(path: &Path) -> Result<SiloData> {
     };
     let train = take(shape.train_rows)?;
     let test = take(shape.test_rows)?;
-    Ok(SiloData { train, test })
+    Ok((SiloData { train, test }, id_of(&shape)))
 }
 
 #[cfg(test)]
@@ -153,7 +201,10 @@ mod tests {
     fn a_shard_round_trips_and_any_flipped_bit_is_refused() {
         let dir = tempfile::tempdir().expect("tmp");
         let p = dir.path().join("silo-0.shard");
-        write(&p, &shard()).expect("write");
+        write(&p, &shard(), Some("north")).expect("write");
+        let (_, sid) = read_with_id(&p).expect("read");
+        assert_eq!(sid, id(&shard(), Some("north")));
+        assert_ne!(sid.digest, id(&shard(), Some("south")).digest);
         let back = read(&p).expect("read");
         assert_eq!(back.train, shard().train);
         assert_eq!(back.test, shard().test);

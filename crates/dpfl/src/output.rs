@@ -144,9 +144,126 @@ pub fn prepare_fresh_out_dir(dir: &Path, force: bool) -> Result<()> {
     prepare_out_dir(dir)
 }
 
+/// A run's output set written aside and moved into its directory only once whole (issue 31:
+/// `train --force` wrote `rounds.csv` and then failed on `summary.json`, leaving a mix of two
+/// runs). Files are written into a hidden directory inside the target ([`Staging::path`]);
+/// [`Staging::commit`] first checks that every entry can replace its target (a file may not
+/// replace a directory, nor a directory a file) and only then renames each into place. A
+/// staging that is dropped without `commit` is removed, and the target is untouched.
+pub struct Staging {
+    dir: PathBuf,
+    stage: Option<PathBuf>,
+}
+
+impl Staging {
+    /// A fresh staging directory inside `dir` (which must exist: [`prepare_out_dir`]).
+    pub fn new(dir: &Path) -> Result<Self> {
+        let stage = dir.join(format!(".dpfl-staging-{}", std::process::id()));
+        if stage.exists() {
+            std::fs::remove_dir_all(&stage).map_err(io_err(&stage))?;
+        }
+        std::fs::create_dir(&stage).map_err(io_err(&stage))?;
+        Ok(Staging {
+            dir: dir.to_path_buf(),
+            stage: Some(stage),
+        })
+    }
+
+    /// Where to write the outputs.
+    pub fn path(&self) -> &Path {
+        self.stage.as_deref().unwrap_or(&self.dir)
+    }
+
+    /// Moves every staged entry into the target directory, replacing what is there (a
+    /// directory entry, e.g. `models/`, replaces the old directory as a whole). Checks all
+    /// entries before moving any: on a refusal nothing is moved.
+    pub fn commit(mut self) -> Result<()> {
+        let Some(stage) = self.stage.clone() else {
+            return Ok(());
+        };
+        let mut moves = Vec::new();
+        for e in std::fs::read_dir(&stage).map_err(io_err(&stage))? {
+            let e = e.map_err(io_err(&stage))?;
+            let is_dir = e.file_type().map_err(io_err(&e.path()))?.is_dir();
+            let target = self.dir.join(e.file_name());
+            if let Ok(m) = std::fs::symlink_metadata(&target)
+                && m.is_dir() != is_dir
+            {
+                return Err(Error::Io {
+                    path: target,
+                    source: std::io::Error::new(
+                        std::io::ErrorKind::AlreadyExists,
+                        if is_dir {
+                            "is a file where this run writes a directory; remove it (nothing \
+                             was written)"
+                        } else {
+                            "is a directory where this run writes a file; remove it (nothing \
+                             was written)"
+                        },
+                    ),
+                });
+            }
+            moves.push((e.path(), target, is_dir));
+        }
+        for (from, to, is_dir) in moves {
+            if is_dir && to.is_dir() {
+                std::fs::remove_dir_all(&to).map_err(io_err(&to))?;
+            }
+            std::fs::rename(&from, &to).map_err(io_err(&to))?;
+        }
+        std::fs::remove_dir(&stage).map_err(io_err(&stage))?;
+        self.stage = None;
+        Ok(())
+    }
+}
+
+impl Drop for Staging {
+    fn drop(&mut self) {
+        if let Some(s) = self.stage.take() {
+            let _ = std::fs::remove_dir_all(s);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A refused commit moves nothing and leaves no staging behind; a good one replaces the
+    /// old files and the old `models/` as a whole.
+    #[test]
+    fn staging_moves_all_or_nothing() {
+        let tmp = tempfile::tempdir().unwrap();
+        let d = tmp.path();
+        std::fs::write(d.join("rounds.csv"), "old").unwrap();
+        std::fs::create_dir_all(d.join("summary.json")).unwrap();
+        let s = Staging::new(d).unwrap();
+        atomic_write(&s.path().join("rounds.csv"), b"new").unwrap();
+        atomic_write(&s.path().join("summary.json"), b"{}").unwrap();
+        let e = s.commit().unwrap_err().to_string();
+        assert!(e.contains("summary.json") && e.contains("directory"), "{e}");
+        assert_eq!(
+            std::fs::read_to_string(d.join("rounds.csv")).unwrap(),
+            "old"
+        );
+        assert_eq!(
+            std::fs::read_dir(d).unwrap().count(),
+            2,
+            "staging left behind"
+        );
+        std::fs::remove_dir(d.join("summary.json")).unwrap();
+        std::fs::create_dir_all(d.join("models/9-old")).unwrap();
+        let s = Staging::new(d).unwrap();
+        atomic_write(&s.path().join("rounds.csv"), b"new").unwrap();
+        std::fs::create_dir_all(s.path().join("models/1-new")).unwrap();
+        s.commit().unwrap();
+        assert_eq!(
+            std::fs::read_to_string(d.join("rounds.csv")).unwrap(),
+            "new"
+        );
+        assert!(d.join("models/1-new").is_dir() && !d.join("models/9-old").exists());
+        assert_eq!(std::fs::read_dir(d).unwrap().count(), 2);
+    }
 
     #[test]
     fn fresh_out_dir_refuses_a_non_empty_directory_without_force() {

@@ -14,12 +14,17 @@ use super::args::FederateArgs;
 use super::prepare::{Prepared, budget_file, prepare_trial, print_commands};
 use super::{ConfigError, load, net};
 
-/// Starts `exe args`, its stdout and stderr into `log`.
+/// Starts `exe args`, its stdout and stderr into `log`. Its stdin is a pipe whose write end
+/// only this process holds (the `Child` keeps it): when `dpfl federate` ends in any way, an
+/// interrupt or SIGKILL included, the kernel closes it and the child, told by
+/// [`super::PARENT_PIPE_ENV`] to watch it, exits (issue 31: no orphaned server or silos).
 fn spawn(exe: &Path, args: &[&str], log: &Path) -> anyhow::Result<Child> {
     let f = std::fs::File::create(log).with_context(|| format!("creating {}", log.display()))?;
     let f2 = f.try_clone()?;
     Command::new(exe)
         .args(args)
+        .env(super::PARENT_PIPE_ENV, "1")
+        .stdin(std::process::Stdio::piped())
         .stdout(f)
         .stderr(f2)
         .spawn()

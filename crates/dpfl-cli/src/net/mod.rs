@@ -54,6 +54,33 @@ fn config_file(e: NetError) -> anyhow::Error {
     }
 }
 
+/// Set by `dpfl federate` in the environment of the processes it starts: their stdin is a
+/// pipe from it, and its end (EOF) means `federate` is gone.
+pub(crate) const PARENT_PIPE_ENV: &str = "DPFL_EXIT_WITH_PARENT";
+
+/// In a process `dpfl federate` started ([`PARENT_PIPE_ENV`]), exits as soon as its stdin
+/// reaches end of file: the parent has ended, however it ended, and nobody would collect
+/// this process's results. A silo's ledger and the server's checkpoint are durable before
+/// each message leaves, so this exit is as safe as the crash they are built to survive.
+fn exit_with_parent(role: &'static str) {
+    if std::env::var_os(PARENT_PIPE_ENV).is_none() {
+        return;
+    }
+    std::thread::spawn(move || {
+        use std::io::Read;
+        let mut buf = [0u8; 64];
+        let mut stdin = std::io::stdin();
+        // Nothing is ever written: any read that returns is the parent's end.
+        while let Ok(n) = stdin.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+        }
+        eprintln!("{role}: dpfl federate, which started this process, has ended: exiting");
+        std::process::exit(1);
+    });
+}
+
 /// Logs to stderr, filtered by `DPFL_LOG` (default `info`).
 fn init_logs() {
     let filter = tracing_subscriber::EnvFilter::try_from_env("DPFL_LOG")
@@ -86,7 +113,57 @@ fn timeout(secs: f64) -> anyhow::Result<Duration> {
 
 /// Loads a federation file; one without a `[plan]` gets it from the experiment it names.
 fn load(path: &Path) -> Result<Federation, NetError> {
-    Federation::load_with(path, Some(&planner))
+    let fed = Federation::load_with(path, Some(&planner))?;
+    check_named_algorithm(path, &fed)?;
+    Ok(fed)
+}
+
+/// With a `[plan]`, the plan is what runs, not the file's `experiment` and `algorithm`: a file
+/// where they name another algorithm than the plan's is refused (issue 31), so that nobody
+/// reads one algorithm in the file and trains another. An experiment this process cannot read
+/// (a deployment's file may name one only the coordinator holds) leaves the plan alone.
+fn check_named_algorithm(path: &Path, fed: &Federation) -> Result<(), NetError> {
+    let Some(exp) = &fed.config.experiment else {
+        return Ok(());
+    };
+    let file = fed.path(exp);
+    let Some(spec) = std::fs::read_to_string(&file)
+        .ok()
+        .and_then(|text| experiment::ExperimentSpec::from_toml_at(&text, &file).ok())
+    else {
+        return Ok(());
+    };
+    let a = fed.config.algorithm;
+    // JSON values: fields the files do not carry compare equal.
+    let planned = serde_json::to_value(&fed.algorithm).ok();
+    let same = |e: &experiment::AlgorithmEntry| serde_json::to_value(&e.spec).ok() == planned;
+    let plan = match spec.algorithms.iter().position(same) {
+        Some(j) => format!("algorithms[{j}] `{}`", spec.algorithms[j].label()),
+        None => format!("`{}`", fed.algorithm.default_label()),
+    };
+    let why = match spec.algorithms.get(a) {
+        None => format!(
+            "= {a}, but {} has {} algorithm(s); the file's [plan] trains {plan}",
+            exp.display(),
+            spec.algorithms.len()
+        ),
+        Some(e) if !same(e) => {
+            format!(
+                "= {a} names `{}` in {}, but the file's [plan] trains {plan} (the [plan] is \
+                 what runs)",
+                e.label(),
+                exp.display()
+            )
+        }
+        Some(_) => return Ok(()),
+    };
+    Err(NetError::config(
+        format!("{}: algorithm", path.display()),
+        format!(
+            "{why}: write the file again with `dpfl federate --prepare-only`, or make \
+             `experiment` and `algorithm` name the planned algorithm"
+        ),
+    ))
 }
 
 /// The plan of a hand-written federation file: its experiment, checked and calibrated once.

@@ -55,12 +55,29 @@ pub(super) fn prepare_trial(
         .train;
     let records: Vec<usize> = trial.silos.iter().map(|s| s.train.len()).collect();
     let mut shards = Vec::new();
+    // Each shard names its silo (as a silo's own `dpfl data shard` does), and the federation
+    // file lists every shard's identity, so a silo refuses another silo's shard.
+    let names: Vec<String> = (0..trial.silos.len())
+        .map(|i| {
+            trial
+                .silo_names
+                .as_ref()
+                .and_then(|n| n.get(i).cloned())
+                .unwrap_or_else(|| format!("silo {i}"))
+        })
+        .collect();
+    let shard_ids: Vec<String> = trial
+        .silos
+        .iter()
+        .zip(&names)
+        .map(|(s, n)| dpfl_net::shard::id(s, Some(n)).digest)
+        .collect();
     for (i, s) in trial.silos.iter().enumerate() {
         let p = dir.join("data").join(format!("silo-{i}.shard"));
         if let Some(d) = p.parent() {
             std::fs::create_dir_all(d).with_context(|| format!("creating {}", d.display()))?;
         }
-        dpfl_net::shard::write(&p, s).map_err(net)?;
+        dpfl_net::shard::write(&p, s, Some(&names[i])).map_err(net)?;
         shards.push(p);
     }
     // What the server needs to save its final model as `dpfl train` does (it holds no data).
@@ -101,6 +118,7 @@ pub(super) fn prepare_trial(
                 features,
                 classes,
                 lipschitz: l,
+                shards: Some(shard_ids.clone()),
             },
             server,
             // Shuffle-model algorithms always get their shuffler.

@@ -3,12 +3,13 @@
 use anyhow::{Context, bail};
 
 use super::args::{CertsCommand, ServerArgs, ShufflerArgs, SiloArgs};
-use super::{config_file, init_logs, load, net, runtime, timeout};
+use super::{config_file, exit_with_parent, init_logs, load, net, runtime, timeout};
 
 /// Runs the server of a federation file to the end (or `stop_after_rounds`); fails when no
 /// round aggregated a single message.
 pub fn server(args: &ServerArgs) -> anyhow::Result<()> {
     init_logs();
+    exit_with_parent("server");
     let fed = load(&args.process.config).map_err(config_file)?;
     let plan = fed.plan.clone();
     let state_dir = fed.server_state_dir();
@@ -40,7 +41,14 @@ pub fn server(args: &ServerArgs) -> anyhow::Result<()> {
     });
     let out = out.map_err(net)?;
     let summary = if out.finished {
-        Some(server_summary(&plan, &out, &state_dir)?)
+        let mut s = server_summary(&plan, &out, &state_dir)?;
+        // The plan numbers the silos; the model card, where the data gave names, names them
+        // (issue 31 item 3): in the server's summary.json and its saved model.
+        let names = card.as_ref().and_then(|(c, _)| c.silos.as_ref());
+        for p in s.summary.iter_mut().flat_map(|a| a.privacy.iter_mut()) {
+            p.name = names.and_then(|n| n.get(p.silo).cloned());
+        }
+        Some(s)
     } else {
         None
     };
@@ -203,6 +211,7 @@ fn write_server_report(
 /// Runs one silo: its own budget file judges the plan before its data are read.
 pub fn silo(args: &SiloArgs) -> anyhow::Result<()> {
     init_logs();
+    exit_with_parent("silo");
     let connect_timeout = timeout(args.connect.connect_timeout)?;
     let fed = load(&args.process.config).map_err(config_file)?;
     if let (Some(seed), false) = (fed.config.seed, args.allow_seeded) {
@@ -260,7 +269,8 @@ pub fn silo(args: &SiloArgs) -> anyhow::Result<()> {
     } else {
         dpfl_net::silo::Start::Resume
     };
-    let data = dpfl_net::shard::read(&args.data).map_err(net)?;
+    let (data, shard) = dpfl_net::shard::read_with_id(&args.data).map_err(net)?;
+    check_own_shard(&args.process.config, &fed, args.id, &args.data, &shard)?;
     let mut silo =
         dpfl_net::silo::Silo::with_budget(fed, args.id, data, &local, start).map_err(net)?;
     silo.set_connect_timeout(connect_timeout);
@@ -290,9 +300,49 @@ pub fn silo(args: &SiloArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Refuses a shard that the federation file's `public.shards` lists for another silo, or not
+/// at all (issue 31: a silo started with another silo's shard trained on the wrong records
+/// and charged the wrong ledger).
+fn check_own_shard(
+    file: &std::path::Path,
+    fed: &dpfl_net::Federation,
+    id: u32,
+    path: &std::path::Path,
+    shard: &dpfl_net::shard::ShardId,
+) -> anyhow::Result<()> {
+    let Some(ids) = &fed.config.public.shards else {
+        return Ok(());
+    };
+    let i = id as usize;
+    if ids.get(i) == Some(&shard.digest) {
+        return Ok(());
+    }
+    let named = shard
+        .silo
+        .as_deref()
+        .map_or(String::new(), |n| format!(" (made for silo `{n}`)"));
+    let msg = match ids.iter().position(|d| *d == shard.digest) {
+        Some(j) => format!(
+            "{}{named} is silo {j}'s shard (public.shards[{j}] of {}), not silo {id}'s: start \
+             silo {j} with it, and silo {id} with its own shard",
+            path.display(),
+            file.display()
+        ),
+        None => format!(
+            "{}{named} is not the shard {} names for silo {id} (public.shards[{id}]): it was \
+             made from other records or for another federation; use this silo's own shard \
+             (dpfl data shard) of the records the federation was prepared for",
+            path.display(),
+            file.display()
+        ),
+    };
+    Err(anyhow::Error::new(super::ConfigError(msg)))
+}
+
 /// Runs the federation's shuffler until the server is done.
 pub fn shuffler(args: &ShufflerArgs) -> anyhow::Result<()> {
     init_logs();
+    exit_with_parent("shuffler");
     let connect_timeout = timeout(args.connect.connect_timeout)?;
     let fed = load(&args.process.config).map_err(config_file)?;
     let batches = runtime()?

@@ -303,8 +303,34 @@ pub fn audit(
     if !(opts.scale.is_finite() && opts.scale > 0.0) {
         return Err(Error::config("--scale", "must be finite and > 0"));
     }
+    // Each canary is a feature column of every silo and a row of silo 0: sizes from the
+    // command line are checked before anything is allocated (issue 31: `--canaries 1000000`
+    // asked for terabytes at once and aborted).
+    let canaries_error = |what: String| Error::config("--canaries", what);
+    if m > crate::data::limits::MAX_FEATURES {
+        return Err(canaries_error(format!(
+            "{m} canaries would add {m} feature columns, above the limit of {}",
+            crate::data::limits::MAX_FEATURES
+        )));
+    }
     let mut rng = DpRng::new(Some(opts.seed), Purpose::Data, 0)?;
     let trial = prepare_trial(spec, data_dir, &mut rng)?;
+    let limit = crate::data::limits::max_values();
+    for (i, s) in trial.silos.iter().enumerate() {
+        let cols = s.train.num_features() + m;
+        for (part, rows) in [
+            ("training", s.train.len() + if i == 0 { m } else { 0 }),
+            ("test", s.test.len()),
+        ] {
+            if rows.checked_mul(cols).is_none_or(|v| v > limit) {
+                return Err(canaries_error(format!(
+                    "{m} canaries make silo {i}'s {part} data {rows} x {cols} dense values, \
+                     above the limit of {limit} (raise it with {})",
+                    crate::data::limits::MAX_VALUES_ENV
+                )));
+            }
+        }
+    }
     // S_j = 1 ("in", label 1) for the canaries in `included`, else 0 ("out").
     let mut included = Vec::new();
     dpfl_privacy::sampler::Poisson::new(m, 0.5)?.draw(&mut rng, &mut included);

@@ -361,7 +361,7 @@ batch_size = {batch}
 pub fn check_experiment(spec: &super::ExperimentSpec, data_dir: Option<&Path>) -> Result<String> {
     spec.validate()?;
     let mut master = super::master_rng(spec)?;
-    let (trial, _) = super::next_trial(spec, data_dir, &mut master)?;
+    let (trial, trial_seed) = super::next_trial(spec, data_dir, &mut master)?;
     let ctx = super::build_context(spec, &trial)?;
     let mut out = crate::data::describe_named_silos(&trial.silos, trial.silo_names.as_deref());
     for (a, entry) in spec.algorithms.iter().enumerate() {
@@ -373,12 +373,23 @@ pub fn check_experiment(spec: &super::ExperimentSpec, data_dir: Option<&Path>) -
             },
             other => other,
         })?;
+        // Every check that can fail at the first release fails here, not after the other
+        // algorithms trained (issue 31 item 8): one round, as `train` runs it.
+        super::release_zero(
+            spec,
+            &entry.spec,
+            &trial,
+            super::algorithm_seed(trial_seed, a),
+        )
+        .map_err(|e| super::name_algorithm(a, &label, e))?;
         let sigma = built
             .calibration
             .iter()
             .map(|c| c.sigma)
             .fold(0.0, f64::max);
-        out += &format!("\nalgorithm {a} ({label}): builds; noise sigma up to {sigma:.6}");
+        out += &format!(
+            "\nalgorithm {a} ({label}): builds, first round runs; noise sigma up to {sigma:.6}"
+        );
     }
     Ok(out)
 }

@@ -69,16 +69,18 @@ pub(crate) use summary::{COARSE_GRID, Precision, account_silo, silo_privacy_at a
 /// Progress callback: (algorithm index, trial, rounds done in this run).
 pub type Progress<'p> = &'p (dyn Fn(usize, usize, usize) + Sync);
 
-/// Trains one algorithm on one trial's data. `seed` fixes the silos' and network's streams.
-pub fn train_one(
+/// One run's simulator as [`train_one`] drives it (plan, shuffler, ledgers), with the
+/// calibration and the context it was built on.
+fn start_run<'t>(
     spec: &ExperimentSpec,
     algorithm: &AlgorithmSpec,
-    trial: &TrialData,
+    trial: &'t TrialData,
     seed: Option<u64>,
-    eval_every: usize,
-    mut progress: impl FnMut(usize),
-) -> crate::Result<SingleRun> {
-    let start = Instant::now();
+) -> crate::Result<(
+    Simulator<'t>,
+    Vec<crate::algo::SiloCalibration>,
+    crate::algo::BuildContext,
+)> {
     // One plan per run: every silo calibrated once, every half built from it.
     let setup = setup(spec, trial)?;
     let ctx = setup.context_with(trial.model.clone())?;
@@ -120,6 +122,63 @@ pub fn train_one(
             .collect::<crate::Result<Vec<_>>>()?;
         sim.attach_ledgers(ledgers)?;
     }
+    Ok((sim, calibration, ctx))
+}
+
+/// A refusal by a silo's ledger in a simulated round: the plan does not fit the budget.
+fn refused(sim: &mut Simulator<'_>) -> crate::Result<()> {
+    // The round core leaves a refusing silo out of its round; a simulated experiment,
+    // though, plans every round within every silo's budget, so a refusal means the plan
+    // does not fit the budget: report it rather than finish a different experiment.
+    match sim.take_refusals().into_iter().next() {
+        None => Ok(()),
+        Some((silo, refusal)) => Err(match refusal.privacy {
+            Some(e) => e.into(),
+            None => crate::Error::Protocol(format!("silo {silo}: {refusal}")),
+        }),
+    }
+}
+
+/// Release 0 of one run, as [`train_one`] would make it (plan, halves, ledgers, first
+/// round): what `dpfl config check` runs so that a check that fails at the first release
+/// (a ledger that refuses it, a noise scale the mechanism refuses) fails there, not after
+/// the other algorithms have trained (issue 31 item 8). One round of training.
+pub fn release_zero(
+    spec: &ExperimentSpec,
+    algorithm: &AlgorithmSpec,
+    trial: &TrialData,
+    seed: Option<u64>,
+) -> crate::Result<()> {
+    use dpfl_privacy::PrivacyError;
+    let (mut sim, _, _) = start_run(spec, algorithm, trial, seed)?;
+    // Privacy failures at the first release are the configuration's: name the field.
+    let named = |e: crate::Error| match e {
+        crate::Error::Privacy(
+            e @ (PrivacyError::BudgetExceeded { .. } | PrivacyError::ReleaseCapReached { .. }),
+        ) => crate::Error::config(
+            "privacy.enforce_budget",
+            format!("a silo's ledger refuses the first round: {e}"),
+        ),
+        crate::Error::Privacy(e) => {
+            crate::Error::config("privacy", format!("the first round fails: {e}"))
+        }
+        other => other,
+    };
+    sim.step().map_err(named)?;
+    refused(&mut sim).map_err(named)
+}
+
+/// Trains one algorithm on one trial's data. `seed` fixes the silos' and network's streams.
+pub fn train_one(
+    spec: &ExperimentSpec,
+    algorithm: &AlgorithmSpec,
+    trial: &TrialData,
+    seed: Option<u64>,
+    eval_every: usize,
+    mut progress: impl FnMut(usize),
+) -> crate::Result<SingleRun> {
+    let start = Instant::now();
+    let (mut sim, calibration, ctx) = start_run(spec, algorithm, trial, seed)?;
     let model = trial.model.as_ref();
     let mut curve = Vec::new();
     let mut extended = Vec::new();
@@ -138,15 +197,7 @@ pub fn train_one(
         if let Some(t) = tracker.as_mut() {
             t.add_bits(report.message_bits);
         }
-        // The round core leaves a refusing silo out of its round; a simulated experiment,
-        // though, plans every round within every silo's budget, so a refusal means the plan
-        // does not fit the budget: report it rather than finish a different experiment.
-        if let Some((silo, refusal)) = sim.take_refusals().into_iter().next() {
-            return Err(match refusal.privacy {
-                Some(e) => e.into(),
-                None => crate::Error::Protocol(format!("silo {silo}: {refusal}")),
-            });
-        }
+        refused(&mut sim)?;
         if is_eval_round(r + 1, eval_every, spec.rounds) {
             let w = sim.output();
             curve.push((r + 1, sim.train_loss(model, &w), sim.test_metric(model, &w)));
@@ -200,14 +251,51 @@ pub fn run(
     data_dir: Option<&std::path::Path>,
     progress: Progress<'_>,
 ) -> crate::Result<RunOutput> {
-    spec.validate()?;
-    let mut master = master_rng(spec)?;
+    run_keeping(spec, data_dir, progress).map_err(|s| s.error)
+}
+
+/// A run that stopped at a failure: the runs that finished before it, and the failure.
+#[derive(Debug)]
+pub struct Stopped {
+    /// The finished runs' output (`None` if none finished).
+    pub finished: Option<RunOutput>,
+    /// The failing algorithm's index and trial (`None`: before any algorithm ran).
+    pub at: Option<(usize, usize)>,
+    /// The failure (a config error names `algorithms[a] (label)`).
+    pub error: crate::Error,
+}
+
+/// [`run`], keeping what finished when a run fails (issue 31 item 8: a failure after four
+/// of five algorithms had trained wrote nothing).
+pub fn run_keeping(
+    spec: &ExperimentSpec,
+    data_dir: Option<&std::path::Path>,
+    progress: Progress<'_>,
+) -> Result<RunOutput, Box<Stopped>> {
+    let early = |error| {
+        Box::new(Stopped {
+            finished: None,
+            at: None,
+            error,
+        })
+    };
+    spec.validate().map_err(early)?;
+    let mut master = master_rng(spec).map_err(early)?;
     let eval_every = eval_every(spec);
     let mut acc = RunAccumulator::new(spec);
+    let mut done = 0usize;
     for t in 0..spec.trials {
-        let (trial, trial_seed) = next_trial(spec, data_dir, &mut master)?;
+        let (trial, trial_seed) = match next_trial(spec, data_dir, &mut master) {
+            Ok(v) => v,
+            Err(error) => {
+                return Err(Box::new(Stopped {
+                    finished: (done > 0).then(|| acc.finish()),
+                    at: None,
+                    error,
+                }));
+            }
+        };
         for (a, entry) in spec.algorithms.iter().enumerate() {
-            let label = entry.label();
             let run = train_one(
                 spec,
                 &entry.spec,
@@ -215,18 +303,42 @@ pub fn run(
                 algorithm_seed(trial_seed, a),
                 eval_every,
                 |r| progress(a, t, r),
-            )
-            .map_err(|e| match e {
-                crate::Error::Config { field, reason } => crate::Error::Config {
-                    field: format!("algorithms[{a}] ({label}): {field}"),
-                    reason,
-                },
-                other => other,
-            })?;
-            acc.add(spec, a, t, &trial, &run);
+            );
+            match run {
+                Ok(run) => {
+                    acc.add(spec, a, t, &trial, &run);
+                    done += 1;
+                }
+                Err(e) => {
+                    return Err(Box::new(Stopped {
+                        finished: (done > 0).then(|| acc.finish()),
+                        at: Some((a, t)),
+                        error: match name_algorithm(a, &entry.label(), e) {
+                            // A refusal or numerical failure of the privacy core names the
+                            // algorithm and trial it happened in (issue 31 item 8).
+                            crate::Error::Privacy(e) => crate::Error::data(
+                                format!("algorithms[{a}] ({}), trial {t}", entry.label()),
+                                e.to_string(),
+                            ),
+                            other => other,
+                        },
+                    }));
+                }
+            }
         }
     }
     Ok(acc.finish())
+}
+
+/// A config error of algorithm `a` names it (`algorithms[a] (label): field`).
+pub fn name_algorithm(a: usize, label: &str, e: crate::Error) -> crate::Error {
+    match e {
+        crate::Error::Config { field, reason } => crate::Error::Config {
+            field: format!("algorithms[{a}] ({label}): {field}"),
+            reason,
+        },
+        other => other,
+    }
 }
 
 /// The evaluation period of an experiment: `eval_every`, by default every round up to 200

@@ -71,6 +71,10 @@ pub struct ModelCard {
     pub classes: Option<Vec<String>>,
     /// How raw rows became features.
     pub preprocessing: Preprocessing,
+    /// The silos' names in silo order, where the data give them (the server, which holds
+    /// no data, names the silos of its saved model's privacy with them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub silos: Option<Vec<String>>,
 }
 
 /// The `format` of a model card.
@@ -90,6 +94,7 @@ impl ModelCard {
                 crate::data::Target::Real => None,
             }),
             preprocessing: trial.preprocessing.clone(),
+            silos: trial.silo_names.clone(),
         }
     }
 

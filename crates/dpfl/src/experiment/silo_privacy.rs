@@ -8,6 +8,10 @@ use serde::{Deserialize, Serialize};
 pub struct SiloPrivacy {
     /// The silo's index.
     pub silo: usize,
+    /// The silo's name (its value of the silo column, or its file's name), where the data
+    /// give one (issue 31 item 3: a privacy officer reads hospitals, not indices).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
     /// The paper's target ε_i; null when the noise multiplier was set directly
     /// (`privacy.noise_multiplier`), where the accountants' ε below is what the run certifies.
     pub target_epsilon: Option<f64>,

@@ -225,7 +225,10 @@ pub(crate) fn silo_privacy_at(
         .map(|(i, events)| {
             let n = trial.silos.get(i).map_or(1, |s| s.train.len());
             let target_delta = p.delta.resolve(n).unwrap_or(f64::NAN);
-            account_silo(i, p.target_epsilon(i), target_delta, events, precision)
+            SiloPrivacy {
+                name: trial.silo_names.as_ref().and_then(|n| n.get(i).cloned()),
+                ..account_silo(i, p.target_epsilon(i), target_delta, events, precision)
+            }
         })
         .collect()
 }
@@ -321,6 +324,7 @@ pub(crate) fn account_silo(
     };
     SiloPrivacy {
         silo: i,
+        name: None,
         target_epsilon,
         target_delta,
         rdp_epsilon,

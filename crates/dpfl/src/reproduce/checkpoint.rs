@@ -83,12 +83,14 @@ impl Checkpoint {
             jobs: jobs.len(),
         };
         let mut done = HashMap::new();
+        let mut seen = checkpoint_file::Lines::new();
         let log = AppendLog::open(
             path,
             &header,
             resume,
             "a different specification (other spec, --quick or --trials)",
-            |_, line: Line| {
+            |n, line: Line| {
+                seen.first(line.job, n, &format!("job {}", line.job))?;
                 let job = jobs
                     .get(line.job)
                     .ok_or_else(|| format!("job {} out of range", line.job))?;

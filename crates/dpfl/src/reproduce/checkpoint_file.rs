@@ -49,6 +49,36 @@ pub fn unhex(s: &str) -> Option<f64> {
     u64::from_str_radix(s, 16).ok().map(f64::from_bits)
 }
 
+/// The line each unit of work was first read from: a second line for the same unit is
+/// refused (issue 31: two conflicting lines for one job were accepted and the later one
+/// silently changed the results). Every unit is appended once, when it finishes.
+pub struct Lines<K>(std::collections::HashMap<K, usize>);
+
+impl<K: std::hash::Hash + Eq> Lines<K> {
+    /// No line read yet.
+    pub fn new() -> Self {
+        Lines(std::collections::HashMap::new())
+    }
+
+    /// Records that `unit` (named `what` in the message) is on line `line`; an error naming
+    /// both lines if an earlier line holds it.
+    pub fn first(&mut self, unit: K, line: usize, what: &str) -> std::result::Result<(), String> {
+        match self.0.insert(unit, line) {
+            Some(earlier) => Err(format!(
+                "{what} is also on line {earlier}: a checkpoint holds each finished run once \
+                 (a second line would replace its results); delete the file to start over"
+            )),
+            None => Ok(()),
+        }
+    }
+}
+
+impl<K: std::hash::Hash + Eq> Default for Lines<K> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 /// An open checkpoint file that finished units are appended to.
 pub struct AppendLog {
     path: PathBuf,
@@ -251,6 +281,10 @@ mod tests {
         .unwrap();
         let e = read(&path, &h("f1", 7), true).unwrap_err().to_string();
         assert!(e.contains("jsonl:2:") && e.contains("row 99"), "{e}");
+        let mut seen = Lines::new();
+        seen.first(4, 2, "job 4").unwrap();
+        let e = seen.first(4, 5, "job 4").unwrap_err();
+        assert!(e.contains("job 4 is also on line 2"), "{e}");
         // A header cut short: a fresh start that writes the header.
         std::fs::write(&path, "{\"form").unwrap();
         assert!(read(&path, &h("f1", 7), true).unwrap().is_empty());

@@ -58,8 +58,8 @@ mod summary;
 pub use grid::{Job, JobResult, PanelTrial, jobs, plan_events, prepare, run_grid, run_job};
 pub use output::write_outputs;
 pub use spec::{
-    BUILTIN, BaseSpec, GridAlgorithm, LogGrid, PanelSpec, QuickSpec, ReproMetric, ReproSpec,
-    builtin, obesity_speed_grid,
+    BUILTIN, BaseSpec, GridAlgorithm, LogGrid, MAX_GRID_POINTS, MAX_RUNS, PanelSpec, QuickSpec,
+    ReproMetric, ReproSpec, builtin, obesity_speed_grid,
 };
 pub use summary::{PanelFacts, ReproOutput, SummaryRow, quantile, summarize};
 

@@ -124,12 +124,18 @@ impl NormFedAvgCheckpoint {
             plan_sha256: plan_sha256.into(),
         };
         let mut done = HashMap::new();
+        let mut seen = checkpoint_file::Lines::new();
         let log = AppendLog::open(
             &dir.join(FILE_NAME),
             &header,
             resume,
             "another reproduction (ID, --quick or --rounds)",
-            |_, line: Line| {
+            |n, line: Line| {
+                seen.first(
+                    (line.algorithm.clone(), line.seed),
+                    n,
+                    &format!("the run of {} with seed {}", line.algorithm, line.seed),
+                )?;
                 let f = |s: &str| unhex(s).ok_or_else(|| format!("bad number {s:?}"));
                 let mut rows = Vec::with_capacity(line.rows.len());
                 for (round, loss, err, bits) in line.rows {

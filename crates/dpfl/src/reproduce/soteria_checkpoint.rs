@@ -70,13 +70,22 @@ impl SoteriaCheckpoint {
             plan_sha256: fingerprint(&p)?,
         };
         let mut done = HashMap::new();
+        let mut seen = checkpoint_file::Lines::new();
         let log = AppendLog::open(
             path,
             &header,
             resume,
             "another reproduction (ID or --quick)",
-            |_, line: Line| {
+            |n, line: Line| {
                 let eps = unhex(&line.epsilon).ok_or("bad epsilon")?;
+                seen.first(
+                    (eps.to_bits(), line.algorithm.clone(), line.seed),
+                    n,
+                    &format!(
+                        "the run of {} at epsilon {eps}, seed {}",
+                        line.algorithm, line.seed
+                    ),
+                )?;
                 let mut rows = Vec::with_capacity(line.rows.len());
                 for (round, loss, acc, g, u, bits, bits64, evals) in line.rows {
                     let f = |s: &str| unhex(s).ok_or_else(|| format!("bad number {s:?}"));

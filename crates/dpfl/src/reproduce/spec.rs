@@ -65,6 +65,14 @@ impl ReproMetric {
     }
 }
 
+/// The most step sizes one grid may try: far beyond any figure's (the papers try 8), small
+/// enough to list at once (issue 31: a grid of 10⁹ points aborted allocating them).
+pub const MAX_GRID_POINTS: usize = 10_000;
+
+/// The most training runs one reproduction may hold (panels × trials × ε values × clips ×
+/// grid points × repetitions), checked before the run list is allocated.
+pub const MAX_RUNS: usize = 10_000_000;
+
 /// exp(linspace(from, to, points)): the paper's log-spaced grids.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -269,6 +277,29 @@ impl ReproSpec {
                         "needs finite from/to and at least one point",
                     ));
                 }
+                if let Some(g) = g.filter(|g| g.points > MAX_GRID_POINTS) {
+                    return Err(crate::Error::config(
+                        format!("algorithms[{i}].{name}.points"),
+                        format!("{} points, above the limit of {MAX_GRID_POINTS}", g.points),
+                    ));
+                }
+            }
+        }
+        match self.runs() {
+            Some(n) if n <= MAX_RUNS => {}
+            n => {
+                return Err(crate::Error::config(
+                    "panels, trials, repetitions, epsilons, base.clips, algorithms[].steps",
+                    format!(
+                        "{} panel(s) x {} trial(s) x {} repetition(s) x every algorithm's \
+                         epsilons, clips and step sizes make {} runs, above the limit of \
+                         {MAX_RUNS}",
+                        self.panels.len(),
+                        self.trials,
+                        self.repetitions,
+                        n.map_or("more than 2^64".into(), |n| n.to_string())
+                    ),
+                ));
             }
         }
         if let Some(c) = &self.base.clips
@@ -291,6 +322,30 @@ impl ReproSpec {
             ));
         }
         Ok(())
+    }
+
+    /// The number of training runs (`reproduce::grid::jobs`' length), `None` past 2^64.
+    pub fn runs(&self) -> Option<usize> {
+        let clips = self.base.clips.as_ref().map_or(1, Vec::len);
+        let mut per_trial = 0usize;
+        for a in &self.algorithms {
+            let eps: Vec<Option<f64>> = if a.spec.is_private() {
+                self.epsilons.iter().copied().map(Some).collect()
+            } else {
+                vec![None]
+            };
+            for e in eps {
+                let grid = match (e, &a.small_eps_steps, a.small_epsilon) {
+                    (Some(e), Some(g), Some(t)) if e <= t => g,
+                    _ => &a.steps,
+                };
+                per_trial = per_trial.checked_add(grid.points.checked_mul(clips)?)?;
+            }
+        }
+        per_trial
+            .checked_mul(self.repetitions)?
+            .checked_mul(self.trials)?
+            .checked_mul(self.panels.len())
     }
 
     /// The reduced version `--quick` runs.

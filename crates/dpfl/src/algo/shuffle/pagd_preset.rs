@@ -196,6 +196,13 @@ pub fn shape(ctx: &BuildContext, t: &Tuning) -> crate::Result<Shape> {
         positive("strong_convexity", lambda)?;
     }
     let phases = match (t.phases, t.strong_convexity) {
+        // Refused, not silently one phase (issue 31).
+        (Some(0), _) => {
+            return Err(crate::Error::config(
+                "algorithm.phases",
+                "must be at least 1 (the number of AC-SA phases)",
+            ));
+        }
         (Some(k), _) => k,
         (None, Some(_)) => n.log2().max(1.0).log2().ceil().max(1.0) as usize,
         (None, None) => 1,
