@@ -1,4 +1,8 @@
 //! Algorithm specifications (what a config file names) and their construction into halves.
+//!
+//! [`AlgorithmSpec`] is only the serde enum of the configs: every question about an algorithm
+//! (label, privacy, noise multiplier, grid knobs, requirements, audit view, plan) goes through
+//! one exhaustive match (`with_wing!`) to the variant's [`Wing`] (issue 28 item 1).
 
 use serde::{Deserialize, Serialize};
 
