@@ -38,6 +38,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use dpfl::algo::wing::Transport;
 use dpfl::algo::{AlgorithmSpec, BuildContext};
 use dpfl::plan::Plan;
 
@@ -375,7 +376,8 @@ impl Federation {
                 ));
             }
         }
-        if self.algorithm.needs_shuffler() && self.config.shuffler.is_none() {
+        let needs = self.plan.requirements();
+        if needs.shuffler && self.config.shuffler.is_none() {
             // Their privacy against the server rests on the shuffle stage.
             return Err(NetError::config(
                 "shuffler",
@@ -383,24 +385,14 @@ impl Federation {
                  --shuffle adds one)",
             ));
         }
-        {
-            use dpfl::algo::shuffle::pvec::Transport;
-            let transport = match &self.algorithm {
-                AlgorithmSpec::SdpAcceleratedMbSgd(a) => Some(a.transport),
-                AlgorithmSpec::Psgd(a) => Some(a.transport),
-                AlgorithmSpec::Pgd(a) => Some(a.transport),
-                AlgorithmSpec::Pagd(a) => Some(a.transport),
-                _ => None,
-            };
-            if transport == Some(Transport::Explicit) {
-                // d·(g + s)·K sealed one-bit messages per silo and round: beyond the runtime's
-                // per-reply limits at any useful size.
-                return Err(NetError::config(
-                    "algorithm.transport",
-                    "\"explicit\" PVEC (one message per bit) runs in the simulator only; over \
-                     the network use \"compact\" (the same analyzer distribution)",
-                ));
-            }
+        if needs.transport == Transport::PvecExplicit {
+            // d·(g + s)·K sealed one-bit messages per silo and round: beyond the runtime's
+            // per-reply limits at any useful size.
+            return Err(NetError::config(
+                "algorithm.transport",
+                "\"explicit\" PVEC (one message per bit) runs in the simulator only; over \
+                 the network use \"compact\" (the same analyzer distribution)",
+            ));
         }
         if self.config.server.round_deadline_ms == 0 {
             return Err(NetError::config("server.round_deadline_ms", "must be > 0"));
@@ -433,20 +425,14 @@ impl Federation {
     /// Whether every round needs every silo's message: the SoteriaFL wing, whose server shift
     /// stays the silos' mean only if no round is short (its server half refuses one).
     pub fn needs_every_silo(&self) -> bool {
-        self.algorithm.soteria().is_some()
+        self.plan.requirements().every_silo
     }
     /// Whether the silos send PVEC's compact shares through the shuffler (`share`): the
     /// PVEC-based shuffle algorithms (explicit transport is refused over the network). PAGD
     /// is one: without it its shuffler share went sealed to the server like the server share,
     /// which could pair the two and read each silo's counts.
     pub fn compact_shares(&self) -> bool {
-        matches!(
-            self.algorithm,
-            AlgorithmSpec::SdpAcceleratedMbSgd(_)
-                | AlgorithmSpec::Psgd(_)
-                | AlgorithmSpec::Pgd(_)
-                | AlgorithmSpec::Pagd(_)
-        ) && self.shuffle()
+        self.plan.requirements().transport.is_pvec() && self.shuffle()
     }
     /// The certificate directory, resolved.
     pub fn tls_dir(&self) -> PathBuf {

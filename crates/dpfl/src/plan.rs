@@ -21,6 +21,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use crate::algo::spec::WingPlan;
+use crate::algo::wing::Requirements;
 use crate::algo::{
     AlgorithmSpec, BuildContext, BuiltAlgorithm, FederationInfo, ServerHalf, SiloCalibration,
     SiloHalf, SiloInfo,
@@ -158,24 +159,30 @@ impl Plan {
         self.setup.silos.len()
     }
 
+    /// What the run requires of its runner: the algorithm's requirements
+    /// ([`crate::algo::wing::Requirements`]) with the shuffle quorum of this plan. The
+    /// experiment layer, `dpfl-net` and the CLI read these instead of matching kinds.
+    pub fn requirements(&self) -> Requirements {
+        let mut needs = self.algorithm.requirements();
+        needs.quorum = self.quorum_of(&needs);
+        needs
+    }
+
     /// For an algorithm that needs a shuffler: the fewest silos a shuffled batch must hold
     /// for the reported honest-shuffler guarantee (`ShufflePlan::quorum`); `None` otherwise.
     pub fn shuffle_quorum(&self) -> Option<usize> {
-        let WingPlan::Shuffle { plan: p, .. } = &self.wing else {
-            return None;
-        };
-        if !self.algorithm.needs_shuffler() {
+        self.requirements().quorum
+    }
+
+    fn quorum_of(&self, needs: &Requirements) -> Option<usize> {
+        if !needs.shuffler {
             return None;
         }
         let participants = match &self.setup.participation {
             Participation::Fixed { m } => *m,
             _ => self.silos(),
         };
-        let honest = match &self.algorithm {
-            AlgorithmSpec::Pagd(a) => a.robust.map(|r| r.honest_fraction),
-            _ => None,
-        };
-        Some(p.quorum(participants, honest))
+        self.wing.quorum(participants)
     }
 }
 

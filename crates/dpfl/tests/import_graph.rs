@@ -267,10 +267,18 @@ fn the_floor_imports_no_wing_and_wings_import_no_other_wing() {
             .map(String::from)
             .collect()
     };
-    let floor: Vec<Module> = ["half", "message", "context", "server", "gradient"]
-        .iter()
-        .map(|f| algo(&[f]))
-        .collect();
+    let floor: Vec<Module> = [
+        "half",
+        "message",
+        "context",
+        "server",
+        "gradient",
+        "wing",
+        "acsa_server",
+    ]
+    .iter()
+    .map(|f| algo(&[f]))
+    .collect();
     let is_wing = |m: &Module| {
         m.len() >= 2 && m[0] == "algo" && edges.contains_key(&m[..2]) && {
             let top = &m[..2];

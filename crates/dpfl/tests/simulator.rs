@@ -145,13 +145,15 @@ step_size = 1.0
 fn batch_size_above_n_is_refused() {
     let s = spec("").algorithms[1].spec.clone();
     let s = match s {
-        dpfl::algo::AlgorithmSpec::MbSgd { step_size, .. } => dpfl::algo::AlgorithmSpec::MbSgd {
-            step_size,
-            calibration: None,
-            batch_size: Some(401),
-            output: Default::default(),
-            sampling: Default::default(),
-        },
+        dpfl::algo::AlgorithmSpec::MbSgd(a) => {
+            dpfl::algo::AlgorithmSpec::MbSgd(dpfl::algo::lowy::wing::MbSgdSpec {
+                step_size: a.step_size,
+                calibration: None,
+                batch_size: Some(401),
+                output: Default::default(),
+                sampling: Default::default(),
+            })
+        }
         other => other,
     };
     let spec = spec("");

@@ -241,9 +241,8 @@ pub fn silo(args: &SiloArgs) -> anyhow::Result<()> {
         ),
         None => {}
     }
-    if fed.algorithm.needs_shuffler()
-        && !matches!(fed.algorithm, dpfl::algo::AlgorithmSpec::SdpMbSgd(_))
-    {
+    let needs = fed.plan.requirements();
+    if needs.shuffler && needs.transport.is_pvec() {
         // The PVEC wing charges the honest-shuffler guarantee (algo/shuffle/pvec.rs); say so
         // where the silo's operator sees it.
         eprintln!(
@@ -253,7 +252,7 @@ pub fn silo(args: &SiloArgs) -> anyhow::Result<()> {
             args.id
         );
     }
-    if matches!(fed.algorithm, dpfl::algo::AlgorithmSpec::PanPrivateAcsa(_))
+    if fed.algorithm.privacy() == dpfl::algo::wing::Privacy::PanPrivate
         && let Some(seed) = fed.config.seed
     {
         eprintln!(

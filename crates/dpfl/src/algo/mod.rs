@@ -6,7 +6,8 @@
 //! ```text
 //!   crate::plan  Plan = Setup (public facts) + AlgorithmSpec + WingPlan, computed once per
 //!      │         run; server_half(&plan) / silo_half(&plan, i) build one half each
-//!   spec.rs      AlgorithmSpec: what a config file names → the wing that plans it;
+//!   spec.rs      AlgorithmSpec: the serde enum of what a config file names; one exhaustive
+//!      │         match hands each question to the variant's Wing (no fallback arm);
 //!      │         WingPlan: each wing's checked, calibrated parameters (serialisable)
 //!   lowy/        Lowy & Razaviyayn (ICLR 2023): MB-SGD (Alg. 2/7), AC-SA (Alg. 1), Local SGD,
 //!      │         per-silo calibration, the theorems' parameter rules
@@ -18,7 +19,11 @@
 //!   floor        half.rs      SiloHalf / ServerHalf, HalfState, FederationInfo, SiloInfo
 //!                message.rs   Broadcast, SiloMessage, Payload, Reply
 //!                context.rs   BuildContext (public facts), BuiltAlgorithm, SiloCalibration
-//!                server.rs    averaging, iterate outputs (server helpers every wing shares)
+//!                server.rs    averaging, iterate outputs, MbSgdServer (what wings share)
+//!                acsa_server.rs  AC-SA's server half and schedules (Lowy Alg. 1, shuffle Alg. 6)
+//!                wing.rs      the Wing trait each config implements: label, Privacy (no
+//!                             default), noise-multiplier rule, grid knobs, audit view,
+//!                             Requirements of the runner, plan()
 //!                gradient.rs  GradientSilo: a (weighted, clipped, noised) minibatch gradient
 //!                             from a BatchSource (record sampler or one pass)
 //! ```
@@ -86,6 +91,7 @@
 //! }
 //! ```
 
+pub mod acsa_server;
 pub mod context;
 pub mod gradient;
 pub mod half;
@@ -96,6 +102,7 @@ pub mod server;
 pub mod shuffle;
 pub mod soteria;
 pub mod spec;
+pub mod wing;
 
 pub use context::{BuildContext, BuiltAlgorithm, SiloCalibration};
 pub use half::{

@@ -1,12 +1,14 @@
 //! Server helpers every wing shares: averaging a round's messages, the iterate a server
 //! outputs (average, last, the average of the last k, or the exponential weights of Lowy &
-//! Razaviyayn Thm 2.1), and the iterates of an AC-SA server ([`AcsaIterates`]).
+//! Razaviyayn Thm 2.1), the iterates of an AC-SA server ([`AcsaIterates`]), and MB-SGD's
+//! server half ([`MbSgdServer`]), which the Lowy and shuffle wings both run.
 
 use serde::{Deserialize, Serialize};
 
-use super::half::HalfState;
+use super::half::{HalfState, ServerHalf};
 use super::message::{Broadcast, Round, SiloMessage};
 use crate::model::Projection;
+use crate::units::StepSize;
 
 /// Which iterate the server outputs.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default, schemars::JsonSchema)]
@@ -173,6 +175,74 @@ pub fn average_messages(
         m.payload.add_to(s, g)?;
     }
     Ok(true)
+}
+
+/// MB-SGD's server half (Lowy & Razaviyayn Algorithm 2 lines 9–11; also the server of the
+/// shuffle wing's SDP MB-SGD, PSGD and PGD): average, projected step, iterate averaging.
+#[derive(Debug, Clone)]
+pub struct MbSgdServer {
+    w: Vec<f64>,
+    step_size: StepSize,
+    projection: Projection,
+    out: IterateOutput,
+    g: Vec<f64>,
+}
+
+impl MbSgdServer {
+    /// The server half: w_{r+1} = Π_W(w_r − η·mean of the round's messages), starting at `init`;
+    /// `rule` says which iterate is output.
+    pub fn new(
+        init: Vec<f64>,
+        step_size: StepSize,
+        projection: Projection,
+        rule: OutputRule,
+    ) -> Self {
+        let d = init.len();
+        let mut w = init;
+        projection.apply(&mut w);
+        MbSgdServer {
+            w,
+            step_size,
+            projection,
+            out: IterateOutput::new(rule, d),
+            g: vec![0.0; d],
+        }
+    }
+}
+
+impl ServerHalf for MbSgdServer {
+    fn broadcast(&mut self, round: Round) -> Broadcast {
+        Broadcast {
+            round,
+            point: self.w.clone(),
+            aux: Vec::new(),
+        }
+    }
+
+    fn aggregate(&mut self, round: Round, messages: &[SiloMessage]) -> crate::Result<()> {
+        self.out.record(&self.w);
+        if average_messages(messages, round, &mut self.g)? {
+            crate::linalg::axpy(-self.step_size.get(), &self.g, &mut self.w);
+            self.projection.apply(&mut self.w);
+        }
+        Ok(())
+    }
+
+    fn output(&self) -> Vec<f64> {
+        self.out.output(&self.w)
+    }
+
+    fn dim(&self) -> usize {
+        self.w.len()
+    }
+
+    fn state(&self) -> HalfState {
+        self.out.state_with(&self.w)
+    }
+
+    fn restore(&mut self, state: HalfState) -> crate::Result<()> {
+        self.out.restore_with(&mut self.w, &state)
+    }
 }
 
 /// The iterates of an AC-SA server (Ghadimi & Lan 2012): Lowy & Razaviyayn's Algorithm 1

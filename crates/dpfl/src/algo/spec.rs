@@ -1,60 +1,29 @@
 //! Algorithm specifications (what a config file names) and their construction into halves.
+//!
+//! [`AlgorithmSpec`] is only the serde enum of the configs: every question about an algorithm
+//! (label, privacy, noise multiplier, grid knobs, requirements, audit view, plan) goes through
+//! one exhaustive match (`with_wing!`) to the variant's [`Wing`] (issue 28 item 1).
 
 use serde::{Deserialize, Serialize};
 
 use super::context::{BuildContext, BuiltAlgorithm, SiloCalibration};
 use super::half::{ServerHalf, SiloHalf};
 use super::lowy;
-use super::lowy::calibration::Calibration;
 use super::normfedavg;
-use super::server::OutputRule;
 use super::shuffle;
 use super::soteria;
+use super::wing::{AuditView, Knobs, NoiseMultiplier, Privacy, Requirements, Wing};
 
 /// An algorithm as named in a config file.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "kind", rename_all = "kebab-case", deny_unknown_fields)]
 pub enum AlgorithmSpec {
     /// Minibatch SGD (Lowy & Razaviyayn Algorithm 2); private when `calibration` is set.
-    MbSgd {
-        /// η > 0.
-        step_size: f64,
-        /// The noise rule; `None` for the non-private algorithm.
-        #[serde(default)]
-        calibration: Option<Calibration>,
-        /// K; default: the calibration's rule (private) or required (non-private).
-        #[serde(default)]
-        batch_size: Option<usize>,
-        /// Which iterate the server outputs.
-        #[serde(default)]
-        output: OutputRule,
-        /// How each silo draws its K records per round: `with-replacement` (the paper's,
-        /// default), `without-replacement` or `poisson` (rate K/n).
-        #[serde(default)]
-        sampling: dpfl_privacy::sampler::RecordSampling,
-    },
+    MbSgd(lowy::wing::MbSgdSpec),
     /// Local SGD / FedAvg: K local single-sample steps, server averages models; private
     /// (the paper's ISRL-DP Local SGD baseline, App. I) when `private = true` or a
     /// `calibration` is given.
-    LocalSgd {
-        /// η > 0 of each local step.
-        step_size: f64,
-        /// Private with the paper's App. I noise (`experiment` rule) unless `calibration` says
-        /// otherwise.
-        #[serde(default)]
-        private: bool,
-        /// The noise rule of a private run: `experiment` (App. I's per-step σ, the default
-        /// with `private = true`) or `accountant` (the smallest σ certified for the R·K
-        /// sampled steps). Local SGD has no `theory` rule in the paper.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        calibration: Option<Calibration>,
-        /// K local steps; default as for MB-SGD's experiment rule.
-        #[serde(default)]
-        local_steps: Option<usize>,
-        /// Which iterate (average of the silos' models) the server outputs.
-        #[serde(default)]
-        output: OutputRule,
-    },
+    LocalSgd(lowy::wing::LocalSgdSpec),
     /// Accelerated Noisy MB-SGD (Lowy & Razaviyayn Algorithm 1), one-pass or ERM; see
     /// [`lowy::acsa::AcceleratedSpec`].
     AcceleratedMbSgd(lowy::acsa::AcceleratedSpec),
@@ -94,170 +63,119 @@ pub enum AlgorithmSpec {
     QDpsgd1(soteria::SoteriaSpec),
 }
 
+/// Binds `$w` to the [`Wing`] of `$spec`'s variant and evaluates `$body`: the one exhaustive
+/// match on the algorithm kinds that reads a config. A new variant fails to compile here
+/// until it names its wing; nothing falls into a fallback arm.
+macro_rules! with_wing {
+    ($spec:expr, $w:ident => $body:expr) => {{
+        use soteria::Method;
+        use soteria::wing::SoteriaWing;
+        let soteria = |method: Method, spec: &soteria::SoteriaSpec| SoteriaWing {
+            method,
+            spec: spec.clone(),
+        };
+        match $spec {
+            AlgorithmSpec::MbSgd($w) => $body,
+            AlgorithmSpec::LocalSgd($w) => $body,
+            AlgorithmSpec::AcceleratedMbSgd($w) => $body,
+            AlgorithmSpec::NoisyMbSgd($w) => $body,
+            AlgorithmSpec::SdpMbSgd($w) => $body,
+            AlgorithmSpec::SdpAcceleratedMbSgd($w) => $body,
+            AlgorithmSpec::Psgd($w) => $body,
+            AlgorithmSpec::Pgd($w) => $body,
+            AlgorithmSpec::Pagd($w) => $body,
+            AlgorithmSpec::PanPrivateAcsa($w) => $body,
+            AlgorithmSpec::NormFedAvg($w) => $body,
+            AlgorithmSpec::SoteriaFl(s) => {
+                let $w = &soteria(Method::SoteriaFl, s);
+                $body
+            }
+            AlgorithmSpec::CdpSgd(s) => {
+                let $w = &soteria(Method::CdpSgd, s);
+                $body
+            }
+            AlgorithmSpec::LdpSgd(s) => {
+                let $w = &soteria(Method::LdpSgd, s);
+                $body
+            }
+            AlgorithmSpec::LdpSvrg(s) => {
+                let $w = &soteria(Method::LdpSvrg, s);
+                $body
+            }
+            AlgorithmSpec::QDpsgd1(s) => {
+                let $w = &soteria(Method::QDpsgd1, s);
+                $body
+            }
+        }
+    }};
+}
+
 impl AlgorithmSpec {
     /// A short label (used when a config gives none).
     pub fn default_label(&self) -> String {
-        match self {
-            AlgorithmSpec::MbSgd {
-                calibration: Some(_),
-                ..
-            } => "ISRL-DP MB-SGD".into(),
-            AlgorithmSpec::MbSgd {
-                calibration: None, ..
-            } => "MB-SGD".into(),
-            AlgorithmSpec::LocalSgd { .. } if self.is_private() => "ISRL-DP Local SGD".into(),
-            AlgorithmSpec::LocalSgd { .. } => "Local SGD".into(),
-            AlgorithmSpec::AcceleratedMbSgd(a) => a.label(),
-            AlgorithmSpec::NoisyMbSgd(a) if a.calibration.is_some() => {
-                "ISRL-DP MB-SGD (Alg. 7)".into()
-            }
-            AlgorithmSpec::NoisyMbSgd(_) => "MB-SGD (Alg. 7)".into(),
-            AlgorithmSpec::SdpMbSgd(_) => "SDP MB-SGD".into(),
-            AlgorithmSpec::SdpAcceleratedMbSgd(_) => "SDP accelerated MB-SGD (one-pass)".into(),
-            AlgorithmSpec::Psgd(_) => "PSGD (shuffle)".into(),
-            AlgorithmSpec::Pgd(_) => "PGD (shuffle)".into(),
-            AlgorithmSpec::Pagd(_) => "PAGD (shuffle)".into(),
-            AlgorithmSpec::PanPrivateAcsa(_) => "pan-private AC-SA".into(),
-            AlgorithmSpec::NormFedAvg(a) => a.label(),
-            _ => match self.soteria() {
-                Some((m, s)) => s.label(m),
-                None => String::new(),
-            },
-        }
+        with_wing!(self, w => w.label())
+    }
+    /// Whether and how the algorithm is private ([`Wing::privacy`]).
+    pub fn privacy(&self) -> Privacy {
+        with_wing!(self, w => w.privacy())
     }
     /// Whether the algorithm adds noise (and so spends a privacy budget).
     pub fn is_private(&self) -> bool {
-        match self {
-            AlgorithmSpec::MbSgd { calibration, .. } => calibration.is_some(),
-            AlgorithmSpec::LocalSgd {
-                private,
-                calibration,
-                ..
-            } => *private || calibration.is_some(),
-            AlgorithmSpec::AcceleratedMbSgd(a) => a.calibration.is_some(),
-            AlgorithmSpec::NoisyMbSgd(a) => a.calibration.is_some(),
-            AlgorithmSpec::SdpMbSgd(_)
-            | AlgorithmSpec::SdpAcceleratedMbSgd(_)
-            | AlgorithmSpec::Psgd(_)
-            | AlgorithmSpec::Pgd(_)
-            | AlgorithmSpec::Pagd(_)
-            | AlgorithmSpec::PanPrivateAcsa(_) => true,
-            AlgorithmSpec::NormFedAvg(a) => a.variant.is_private(),
-            _ => self.soteria().is_some_and(|(_, s)| s.is_private()),
-        }
+        self.privacy().is_private()
     }
-
+    /// How the algorithm treats `privacy.noise_multiplier` ([`Wing::noise_multiplier`]).
+    pub fn noise_multiplier(&self) -> NoiseMultiplier {
+        with_wing!(self, w => w.noise_multiplier())
+    }
     /// Whether the algorithm takes `privacy.noise_multiplier` (σ = z·Δ set directly): the
     /// Gaussian algorithms whose message has one L2 sensitivity Δ. See
     /// [`Self::noise_multiplier_refusal`] for the others.
     pub fn accepts_noise_multiplier(&self) -> bool {
-        match self {
-            AlgorithmSpec::MbSgd { .. }
-            | AlgorithmSpec::LocalSgd { .. }
-            | AlgorithmSpec::AcceleratedMbSgd(_)
-            | AlgorithmSpec::NoisyMbSgd(_) => true,
-            _ => self.soteria().is_some_and(|(m, s)| {
-                use soteria::Estimator;
-                m != soteria::Method::LdpSvrg
-                    && matches!(s.estimator, None | Some(Estimator::Sgd | Estimator::Gd))
-            }),
+        match self.noise_multiplier() {
+            NoiseMultiplier::Accepts => true,
+            NoiseMultiplier::Refuses(_) => false,
         }
     }
-
     /// Why an algorithm refuses `privacy.noise_multiplier` (empty where it accepts one).
     pub fn noise_multiplier_refusal(&self) -> &'static str {
-        match self {
-            _ if self.accepts_noise_multiplier() => "",
-            AlgorithmSpec::NormFedAvg(_) => {
-                "its noise is the truncated discrete Laplace (or Binomial) calibrated by Theorem \
-                 1, not a Gaussian multiplier"
-            }
-            AlgorithmSpec::SdpMbSgd(_)
-            | AlgorithmSpec::SdpAcceleratedMbSgd(_)
-            | AlgorithmSpec::Psgd(_)
-            | AlgorithmSpec::Pgd(_)
-            | AlgorithmSpec::Pagd(_) => {
-                "its guarantee is calibrated through the shuffler (amplification, or the \
-                 PVEC/P1D vector summation), where a Gaussian multiplier fixes no epsilon"
-            }
-            AlgorithmSpec::PanPrivateAcsa(_) => {
-                "it adds two Gaussians (state and output noise) split from one target"
-            }
-            _ => {
-                "the SVRG/SAGA estimators split their noise over two terms of different \
-                 sensitivities (SoteriaFL Lemma 3), so one multiplier is ill-defined"
-            }
+        match self.noise_multiplier() {
+            NoiseMultiplier::Accepts => "",
+            NoiseMultiplier::Refuses(why) => why,
         }
     }
-
-    /// The SoteriaFL wing's method and config, if this is one of its kinds.
-    pub fn soteria(&self) -> Option<(soteria::Method, &soteria::SoteriaSpec)> {
-        use soteria::Method;
-        match self {
-            AlgorithmSpec::SoteriaFl(s) => Some((Method::SoteriaFl, s)),
-            AlgorithmSpec::CdpSgd(s) => Some((Method::CdpSgd, s)),
-            AlgorithmSpec::LdpSgd(s) => Some((Method::LdpSgd, s)),
-            AlgorithmSpec::LdpSvrg(s) => Some((Method::LdpSvrg, s)),
-            AlgorithmSpec::QDpsgd1(s) => Some((Method::QDpsgd1, s)),
-            _ => None,
-        }
+    /// What a reproduction's grid reads ([`Wing::knobs`]).
+    pub fn knobs(&self) -> Knobs {
+        with_wing!(self, w => w.knobs())
+    }
+    /// What a run requires of its runner, without the quorum (see
+    /// [`crate::plan::Plan::requirements`] for the planned run's).
+    pub fn requirements(&self) -> Requirements {
+        with_wing!(self, w => w.requirements())
     }
     /// Whether the runner must put a shuffle stage between the silos and the server.
     pub fn needs_shuffler(&self) -> bool {
-        matches!(
-            self,
-            AlgorithmSpec::SdpMbSgd(_)
-                | AlgorithmSpec::SdpAcceleratedMbSgd(_)
-                | AlgorithmSpec::Psgd(_)
-                | AlgorithmSpec::Pgd(_)
-                | AlgorithmSpec::Pagd(_)
-        )
+        self.requirements().shuffler
     }
-    /// The configured step size; `None` where `params = "theory"` computes it.
+    /// Whether a run tracks ‖∇f‖² and the bits sent by default ([`Wing::extended_metrics`]).
+    pub fn extended_metrics(&self) -> bool {
+        with_wing!(self, w => w.extended_metrics())
+    }
+    /// How an auditor reads the messages of this algorithm as planned in `wing`.
+    pub fn audit_view(&self, wing: &WingPlan) -> crate::Result<AuditView> {
+        with_wing!(self, w => Ok(w.audit_view(part(wing, self)?)))
+    }
+    /// The configured step size; `None` where `params = "theory"` or a preset computes it.
     pub fn explicit_step_size(&self) -> Option<f64> {
-        match self {
-            AlgorithmSpec::MbSgd { step_size, .. } | AlgorithmSpec::LocalSgd { step_size, .. } => {
-                Some(*step_size)
-            }
-            AlgorithmSpec::AcceleratedMbSgd(a) => a.step_size,
-            AlgorithmSpec::NoisyMbSgd(a) => a.step_size,
-            AlgorithmSpec::SdpMbSgd(a) => Some(a.step_size),
-            AlgorithmSpec::SdpAcceleratedMbSgd(a) => Some(a.step_size),
-            AlgorithmSpec::Psgd(a) => a.step_size,
-            AlgorithmSpec::Pgd(a) => a.step_size,
-            // AC-SA's steps come from the preset (L_t).
-            AlgorithmSpec::Pagd(_) | AlgorithmSpec::PanPrivateAcsa(_) => None,
-            AlgorithmSpec::NormFedAvg(a) => Some(a.step_size),
-            AlgorithmSpec::SoteriaFl(a)
-            | AlgorithmSpec::CdpSgd(a)
-            | AlgorithmSpec::LdpSgd(a)
-            | AlgorithmSpec::LdpSvrg(a)
-            | AlgorithmSpec::QDpsgd1(a) => Some(a.step_size),
-        }
+        self.knobs().step_size
+    }
+    /// The same algorithm with step size `eta` and, where it has one, K = `batch` (a grid
+    /// point; [`Wing::tuned`]).
+    pub fn tuned(&self, eta: f64, batch: Option<usize>) -> Self {
+        with_wing!(self, w => AlgorithmSpec::from(w.tuned(eta, batch)))
     }
     /// The same algorithm with another step size (for grid searches).
     pub fn with_step_size(&self, eta: f64) -> Self {
-        let mut s = self.clone();
-        match &mut s {
-            AlgorithmSpec::MbSgd { step_size, .. } | AlgorithmSpec::LocalSgd { step_size, .. } => {
-                *step_size = eta
-            }
-            AlgorithmSpec::AcceleratedMbSgd(a) => a.step_size = Some(eta),
-            AlgorithmSpec::NoisyMbSgd(a) => a.step_size = Some(eta),
-            AlgorithmSpec::SdpMbSgd(a) => a.step_size = eta,
-            AlgorithmSpec::SdpAcceleratedMbSgd(a) => a.step_size = eta,
-            AlgorithmSpec::Psgd(a) => a.step_size = Some(eta),
-            AlgorithmSpec::Pgd(a) => a.step_size = Some(eta),
-            // No step size to search: L_t is the preset's.
-            AlgorithmSpec::Pagd(_) | AlgorithmSpec::PanPrivateAcsa(_) => {}
-            AlgorithmSpec::NormFedAvg(a) => a.step_size = eta,
-            AlgorithmSpec::SoteriaFl(a)
-            | AlgorithmSpec::CdpSgd(a)
-            | AlgorithmSpec::LdpSgd(a)
-            | AlgorithmSpec::LdpSvrg(a)
-            | AlgorithmSpec::QDpsgd1(a) => a.step_size = eta,
-        }
-        s
+        self.tuned(eta, None)
     }
 
     /// Checks the parameters and calibrates every silo once: the algorithm part of a run's
@@ -278,165 +196,10 @@ impl AlgorithmSpec {
         if let Some(eta) = self.explicit_step_size() {
             crate::units::StepSize::new(eta)?;
         }
-        let mut whole = None;
-        let (calibration, wing) = match self {
-            AlgorithmSpec::MbSgd {
-                step_size,
-                calibration,
-                batch_size,
-                output,
-                sampling,
-            } => {
-                let (p, c) = lowy::mbsgd::plan(
-                    ctx,
-                    crate::units::StepSize::new(*step_size)?,
-                    *calibration,
-                    *batch_size,
-                    *output,
-                    *sampling,
-                )?;
-                (c, WingPlan::Lowy(LowyPlan::MbSgd(p)))
-            }
-            AlgorithmSpec::LocalSgd {
-                step_size,
-                private,
-                calibration,
-                local_steps,
-                output,
-            } => {
-                // `private = true` alone keeps its meaning (App. I's rule); a calibration
-                // makes the run private whatever `private` says (never less noise).
-                let rule = match (calibration, private) {
-                    (Some(c), _) => Some(*c),
-                    (None, true) => Some(Calibration::Experiment),
-                    (None, false) => None,
-                };
-                let (p, c) = lowy::local_sgd::plan(
-                    ctx,
-                    crate::units::StepSize::new(*step_size)?,
-                    rule,
-                    *local_steps,
-                    *output,
-                )?;
-                (c, WingPlan::Lowy(LowyPlan::LocalSgd(p)))
-            }
-            AlgorithmSpec::AcceleratedMbSgd(a) => {
-                let (p, c) = lowy::acsa::plan(ctx, a)?;
-                (c, WingPlan::Lowy(LowyPlan::Acsa(p)))
-            }
-            AlgorithmSpec::NoisyMbSgd(a) => {
-                let (p, c) = lowy::mbsgd::plan_general(ctx, a)?;
-                (c, WingPlan::Lowy(LowyPlan::MbSgd(p)))
-            }
-            AlgorithmSpec::SoteriaFl(s)
-            | AlgorithmSpec::CdpSgd(s)
-            | AlgorithmSpec::LdpSgd(s)
-            | AlgorithmSpec::LdpSvrg(s)
-            | AlgorithmSpec::QDpsgd1(s) => {
-                let method = self
-                    .soteria()
-                    .map_or(soteria::Method::SoteriaFl, |(m, _)| m);
-                let (p, c) = soteria::plan::plan(ctx, method, s)?;
-                (c, WingPlan::Soteria(Box::new(p)))
-            }
-            // The shuffle wing plans while building the whole federation once (kept for the
-            // simulator); other processes build their one half from the plan.
-            AlgorithmSpec::SdpMbSgd(_)
-            | AlgorithmSpec::SdpAcceleratedMbSgd(_)
-            | AlgorithmSpec::Psgd(_)
-            | AlgorithmSpec::Pgd(_)
-            | AlgorithmSpec::Pagd(_)
-            | AlgorithmSpec::PanPrivateAcsa(_) => {
-                let inner = self.shuffle_inner(ctx)?;
-                let (built, silos, pvec) = match self {
-                    AlgorithmSpec::SdpMbSgd(a) => shuffle::build_sdp_mbsgd(ctx, a, inner)?,
-                    AlgorithmSpec::SdpAcceleratedMbSgd(a) => {
-                        shuffle::build_sdp_acsa(ctx, a, inner)?
-                    }
-                    AlgorithmSpec::Psgd(a) => shuffle::build_psgd(ctx, a, inner)?,
-                    AlgorithmSpec::Pgd(a) => shuffle::build_pgd(ctx, a, inner)?,
-                    AlgorithmSpec::Pagd(a) => shuffle::build_pagd(ctx, a, inner)?,
-                    AlgorithmSpec::PanPrivateAcsa(a) => {
-                        shuffle::pan_plan::build_pan(ctx, a, inner)?
-                    }
-                    _ => {
-                        return Err(crate::Error::config("algorithm", "not a shuffle algorithm"));
-                    }
-                };
-                let calibration = built.calibration.clone();
-                whole = Some(built);
-                let plan = shuffle::plan::ShufflePlan { silos, pvec };
-                (
-                    calibration,
-                    WingPlan::Shuffle {
-                        algorithm: Box::new(self.clone()),
-                        plan: Box::new(plan),
-                    },
-                )
-            }
-            AlgorithmSpec::NormFedAvg(a) => {
-                let (p, c) = normfedavg::plan::plan(ctx, a)?;
-                (c, WingPlan::NormFedAvg(Box::new(p)))
-            }
-        };
-        Ok((calibration, wing, whole))
-    }
-
-    /// The non-private Lowy server half behind a shuffle algorithm's analyzer (closed forms
-    /// only: Lowy's plans without calibration and the shuffle presets).
-    pub(crate) fn shuffle_inner(&self, ctx: &BuildContext) -> crate::Result<Box<dyn ServerHalf>> {
-        match self {
-            AlgorithmSpec::SdpMbSgd(a) => lowy_mbsgd_server(
-                ctx,
-                a.step_size,
-                None,
-                Some(a.batch_size),
-                a.output,
-                dpfl_privacy::sampler::RecordSampling::WithReplacement,
-            ),
-            AlgorithmSpec::SdpAcceleratedMbSgd(a) => lowy_acsa_server(
-                ctx,
-                &lowy::acsa::AcceleratedSpec {
-                    sampling: lowy::acsa::AcsaSampling::OnePass,
-                    calibration: None,
-                    params: lowy::inputs::Params::Explicit,
-                    step_size: Some(a.step_size),
-                    batch_size: Some(a.batch_size(ctx)?),
-                    regularization: a.regularization,
-                    smoothing: None,
-                    weights: None,
-                    constants: Default::default(),
-                },
-            ),
-            AlgorithmSpec::Psgd(a) => {
-                let (k, eta, _) = shuffle::psgd_preset(ctx, a)?;
-                lowy_mbsgd_server(
-                    ctx,
-                    eta,
-                    None,
-                    Some(k),
-                    OutputRule::Average,
-                    dpfl_privacy::sampler::RecordSampling::WithReplacement,
-                )
-            }
-            AlgorithmSpec::Pgd(a) => {
-                let (_, eta, _) = shuffle::pgd_preset(ctx, a)?;
-                lowy_mbsgd_server(
-                    ctx,
-                    eta,
-                    None,
-                    Some(1),
-                    OutputRule::Average,
-                    dpfl_privacy::sampler::RecordSampling::WithReplacement,
-                )
-            }
-            AlgorithmSpec::Pagd(a) => shuffle::pagd_preset::pagd_server(ctx, a),
-            AlgorithmSpec::PanPrivateAcsa(a) => shuffle::pan_plan::pan_server(ctx, a),
-            _ => Err(crate::Error::config(
-                "algorithm",
-                format!("{} is not a shuffle algorithm", self.default_label()),
-            )),
-        }
+        with_wing!(self, w => {
+            let p = w.plan(ctx)?;
+            Ok((p.calibration, p.plan.into_wing_plan(), p.built))
+        })
     }
 
     /// Plans and builds every half at once (the simulator's whole federation, and tests).
@@ -444,6 +207,132 @@ impl AlgorithmSpec {
         match self.plan_parts(ctx)? {
             (_, _, Some(built)) => Ok(built),
             (calibration, wing, None) => wing.build(ctx, calibration),
+        }
+    }
+}
+
+/// `wing`'s part for `spec`'s wing; an error if the plan is another wing's.
+fn part<'a, P: WingPart>(wing: &'a WingPlan, spec: &AlgorithmSpec) -> crate::Result<&'a P> {
+    P::of(wing).ok_or_else(|| {
+        crate::Error::config(
+            "plan",
+            format!("the plan is not one of {}", spec.default_label()),
+        )
+    })
+}
+
+/// A wing's plan as a variant of [`WingPlan`], and back.
+trait WingPart: Sized {
+    fn into_wing_plan(self) -> WingPlan;
+    fn of(wing: &WingPlan) -> Option<&Self>;
+}
+
+impl WingPart for lowy::mbsgd::MbSgdPlan {
+    fn into_wing_plan(self) -> WingPlan {
+        WingPlan::Lowy(LowyPlan::MbSgd(self))
+    }
+    fn of(wing: &WingPlan) -> Option<&Self> {
+        let WingPlan::Lowy(LowyPlan::MbSgd(p)) = wing else {
+            return None;
+        };
+        Some(p)
+    }
+}
+
+impl WingPart for lowy::acsa::AcsaPlan {
+    fn into_wing_plan(self) -> WingPlan {
+        WingPlan::Lowy(LowyPlan::Acsa(self))
+    }
+    fn of(wing: &WingPlan) -> Option<&Self> {
+        let WingPlan::Lowy(LowyPlan::Acsa(p)) = wing else {
+            return None;
+        };
+        Some(p)
+    }
+}
+
+impl WingPart for lowy::local_sgd::LocalSgdPlan {
+    fn into_wing_plan(self) -> WingPlan {
+        WingPlan::Lowy(LowyPlan::LocalSgd(self))
+    }
+    fn of(wing: &WingPlan) -> Option<&Self> {
+        let WingPlan::Lowy(LowyPlan::LocalSgd(p)) = wing else {
+            return None;
+        };
+        Some(p)
+    }
+}
+
+impl WingPart for soteria::plan::SoteriaPlan {
+    fn into_wing_plan(self) -> WingPlan {
+        WingPlan::Soteria(Box::new(self))
+    }
+    fn of(wing: &WingPlan) -> Option<&Self> {
+        let WingPlan::Soteria(p) = wing else {
+            return None;
+        };
+        Some(p)
+    }
+}
+
+impl WingPart for shuffle::wing::ShuffleWingPlan {
+    fn into_wing_plan(self) -> WingPlan {
+        WingPlan::Shuffle(Box::new(self))
+    }
+    fn of(wing: &WingPlan) -> Option<&Self> {
+        let WingPlan::Shuffle(p) = wing else {
+            return None;
+        };
+        Some(p)
+    }
+}
+
+impl WingPart for normfedavg::plan::NormFedAvgPlan {
+    fn into_wing_plan(self) -> WingPlan {
+        WingPlan::NormFedAvg(Box::new(self))
+    }
+    fn of(wing: &WingPlan) -> Option<&Self> {
+        let WingPlan::NormFedAvg(p) = wing else {
+            return None;
+        };
+        Some(p)
+    }
+}
+
+/// Each config back into the serde enum (a grid point, [`AlgorithmSpec::tuned`]).
+macro_rules! from_config {
+    ($($variant:ident($config:ty)),* $(,)?) => {
+        $(impl From<$config> for AlgorithmSpec {
+            fn from(c: $config) -> Self {
+                AlgorithmSpec::$variant(c)
+            }
+        })*
+    };
+}
+
+from_config!(
+    MbSgd(lowy::wing::MbSgdSpec),
+    LocalSgd(lowy::wing::LocalSgdSpec),
+    AcceleratedMbSgd(lowy::acsa::AcceleratedSpec),
+    NoisyMbSgd(lowy::mbsgd::NoisyMbSgdSpec),
+    SdpMbSgd(shuffle::SdpMbSgdSpec),
+    SdpAcceleratedMbSgd(shuffle::SdpAcceleratedSpec),
+    Psgd(shuffle::PsgdSpec),
+    Pgd(shuffle::PgdSpec),
+    Pagd(shuffle::PagdSpec),
+    PanPrivateAcsa(shuffle::PanPrivateSpec),
+    NormFedAvg(normfedavg::NormFedAvgSpec),
+);
+
+impl From<soteria::wing::SoteriaWing> for AlgorithmSpec {
+    fn from(w: soteria::wing::SoteriaWing) -> Self {
+        use soteria::Method;
+        match w.method {
+            Method::SoteriaFl => AlgorithmSpec::SoteriaFl(w.spec),
+            Method::CdpSgd => AlgorithmSpec::CdpSgd(w.spec),
+            Method::LdpSgd => AlgorithmSpec::LdpSgd(w.spec),
+            Method::LdpSvrg => AlgorithmSpec::LdpSvrg(w.spec),
+            Method::QDpsgd1 => AlgorithmSpec::QDpsgd1(w.spec),
         }
     }
 }
@@ -461,12 +350,7 @@ pub enum WingPlan {
     Soteria(Box<soteria::plan::SoteriaPlan>),
     /// The shuffle model's algorithms: the spec (its server half follows by closed forms)
     /// and the wing's plan.
-    Shuffle {
-        /// The spec (its server half follows by closed forms).
-        algorithm: Box<AlgorithmSpec>,
-        /// The wing's calibrated plan.
-        plan: Box<shuffle::plan::ShufflePlan>,
-    },
+    Shuffle(Box<shuffle::wing::ShuffleWingPlan>),
     /// The DP-NormFedAvg family.
     NormFedAvg(Box<normfedavg::plan::NormFedAvgPlan>),
 }
@@ -491,8 +375,20 @@ impl WingPlan {
             WingPlan::Lowy(LowyPlan::Acsa(p)) => p.silos.len(),
             WingPlan::Lowy(LowyPlan::LocalSgd(p)) => p.silos.len(),
             WingPlan::Soteria(p) => p.silos.len(),
-            WingPlan::Shuffle { plan, .. } => plan.silos.len(),
+            WingPlan::Shuffle(p) => p.plan.silos.len(),
             WingPlan::NormFedAvg(p) => p.silos.len(),
+        }
+    }
+
+    /// The fewest silos a shuffled batch must hold for the reported honest-shuffler
+    /// guarantee when `participants` silos answer (`ShufflePlan::quorum`); `None` for plans
+    /// without a shuffle stage's calibration.
+    pub fn quorum(&self, participants: usize) -> Option<usize> {
+        match self {
+            WingPlan::Shuffle(p) => {
+                Some(p.plan.quorum(participants, p.algorithm.honest_fraction()))
+            }
+            WingPlan::Lowy(_) | WingPlan::Soteria(_) | WingPlan::NormFedAvg(_) => None,
         }
     }
 
@@ -503,9 +399,7 @@ impl WingPlan {
             WingPlan::Lowy(LowyPlan::Acsa(p)) => p.server_half(ctx),
             WingPlan::Lowy(LowyPlan::LocalSgd(p)) => p.server_half(ctx),
             WingPlan::Soteria(p) => p.server_half(ctx),
-            WingPlan::Shuffle { algorithm, plan } => {
-                plan.server_half(algorithm.shuffle_inner(ctx)?)
-            }
+            WingPlan::Shuffle(p) => p.plan.server_half(p.algorithm.server_inner(ctx)?),
             WingPlan::NormFedAvg(p) => p.server_half(ctx),
         }
     }
@@ -517,7 +411,7 @@ impl WingPlan {
             WingPlan::Lowy(LowyPlan::Acsa(p)) => p.silo_half(ctx, silo),
             WingPlan::Lowy(LowyPlan::LocalSgd(p)) => p.silo_half(ctx, silo),
             WingPlan::Soteria(p) => p.silo_half(ctx, silo),
-            WingPlan::Shuffle { plan, .. } => plan.silo_half(ctx, silo),
+            WingPlan::Shuffle(p) => p.plan.silo_half(ctx, silo),
             WingPlan::NormFedAvg(p) => p.silo_half(ctx, silo),
         }
     }
@@ -537,28 +431,4 @@ impl WingPlan {
             calibration,
         })
     }
-}
-
-/// A non-private Lowy MB-SGD server half (the shuffle wing's server side: a server half never
-/// adds noise).
-fn lowy_mbsgd_server(
-    ctx: &BuildContext,
-    step_size: f64,
-    calibration: Option<Calibration>,
-    batch_size: Option<usize>,
-    output: OutputRule,
-    sampling: dpfl_privacy::sampler::RecordSampling,
-) -> crate::Result<Box<dyn ServerHalf>> {
-    let step_size = crate::units::StepSize::new(step_size)?;
-    let (p, _) = lowy::mbsgd::plan(ctx, step_size, calibration, batch_size, output, sampling)?;
-    p.server_half(ctx)
-}
-
-/// A Lowy AC-SA server half built from `spec` (non-private in the shuffle wing's use).
-fn lowy_acsa_server(
-    ctx: &BuildContext,
-    spec: &lowy::acsa::AcceleratedSpec,
-) -> crate::Result<Box<dyn ServerHalf>> {
-    let (p, _) = lowy::acsa::plan(ctx, spec)?;
-    p.server_half(ctx)
 }

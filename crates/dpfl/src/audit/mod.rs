@@ -378,7 +378,7 @@ pub fn audit(
         .ok_or_else(|| Error::config("privacy", "silo 0 has no budget to audit"))?;
     let (calibration, wing, whole) = entry.spec.plan_parts(&ctx)?;
     let dim = ctx.federation.dim;
-    let mut view = score::View::for_algorithm(&entry.spec, &wing, dim);
+    let mut view = score::View::for_algorithm(&entry.spec, &wing, dim)?;
     #[cfg(test)]
     let (calibration, wing, whole) = match (opts.under_noise, &opts.under_noise_spec) {
         (None, None) => (calibration, wing, whole),
@@ -395,22 +395,13 @@ pub fn audit(
     // The halves are then built from the altered plan, not the wing's prebuilt federation.
     #[cfg(test)]
     let (wing, whole) = match (opts.pvec_noise_bits, wing) {
-        (
-            Some(bits),
-            crate::algo::spec::WingPlan::Shuffle {
-                algorithm,
-                mut plan,
-            },
-        ) => {
-            let p = plan
-                .pvec
-                .as_mut()
-                .ok_or_else(|| Error::config("audit", "pvec_noise_bits on a plan without PVEC"))?;
+        (Some(bits), crate::algo::spec::WingPlan::Shuffle(mut shuffled)) => {
+            let p =
+                shuffled.plan.pvec.as_mut().ok_or_else(|| {
+                    Error::config("audit", "pvec_noise_bits on a plan without PVEC")
+                })?;
             p.params.p1d.s = bits;
-            (
-                crate::algo::spec::WingPlan::Shuffle { algorithm, plan },
-                None,
-            )
+            (crate::algo::spec::WingPlan::Shuffle(shuffled), None)
         }
         (_, wing) => (wing, whole),
     };

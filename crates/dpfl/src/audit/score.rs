@@ -43,8 +43,8 @@ use dpfl_privacy::shuffle::protocol::{ShareSum, reveal};
 
 use crate::algo::message::{Broadcast, Payload, SiloMessage};
 use crate::algo::shuffle::pvec::{TO_SERVER, TO_SHUFFLER};
-use crate::algo::shuffle::trust::ShufflerTrust;
 use crate::algo::spec::WingPlan;
+use crate::algo::wing::AuditView;
 use crate::algo::{AlgorithmSpec, Round};
 
 /// How the auditor decodes a round's released messages (module doc).
@@ -71,38 +71,19 @@ pub enum View {
     },
 }
 
-fn trusted(t: ShufflerTrust) -> bool {
-    t == ShufflerTrust::Trusted
-}
-
 impl View {
-    /// The view for `spec` as planned in `wing`, for models of `dim` parameters.
-    pub fn for_algorithm(spec: &AlgorithmSpec, wing: &WingPlan, dim: usize) -> Self {
-        match spec {
-            AlgorithmSpec::LocalSgd { .. } | AlgorithmSpec::QDpsgd1(_) => View::Model,
-            AlgorithmSpec::Psgd(s) => View::PvecCounts {
-                all_silos: trusted(s.shuffler),
+    /// The view for `spec` as planned in `wing`, for models of `dim` parameters (the wing's
+    /// [`crate::algo::wing::Wing::audit_view`]).
+    pub fn for_algorithm(spec: &AlgorithmSpec, wing: &WingPlan, dim: usize) -> crate::Result<Self> {
+        Ok(match spec.audit_view(wing)? {
+            AuditView::Gradient { all_silos } => View::Gradient { all_silos },
+            AuditView::Model => View::Model,
+            AuditView::Shifted { gamma } => View::Shifted {
+                gamma,
+                shift: vec![0.0; dim],
             },
-            AlgorithmSpec::Pgd(s) => View::PvecCounts {
-                all_silos: trusted(s.shuffler),
-            },
-            AlgorithmSpec::SdpMbSgd(s) => View::Gradient {
-                all_silos: trusted(s.shuffler),
-            },
-            AlgorithmSpec::SdpAcceleratedMbSgd(s) => View::Gradient {
-                all_silos: trusted(s.shuffler),
-            },
-            _ => match wing {
-                WingPlan::Soteria(p) => match p.shift_step {
-                    Some(gamma) => View::Shifted {
-                        gamma,
-                        shift: vec![0.0; dim],
-                    },
-                    None => View::Gradient { all_silos: false },
-                },
-                _ => View::Gradient { all_silos: false },
-            },
-        }
+            AuditView::PvecCounts { all_silos } => View::PvecCounts { all_silos },
+        })
     }
 
     /// A short description for the report.

@@ -87,17 +87,20 @@ fn start_run<'t>(
     let (plan, built) = crate::plan::Plan::with_halves(setup, algorithm, &ctx)?;
     let calibration = plan.calibration.clone();
     let mut sim = Simulator::new(&trial.silos, built, spec.participation.clone(), seed)?;
-    if algorithm.needs_shuffler() {
-        // The shuffle model's theorems assume M_r = M fixed (Lowy & Razaviyayn §5).
-        if !matches!(
+    let needs = plan.requirements();
+    // The shuffle model's theorems assume M_r = M fixed (Lowy & Razaviyayn §5).
+    if needs.fixed_participation
+        && !matches!(
             spec.participation,
             crate::round::Participation::All | crate::round::Participation::Fixed { .. }
-        ) {
-            return Err(crate::Error::config(
-                "participation",
-                "shuffle-model algorithms need a fixed number of silos per round (all or fixed)",
-            ));
-        }
+        )
+    {
+        return Err(crate::Error::config(
+            "participation",
+            "shuffle-model algorithms need a fixed number of silos per round (all or fixed)",
+        ));
+    }
+    if needs.shuffler {
         sim = sim.with_shuffle(seed)?;
     }
     if spec.privacy.as_ref().is_some_and(|p| p.enforce_budget) && algorithm.is_private() {
@@ -184,7 +187,7 @@ pub fn train_one(
     let mut extended = Vec::new();
     let mut tracker = spec
         .extended_metrics
-        .unwrap_or(algorithm.soteria().is_some())
+        .unwrap_or(algorithm.extended_metrics())
         .then(|| {
             metrics::Tracker::new(metrics::full_grad_norm_sq(
                 model,

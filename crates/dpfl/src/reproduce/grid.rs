@@ -15,28 +15,7 @@ use crate::experiment::{TrialData, prepare_trial, train_one};
 
 /// The algorithm with the panel's K and a step size.
 fn configure(spec: &AlgorithmSpec, k: Option<usize>, eta: f64) -> AlgorithmSpec {
-    let mut s = spec.with_step_size(eta);
-    if let Some(k) = k {
-        match &mut s {
-            AlgorithmSpec::MbSgd { batch_size, .. } => *batch_size = Some(k),
-            AlgorithmSpec::LocalSgd { local_steps, .. } => *local_steps = Some(k),
-            AlgorithmSpec::AcceleratedMbSgd(a) => a.batch_size = Some(k),
-            AlgorithmSpec::NoisyMbSgd(_) => {}
-            AlgorithmSpec::SdpMbSgd(a) => a.batch_size = k,
-            AlgorithmSpec::SdpAcceleratedMbSgd(a) => a.batch_size = Some(k),
-            AlgorithmSpec::Psgd(a) => a.batch_size = Some(k),
-            AlgorithmSpec::Pagd(a) => a.batch_size = Some(k),
-            AlgorithmSpec::PanPrivateAcsa(a) => a.batch_size = Some(k),
-            AlgorithmSpec::Pgd(_) => {}
-            AlgorithmSpec::NormFedAvg(_) => {}
-            AlgorithmSpec::SoteriaFl(a)
-            | AlgorithmSpec::CdpSgd(a)
-            | AlgorithmSpec::LdpSgd(a)
-            | AlgorithmSpec::LdpSvrg(a)
-            | AlgorithmSpec::QDpsgd1(a) => a.batch_size = Some(k),
-        }
-    }
-    s
+    spec.tuned(eta, k)
 }
 
 /// The smallest K App. I's calibration accepts on every silo, ⌊n_i√ε/(2√R)⌋ (0 for
@@ -44,12 +23,7 @@ fn configure(spec: &AlgorithmSpec, k: Option<usize>, eta: f64) -> AlgorithmSpec 
 /// claims ISRL-DP for its σ² only under that condition (e.g. obesity at ε = 9 with our
 /// n ≈ 217 needs K ≥ 32, not the script's 30).
 fn min_batch(spec: &AlgorithmSpec, pt: &PanelTrial, rounds: usize, eps: f64) -> usize {
-    use crate::algo::Calibration;
-    let uses_rule = match spec {
-        AlgorithmSpec::MbSgd { calibration, .. } => *calibration == Some(Calibration::Experiment),
-        AlgorithmSpec::AcceleratedMbSgd(a) => a.calibration == Some(Calibration::Experiment),
-        _ => false,
-    };
+    let uses_rule = spec.knobs().app_i_batch_floor;
     let Ok(e) = dpfl_privacy::Epsilon::new(eps) else {
         return 0;
     };

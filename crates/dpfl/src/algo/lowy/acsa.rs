@@ -49,143 +49,10 @@ use super::params::{oracle, prepare, theory};
 use super::theory::{Constants, Overrides, Params, Setting, Smoothing, TheoryInputs};
 use crate::algo::context::{BuildContext, SiloCalibration};
 use crate::algo::gradient::{BatchSource, GradientSilo};
-use crate::algo::half::{HalfState, ServerHalf, SiloHalf};
-use crate::algo::message::{Broadcast, Round, SiloMessage};
-use crate::algo::server::AcsaIterates;
-use crate::model::Projection;
+use crate::algo::half::{ServerHalf, SiloHalf};
 
-/// Server half of AC-SA (Algorithm 1 lines 3, 8–10); see the module doc.
-#[derive(Debug, Clone)]
-pub struct AcsaServer {
-    /// w_{r−1}, w_ag, w_md and g.
-    it: AcsaIterates,
-    /// Centre of the regulariser (the initial point).
-    w0: Vec<f64>,
-    mu: f64,
-    lambda: f64,
-    schedule: AcsaSchedule,
-    /// Completed AC-SA iterations.
-    t: u64,
-}
-
-impl AcsaServer {
-    /// `mu`: the modulus the update uses (λ for the regularised convex run, μ for the
-    /// multi-stage run); `lambda`: the regulariser weight added to every gradient.
-    pub fn new(
-        init: Vec<f64>,
-        projection: Projection,
-        mu: f64,
-        lambda: f64,
-        schedule: AcsaSchedule,
-    ) -> crate::Result<Self> {
-        for (name, v) in [("strong_convexity", mu), ("regularization", lambda)] {
-            if !(v.is_finite() && v >= 0.0) {
-                return Err(crate::Error::config(
-                    format!("algorithm.{name}"),
-                    format!("must be finite and >= 0, got {v}"),
-                ));
-            }
-        }
-        let ok = match &schedule {
-            AcsaSchedule::Convex { gamma } => gamma.is_finite() && *gamma > 0.0,
-            AcsaSchedule::MultiStage { stages } => {
-                !stages.is_empty() && stages.iter().all(|s| s.v.is_finite() && s.v > 0.0)
-            }
-        };
-        if !ok {
-            return Err(crate::Error::config(
-                "algorithm.step_size",
-                format!("the AC-SA schedule needs positive finite constants, got {schedule:?}"),
-            ));
-        }
-        let it = AcsaIterates::new(init, projection);
-        Ok(AcsaServer {
-            w0: it.w.clone(),
-            it,
-            mu,
-            lambda,
-            schedule,
-            t: 0,
-        })
-    }
-
-    /// w_md of the next iteration into `self.it.md`; returns (α, η).
-    fn middle(&mut self) -> (f64, f64) {
-        let s = self.schedule.step(self.t + 1);
-        let (a, eta, mu) = (s.alpha, s.eta, self.mu);
-        let den = eta + (1.0 - a * a) * mu;
-        let c_ag = (1.0 - a) * (mu + eta) / den;
-        let c_w = a * ((1.0 - a) * mu + eta) / den;
-        let it = &mut self.it;
-        for ((m, ag), w) in it.md.iter_mut().zip(&it.w_ag).zip(&it.w) {
-            *m = c_ag * ag + c_w * w;
-        }
-        (a, eta)
-    }
-
-    /// Iterations done and the schedule, for tests and reports.
-    pub fn iterations(&self) -> u64 {
-        self.t
-    }
-}
-
-impl ServerHalf for AcsaServer {
-    fn broadcast(&mut self, round: Round) -> Broadcast {
-        self.middle();
-        self.it.broadcast(round)
-    }
-
-    fn aggregate(&mut self, round: Round, messages: &[SiloMessage]) -> crate::Result<()> {
-        let (a, eta) = self.middle();
-        if !self.it.mean_gradient(round, messages)? {
-            return Ok(());
-        }
-        let (mu, it) = (self.mu, &mut self.it);
-        if self.lambda > 0.0 {
-            // ∇ of (λ/2)‖w − w₀‖² at w_md: data-independent, so added after the noise.
-            for ((g, m), c) in it.g.iter_mut().zip(&it.md).zip(&self.w0) {
-                *g += self.lambda * (m - c);
-            }
-        }
-        let keep = (1.0 - a) * mu + eta;
-        let den = mu + eta;
-        for ((w, m), g) in it.w.iter_mut().zip(&it.md).zip(&it.g) {
-            *w = (a * mu * m + keep * *w - a * g) / den;
-        }
-        it.project_and_aggregate(a);
-        let stage = self.schedule.step(self.t + 1).stage;
-        self.t += 1;
-        let next = self.schedule.step(self.t + 1);
-        if next.stage != stage && next.r == 1 {
-            // Multi-stage restart: the next stage starts from w₀ := q_k = w_ag.
-            self.it.restart();
-        }
-        Ok(())
-    }
-
-    fn output(&self) -> Vec<f64> {
-        self.it.output()
-    }
-
-    fn dim(&self) -> usize {
-        self.it.dim()
-    }
-
-    fn state(&self) -> HalfState {
-        let mut s = HalfState::default();
-        self.it.put(&mut s);
-        s.put("acsa_iterations", &self.t);
-        s
-    }
-
-    fn restore(&mut self, state: HalfState) -> crate::Result<()> {
-        // A count by type: u64 (the JSON-era f64 needed a fraction check).
-        let t: u64 = state.get("acsa_iterations")?;
-        self.it.restore(&state)?;
-        self.t = t;
-        Ok(())
-    }
-}
+/// The AC-SA server half lives in the floor: the shuffle wing's Algorithm 6 runs it too.
+pub use crate::algo::acsa_server::AcsaServer;
 
 /// How an accelerated silo samples its records.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -495,7 +362,9 @@ mod tests {
     use crate::algo::lowy::mbsgd::MbSgdServer;
     use crate::algo::lowy::multistage::multistage;
     use crate::algo::message::Payload;
+    use crate::algo::message::{Broadcast, Round, SiloMessage};
     use crate::algo::server::OutputRule;
+    use crate::model::Projection;
     use crate::units::StepSize;
 
     /// F(w) = ½ Σ_j h_j (w_j − 1)², h log-spaced in [β/κ, β], β = 1.

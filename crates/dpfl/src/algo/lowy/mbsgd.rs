@@ -29,78 +29,14 @@ use super::params::{oracle, prepare, theory};
 use super::theory::{Constants, Params, Setting, Smoothing};
 use crate::algo::context::{BuildContext, SiloCalibration};
 use crate::algo::gradient::{BatchSource, GradientSilo};
-use crate::algo::half::{HalfState, ServerHalf, SiloHalf};
-use crate::algo::message::{Broadcast, Round, SiloMessage};
-use crate::algo::server::{IterateOutput, OutputRule, average_messages};
-use crate::model::Projection;
+use crate::algo::half::{ServerHalf, SiloHalf};
+use crate::algo::message::Round;
+use crate::algo::server::OutputRule;
+
+/// MB-SGD's server half lives in the floor: the shuffle wing's SDP MB-SGD, PSGD and PGD run
+/// it too.
+pub use crate::algo::server::MbSgdServer;
 use crate::units::StepSize;
-
-/// Server half of MB-SGD: average, projected step, iterate averaging.
-#[derive(Debug, Clone)]
-pub struct MbSgdServer {
-    w: Vec<f64>,
-    step_size: StepSize,
-    projection: Projection,
-    out: IterateOutput,
-    g: Vec<f64>,
-}
-
-impl MbSgdServer {
-    /// The server half: w_{r+1} = Π_W(w_r − η·mean of the round's messages), starting at `init`;
-    /// `rule` says which iterate is output.
-    pub fn new(
-        init: Vec<f64>,
-        step_size: StepSize,
-        projection: Projection,
-        rule: OutputRule,
-    ) -> Self {
-        let d = init.len();
-        let mut w = init;
-        projection.apply(&mut w);
-        MbSgdServer {
-            w,
-            step_size,
-            projection,
-            out: IterateOutput::new(rule, d),
-            g: vec![0.0; d],
-        }
-    }
-}
-
-impl ServerHalf for MbSgdServer {
-    fn broadcast(&mut self, round: Round) -> Broadcast {
-        Broadcast {
-            round,
-            point: self.w.clone(),
-            aux: Vec::new(),
-        }
-    }
-
-    fn aggregate(&mut self, round: Round, messages: &[SiloMessage]) -> crate::Result<()> {
-        self.out.record(&self.w);
-        if average_messages(messages, round, &mut self.g)? {
-            crate::linalg::axpy(-self.step_size.get(), &self.g, &mut self.w);
-            self.projection.apply(&mut self.w);
-        }
-        Ok(())
-    }
-
-    fn output(&self) -> Vec<f64> {
-        self.out.output(&self.w)
-    }
-
-    fn dim(&self) -> usize {
-        self.w.len()
-    }
-
-    fn state(&self) -> HalfState {
-        self.out.state_with(&self.w)
-    }
-
-    fn restore(&mut self, state: HalfState) -> crate::Result<()> {
-        self.out.restore_with(&mut self.w, &state)
-    }
-}
 
 /// What an MB-SGD run's halves are built from, checked and calibrated once (both config
 /// forms): per silo K_i, N p_i, L_i and σ_i, Moreau smoothing's β, the record sampling, η

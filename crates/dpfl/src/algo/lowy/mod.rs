@@ -4,8 +4,10 @@
 //! (App. I), the per-silo calibration and the theorems' parameter rules.
 //!
 //! - `mbsgd.rs` — one MB-SGD: `kind = "mb-sgd"` (Algorithm 2) and `"noisy-mb-sgd"`
-//!   (Algorithm 7: weights, per-silo K_i, smoothing, the theorems' rules); `MbSgdServer`.
-//! - `acsa.rs` — AC-SA's server half and `kind = "accelerated-mb-sgd"`.
+//!   (Algorithm 7: weights, per-silo K_i, smoothing, the theorems' rules); its server half
+//!   is the floor's `MbSgdServer` (the shuffle wing runs it too).
+//! - `acsa.rs` — `kind = "accelerated-mb-sgd"`; its server half is the floor's `AcsaServer`.
+//! - `wing.rs` — the `mb-sgd` and `local-sgd` configs and the wing's `Wing` impls.
 //! - `local_sgd.rs` — Local SGD / FedAvg and its ISRL-DP baseline.
 //! - `calibration.rs` — per-silo K_i and σ_i under theory | experiment | accountant (and
 //!   Thm E.1's one-pass rule); the one default-K rule.
@@ -18,10 +20,12 @@
 //!
 //! # Adding a paper (a new wing)
 //! A new paper gets a sibling directory (`soteria/`, `normfedavg/`, `shuffle/`) that imports
-//! only floor files (`crate::algo::{half, message, context, server, gradient}`) and its own
-//! files, never this wing: what two wings share moves down into the floor. It adds
-//! (1) its config struct and a variant of `crate::algo::spec::AlgorithmSpec` that calls its
-//! `build`; (2) its silo half (or a `BatchSource`/mechanism for the floor's `GradientSilo`) and
+//! only floor files (`crate::algo::{half, message, context, server, gradient, wing,
+//! acsa_server}`) and its own files, never this wing: what two wings share moves down into
+//! the floor. It adds (1) its config struct implementing `crate::algo::wing::Wing` (in its
+//! `wing.rs`: label, privacy, noise-multiplier rule, knobs, audit view, requirements, plan)
+//! and, in `crate::algo::spec`, its variant of `AlgorithmSpec` with its line in `with_wing!`
+//! and `from_config!`, and its plan's `WingPlan` variant; (2) its silo half (or a `BatchSource`/mechanism for the floor's `GradientSilo`) and
 //! server half, each reporting its round's privacy event; (3) its calibration with the
 //! theorem and a hand-computed test; (4) a line in ARCHITECTURE.md's code map.
 //! `crates/dpfl/tests/import_graph.rs` fails if a wing imports another wing or the floor
@@ -35,3 +39,4 @@ pub mod mbsgd;
 pub mod multistage;
 pub mod params;
 pub mod theory;
+pub mod wing;

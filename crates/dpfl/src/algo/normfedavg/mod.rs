@@ -52,6 +52,7 @@ pub mod local;
 pub mod plan;
 pub mod quantized;
 pub mod sensitivity;
+pub mod wing;
 
 pub use config::{
     BetaSchedule, BudgetSpec, NormFedAvgSpec, QuantPrivacy, SensitivitySpec, TdlCalibration,

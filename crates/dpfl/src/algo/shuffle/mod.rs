@@ -4,15 +4,15 @@
 //! - `kind = "sdp-mb-sgd"` — **Shuffled Noisy MB-SGD** (Thm 5.1 / G.1): Algorithm 2 with a
 //!   shuffler; each silo's Gaussian noise is calibrated so that the shuffled reports meet the
 //!   silo's (ε, δ) against the server ([`calibration`]); silo half = the floor's
-//!   `GradientSilo`, server half = any averaging server (spec.rs passes MB-SGD's).
+//!   `GradientSilo`, server half = the floor's `MbSgdServer` ([`wing`]).
 //! - `kind = "sdp-accelerated-mb-sgd"` — **SDP One-Pass Accelerated Noisy MB-SGD**
 //!   (Algorithm 6, Thm 5.2 / G.2): PVEC over the K per-record gradients of each silo's
-//!   disjoint batch, no Gaussian noise ([`pvec`]); the analyzer sits in front of AC-SA's
-//!   server half (spec.rs passes it).
+//!   disjoint batch, no Gaussian noise ([`pvec`]); the analyzer sits in front of the floor's
+//!   AC-SA server half (`crate::algo::acsa_server`, [`wing`]).
 //!
-//! Both need the simulator's shuffle stage: [`crate::algo::spec::AlgorithmSpec::needs_shuffler`]
-//! turns it on, and both assume a fixed number M of answering silos (Assumption of §5;
-//! the experiment refuses other participation rules for them).
+//! Both need the simulator's shuffle stage: their `Requirements` ([`wing`]) turn it on, and
+//! both assume a fixed number M of answering silos (Assumption of §5; the experiment refuses
+//! other participation rules for them).
 //!
 //! What each silo's ledger charges depends on `shuffler` ([`trust`]; default `untrusted`):
 //! untrusted, the guarantee that holds whatever the shuffler does (SDP MB-SGD: the silo's own
@@ -52,6 +52,7 @@ mod presets;
 pub mod pvec;
 pub mod robust;
 pub mod trust;
+pub mod wing;
 
 pub use pagd_preset::PagdSpec;
 pub(crate) use pagd_preset::build_pagd;

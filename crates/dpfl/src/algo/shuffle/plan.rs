@@ -2,7 +2,7 @@
 //! from, computed once per run. Building a half from it calibrates nothing: the silo's σ or
 //! PVEC parameters and the (ε, δ) its ledger charges are in the plan; the server half is the
 //! shuffle analyzer (PVEC) in front of a non-private Lowy server derived from the spec by
-//! closed forms (`AlgorithmSpec::shuffle_inner`).
+//! closed forms (`wing::ShuffleAlgorithm::server_inner`).
 
 use serde::{Deserialize, Serialize};
 

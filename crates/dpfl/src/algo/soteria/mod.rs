@@ -59,6 +59,7 @@ pub mod qdpsgd;
 pub mod server;
 pub mod silo;
 pub mod spec;
+pub mod wing;
 
 pub use calibration::Estimator;
 pub use spec::{Clipping, Method, NoiseCalibration, SoteriaSpec};
