@@ -70,18 +70,18 @@ fn with_silos(built: BuiltAlgorithm, silos: Vec<Box<dyn SiloHalf>>) -> BuiltAlgo
 fn the_gaussian_is_charged_its_own_event_continuous_and_discrete() {
     let (ctx, data) = federation(3, 60, 4, 2.0);
     let spec: AlgorithmSpec = toml::from_str(
-        "kind = \"mb-sgd\"\ncalibration = \"experiment\"\nstep_size = 0.5\nbatch_size = 20",
+        "kind = \"mb-sgd\"\ncalibration = \"experiment\"\nstep_size = 0.5\nbatch_size = 30",
     )
     .unwrap();
     let built = spec.build(&ctx).unwrap();
     let rows = built.calibration.clone();
     let spent = charged(built, &data, false);
     for (row, event) in rows.iter().zip(&spent) {
-        // N(0, σ²) on the mean of K = 20 gradients bounded by L = 1: Δ = 2L/K = 0.1.
-        let m = GaussianMechanism::new(row.sigma, 2.0 / 20.0).unwrap();
+        // N(0, σ²) on the mean of K = 30 gradients bounded by L = 1: Δ = 2L/K.
+        let m = GaussianMechanism::new(row.sigma, 2.0 / 30.0).unwrap();
         let want = m.sampled_event(Sampling::WithReplacement {
             population: 60,
-            draws: 20,
+            draws: 30,
         });
         assert_eq!(*event, want);
         assert_eq!(row.run_event, Some(want.repeated(4)));
@@ -223,21 +223,28 @@ fn qtdl_and_binomial_encoders_are_charged_their_own_events_and_the_half_keeps_no
             assert_eq!(*event, encoder(&noise, i).privacy_event(), "{variant:?}");
             assert_eq!(report[i].run_event, Some(event.clone().repeated(3)));
         }
-        // Other noise in the plan (a wider TDL support, more Binomial trials): the rebuilt
-        // half charges the new encoder's event, not the planned one.
-        let wider = match noise {
-            NoisePlan::Tdl { m, alpha } => NoisePlan::Tdl { m: 4 * m, alpha },
-            NoisePlan::Binomial { n } => NoisePlan::Binomial { n: 4 * n },
-        };
+        // Other noise in the plan: a wider TDL support gives the rebuilt half the new
+        // encoder's event (a smaller correct δ), not the planned one; a quarter of the
+        // Binomial's trials no longer gives cpSGD's ε, and the half is refused.
         let mut other = plan.clone();
-        other.noise = Some(wider);
-        let event = other
-            .silo_half(&ctx, 0)
-            .unwrap()
-            .round_event(Round::FIRST)
-            .unwrap();
-        assert_eq!(event, encoder(&wider, 0).privacy_event());
-        assert_ne!(event, spent[0], "{variant:?}");
+        match noise {
+            NoisePlan::Tdl { m, alpha } => {
+                let wider = NoisePlan::Tdl { m: 4 * m, alpha };
+                other.noise = Some(wider);
+                let event = other
+                    .silo_half(&ctx, 0)
+                    .unwrap()
+                    .round_event(Round::FIRST)
+                    .unwrap();
+                assert_eq!(event, encoder(&wider, 0).privacy_event());
+                assert_ne!(event, spent[0]);
+            }
+            NoisePlan::Binomial { n } => {
+                other.noise = Some(NoisePlan::Binomial { n: n / 4 });
+                let e = other.silo_half(&ctx, 0).err().unwrap().to_string();
+                assert!(e.contains("cpSGD"), "{e}");
+            }
+        }
     }
 }
 
