@@ -96,7 +96,7 @@ impl MessageAccounting {
                     epsilon,
                     delta_1: sens.l1,
                     delta_inf: sens.linf,
-                    tdl: tdl.clone(),
+                    tdl: *tdl,
                 };
                 tdl_event(&th, d as u64, sens.failure, self.calibration)
             }

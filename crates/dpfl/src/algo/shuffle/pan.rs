@@ -317,7 +317,9 @@ pub fn silo_from_plan(
     let sensitivity = 2.0 * lipschitz / batch_size as f64;
     let (epsilon, delta) = guarantee;
     let derived = lemma_c5_sigma(sensitivity, epsilon, delta)?;
-    if !((derived - zeta).abs() <= 1e-12 * derived) {
+    // NaN (a corrupt plan) fails this test too.
+    let same = (derived - zeta).abs() <= 1e-12 * derived;
+    if !same {
         return Err(crate::Error::config(
             "plan",
             format!("zeta = {zeta} is not Lemma C.5's {derived} for ({epsilon}, {delta})"),
