@@ -39,6 +39,7 @@ def account_release(
     neighbouring: Optional[str] = None,
     dataset_size: Optional[int] = None,
     accountant: str = "rdp",
+    poisson_pair: str = "ball",
 ) -> str: ...
 def calibrate_release(
     epsilon: float,

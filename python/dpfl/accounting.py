@@ -159,12 +159,22 @@ def account_release(
     dataset_size: Optional[int] = None,
     neighbouring: Optional[str] = None,
     accountant: str = "rdp",
+    poisson_pair: str = "ball",
 ) -> Dict[str, Any]:
-    """``dpfl account`` with the same parameters: returns the JSON object the CLI prints."""
+    """``dpfl account`` with the same parameters: returns the JSON object the CLI prints.
+
+    ``epsilon`` is the tighter of the RDP and PLD figures (both sound upper bounds), named by
+    ``epsilon_accountant``; ``rdp_epsilon`` and ``pld_epsilon`` show both (null where one does
+    not support the event, with the reason under ``notes``). ``epsilon_lower_bound`` is best
+    effort: null, with the reason under ``notes``, when dpfl has no concrete neighbouring pair
+    for the event or it is not computed within 20 s. ``poisson_pair`` picks the pair Poisson
+    sampling under replace-one is accounted with: ``"ball"`` (clipped contributions, every dpfl
+    mechanism) or ``"generic"`` (looser).
+    """
     return json.loads(
         _core.account_release(
             float(noise_multiplier), float(delta), mechanism, sampling, rate, int(steps),
-            neighbouring, dataset_size, accountant,
+            neighbouring, dataset_size, accountant, poisson_pair,
         )
     )
 

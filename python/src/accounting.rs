@@ -11,8 +11,10 @@ use dpfl_privacy::accountant::AccountantKind;
 use dpfl_privacy::accountant::lower_bound::epsilon_lower_bound;
 use dpfl_privacy::calibration::{analytic_gaussian_noise_multiplier, calibrate_noise_multiplier};
 use dpfl_privacy::event::Sampling;
+use dpfl_privacy::accountant::sampled_pld::PoissonPair;
 use dpfl_privacy::release::{
-    Release, ReleaseError, ReleaseMechanism, SamplingKind, check_noise_multiplier,
+    LOWER_BOUND_SECONDS, Release, ReleaseError, ReleaseMechanism, ReportError, SamplingKind,
+    account_report, calibrate_report,
 };
 use dpfl_privacy::{Delta, Epsilon, Neighbouring, PrivacyEvent};
 
@@ -95,9 +97,26 @@ fn parse_release(
     })
 }
 
-/// `dpfl account`: the same JSON object the CLI prints.
+fn report_error(e: ReportError) -> PyErr {
+    match e {
+        ReportError::Release(e) => refused(e),
+        ReportError::Privacy { field, error } => privacy(field, error),
+        other => RunError::new_err(other.to_string()),
+    }
+}
+
+fn poisson_pair(name: &str) -> PyResult<PoissonPair> {
+    one_of(
+        "poisson_pair",
+        name,
+        &[("ball", PoissonPair::Ball), ("generic", PoissonPair::Generic)],
+    )
+}
+
+/// `dpfl account`: the same JSON object the CLI prints (one function builds both:
+/// `dpfl_privacy::release::account_report`).
 #[pyfunction]
-#[pyo3(signature = (noise_multiplier, delta, mechanism="gaussian", sampling=None, rate=None, steps=1, neighbouring=None, dataset_size=None, accountant="rdp"))]
+#[pyo3(signature = (noise_multiplier, delta, mechanism="gaussian", sampling=None, rate=None, steps=1, neighbouring=None, dataset_size=None, accountant="rdp", poisson_pair="ball"))]
 #[allow(clippy::too_many_arguments)]
 pub fn account_release(
     py: Python<'_>,
@@ -110,35 +129,20 @@ pub fn account_release(
     neighbouring: Option<&str>,
     dataset_size: Option<u64>,
     accountant: &str,
+    poisson_pair: &str,
 ) -> PyResult<String> {
     let r = parse_release(mechanism, sampling, rate, steps, neighbouring, dataset_size)?;
     let acc = self::accountant("--accountant", accountant)?;
     let delta = self::delta("--delta", delta)?;
-    check_noise_multiplier(noise_multiplier).map_err(refused)?;
-    let sampling = r.sampling().map_err(refused)?;
-    let event = r.event(noise_multiplier, &sampling);
-    let nb = r.neighbouring();
-    let (eps, lower) = py.detach(|| {
-        let eps = acc.epsilon(nb, &event, delta);
-        let lower = epsilon_lower_bound(&event, nb, delta);
-        (eps, lower)
-    });
-    let eps = eps.map_err(|e| privacy("--accountant", e))?;
-    let lower = lower.map_err(|e| privacy("--noise-multiplier", e))?;
-    Ok(json!({
-        "epsilon": eps,
-        "epsilon_lower_bound": lower,
-        "delta": delta.get(),
-        "accountant": acc.name(),
-        "neighbouring": nb,
-        "noise_multiplier": noise_multiplier,
-        "steps": r.steps,
-        "event": event,
-    })
-    .to_string())
+    let pair = self::poisson_pair(poisson_pair)?;
+    let limit = std::time::Duration::from_secs(LOWER_BOUND_SECONDS);
+    let out = py
+        .detach(|| account_report(&r, noise_multiplier, delta, acc, pair, limit))
+        .map_err(report_error)?;
+    Ok(out.to_string())
 }
 
-/// `dpfl calibrate`: the same JSON object the CLI prints.
+/// `dpfl calibrate`: the same JSON object the CLI prints (`calibrate_report` builds both).
 #[pyfunction]
 #[pyo3(signature = (epsilon, delta, mechanism="gaussian", sampling=None, rate=None, steps=1, neighbouring=None, dataset_size=None, accountant="rdp"))]
 #[allow(clippy::too_many_arguments)]
@@ -158,29 +162,9 @@ pub fn calibrate_release(
     let acc = self::accountant("--accountant", accountant)?;
     let eps = Epsilon::new(epsilon).map_err(|e| privacy("--epsilon", e))?;
     let delta = self::delta("--delta", delta)?;
-    let sampling = r.sampling().map_err(refused)?;
-    let nb = r.neighbouring();
-    let z = py
-        .detach(|| calibrate_noise_multiplier(|z| r.event(z, &sampling), acc, nb, eps, delta))
-        .map_err(|e| privacy("--accountant", e))?;
-    let achieved = py
-        .detach(|| acc.epsilon(nb, &r.event(z, &sampling), delta))
-        .map_err(|e| privacy("--accountant", e))?;
-    let mut out = json!({
-        "noise_multiplier": z,
-        "epsilon": eps.get(),
-        "epsilon_achieved": achieved,
-        "delta": delta.get(),
-        "accountant": acc.name(),
-        "neighbouring": nb,
-        "steps": r.steps,
-        "event": r.event(z, &sampling),
-    });
-    if sampling.is_none() && r.steps == 1 && r.mechanism == ReleaseMechanism::Gaussian {
-        let a =
-            analytic_gaussian_noise_multiplier(eps, delta).map_err(|e| privacy("--epsilon", e))?;
-        out["analytic_gaussian_noise_multiplier"] = json!(a);
-    }
+    let out = py
+        .detach(|| calibrate_report(&r, eps, delta, acc, |_, _| {}))
+        .map_err(report_error)?;
     Ok(out.to_string())
 }
 

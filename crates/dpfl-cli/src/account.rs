@@ -2,16 +2,12 @@
 //! prints one JSON object on standard output.
 
 use clap::{Args, ValueEnum};
-use serde_json::json;
 
 use dpfl_privacy::accountant::AccountantKind;
-use dpfl_privacy::accountant::pld::PldAccountant;
 use dpfl_privacy::accountant::sampled_pld::PoissonPair;
-use dpfl_privacy::calibration::{
-    analytic_gaussian_noise_multiplier, calibrate_noise_multiplier_with_progress,
-};
 use dpfl_privacy::release::{
-    Release, ReleaseError, ReleaseMechanism, SamplingKind, check_noise_multiplier,
+    LOWER_BOUND_SECONDS, Release, ReleaseError, ReleaseMechanism, ReportError, SamplingKind,
+    account_report, calibrate_report,
 };
 use dpfl_privacy::{Delta, Epsilon, Neighbouring, PrivacyError};
 
@@ -168,177 +164,29 @@ fn refused(e: ReleaseError) -> anyhow::Error {
     config(e.field, e.reason)
 }
 
-/// How long `account` waits for the best-effort lower bound before printing without it.
-const LOWER_BOUND_SECONDS: u64 = 20;
-
-/// ε of `event` by `kind`, or null and the reason (a best-effort figure never fails the call).
-fn best_effort(
-    kind: AccountantKind,
-    nb: Neighbouring,
-    event: &dpfl_privacy::PrivacyEvent,
-    delta: Delta,
-    pair: PoissonPair,
-) -> (Option<f64>, Option<String>) {
-    match epsilon_of(kind, nb, event, delta, pair) {
-        Ok(e) => (Some(e), None),
-        Err(e) => (None, Some(e.to_string())),
-    }
-}
-
-/// ε of `event` by `kind`, the PLD with `pair` for Poisson under replace-one.
-fn epsilon_of(
-    kind: AccountantKind,
-    nb: Neighbouring,
-    event: &dpfl_privacy::PrivacyEvent,
-    delta: Delta,
-    pair: PoissonPair,
-) -> Result<f64, PrivacyError> {
-    match kind {
-        AccountantKind::Pld => PldAccountant::new(nb)
-            .with_poisson_pair(pair)
-            .epsilon(event, delta),
-        other => other.epsilon(nb, event, delta),
-    }
-}
-
-/// The lower bound of a concrete neighbouring pair, computed on a worker thread started
-/// before the upper bounds (issue 27 finding 5: it took up to 45 s and could fail the whole
-/// call). [`LowerBound::wait`] gives up [`LOWER_BOUND_SECONDS`] after the start.
-struct LowerBound {
-    rx: std::sync::mpsc::Receiver<Result<Option<f64>, PrivacyError>>,
-    start: std::time::Instant,
-}
-
-impl LowerBound {
-    fn start(
-        event: &dpfl_privacy::PrivacyEvent,
-        nb: Neighbouring,
-        delta: Delta,
-        pair: PoissonPair,
-    ) -> Self {
-        use dpfl_privacy::accountant::lower_bound::{
-            LOWER_DISCRETIZATION, epsilon_lower_bound_with,
-        };
-        let (tx, rx) = std::sync::mpsc::channel();
-        let ev = event.clone();
-        std::thread::spawn(move || {
-            let _ = tx.send(epsilon_lower_bound_with(
-                &ev,
-                nb,
-                delta,
-                LOWER_DISCRETIZATION,
-                pair,
-            ));
-        });
-        LowerBound {
-            rx,
-            start: std::time::Instant::now(),
-        }
-    }
-
-    /// The bound, or null and the reason when it failed, timed out or has no pair.
-    fn wait(self) -> (Option<f64>, Option<String>) {
-        let left = std::time::Duration::from_secs(LOWER_BOUND_SECONDS)
-            .saturating_sub(self.start.elapsed());
-        match self.rx.recv_timeout(left) {
-            Ok(Ok(Some(l))) => (Some(l), None),
-            Ok(Ok(None)) => (
-                None,
-                Some("dpfl has no concrete neighbouring pair for this event".into()),
-            ),
-            Ok(Err(e)) => (None, Some(e.to_string())),
-            Err(_) => (
-                None,
-                Some(format!(
-                    "not computed within {LOWER_BOUND_SECONDS} s (best effort)"
-                )),
-            ),
-        }
+fn report_error(e: ReportError) -> anyhow::Error {
+    match e {
+        ReportError::Release(e) => refused(e),
+        ReportError::Privacy { field, error } => privacy(field, error),
+        other => anyhow::anyhow!("{other}"),
     }
 }
 
 pub fn account(args: &AccountArgs) -> anyhow::Result<()> {
-    let acc = args.release.accountant();
-    let r = &args.release.release();
     let delta = Delta::new(args.delta).map_err(|e| privacy("--delta", e))?;
-    check_noise_multiplier(args.noise_multiplier).map_err(refused)?;
-    let sampling = r.sampling().map_err(refused)?;
-    let event = r.event(args.noise_multiplier, &sampling);
-    let nb = r.neighbouring();
     let pair = match args.poisson_pair {
         PoissonPairArg::Ball => PoissonPair::Ball,
         PoissonPairArg::Generic => PoissonPair::Generic,
     };
-    let lower = LowerBound::start(&event, nb, delta, pair);
-    let asked = epsilon_of(acc, nb, &event, delta, pair).map_err(|e| privacy("--accountant", e))?;
-    // RDP and the PLD are both sound upper bounds: with either asked for, the other is
-    // computed too (best effort) and the tighter one is the answer, both shown (issue 27:
-    // the PLD's BBG profile for sampling with replacement printed 2.82 where RDP gives 2.35).
-    let other = match acc {
-        AccountantKind::Rdp => Some(AccountantKind::Pld),
-        AccountantKind::Pld => Some(AccountantKind::Rdp),
-        _ => None,
-    };
-    let mut notes = serde_json::Map::new();
-    let (mut eps, mut used) = (asked, acc);
-    let mut uppers = vec![asked];
-    let mut both = serde_json::Map::new();
-    both.insert(format!("{}_epsilon", acc.name()), json!(asked));
-    if let Some(o) = other {
-        let (e, why) = best_effort(o, nb, &event, delta, pair);
-        both.insert(format!("{}_epsilon", o.name()), json!(e));
-        if let Some(why) = why {
-            notes.insert(format!("{}_epsilon", o.name()), json!(why));
-        }
-        if let Some(e) = e {
-            uppers.push(e);
-            if e < eps {
-                (eps, used) = (e, o);
-            }
-        }
-    }
-    // How tight is it: a lower bound on the true ε from a concrete neighbouring pair. Best
-    // effort, and never above an upper bound computed here.
-    let (mut lower, why) = lower.wait();
-    if let Some(why) = why {
-        notes.insert("epsilon_lower_bound".into(), json!(why));
-    }
-    if let Some(l) = lower
-        && let Some(u) = uppers.iter().copied().reduce(f64::min)
-        && l > u
-    {
-        lower = None;
-        notes.insert(
-            "epsilon_lower_bound".into(),
-            json!(format!(
-                "the computed bound {l} exceeds the upper bound {u} (numerical round-off); withheld"
-            )),
-        );
-    }
-    let mut out = json!({
-        "epsilon": eps,
-        "epsilon_accountant": used.name(),
-        "epsilon_lower_bound": lower,
-        "delta": delta.get(),
-        "accountant": acc.name(),
-        "neighbouring": nb,
-        "noise_multiplier": args.noise_multiplier,
-        "steps": r.steps,
-        "event": event,
-    });
-    for (k, v) in both {
-        out[k] = v;
-    }
-    if matches!(
-        sampling,
-        Some(dpfl_privacy::event::Sampling::Poisson { .. })
-    ) && nb == Neighbouring::ReplaceOne
-    {
-        out["poisson_pair"] = json!(pair.describe());
-    }
-    if !notes.is_empty() {
-        out["notes"] = serde_json::Value::Object(notes);
-    }
+    let out = account_report(
+        &args.release.release(),
+        args.noise_multiplier,
+        delta,
+        args.release.accountant(),
+        pair,
+        std::time::Duration::from_secs(LOWER_BOUND_SECONDS),
+    )
+    .map_err(report_error)?;
     println!("{out}");
     Ok(())
 }
@@ -348,8 +196,8 @@ pub fn calibrate(args: &CalibrateArgs) -> anyhow::Result<()> {
     let r = &args.release.release();
     let eps = Epsilon::new(args.epsilon).map_err(|e| privacy("--epsilon", e))?;
     let delta = Delta::new(args.delta).map_err(|e| privacy("--delta", e))?;
-    let sampling = r.sampling().map_err(refused)?;
-    let nb = r.neighbouring();
+    // Refused before the spinner shows.
+    r.sampling().map_err(refused)?;
     // A PLD search can take a while (issue 12: it ran minutes silently): a spinner on a
     // terminal, a line every 10 s off one, naming the evaluations so far.
     let bar = crate::progress::Progress::new(0, false, "{spinner} {msg} ({elapsed})", "steps");
@@ -362,35 +210,8 @@ pub fn calibrate(args: &CalibrateArgs) -> anyhow::Result<()> {
             acc.name()
         ));
     };
-    let z = calibrate_noise_multiplier_with_progress(
-        |z| r.event(z, &sampling),
-        acc,
-        nb,
-        eps,
-        delta,
-        progress,
-    )
-    .map_err(|e| privacy("--accountant", e))?;
+    let out = calibrate_report(r, eps, delta, acc, progress).map_err(report_error)?;
     bar.finish();
-    let achieved = acc
-        .epsilon(nb, &r.event(z, &sampling), delta)
-        .map_err(|e| privacy("--accountant", e))?;
-    let mut out = json!({
-        "noise_multiplier": z,
-        "epsilon": eps.get(),
-        "epsilon_achieved": achieved,
-        "delta": delta.get(),
-        "accountant": acc.name(),
-        "neighbouring": nb,
-        "steps": r.steps,
-        "event": r.event(z, &sampling),
-    });
-    // One Gaussian release: the analytic Gaussian mechanism is exact (Balle & Wang 2018).
-    if sampling.is_none() && r.steps == 1 && r.mechanism == ReleaseMechanism::Gaussian {
-        let a =
-            analytic_gaussian_noise_multiplier(eps, delta).map_err(|e| privacy("--epsilon", e))?;
-        out["analytic_gaussian_noise_multiplier"] = json!(a);
-    }
     println!("{out}");
     Ok(())
 }

@@ -48,10 +48,11 @@ pub struct ReproduceArgs {
     /// Overwrite the files of an existing non-empty output directory.
     #[arg(long)]
     force: bool,
-    /// soteria-* and normfedavg-*: train nothing; rewrite the summaries, the privacy columns
+    /// Train nothing: soteria-* and normfedavg-* rewrite the summaries, the privacy columns
     /// (certified ε, lower bound) and the figures of the finished reproduction in --out from
     /// its training outputs (curves.csv, or rounds.csv and summary.csv), which are kept
-    /// byte for byte.
+    /// byte for byte; lowy-* write privacy.csv (each label's certificate, from the plans of
+    /// as many trials as summary.csv has) beside summary.csv.
     #[arg(long, conflicts_with_all = ["resume", "trials", "rounds"])]
     rewrite: bool,
 }
@@ -99,10 +100,10 @@ pub fn reproduce(args: &ReproduceArgs) -> anyhow::Result<()> {
     if args.id.starts_with("soteria-") {
         return reproduce_soteria(args);
     }
-    if args.rewrite {
+    if args.rewrite && args.id == "shuffle-rates" {
         return Err(crate::usage(dpfl::Error::config(
             "--rewrite",
-            "only the soteria-* and normfedavg-* reproductions take --rewrite",
+            "shuffle-rates does not take --rewrite (its runs.csv carries each run's certificate)",
         )));
     }
     if args.id == "shuffle-rates" {
@@ -148,6 +149,9 @@ pub fn reproduce(args: &ReproduceArgs) -> anyhow::Result<()> {
             args.id.clone()
         })
     });
+    if args.rewrite {
+        return rewrite_lowy(args, &spec, &out_dir);
+    }
     // Before any work: a bad --out must not cost a 40-minute run.
     prepare(args, &out_dir)?;
     let jobs = reproduce::jobs(&spec);
@@ -211,6 +215,99 @@ pub fn reproduce(args: &ReproduceArgs) -> anyhow::Result<()> {
         println!("Caveat: {}", dpfl::experiment::DATA_DERIVED_L_CAVEAT);
     }
     check_diverged(&spec, &out)
+}
+
+/// `--rewrite` of a Lowy reproduction: `privacy.csv` beside the finished reproduction's
+/// `summary.csv` (kept as it is), each label's certificate from the plans alone.
+fn rewrite_lowy(
+    args: &ReproduceArgs,
+    spec: &ReproSpec,
+    out_dir: &std::path::Path,
+) -> anyhow::Result<()> {
+    use dpfl::reproduce::plan_privacy;
+    let summary = out_dir.join("summary.csv");
+    if !summary.is_file() {
+        return Err(crate::usage(dpfl::Error::config(
+            "--rewrite",
+            format!(
+                "{} is not a finished reproduction (no summary.csv); run it first",
+                out_dir.display()
+            ),
+        )));
+    }
+    // As many trials as the finished run had (its summary's `trials` column).
+    let text = std::fs::read_to_string(&summary).map_err(|source| dpfl::Error::Io {
+        path: summary.clone(),
+        source,
+    })?;
+    let trials = summary_trials(&text).ok_or_else(|| {
+        dpfl::Error::data(
+            summary.display().to_string(),
+            "has no `trials` column with a whole number of trials",
+        )
+    })?;
+    let spec = &ReproSpec {
+        trials,
+        ..spec.clone()
+    };
+    let start = std::time::Instant::now();
+    let data = reproduce::prepare(spec, args.data_dir.as_deref())
+        .map_err(|e| crate::name_file(args.spec.as_deref(), e))?;
+    let rows = plan_privacy::plan_privacy(spec, &data)?;
+    let path = out_dir.join("privacy.csv");
+    dpfl::output::atomic_write(&path, plan_privacy::privacy_csv(&rows)?.as_bytes())?;
+    if crate::json() {
+        crate::print_json(&serde_json::json!({
+            "id": spec.id,
+            "rows": rows.iter().map(|r| serde_json::json!({
+                "figure": r.figure,
+                "algorithm": r.algorithm,
+                "M": r.m,
+                "labelled_epsilon": r.labelled_epsilon,
+                "certified_epsilon": r.certified_epsilon,
+                "certified_epsilon_min": r.certified_epsilon_min,
+                "epsilon_lower_bound": r.epsilon_lower_bound,
+                "meets_label": r.meets_label(),
+            })).collect::<Vec<_>>(),
+            "files": [path],
+        }));
+        return Ok(());
+    }
+    println!(
+        "{}: what each label delivers, from the plans of {} trials ({:.1} s)",
+        spec.id,
+        spec.trials,
+        start.elapsed().as_secs_f64()
+    );
+    for r in &rows {
+        println!(
+            "  Fig. {} {} (M = {}): labelled ε = {} — certified ε {}{}",
+            r.figure,
+            r.algorithm,
+            r.m,
+            r.labelled_epsilon,
+            plan_privacy::certificate_range(r),
+            if r.meets_label() {
+                ""
+            } else {
+                " (label NOT met)"
+            }
+        );
+    }
+    println!("wrote {}", path.display());
+    Ok(())
+}
+
+/// The largest value of the `trials` column of a reproduction's `summary.csv`.
+fn summary_trials(text: &str) -> Option<usize> {
+    let mut lines = text.lines();
+    // The column is the last (`write_outputs`), so a quoted label's commas do not move it.
+    if lines.next()?.rsplit(',').next()?.trim() != "trials" {
+        return None;
+    }
+    lines
+        .filter_map(|l| l.rsplit(',').next()?.trim().parse::<usize>().ok())
+        .max()
 }
 
 /// A divergence the spec does not expect fails the command (after the outputs are written).

@@ -7,6 +7,10 @@
 //! Errors name the command-line flag (`--rate`, `--dataset-size`, …) they refuse; callers turn
 //! a [`ReleaseError`] into their own configuration error.
 
+mod report;
+
+pub use report::{LOWER_BOUND_SECONDS, ReportError, account_report, calibrate_report};
+
 use crate::event::Sampling;
 use crate::{Neighbouring, PrivacyEvent};
 

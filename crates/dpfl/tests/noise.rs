@@ -204,3 +204,47 @@ fn non_finite_gradients_are_zeroed_and_counted() {
     assert_eq!(out, vec![0.0, 0.0]);
     assert_eq!(o.nonfinite_gradients(), 1);
 }
+
+#[test]
+fn pan_private_acsa_refuses_the_discrete_gaussian_it_is_not_calibrated_for() {
+    // Issue 27 finding 7: each batch is charged Lemma C.5's continuous-Gaussian (ε, δ); a
+    // discrete Gaussian at the same ζ would have run under that charge.
+    let toml = |mechanism: &str| {
+        format!(
+            r#"
+name = "pan"
+rounds = 3
+seed = 1
+projection = {{ kind = "l2-ball", radius = 5.0 }}
+[data]
+source = {{ kind = "synthetic", task = "binary", silos = 3, train = 400, test = 50, features = 4 }}
+[model]
+kind = "logistic"
+[privacy]
+epsilon = 0.5
+delta = 1e-5
+lipschitz = 1.0
+{mechanism}
+[[algorithms]]
+kind = "pan-private-acsa"
+smoothness = 1.0
+"#
+        )
+    };
+    let train = |text: &str| {
+        let spec = ExperimentSpec::from_toml(text, "t.toml")?;
+        let mut rng = DpRng::from_seed(5, Purpose::Data, 0);
+        let trial = prepare_trial(&spec, None, &mut rng)?;
+        train_one(&spec, &spec.algorithms[0].spec, &trial, Some(9), 3, |_| {}).map(|_| ())
+    };
+    let e = train(&toml(
+        "mechanism = \"discrete-gaussian\"\ngranularity = 1e-6",
+    ))
+    .unwrap_err();
+    let msg = e.to_string();
+    assert!(
+        msg.contains("privacy.mechanism") && msg.contains("Lemma C.5"),
+        "{msg}"
+    );
+    assert!(train(&toml("")).is_ok());
+}

@@ -68,10 +68,21 @@
 //! * Privacy noise is added inside the silo half, before [`SiloHalf::respond`] returns, and
 //!   the silo's ledger is charged before the message leaves (see [`crate::sim`]).
 //!
-//! ```compile_fail
-//! // A server half cannot be handed a dataset: no method accepts one.
-//! fn leak(server: &mut dyn dpfl::algo::ServerHalf, data: &dpfl::data::Dataset) {
-//!     server.aggregate(Round::FIRST, data);
+//! ```compile_fail,E0308
+//! use dpfl::algo::{Round, ServerHalf};
+//! // A server half cannot be handed a dataset: no method accepts one (a type mismatch).
+//! fn leak(server: &mut dyn ServerHalf, data: &dpfl::data::Dataset) {
+//!     let _ = server.aggregate(Round::FIRST, data);
+//! }
+//! ```
+//!
+//! The same call with the messages it does take compiles, so the example above fails for the
+//! dataset and nothing else:
+//!
+//! ```no_run
+//! use dpfl::algo::{Round, ServerHalf, SiloMessage};
+//! fn aggregate(server: &mut dyn ServerHalf, messages: &[SiloMessage]) {
+//!     let _ = server.aggregate(Round::FIRST, messages);
 //! }
 //! ```
 

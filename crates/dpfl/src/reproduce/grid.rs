@@ -218,7 +218,18 @@ fn metric_of(
 }
 
 /// Runs one job.
-pub fn run_job(spec: &ReproSpec, data: &[Vec<PanelTrial>], job: &Job) -> crate::Result<JobResult> {
+/// A job's experiment (with its ε), its algorithm configured with the job's K and step, and
+/// its trial's data.
+fn job_parts<'a>(
+    spec: &ReproSpec,
+    data: &'a [Vec<PanelTrial>],
+    job: &Job,
+) -> (
+    crate::experiment::ExperimentSpec,
+    f64,
+    AlgorithmSpec,
+    &'a PanelTrial,
+) {
     let panel = &spec.panels[job.panel];
     let eps = job.eps.map_or(spec.epsilons[0], |e| spec.epsilons[e]);
     let exp = spec.experiment(panel, eps, job.clip);
@@ -227,7 +238,38 @@ pub fn run_job(spec: &ReproSpec, data: &[Vec<PanelTrial>], job: &Job) -> crate::
     let k = panel
         .batch_size
         .map(|k| k.max(min_batch(&alg.spec, pt, spec.base.rounds, eps)));
-    let algorithm = configure(&alg.spec, k, job.step);
+    (exp, eps, configure(&alg.spec, k, job.step), pt)
+}
+
+/// Every silo's events in a run of `job` in which it answers every round: its plan's run
+/// event, without training. This is the guarantee the calibration promises (under partial
+/// participation a silo that sat rounds out spent less); `reproduce --rewrite` certifies
+/// committed results with it.
+pub fn plan_events(
+    spec: &ReproSpec,
+    data: &[Vec<PanelTrial>],
+    job: &Job,
+) -> crate::Result<Vec<Vec<dpfl_privacy::PrivacyEvent>>> {
+    let (exp, _, algorithm, pt) = job_parts(spec, data, job);
+    let setup = crate::experiment::setup(&exp, &pt.data)?;
+    let plan = crate::plan::Plan::new(setup, &algorithm)?;
+    Ok(plan
+        .calibration
+        .into_iter()
+        .map(|c| c.run_event.into_iter().collect())
+        .collect())
+}
+
+/// The experiment of `job` (its privacy block gives each silo's δ).
+pub(super) fn job_experiment(spec: &ReproSpec, job: &Job) -> crate::experiment::ExperimentSpec {
+    let eps = job.eps.map_or(spec.epsilons[0], |e| spec.epsilons[e]);
+    spec.experiment(&spec.panels[job.panel], eps, job.clip)
+}
+
+/// Runs one job.
+pub fn run_job(spec: &ReproSpec, data: &[Vec<PanelTrial>], job: &Job) -> crate::Result<JobResult> {
+    let (exp, eps, algorithm, pt) = job_parts(spec, data, job);
+    let alg = &spec.algorithms[job.algorithm];
     let seed = mix(&[
         spec.seed,
         0x5EED,
@@ -294,7 +336,7 @@ fn certified_rdp(
 }
 
 /// (certified ε, lower bound) of a run from its silos' accounts ([`JobResult`]).
-fn certified(silos: &[crate::experiment::SiloPrivacy]) -> (Option<f64>, Option<f64>) {
+pub(crate) fn certified(silos: &[crate::experiment::SiloPrivacy]) -> (Option<f64>, Option<f64>) {
     let mut up = Some(0.0f64);
     let mut low: Option<f64> = None;
     for s in silos {

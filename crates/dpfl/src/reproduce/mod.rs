@@ -44,6 +44,7 @@ pub mod normfedavg;
 pub mod normfedavg_checkpoint;
 pub mod normfedavg_plot;
 mod output;
+pub mod plan_privacy;
 pub mod plot;
 pub mod privacy;
 pub mod shuffle_rates;
@@ -54,7 +55,7 @@ pub mod soteria_out;
 mod spec;
 mod summary;
 
-pub use grid::{Job, JobResult, PanelTrial, jobs, prepare, run_grid, run_job};
+pub use grid::{Job, JobResult, PanelTrial, jobs, plan_events, prepare, run_grid, run_job};
 pub use output::write_outputs;
 pub use spec::{
     BUILTIN, BaseSpec, GridAlgorithm, LogGrid, PanelSpec, QuickSpec, ReproMetric, ReproSpec,

@@ -62,6 +62,15 @@ pub(crate) fn build_pan(
     spec: &PanPrivateSpec,
     server: Box<dyn ServerHalf>,
 ) -> crate::Result<super::Planned> {
+    // Each batch is charged Lemma C.5's (ε, δ), the continuous Gaussian mechanism's; a
+    // discrete Gaussian at the same ζ is not covered by it (issue 27 finding 7).
+    if !matches!(ctx.noise, dpfl_privacy::GaussianNoise::Gaussian) {
+        return Err(crate::Error::config(
+            "privacy.mechanism",
+            "pan-private-acsa is calibrated for the continuous Gaussian only (Cheu et al. \
+             Lemma C.5); use mechanism = \"gaussian\"",
+        ));
+    }
     let (s, _, _) = pan_preset(ctx, spec)?;
     let rounds = ctx.federation.rounds;
     let mut silos: Vec<Box<dyn SiloHalf>> = Vec::with_capacity(ctx.silos.len());

@@ -1,0 +1,187 @@
+//! `ARCHITECTURE.md` is the map a newcomer reads first (issue 28 item 5): this test fails when
+//! the map names a path that does not exist, or when a source folder of a crate is missing
+//! from the map.
+//!
+//! The map's code-map sections are headed `` ### `crates/<name>` `` (or `` ### `python/` ``);
+//! a bullet's paths are its backticked words ending in `.rs`, `.proto` or `/`, relative to the
+//! crate's `src/` or to the crate itself.
+
+use std::path::{Path, PathBuf};
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// (section directory, the section's text) for every code-map section.
+fn sections(map: &str) -> Vec<(PathBuf, String)> {
+    let mut out: Vec<(PathBuf, String)> = Vec::new();
+    for line in map.lines() {
+        if line.starts_with("## ") {
+            // A level-2 heading ends the code map's current section.
+            out.push((PathBuf::new(), String::new()));
+            continue;
+        }
+        if let Some(h) = line.strip_prefix("### `")
+            && let Some(dir) = h.strip_suffix('`')
+        {
+            out.push((root().join(dir.trim_end_matches('/')), String::new()));
+            continue;
+        }
+        if let Some((_, text)) = out.last_mut() {
+            text.push_str(line);
+            text.push('\n');
+        }
+    }
+    out.retain(|(d, _)| !d.as_os_str().is_empty());
+    out
+}
+
+/// The backticked words of `text` that look like paths.
+fn paths(text: &str) -> Vec<String> {
+    text.split('`')
+        .skip(1)
+        .step_by(2)
+        .filter(|w| {
+            !w.contains(' ')
+                && !w.contains("::")
+                && (w.ends_with(".rs") || w.ends_with(".proto") || w.ends_with('/'))
+        })
+        .map(str::to_string)
+        .collect()
+}
+
+/// Whether `p` names something in the crate at `dir` (or the repository): a path under the
+/// crate, under `crates/`, or its tail (a bullet's later paths are relative to the folder it opens with, e.g.
+/// `qtdl/` … `tdl/split.rs`).
+fn exists(dir: &Path, p: &str) -> bool {
+    let p = p.trim_end_matches('/');
+    let crates = root().join("crates");
+    if [
+        dir.join("src").join(p),
+        dir.join(p),
+        root().join(p),
+        crates.join(p),
+    ]
+    .iter()
+    .any(|c| c.exists())
+    {
+        return true;
+    }
+    // Also a tail of a path in any crate (a crate's section names its tests in others).
+    let mut all = Vec::new();
+    walk(dir, dir, &mut all);
+    walk(&crates, &crates, &mut all);
+    all.iter().any(|f| f.ends_with(&format!("/{p}")))
+}
+
+/// Every file and folder under `dir` (but `target/`), relative to `base`.
+fn walk(dir: &Path, base: &Path, out: &mut Vec<String>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let p = e.path();
+        if p.file_name().is_some_and(|n| n == "target") {
+            continue;
+        }
+        if let Ok(rel) = p.strip_prefix(base) {
+            out.push(rel.display().to_string());
+        }
+        if p.is_dir() {
+            walk(&p, base, out);
+        }
+    }
+}
+
+fn source_folders(dir: &Path, base: &Path, out: &mut Vec<String>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            if let Ok(rel) = p.strip_prefix(base) {
+                out.push(format!("{}/", rel.display()));
+            }
+            source_folders(&p, base, out);
+        }
+    }
+}
+
+#[test]
+fn every_path_the_map_names_exists() {
+    let map = std::fs::read_to_string(root().join("ARCHITECTURE.md")).unwrap();
+    let secs = sections(&map);
+    assert!(secs.len() >= 5, "code-map sections found: {}", secs.len());
+    let mut missing = Vec::new();
+    for (dir, text) in &secs {
+        assert!(
+            dir.is_dir(),
+            "ARCHITECTURE.md heads a section with {}, which is no folder",
+            dir.display()
+        );
+        for p in paths(text) {
+            if !exists(dir, &p) {
+                missing.push(format!("{p} (section {})", dir.display()));
+            }
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "ARCHITECTURE.md names paths that do not exist:\n{}",
+        missing.join("\n")
+    );
+}
+
+#[test]
+fn every_source_folder_is_on_the_map() {
+    let map = std::fs::read_to_string(root().join("ARCHITECTURE.md")).unwrap();
+    let mut unnamed = Vec::new();
+    for (dir, text) in sections(&map) {
+        let src = dir.join("src");
+        let mut folders = Vec::new();
+        source_folders(&src, &src, &mut folders);
+        let named = paths(&text);
+        for f in folders {
+            // Named as `f` itself, by its tail, or as the folder of a named path
+            // (`tdl/split.rs` names `qtdl/tdl/`).
+            let last = f
+                .trim_end_matches('/')
+                .rsplit('/')
+                .next()
+                .unwrap_or_default();
+            let seg = format!("{last}/");
+            let inner = format!("/{seg}");
+            if !named
+                .iter()
+                .any(|n| n.ends_with(&f) || n.starts_with(&seg) || n.contains(&inner))
+            {
+                unnamed.push(format!(
+                    "{}{f}",
+                    src.strip_prefix(root())
+                        .unwrap_or(&src)
+                        .display()
+                        .to_string()
+                        + "/"
+                ));
+            }
+        }
+    }
+    assert!(
+        unnamed.is_empty(),
+        "source folders ARCHITECTURE.md does not name:\n{}",
+        unnamed.join("\n")
+    );
+}
+
+#[test]
+fn the_checks_can_fail() {
+    let map =
+        "## Code map\n### `crates/dpfl-privacy`\n- `no_such_file.rs` — gone.\n- `rng.rs` — here.\n";
+    let secs = sections(map);
+    assert_eq!(secs.len(), 1);
+    let ps = paths(&secs[0].1);
+    assert_eq!(ps, vec!["no_such_file.rs", "rng.rs"]);
+    assert!(!exists(&secs[0].0, &ps[0]));
+    assert!(exists(&secs[0].0, &ps[1]));
+}
