@@ -144,8 +144,9 @@ pub struct PanPrivatePair {
 pub type ReadBatch<'a> = dyn FnMut(&mut [f64]) -> crate::Result<()> + 'a;
 
 impl PanPrivatePair {
-    /// The pair for (ε, δ) per batch at sensitivity Δ on `dim`-vectors, continuous or
-    /// discrete as configured (`ctx.gaussian`: a discrete Gaussian only raises ζ).
+    /// The pair for (ε, δ) per batch at sensitivity Δ on `dim`-vectors. Lemma C.5's (ε, δ)
+    /// is the continuous Gaussian's: a context configured for the discrete Gaussian is
+    /// refused (issue 27 finding 7).
     pub fn new(
         ctx: &BuildContext,
         dim: usize,
@@ -153,6 +154,13 @@ impl PanPrivatePair {
         epsilon: f64,
         delta: f64,
     ) -> crate::Result<Self> {
+        if !matches!(ctx.noise, dpfl_privacy::GaussianNoise::Gaussian) {
+            return Err(crate::Error::config(
+                "privacy.mechanism",
+                "pan-private-acsa is calibrated for the continuous Gaussian only (Cheu et al. \
+                 Lemma C.5); use mechanism = \"gaussian\"",
+            ));
+        }
         let zeta = lemma_c5_sigma(sensitivity, epsilon, delta)?;
         Ok(PanPrivatePair {
             gaussian: ctx.gaussian(zeta, sensitivity)?,
