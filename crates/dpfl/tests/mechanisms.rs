@@ -370,4 +370,14 @@ fn the_pan_private_pair_is_charged_its_own_event_and_the_half_keeps_none() {
     };
     assert_eq!(event(quiet), pair(0.8).sampled_event(disjoint.clone()));
     assert_ne!(event(loud), pair(0.8).sampled_event(disjoint));
+    // Lemma C.5's (ε, δ) is the continuous Gaussian's: no pair on a discrete-Gaussian context.
+    let mut discrete = ctx.clone();
+    discrete.noise = GaussianNoise::DiscreteGaussian {
+        granularity: 1.0 / 1024.0,
+    };
+    let e = PanPrivatePair::new(&discrete, 2, 2.0 / k as f64, 0.5, 1e-5)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains("privacy.mechanism"), "{e}");
 }
