@@ -39,6 +39,6 @@ pub mod shuffle;
 
 pub use error::PrivacyError;
 pub use event::{Neighbouring, PrivacyEvent};
-pub use mechanism::{GaussianMechanism, GaussianNoise, VectorMechanism};
+pub use mechanism::{GaussianMechanism, GaussianNoise, Mechanism, VectorMechanism};
 pub use params::{Delta, Epsilon};
 pub use rng::DpRng;

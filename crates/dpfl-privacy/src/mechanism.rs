@@ -1,6 +1,15 @@
 //! Noise mechanisms. A mechanism validates its parameters at construction, adds noise only
 //! through a [`DpRng`], and reports the [`PrivacyEvent`] one use of it spends.
 //!
+//! [`Mechanism`] is the one trait every noise source of dpfl implements: a release of an input
+//! with the generator, and the event that release spends, computed from the mechanism's own
+//! parameters (so a silo half derives its round event from its mechanism and its record
+//! sampler, and never keeps an event beside them). Implementors: [`GaussianMechanism`] here;
+//! PVEC's randomizer (`crate::shuffle::randomizer`, Cheu et al. 2022 Thm 3.2 / Lemma A.1);
+//! in `dpfl`, SoteriaFL's two-part Gaussian (Lemma 3), DP-NormFedAvg's QTDL and Binomial
+//! encoders (Das et al. Thm 1; cpSGD Thm 1) and pan-private AC-SA's pair of Gaussians
+//! (Cheu et al. App. C, Lemma C.4/C.5).
+//!
 //! [`GaussianMechanism`] adds either continuous Gaussian noise or, chosen by
 //! [`GaussianNoise`] (a config field), exact discrete Gaussian noise on a fixed-point grid
 //! (Canonne, Kamath & Steinke 2020, Algorithm 3, in [`crate::discrete`]), so an algorithm
@@ -10,7 +19,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::discrete::DiscreteGaussian;
 use crate::error::{PrivacyError, Result};
-use crate::event::PrivacyEvent;
+use crate::event::{PrivacyEvent, Sampling};
 use crate::params::positive;
 use crate::rng::DpRng;
 
@@ -39,12 +48,35 @@ impl GaussianNoise {
     }
 }
 
-/// A mechanism that privatises a vector in place.
+/// A noise source: releases an input with noise drawn from a [`DpRng`] only, and reports the
+/// privacy event one release spends (module docs).
+pub trait Mechanism {
+    /// What one release reads (a vector noised in place, a vector to encode, a record stream).
+    type Input<'a>: ?Sized;
+    /// What one release returns (`()` for a vector noised in place).
+    type Output;
+    /// Why a release can fail (a malformed input; never a privacy shortfall).
+    type Error;
+    /// One release of `input`, every random draw from `rng`.
+    fn release(
+        &mut self,
+        input: &mut Self::Input<'_>,
+        rng: &mut DpRng,
+    ) -> std::result::Result<Self::Output, Self::Error>;
+    /// What one release spends, before any record sampling, from the mechanism's parameters.
+    fn privacy_event(&self) -> PrivacyEvent;
+    /// What one release spends when its records are drawn by `sampling`: the event amplified
+    /// by the sampling, unless the mechanism says otherwise (SoteriaFL's full-batch part is
+    /// not sampled).
+    fn sampled_event(&self, sampling: Sampling) -> PrivacyEvent {
+        self.privacy_event().sampled(sampling)
+    }
+}
+
+/// A [`Mechanism`] that privatises a vector in place (the Gaussian's shape).
 pub trait VectorMechanism: Send + Sync + std::fmt::Debug {
     /// Adds noise to `v` in place.
     fn privatize(&self, v: &mut [f64], rng: &mut DpRng);
-    /// What one call of [`VectorMechanism::privatize`] spends, before any subsampling.
-    fn privacy_event(&self) -> PrivacyEvent;
     /// Per-coordinate noise standard deviation (for reporting).
     fn noise_std(&self) -> f64;
 }
@@ -151,6 +183,33 @@ impl GaussianMechanism {
 /// shrinks differences (a 1-Lipschitz map), so the sensitivity bound still holds.
 const MAX_INDEX: f64 = 9.0e15; // < 2^53: every index is an exact f64 and i64
 
+impl Mechanism for GaussianMechanism {
+    type Input<'a> = [f64];
+    type Output = ();
+    type Error = std::convert::Infallible;
+    fn release(
+        &mut self,
+        v: &mut [f64],
+        rng: &mut DpRng,
+    ) -> std::result::Result<(), std::convert::Infallible> {
+        self.privatize(v, rng);
+        Ok(())
+    }
+    fn privacy_event(&self) -> PrivacyEvent {
+        match &self.discrete {
+            None => PrivacyEvent::Gaussian {
+                noise_multiplier: self.noise_multiplier(),
+            },
+            // Lattice units: shift ≤ (Δ + γ√d)/γ steps, σ/γ noise; the ratio is unchanged.
+            Some(d) => PrivacyEvent::DiscreteGaussian {
+                noise_multiplier: self.noise_multiplier(),
+                l2_sensitivity: d.rounded_sensitivity / d.granularity,
+                dimension: d.dim as u64,
+            },
+        }
+    }
+}
+
 impl VectorMechanism for GaussianMechanism {
     fn privatize(&self, v: &mut [f64], rng: &mut DpRng) {
         match &self.discrete {
@@ -176,19 +235,6 @@ impl VectorMechanism for GaussianMechanism {
                     *x = d.granularity * k.saturating_add(y) as f64;
                 }
             }
-        }
-    }
-    fn privacy_event(&self) -> PrivacyEvent {
-        match &self.discrete {
-            None => PrivacyEvent::Gaussian {
-                noise_multiplier: self.noise_multiplier(),
-            },
-            // Lattice units: shift ≤ (Δ + γ√d)/γ steps, σ/γ noise; the ratio is unchanged.
-            Some(d) => PrivacyEvent::DiscreteGaussian {
-                noise_multiplier: self.noise_multiplier(),
-                l2_sensitivity: d.rounded_sensitivity / d.granularity,
-                dimension: d.dim as u64,
-            },
         }
     }
     fn noise_std(&self) -> f64 {
@@ -271,6 +317,41 @@ mod tests {
         )
         .unwrap_err();
         assert!(e.to_string().contains("granularity"), "{e}");
+    }
+
+    #[test]
+    fn release_is_privatize_and_the_sampled_event_is_the_event_amplified() {
+        // The trait's release draws exactly what privatize draws, from the same stream.
+        for noise in [
+            GaussianNoise::Gaussian,
+            GaussianNoise::DiscreteGaussian {
+                granularity: 1.0 / 256.0,
+            },
+        ] {
+            let mut m = GaussianMechanism::with_noise(noise, 0.7, 0.2, 8).unwrap();
+            let (mut a, mut b) = (vec![0.25; 8], vec![0.25; 8]);
+            let mut r1 = DpRng::from_seed(4, Purpose::Silo, 2);
+            let mut r2 = DpRng::from_seed(4, Purpose::Silo, 2);
+            m.privatize(&mut a, &mut r1);
+            let Ok(()) = m.release(&mut b, &mut r2);
+            assert_eq!(a, b);
+            let s = Sampling::Poisson { rate: 0.1 };
+            assert_eq!(m.sampled_event(s.clone()), m.privacy_event().sampled(s));
+        }
+        // Twice σ: twice the noise multiplier (3 → 6).
+        let e = |sigma| GaussianMechanism::new(sigma, 0.25).unwrap().privacy_event();
+        assert_eq!(
+            e(0.75),
+            PrivacyEvent::Gaussian {
+                noise_multiplier: 3.0
+            }
+        );
+        assert_eq!(
+            e(1.5),
+            PrivacyEvent::Gaussian {
+                noise_multiplier: 6.0
+            }
+        );
     }
 
     #[test]

@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 
 use dpfl::algo::shuffle::pagd::{AcsaConstants, PagdServer};
 use dpfl::algo::shuffle::pagd_preset::phase_schedule;
-use dpfl::algo::shuffle::pvec::{PvecServer, PvecSilo, Transport};
+use dpfl::algo::shuffle::pvec::{Against, PvecServer, PvecSilo, Transport};
 use dpfl::algo::shuffle::robust::{AbsentFilter, AbsentSilo, ExtremeSilo, NegatedModel};
 use dpfl::algo::{
     AlgorithmSpec, Broadcast, BuildContext, Payload, Round, ServerHalf, SiloHalf, SiloInfo,
@@ -433,7 +433,7 @@ fn analyzer_moments(
                         Transport::Compact,
                         40,
                         K,
-                        (1.0, 1e-6),
+                        Against::OwnCounts { delta: 1e-6 },
                     )
                     .unwrap(),
                 )
@@ -500,7 +500,17 @@ fn robust_adversaries_degrade_the_gradient_as_the_theory_says() {
             Some(1.0),
         )
         .unwrap();
-        Box::new(PvecSilo::new(neg, pvec(), Transport::Compact, 40, K, (1.0, 1e-6)).unwrap())
+        Box::new(
+            PvecSilo::new(
+                neg,
+                pvec(),
+                Transport::Compact,
+                40,
+                K,
+                Against::OwnCounts { delta: 1e-6 },
+            )
+            .unwrap(),
+        )
     };
     let (m2, _) = analyzer_moments(1, &flip, trials);
     for j in 0..2 {

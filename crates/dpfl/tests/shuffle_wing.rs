@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use dpfl::algo::shuffle::pvec::{PvecServer, PvecSilo, TO_SERVER, Transport};
+use dpfl::algo::shuffle::pvec::{Against, PvecServer, PvecSilo, TO_SERVER, Transport};
 use dpfl::algo::{
     AlgorithmSpec, Broadcast, BuildContext, PackedInts, Payload, Round, SiloHalf, SiloInfo,
     SiloMessage,
@@ -51,7 +51,15 @@ fn pvec() -> Pvec {
 }
 
 fn silo(t: Transport) -> PvecSilo {
-    PvecSilo::new(oracle(), pvec(), t, N, K, (1.0, 1e-6)).unwrap()
+    PvecSilo::new(
+        oracle(),
+        pvec(),
+        t,
+        N,
+        K,
+        Against::OwnCounts { delta: 1e-6 },
+    )
+    .unwrap()
 }
 
 fn broadcast() -> Broadcast {
@@ -230,9 +238,16 @@ fn malformed_pvec_messages_are_refused_with_a_reason() {
     // Explicit PVEC with too many messages per reply is refused at build time.
     let big = Pvec::new(PvecParams::with_p1d(6, 2, 1.0, Scale::Paper, 4, 1 << 22, 0.25).unwrap())
         .unwrap();
-    let e = PvecSilo::new(oracle(), big, Transport::Explicit, N, K, (1.0, 1e-6))
-        .unwrap_err()
-        .to_string();
+    let e = PvecSilo::new(
+        oracle(),
+        big,
+        Transport::Explicit,
+        N,
+        K,
+        Against::OwnCounts { delta: 1e-6 },
+    )
+    .unwrap_err()
+    .to_string();
     assert!(e.contains("compact"), "{e}");
 }
 

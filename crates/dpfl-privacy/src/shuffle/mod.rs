@@ -13,6 +13,7 @@
 //!   that (ε, δ) and composes (tests: `tests/shuffle_amplification.rs`, FMT's published
 //!   values);
 //! * [`local`]: a PVEC silo's guarantee without a trusted shuffler (Lemma A.1 per coordinate).
+//! * [`randomizer`]: PVEC's randomizer as a silo's `Mechanism`, its event by the trust model.
 //!
 //! The optimizers built on PVEC live in `dpfl::algo::shuffle`.
 
@@ -21,6 +22,7 @@ pub mod exact;
 pub mod local;
 pub mod params;
 pub mod protocol;
+pub mod randomizer;
 
 use thiserror::Error;
 

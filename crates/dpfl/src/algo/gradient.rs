@@ -5,7 +5,7 @@
 //! of the round's privacy event, so the ledger and the accountant see exactly what was drawn.
 
 use dpfl_privacy::event::Sampling;
-use dpfl_privacy::mechanism::{GaussianMechanism, VectorMechanism};
+use dpfl_privacy::mechanism::{GaussianMechanism, Mechanism, VectorMechanism};
 use dpfl_privacy::sampler::{BatchSampler, DisjointBatches, RecordSampling};
 use dpfl_privacy::{DpRng, PrivacyEvent};
 
@@ -159,7 +159,7 @@ impl SiloHalf for GradientSilo {
     fn round_event(&self, _round: Round) -> Option<PrivacyEvent> {
         self.mechanism
             .as_ref()
-            .map(|m| m.privacy_event().sampled(self.source.sampling()))
+            .map(|m| m.sampled_event(self.source.sampling()))
     }
 
     fn respond(

@@ -9,7 +9,7 @@
 //! adaptive composition of all R·K steps.
 
 use dpfl_privacy::calibration::local_sgd_sigma;
-use dpfl_privacy::mechanism::{GaussianMechanism, VectorMechanism};
+use dpfl_privacy::mechanism::{GaussianMechanism, Mechanism, VectorMechanism};
 use dpfl_privacy::sampler::WithReplacement;
 use dpfl_privacy::{DpRng, PrivacyEvent};
 

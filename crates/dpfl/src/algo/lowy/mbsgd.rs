@@ -22,6 +22,7 @@
 use serde::{Deserialize, Serialize};
 
 use dpfl_privacy::sampler::RecordSampling;
+use dpfl_privacy::{Mechanism, VectorMechanism};
 
 use super::calibration::SiloPlan;
 use super::calibration::{BatchChoice, Calibration, NoiseRule, plan_silos, report};
@@ -76,12 +77,21 @@ impl MbSgdPlan {
         Ok(Box::new(GradientSilo::new(
             oracle,
             BatchSource::sampled(self.sampling, p.records, p.batch_size)?,
-            p.mechanism()?
-                .map(|m| ctx.gaussian(m.sigma(), m.sensitivity()))
-                .transpose()?,
+            silo_mechanism(ctx, p)?,
             p.weight,
         )))
     }
+}
+
+/// A silo's Gaussian as its half draws it (continuous or discrete, `ctx.gaussian`); `None`
+/// for a non-private silo.
+fn silo_mechanism(
+    ctx: &BuildContext,
+    p: &SiloPlan,
+) -> crate::Result<Option<dpfl_privacy::GaussianMechanism>> {
+    p.mechanism()?
+        .map(|m| ctx.gaussian(m.sigma(), m.sensitivity()))
+        .transpose()
 }
 
 /// The error for a silo index past the plan's silos.
@@ -122,8 +132,11 @@ pub(crate) fn plan(
         output,
     };
     let mut calibrations = Vec::with_capacity(plan.silos.len());
-    for (i, p) in plan.silos.iter().enumerate() {
-        let silo = plan.silo_half(ctx, i)?;
+    for p in &plan.silos {
+        // The report reads the mechanism and sampler the silo's half is built from (its round
+        // event is derived from exactly these), without building the half.
+        let mechanism = silo_mechanism(ctx, p)?;
+        let drawn = BatchSource::sampled(sampling, p.records, p.batch_size)?.sampling();
         let formula = match calibration {
             Some(_) if p.fixed_multiplier.is_some() => p.certificate(rounds).unwrap_or_default(),
             None => "non-private".to_string(),
@@ -137,12 +150,10 @@ pub(crate) fn plan(
         };
         calibrations.push(SiloCalibration {
             silo: p.id,
-            sigma: silo.noise_std(),
+            sigma: mechanism.as_ref().map_or(0.0, |m| m.noise_std()),
             batch_size: p.batch_size,
             formula,
-            run_event: silo
-                .round_event(Round::FIRST)
-                .map(|e| e.repeated(rounds as u64)),
+            run_event: mechanism.map(|m| m.sampled_event(drawn).repeated(rounds as u64)),
         });
     }
     Ok((plan, calibrations))

@@ -1,5 +1,6 @@
 //! The two halves of the DP-NormFedAvg family (Algorithms 2 and 3), built from the calibrated
-//! `NormFedAvgPlan` of `plan.rs` (each process builds only its own half).
+//! `NormFedAvgPlan` of `plan.rs` (each process builds only its own half). A private silo's
+//! round event is its encoder's (`quantized`: QTDL, Das et al. Thm 1; Binomial, cpSGD Thm 1).
 //!
 //! Silo (Algorithm 2 lines 4–9): local run → d_k → direction (d for FedAvg, d/‖d‖, or
 //! d·min(1, C/‖d‖)) → dense f64 (non-private) or the t-bit quantized, noised message
@@ -15,7 +16,7 @@
 //! or with a value outside ±(s+m) is left out of the sum (M counts only the valid ones), logged
 //! and counted in the server's state (`rejected`).
 
-use dpfl_privacy::{DpRng, PrivacyEvent};
+use dpfl_privacy::{DpRng, Mechanism, PrivacyEvent};
 
 use super::config::NormFedAvgSpec;
 use super::local::LocalTrainer;
@@ -47,17 +48,17 @@ impl Direction {
 }
 
 /// The silo half: E local steps, the update's direction, and (private variants) the
-/// quantized, integer-noised, t-bit packed message.
+/// quantized, integer-noised, t-bit packed message of its [`Encoder`] mechanism, whose event
+/// is the round's (every round uses all of the silo's records: no sampling amplification).
 pub struct NormFedAvgSilo {
     pub(crate) local: LocalTrainer,
     pub(crate) direction: Direction,
     pub(crate) encoder: Option<Encoder>,
-    pub(crate) event: Option<PrivacyEvent>,
 }
 
 impl SiloHalf for NormFedAvgSilo {
     fn round_event(&self, _round: Round) -> Option<PrivacyEvent> {
-        self.event.clone()
+        self.encoder.as_ref().map(|e| e.privacy_event())
     }
 
     fn respond(
@@ -70,7 +71,7 @@ impl SiloHalf for NormFedAvgSilo {
         let mut d = self.local.update(b.round.get(), &b.point, data, rng)?;
         self.direction.apply(&mut d);
         let payload = match &mut self.encoder {
-            Some(enc) => enc.encode(&d, rng)?,
+            Some(enc) => enc.release(d.as_mut_slice(), rng)?,
             None => Payload::Dense(d),
         };
         Ok(SiloMessage {

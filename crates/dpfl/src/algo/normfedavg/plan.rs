@@ -1,21 +1,21 @@
 //! The calibrated plan of the DP-NormFedAvg family: the checked spec, the run's common integer
 //! noise (TDL (m, α) or Binomial N — every silo shares the widest support, `quantized`'s
-//! module docs) and each silo's record count and round event. Planning calibrates every silo
+//! module docs) and each silo's record count and message accounting (its sensitivities and
+//! per-round target), from which its encoder derives the round event. Planning calibrates every silo
 //! once; [`NormFedAvgPlan::silo_half`] and [`NormFedAvgPlan::server_half`] calibrate nothing,
 //! so each process of a networked run builds only its own half from the serialised plan.
 
 use serde::{Deserialize, Serialize};
 
-use dpfl_privacy::PrivacyEvent;
 use dpfl_privacy::binomial::Binomial;
-use dpfl_privacy::qtdl::accounting::{Theorem2, release_event};
+use dpfl_privacy::qtdl::accounting::Theorem2;
 use dpfl_privacy::qtdl::theorem1::{self, Theorem1};
-use dpfl_privacy::qtdl::{LogProb, TruncatedDiscreteLaplace, binomial_mech};
+use dpfl_privacy::qtdl::{TruncatedDiscreteLaplace, binomial_mech};
 
 use super::config::{BudgetSpec, NormFedAvgSpec, QuantPrivacy, TdlCalibration, Variant};
 use super::halves::{Direction, NormFedAvgServer, NormFedAvgSilo};
 use super::local::LocalTrainer;
-use super::quantized::{Encoder, IntNoise, Layout};
+use super::quantized::{Encoder, IntNoise, Layout, MessageAccounting};
 use super::sensitivity::{Sensitivities, sensitivities};
 use crate::algo::context::{BuildContext, BuiltAlgorithm, SiloCalibration};
 use crate::algo::half::{ServerHalf, SiloHalf};
@@ -52,8 +52,9 @@ impl NoisePlan {
 pub struct SiloPlan {
     /// The silo's records n_i.
     pub records: usize,
-    /// Its round event (none when non-private).
-    pub event: Option<PrivacyEvent>,
+    /// What its messages are accounted from besides the common noise (none when
+    /// non-private): its encoder derives the round event from both.
+    pub accounting: Option<MessageAccounting>,
 }
 
 /// A checked, calibrated run of the family: everything its halves are built from.
@@ -76,13 +77,24 @@ impl NormFedAvgPlan {
         }
     }
 
-    fn encoder(&self, d: usize) -> crate::Result<Option<Encoder>> {
+    fn layout(&self, d: usize) -> crate::Result<Option<Layout>> {
         match (&self.spec.privacy, &self.noise) {
-            (Some(p), Some(n)) => Ok(Some(Encoder::new(p.s, n.noise()?, d)?)),
+            (Some(p), Some(n)) => Ok(Some(Layout::new(p.s, n.noise()?.half_width(), d)?)),
             (None, None) => Ok(None),
             _ => Err(crate::Error::config(
                 "plan",
                 "a private DP-NormFedAvg plan without its noise, or the reverse",
+            )),
+        }
+    }
+
+    fn encoder(&self, d: usize, silo: &SiloPlan) -> crate::Result<Option<Encoder>> {
+        match (&self.spec.privacy, &self.noise, silo.accounting) {
+            (Some(p), Some(n), Some(a)) => Ok(Some(Encoder::new(p.s, n.noise()?, d, a)?)),
+            (None, None, None) => Ok(None),
+            _ => Err(crate::Error::config(
+                "plan",
+                "a private DP-NormFedAvg plan without its noise or a silo's accounting, or the reverse",
             )),
         }
     }
@@ -108,8 +120,7 @@ impl NormFedAvgPlan {
                 p.records,
             )?,
             direction: self.direction(),
-            encoder: self.encoder(d)?,
-            event: p.event.clone(),
+            encoder: self.encoder(d, p)?,
         }))
     }
 
@@ -120,7 +131,7 @@ impl NormFedAvgPlan {
         Ok(Box::new(NormFedAvgServer {
             w: ctx.init.clone(),
             spec: self.spec.clone(),
-            layout: self.encoder(d)?.map(|e| e.layout),
+            layout: self.layout(d)?,
             rejected: 0,
             dense_sum: vec![0.0; d],
             int_sum: vec![0; d],
@@ -241,35 +252,6 @@ fn calibrate(
     })
 }
 
-/// The round event of a TDL silo at the common m: the correct δ (plus Theorem 3's failure
-/// probability); in paper-claim mode that δ may be 1, reported as such (no guarantee).
-fn tdl_event(
-    th: &Theorem1,
-    d: u64,
-    failure: f64,
-    mode: TdlCalibration,
-) -> crate::Result<PrivacyEvent> {
-    let base = match mode {
-        TdlCalibration::Corrected => release_event(th, d)?,
-        TdlCalibration::PaperClaim => PrivacyEvent::TruncatedDiscreteLaplace {
-            epsilon: th.epsilon.max(th.alpha() * th.delta_1.floor()),
-            delta: th.delta(d)?.upper_f64(),
-        },
-    };
-    Ok(match base {
-        PrivacyEvent::TruncatedDiscreteLaplace { epsilon, delta } if failure > 0.0 => {
-            PrivacyEvent::TruncatedDiscreteLaplace {
-                epsilon,
-                delta: LogProb::from_prob(delta)
-                    .plus(LogProb::from_prob(failure))
-                    .upper_f64()
-                    .min(1.0),
-            }
-        }
-        e => e,
-    })
-}
-
 /// Checks the spec and calibrates every silo once: the plan and its calibration report.
 pub fn plan(
     ctx: &BuildContext,
@@ -281,9 +263,11 @@ pub fn plan(
     // Calibrate every silo, then share the widest support (module docs of `quantized`).
     let mut cals = Vec::new();
     let mut budget_note = String::new();
+    let mut round = (f64::NAN, f64::NAN);
     if let Some(p) = &spec.privacy {
         let (eps, delta, note) = round_budget(p, ctx)?;
         budget_note = note;
+        round = (eps, delta);
         for s in &ctx.silos {
             crate::algo::context::count_calibration();
             cals.push(calibrate(spec, p, eps, delta, d, s.records).map_err(|e| {
@@ -307,15 +291,20 @@ pub fn plan(
     let mut report = Vec::new();
     let mut noise_plan = None;
     for (i, s) in ctx.silos.iter().enumerate() {
-        let (noise, event, formula) = match (&spec.privacy, cals.get(i)) {
+        let (noise, accounting, formula) = match (&spec.privacy, cals.get(i)) {
             (Some(p), Some(cal)) => {
-                let (noise, event, what) = if let Some(th) = &cal.th {
+                let accounting = MessageAccounting {
+                    epsilon: round.0,
+                    delta: round.1,
+                    sensitivities: cal.sens,
+                    calibration: p.calibration,
+                };
+                let (noise, what) = if let Some(th) = &cal.th {
                     let m = common_m.unwrap_or(th.m());
                     let th = Theorem1 {
                         tdl: TruncatedDiscreteLaplace::new(m, th.alpha())?,
                         ..th.clone()
                     };
-                    let event = tdl_event(&th, d as u64, cal.sens.failure, p.calibration)?;
                     let what = format!(
                         "QTDL (Das et al. Thm 1, {}): alpha = {:.4e}, m = {m}, t = {} bits \
                          (Theorem 1's m = {}, t = {}; its claimed delta 2^{:.0} is not valid for \
@@ -336,7 +325,6 @@ pub fn plan(
                             m,
                             alpha: th.alpha(),
                         },
-                        event,
                         what,
                     )
                 } else {
@@ -344,17 +332,13 @@ pub fn plan(
                         return Err(crate::Error::Protocol("binomial calibration lost".into()));
                     };
                     let tv = bin.tv_bound();
-                    let event = PrivacyEvent::EpsilonDelta {
-                        epsilon: cb.epsilon,
-                        delta: (cb.delta + (1.0 + cb.epsilon.exp()) * tv).min(1.0),
-                    };
                     let what = format!(
                         "Binomial (cpSGD Thm 1): N = {}, paper's t = {} bits (m = N), sent with \
                          the centred width N/2; delta includes (1 + e^eps) x sampler TV {tv:.1e}",
                         bin.n(),
                         cb.bits(p.s)?
                     );
-                    (NoisePlan::Binomial { n: bin.n() }, event, what)
+                    (NoisePlan::Binomial { n: bin.n() }, what)
                 };
                 // Checks the layout (s + h, t) once here, so building a half cannot fail on it.
                 Layout::new(p.s, noise.noise()?.half_width(), d)?;
@@ -374,7 +358,7 @@ pub fn plan(
                 );
                 (
                     Some(noise),
-                    Some(event),
+                    Some(accounting),
                     format!("{what}; {sens_note}; {budget_note}"),
                 )
             }
@@ -390,14 +374,22 @@ pub fn plan(
             sigma,
             batch_size: spec.batch_size.min(s.records),
             formula,
-            run_event: event
-                .clone()
-                .map(|e| e.repeated(ctx.federation.rounds as u64)),
+            run_event: None,
         });
         silos.push(SiloPlan {
             records: s.records,
-            event,
+            accounting,
         });
+    }
+    // Every silo draws the run's common noise: its event is derived from that noise and its
+    // own accounting, as its encoder derives it.
+    if let Some(n) = &noise_plan {
+        let noise = n.noise()?;
+        for (row, silo) in report.iter_mut().zip(&silos) {
+            if let Some(a) = &silo.accounting {
+                row.run_event = Some(a.event(&noise, d)?.repeated(ctx.federation.rounds as u64));
+            }
+        }
     }
     Ok((
         NormFedAvgPlan {

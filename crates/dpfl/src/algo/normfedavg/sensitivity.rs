@@ -8,10 +8,13 @@
 //! * the experiments' eq. 6: Δ∞ = 2 + μs, Δ₁ = 2d + μs√d, Δ₂ = 2√d + μs — a chosen constant,
 //!   so no guarantee unless μ bounds the true sensitivity (the calibration report says so).
 
+use serde::{Deserialize, Serialize};
+
 use super::config::SensitivitySpec;
 
 /// Sensitivities in grid units and the probability that they fail to hold.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Sensitivities {
     /// Δ₁.
     pub l1: f64,

@@ -470,6 +470,9 @@ pub(crate) fn pvec_halves(
     if let (Some(gamma), ShufflerTrust::Trusted) = (choice.robust_gamma, choice.trust) {
         // Cor. A.9: with only a γ fraction honest the round is (ε_c/γ, δ).
         g.charged.0 /= gamma;
+        g.against = pvec::Against::HonestShuffler {
+            honest_fraction: Some(gamma),
+        };
     }
     let both = describe(&plan, &target, &g, choice.trust);
     let mut planned = Vec::with_capacity(ctx.silos.len());
@@ -479,7 +482,7 @@ pub(crate) fn pvec_halves(
             records: s.records,
             batch_size: k,
             full: false,
-            charged: g.charged,
+            against: g.against,
         };
         planned.push(match choice.moreau {
             Some(beta) => ShuffleSilo::Smoothed {
@@ -494,7 +497,7 @@ pub(crate) fn pvec_halves(
             choice.transport,
             s.records,
             k,
-            g.charged,
+            g.against,
         )?;
         report.push(SiloCalibration {
             silo: s.id,
@@ -611,14 +614,14 @@ pub(crate) fn build_pgd(
             records: s.records,
             batch_size: s.records,
             full: true,
-            charged: g.charged,
+            against: g.against,
         });
         let silo = PvecSilo::full_batch(
             oracle.clone(),
             plan.pvec.clone(),
             spec.transport,
             s.records,
-            g.charged,
+            g.against,
         )?;
         report.push(SiloCalibration {
             silo: s.id,

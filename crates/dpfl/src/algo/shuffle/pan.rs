@@ -8,7 +8,8 @@
 //! **Federated reading.** Each silo is the stream processor of its own records: it reads its
 //! disjoint batch of K records one at a time into a gradient accumulator, and its internal
 //! state during a round is that accumulator (the θ variables are the server's, computed from
-//! published outputs only, so post-processing). Per round and silo ([`PanPrivateSilo`]):
+//! published outputs only, so post-processing). Per round and silo ([`PanPrivateSilo`], its
+//! noise the [`PanPrivatePair`] mechanism):
 //!
 //! ```text
 //! g ← Z_t,  Z_t ~ N(0, ζ² I_d)         state noise, before any record is read (Alg. 6 lines 4–5)
@@ -57,7 +58,7 @@ use serde::{Deserialize, Serialize};
 
 use dpfl_privacy::event::Sampling;
 use dpfl_privacy::sampler::DisjointBatches;
-use dpfl_privacy::{DpRng, GaussianMechanism, PrivacyEvent, VectorMechanism};
+use dpfl_privacy::{DpRng, GaussianMechanism, Mechanism, PrivacyEvent, VectorMechanism};
 
 use super::pagd::AcsaConstants;
 use crate::algo::context::BuildContext;
@@ -103,6 +104,11 @@ pub struct PanPrivateSpec {
 /// ζ = (2L/K)·√(2 ln(2/δ))/ε (Algorithm 6 line 1, ζ² = 8L²ln(2/δ)/(K²ε²)), for 0 < ε < 1 and
 /// 0 < δ < 1 (Lemma C.5).
 pub fn zeta(lipschitz: f64, k: usize, epsilon: f64, delta: f64) -> crate::Result<f64> {
+    lemma_c5_sigma(2.0 * lipschitz / k as f64, epsilon, delta)
+}
+
+/// Lemma C.5's σ = Δ·√(2 ln(2/δ))/ε at sensitivity Δ, for 0 < ε < 1 and 0 < δ < 1.
+fn lemma_c5_sigma(sensitivity: f64, epsilon: f64, delta: f64) -> crate::Result<f64> {
     if !(epsilon > 0.0 && epsilon < 1.0) {
         return Err(crate::Error::config(
             "privacy.epsilon",
@@ -117,30 +123,102 @@ pub fn zeta(lipschitz: f64, k: usize, epsilon: f64, delta: f64) -> crate::Result
             format!("must lie in (0, 1), got {delta}"),
         ));
     }
-    Ok(2.0 * lipschitz / k as f64 * (2.0 * (2.0 / delta).ln()).sqrt() / epsilon)
+    Ok(sensitivity * (2.0 * (2.0 / delta).ln()).sqrt() / epsilon)
+}
+
+/// The pan-private pair (a [`Mechanism`]; module doc): the state noise Z_t before the batch's
+/// records are read and fresh output noise after, each N(0, ζ²I) with ζ Lemma C.5's σ for
+/// (ε, δ) at the batch mean's sensitivity Δ = 2L/K. The pair is built from (ε, δ, Δ) and
+/// derives ζ from them, so the event it reports, (ε, δ) per batch (Lemma C.4), is the one its
+/// noise was drawn for. Each draw comes from its own fresh key ([`DpRng::with_fresh_key`]).
+#[derive(Debug)]
+pub struct PanPrivatePair {
+    gaussian: GaussianMechanism,
+    dim: usize,
+    epsilon: f64,
+    delta: f64,
+}
+
+/// What the pair releases: a batch's records, read into the accumulator one at a time (the
+/// silo adds (1/K)·∇ℓ of each record), between the two draws.
+pub type ReadBatch<'a> = dyn FnMut(&mut [f64]) -> crate::Result<()> + 'a;
+
+impl PanPrivatePair {
+    /// The pair for (ε, δ) per batch at sensitivity Δ on `dim`-vectors. Lemma C.5's (ε, δ)
+    /// is the continuous Gaussian's: a context configured for the discrete Gaussian is
+    /// refused (issue 27 finding 7).
+    pub fn new(
+        ctx: &BuildContext,
+        dim: usize,
+        sensitivity: f64,
+        epsilon: f64,
+        delta: f64,
+    ) -> crate::Result<Self> {
+        if !matches!(ctx.noise, dpfl_privacy::GaussianNoise::Gaussian) {
+            return Err(crate::Error::config(
+                "privacy.mechanism",
+                "pan-private-acsa is calibrated for the continuous Gaussian only (Cheu et al. \
+                 Lemma C.5); use mechanism = \"gaussian\"",
+            ));
+        }
+        let zeta = lemma_c5_sigma(sensitivity, epsilon, delta)?;
+        Ok(PanPrivatePair {
+            gaussian: ctx.gaussian(zeta, sensitivity)?,
+            dim,
+            epsilon,
+            delta,
+        })
+    }
+    /// ζ as drawn, per coordinate and draw.
+    pub fn zeta(&self) -> f64 {
+        self.gaussian.noise_std()
+    }
+}
+
+impl Mechanism for PanPrivatePair {
+    type Input<'a> = ReadBatch<'a>;
+    type Output = Vec<f64>;
+    type Error = crate::Error;
+    fn release(&mut self, read: &mut ReadBatch<'_>, rng: &mut DpRng) -> crate::Result<Vec<f64>> {
+        // The state noise Z_t goes in before any record is read, from a key erased before the
+        // first record is (an OS-seeded silo's `with_fresh_key`): an intrusion from here on
+        // sees Z_t + (partial mean) and no key that regenerates Z_t.
+        let mut acc = vec![0.0; self.dim];
+        rng.with_fresh_key(|g| self.gaussian.privatize(&mut acc, g))?;
+        read(&mut acc)?;
+        // The output noise from another fresh key: nothing in memory before this point
+        // (an earlier intrusion) predicts it.
+        rng.with_fresh_key(|g| self.gaussian.privatize(&mut acc, g))?;
+        Ok(acc)
+    }
+    /// (ε, δ) per batch (Lemma C.4): the pair was built from it (the output alone, a Gaussian
+    /// of variance 2ζ², is a stronger guarantee; the charge is the weaker one).
+    fn privacy_event(&self) -> PrivacyEvent {
+        PrivacyEvent::EpsilonDelta {
+            epsilon: self.epsilon,
+            delta: self.delta,
+        }
+    }
 }
 
 /// The silo half of pan-private AC-SA (module doc).
 #[derive(Debug)]
 pub struct PanPrivateSilo {
     oracle: GradientOracle,
-    mechanism: GaussianMechanism,
+    pair: PanPrivatePair,
     n: usize,
     k: usize,
     batches: Option<DisjointBatches>,
-    guarantee: (f64, f64),
     grad: Vec<f64>,
 }
 
 impl PanPrivateSilo {
-    /// `mechanism`: N(0, ζ²) per coordinate; `guarantee`: the (ε, δ) each batch is
-    /// pan-private at.
+    /// `pair`: the two draws of N(0, ζ²) per coordinate a batch, and its (ε, δ).
     pub fn new(
         oracle: GradientOracle,
-        mechanism: GaussianMechanism,
+        pair: PanPrivatePair,
         n: usize,
         k: usize,
-        guarantee: (f64, f64),
     ) -> crate::Result<Self> {
         if k == 0 || k > n {
             return Err(crate::Error::config(
@@ -149,13 +227,18 @@ impl PanPrivateSilo {
             ));
         }
         let d = oracle.model().num_params();
+        if pair.dim != d {
+            return Err(crate::Error::Dimension(format!(
+                "pan-private pair for d = {}, model has {d} parameters",
+                pair.dim
+            )));
+        }
         Ok(PanPrivateSilo {
             oracle,
-            mechanism,
+            pair,
             n,
             k,
             batches: None,
-            guarantee,
             grad: vec![0.0; d],
         })
     }
@@ -163,13 +246,10 @@ impl PanPrivateSilo {
 
 impl SiloHalf for PanPrivateSilo {
     fn round_event(&self, _: Round) -> Option<PrivacyEvent> {
-        let (epsilon, delta) = self.guarantee;
-        Some(
-            PrivacyEvent::EpsilonDelta { epsilon, delta }.sampled(Sampling::Disjoint {
-                population: self.n as u64,
-                size: self.k as u64,
-            }),
-        )
+        Some(self.pair.sampled_event(Sampling::Disjoint {
+            population: self.n as u64,
+            size: self.k as u64,
+        }))
     }
 
     fn respond(
@@ -183,22 +263,21 @@ impl SiloHalf for PanPrivateSilo {
         let batch =
             next_disjoint_batch(&mut self.batches, self.n, self.k, rng, "pan-private silo")?
                 .to_vec();
-        // The state noise Z_t goes in before any record is read, from a key erased before the
-        // first record is (an OS-seeded silo's `with_fresh_key`): an intrusion from here on
-        // sees Z_t + (partial mean) and no key that regenerates Z_t.
-        let mut acc = vec![0.0; self.grad.len()];
-        rng.with_fresh_key(|g| self.mechanism.privatize(&mut acc, g))?;
         let inv = 1.0 / self.k as f64;
-        for i in batch {
-            let (x, y) = data.row(i);
-            self.oracle.clipped_grad(&b.point, x, y, &mut self.grad);
-            acc.iter_mut()
-                .zip(&self.grad)
-                .for_each(|(a, g)| *a += inv * g);
-        }
-        // The output noise from another fresh key: nothing in memory before this point
-        // (an earlier intrusion) predicts it.
-        rng.with_fresh_key(|g| self.mechanism.privatize(&mut acc, g))?;
+        let (oracle, grad) = (&self.oracle, &mut self.grad);
+        let acc = self.pair.release(
+            &mut |acc: &mut [f64]| -> crate::Result<()> {
+                for &i in &batch {
+                    let (x, y) = data.row(i);
+                    oracle.clipped_grad(&b.point, x, y, grad);
+                    acc.iter_mut()
+                        .zip(grad.iter())
+                        .for_each(|(a, g)| *a += inv * g);
+                }
+                Ok(())
+            },
+            rng,
+        )?;
         Ok(SiloMessage {
             round: b.round,
             payload: Payload::Dense(acc),
@@ -207,7 +286,7 @@ impl SiloHalf for PanPrivateSilo {
 
     fn noise_std(&self) -> f64 {
         // Two independent draws of ζ per coordinate reach the output.
-        std::f64::consts::SQRT_2 * self.mechanism.noise_std()
+        std::f64::consts::SQRT_2 * self.pair.zeta()
     }
 
     fn state(&self) -> HalfState {
@@ -231,7 +310,8 @@ impl SiloHalf for PanPrivateSilo {
     }
 }
 
-/// One silo's half from its plan entry.
+/// One silo's half from its plan entry: the pair is built from the plan's (ε, δ), and the
+/// plan's ζ must be the one Lemma C.5 gives for them.
 pub fn silo_from_plan(
     ctx: &BuildContext,
     moreau: Option<f64>,
@@ -242,8 +322,20 @@ pub fn silo_from_plan(
     lipschitz: f64,
 ) -> crate::Result<PanPrivateSilo> {
     let (oracle, _) = crate::algo::gradient::smoothed_oracle(ctx, moreau)?;
-    let mechanism = ctx.gaussian(zeta, 2.0 * lipschitz / batch_size as f64)?;
-    PanPrivateSilo::new(oracle, mechanism, records, batch_size, guarantee)
+    let sensitivity = 2.0 * lipschitz / batch_size as f64;
+    let (epsilon, delta) = guarantee;
+    let derived = lemma_c5_sigma(sensitivity, epsilon, delta)?;
+    // NaN (a corrupt plan) fails this test too.
+    let same = (derived - zeta).abs() <= 1e-12 * derived;
+    if !same {
+        return Err(crate::Error::config(
+            "plan",
+            format!("zeta = {zeta} is not Lemma C.5's {derived} for ({epsilon}, {delta})"),
+        ));
+    }
+    let d = oracle.model().num_params();
+    let pair = PanPrivatePair::new(ctx, d, sensitivity, epsilon, delta)?;
+    PanPrivateSilo::new(oracle, pair, records, batch_size)
 }
 
 #[cfg(test)]

@@ -11,7 +11,7 @@ use dpfl_privacy::sampler::RecordSampling;
 use dpfl_privacy::shuffle::params::PvecParams;
 use dpfl_privacy::shuffle::protocol::Pvec;
 
-use super::pvec::{PvecServer, PvecSilo, Transport, shuffle_err};
+use super::pvec::{Against, PvecServer, PvecSilo, Transport, shuffle_err};
 use super::robust::{AbsentFilter, AbsentSilo, Behaviour, ExtremeSilo, NegatedModel};
 use super::trust::ChargedAs;
 use crate::algo::context::BuildContext;
@@ -45,9 +45,9 @@ pub enum ShuffleSilo {
         batch_size: usize,
         /// PGD (Cheu et al. Algorithm 5): all n_i records answer every round.
         full: bool,
-        /// The (ε, δ) per round the silo's ledger charges (chosen by the shuffler trust
-        /// model, `super::trust`).
-        charged: (f64, f64),
+        /// Whom the silo's replies are private against (chosen by the shuffler trust model,
+        /// `super::trust`): its randomizer derives the (ε, δ) per round the ledger charges.
+        against: Against,
     },
     /// `inner` on the β-Moreau envelope of the loss (gradients clipped at 2L; `super::moreau`).
     Smoothed {
@@ -248,16 +248,16 @@ impl ShufflePlan {
                 records,
                 batch_size,
                 full,
-                charged,
+                against,
             } => {
                 let p = self.pvec.as_ref().ok_or_else(|| {
                     crate::Error::config("plan", "a PVEC silo in a plan without PVEC parameters")
                 })?;
                 let pvec = Pvec::new(p.params).map_err(shuffle_err)?;
                 Ok(Box::new(if *full {
-                    PvecSilo::full_batch(oracle, pvec, p.transport, *records, *charged)?
+                    PvecSilo::full_batch(oracle, pvec, p.transport, *records, *against)?
                 } else {
-                    PvecSilo::new(oracle, pvec, p.transport, *records, *batch_size, *charged)?
+                    PvecSilo::new(oracle, pvec, p.transport, *records, *batch_size, *against)?
                 }))
             }
         }

@@ -23,16 +23,18 @@
 //! * **Compact transport in the simulator.** The shuffler's share sum is formed inside the
 //!   analyzer (the sum is the same); a real shuffler must sum its shares and forward only the
 //!   sum, since pairing a silo's two shares would reveal its counts.
-//! * **What the ledger charges.** The round event is the (ε, δ) the builder passes, on the
-//!   silo's disjoint batch: by default the guarantee *without* a trusted shuffler (the
-//!   silo's own binomial noise), or PVEC's honest-shuffler (ε, δ) under
-//!   `shuffler = "trusted"` (see `super::trust`).
+//! * **What the ledger charges.** The round event is the silo's randomizer's own event
+//!   ([`PvecRandomizer`], `dpfl_privacy::shuffle::randomizer`), amplified by the silo's
+//!   disjoint batch: by default [`Against::OwnCounts`], the guarantee *without* a trusted
+//!   shuffler (the silo's own binomial noise, Lemma A.1), or [`Against::HonestShuffler`],
+//!   PVEC's Theorem 3.2 (ε, δ), under `shuffler = "trusted"` (see `super::trust`).
 
 use dpfl_privacy::event::Sampling;
 use dpfl_privacy::sampler::DisjointBatches;
 use dpfl_privacy::shuffle::ShuffleError;
 use dpfl_privacy::shuffle::protocol::{Message, Pvec, ShareSum, reveal, share_counts};
-use dpfl_privacy::{DpRng, PrivacyEvent};
+pub use dpfl_privacy::shuffle::randomizer::{Against, PvecRandomizer};
+use dpfl_privacy::{DpRng, Mechanism, PrivacyEvent};
 use serde::{Deserialize, Serialize};
 
 use crate::algo::gradient::{check_records, next_disjoint_batch};
@@ -126,7 +128,7 @@ pub(crate) fn count_messages(
 #[derive(Debug)]
 pub struct PvecSilo {
     oracle: GradientOracle,
-    pvec: Pvec,
+    randomizer: PvecRandomizer,
     transport: Transport,
     n: usize,
     k: usize,
@@ -134,20 +136,19 @@ pub struct PvecSilo {
     batches: Option<DisjointBatches>,
     /// Every record every round (PGD, fully interactive) instead of one pass.
     full: bool,
-    /// The per-round (ε, δ) the ledger charges (see the module doc).
-    round_guarantee: (f64, f64),
     grad: Vec<f64>,
 }
 
 impl PvecSilo {
-    /// `pvec` calibrated for the round's users; `guarantee` its (ε, δ).
+    /// `pvec` calibrated for the round's users, its reply of K users private `against` the
+    /// party the trust model names (its event, module doc).
     pub fn new(
         oracle: GradientOracle,
         pvec: Pvec,
         transport: Transport,
         n: usize,
         k: usize,
-        guarantee: (f64, f64),
+        against: Against,
     ) -> crate::Result<Self> {
         let d = oracle.model().num_params();
         if pvec.params().d != d {
@@ -177,29 +178,30 @@ impl PvecSilo {
                 ));
             }
         }
+        let randomizer = PvecRandomizer::new(pvec, k as u64, against).map_err(shuffle_err)?;
         Ok(PvecSilo {
             oracle,
-            pvec,
+            randomizer,
             transport,
             n,
             k,
             batches: None,
             full: false,
-            round_guarantee: guarantee,
             grad: vec![0.0; d],
         })
     }
 
     /// The silo answers every round with all its n records (Cheu et al. Algorithm 5, PGD:
-    /// fully interactive, so rounds compose; `guarantee` is the per-round (ε₀, δ₀)).
+    /// fully interactive, so rounds compose; its per-round event is the randomizer's for n
+    /// users, unsampled).
     pub fn full_batch(
         oracle: GradientOracle,
         pvec: Pvec,
         transport: Transport,
         n: usize,
-        guarantee: (f64, f64),
+        against: Against,
     ) -> crate::Result<Self> {
-        let mut s = Self::new(oracle, pvec, transport, n, n, guarantee)?;
+        let mut s = Self::new(oracle, pvec, transport, n, n, against)?;
         s.full = true;
         Ok(s)
     }
@@ -230,7 +232,10 @@ impl PvecSilo {
         for i in batch {
             let (x, y) = data.row(i);
             self.oracle.clipped_grad(&b.point, x, y, &mut self.grad);
-            let c = self.pvec.counts(&self.grad, rng).map_err(shuffle_err)?;
+            let c = self
+                .randomizer
+                .release(self.grad.as_mut_slice(), rng)
+                .map_err(shuffle_err)?;
             // ≤ K·(g + s) per label, checked to fit u64 when the silo was built.
             total.iter_mut().zip(&c).for_each(|(t, v)| *t += v);
         }
@@ -240,16 +245,13 @@ impl PvecSilo {
 
 impl SiloHalf for PvecSilo {
     fn round_event(&self, _round: Round) -> Option<PrivacyEvent> {
-        let (epsilon, delta) = self.round_guarantee;
         if self.full {
-            return Some(PrivacyEvent::EpsilonDelta { epsilon, delta });
+            return Some(self.randomizer.privacy_event());
         }
-        Some(
-            PrivacyEvent::EpsilonDelta { epsilon, delta }.sampled(Sampling::Disjoint {
-                population: self.n as u64,
-                size: self.k as u64,
-            }),
-        )
+        Some(self.randomizer.sampled_event(Sampling::Disjoint {
+            population: self.n as u64,
+            size: self.k as u64,
+        }))
     }
 
     fn respond(&mut self, _: &Broadcast, _: &Dataset, _: &mut DpRng) -> crate::Result<SiloMessage> {
@@ -267,7 +269,8 @@ impl SiloHalf for PvecSilo {
         let counts = self.counts(b, data, rng)?;
         // K users' messages per label (checked to fit when the silo was built).
         let max = self
-            .pvec
+            .randomizer
+            .pvec()
             .params()
             .p1d
             .bits_per_user()
@@ -281,7 +284,8 @@ impl SiloHalf for PvecSilo {
 
     fn noise_std(&self) -> f64 {
         // Per coordinate of the analyzer's sum, for one user (Cheu et al. §2.1).
-        (self.pvec.params().variance_bound() / self.pvec.params().d as f64).sqrt()
+        let p = self.randomizer.pvec().params();
+        (p.variance_bound() / p.d as f64).sqrt()
     }
 
     /// A one-pass silo's permutation and next batch position: a restarted silo process
@@ -531,7 +535,7 @@ mod tests {
                 Transport::Compact,
                 records,
                 2,
-                (1.0, 1e-6),
+                Against::OwnCounts { delta: 1e-6 },
             )
             .unwrap()
         };

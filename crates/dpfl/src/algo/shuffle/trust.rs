@@ -23,6 +23,7 @@ use dpfl_privacy::accountant::AccountantKind;
 use dpfl_privacy::shuffle::local::{LocalGuarantee, silo_round_guarantee};
 use dpfl_privacy::shuffle::params::{PvecParams, Scale};
 use dpfl_privacy::shuffle::protocol::Pvec;
+use dpfl_privacy::shuffle::randomizer::Against;
 use dpfl_privacy::{Delta, Neighbouring, PrivacyEvent};
 
 use super::pvec::shuffle_err;
@@ -95,8 +96,11 @@ pub struct SiloGuarantees {
     pub local_round: LocalGuarantee,
     /// Over the `uses` rounds of a record, without a trusted shuffler.
     pub local_total: f64,
-    /// Per round, charged by the ledger.
+    /// Per round, charged by the ledger (what `against` makes the silo's randomizer report).
     pub charged: (f64, f64),
+    /// Whom the silo's replies are private against: its randomizer's event (the half derives
+    /// `charged` from it and the PVEC parameters).
+    pub against: Against,
 }
 
 /// δ per round for the no-shuffler guarantee: all of δ for one use, else δ/(2·uses) (the
@@ -145,14 +149,20 @@ pub fn silo_guarantees(
         silo_round_guarantee(&plan.params, silo_users, dr, plan.pvec.noise_tv_bound())
             .map_err(shuffle_err)?;
     let local_total = composed(local_round.epsilon, dr, t.uses, t.budget.1)?;
-    let charged = match trust {
-        ShufflerTrust::Trusted => plan.round,
-        ShufflerTrust::Untrusted => (local_round.epsilon, dr),
+    let (charged, against) = match trust {
+        ShufflerTrust::Trusted => (
+            plan.round,
+            Against::HonestShuffler {
+                honest_fraction: None,
+            },
+        ),
+        ShufflerTrust::Untrusted => ((local_round.epsilon, dr), Against::OwnCounts { delta: dr }),
     };
     Ok(SiloGuarantees {
         local_round,
         local_total,
         charged,
+        against,
     })
 }
 

@@ -5,8 +5,9 @@
 //! own half and never repeats the accountant search.
 //!
 //! The plan is public: per silo n_i, b_i and σ_i, and the run's γ, compressor, sampling, coin
-//! and x⁰ rule. A silo's round event is recomputed from them ([`round_event`], a formula, not
-//! a search), so the event a half charges is the one the planner reported.
+//! and x⁰ rule. A silo half's round event is derived from its noise mechanism
+//! ([`super::silo::SiloNoise`], built from σ_i with [`round_event`]'s sensitivities) and its
+//! record sampler, so the event a half charges is the one the planner reported.
 
 use serde::{Deserialize, Serialize};
 
@@ -15,7 +16,7 @@ use dpfl_privacy::sampler::{BatchSampler, RecordSampling};
 
 use super::calibration::{
     CODE_DIRECT_FACTOR, CODE_SHIFTED_CONSTANT, Estimator, accountant_sigma, closed_form_sigma,
-    default_batch, qdpsgd_code_sigma, round_event, shift_step, split_sigma,
+    default_batch, qdpsgd_code_sigma, round_event, shift_step,
 };
 use super::qdpsgd::{QdpsgdServer, QdpsgdSilo};
 use super::server::SoteriaServer;
@@ -447,31 +448,18 @@ impl SoteriaPlan {
         let (est, g, m, b) = (self.estimator, self.clip, p.records, p.batch_size);
         let aggregate = self.clipping == Clipping::AggregateNoGuarantee;
         let sampler = sampler(est, self.sampling, m, b)?;
+        // The noise's parts carry the sensitivities of `round_event`, so the half's event
+        // (derived from them and the sampler) is the one the planner reported.
         let noise = match p.sigma {
             None => None,
-            Some(sigma) => {
-                let sampling = event_sampling(est, self.sampling, m, b)?;
-                let event = round_event(est, sigma, g, b, m, &sampling, aggregate);
-                let parts = if est.has_full_term() && !aggregate {
-                    let (sa, sb) = split_sigma(sigma);
-                    vec![
-                        GaussianMechanism::new(sa, 4.0 * g / b as f64)?,
-                        GaussianMechanism::new(sb, 2.0 * g / m as f64)?,
-                    ]
-                } else {
-                    let unit = match (aggregate, est) {
-                        (true, _) => 2.0 * g,
-                        (false, Estimator::Gd) => 2.0 * g / m as f64,
-                        _ => 2.0 * g / b as f64,
-                    };
-                    vec![GaussianMechanism::new(sigma, unit)?]
-                };
-                Some(SiloNoise {
-                    parts,
-                    event,
-                    sigma,
-                })
+            Some(sigma) if est.has_full_term() && !aggregate => {
+                Some(SiloNoise::split(sigma, g, b, m)?)
             }
+            Some(sigma) => Some(match (aggregate, est) {
+                (true, _) => SiloNoise::single(sigma, 2.0 * g, false)?,
+                (false, Estimator::Gd) => SiloNoise::single(sigma, 2.0 * g / m as f64, false)?,
+                _ => SiloNoise::single(sigma, 2.0 * g / b as f64, true)?,
+            }),
         };
         if let Some(eps_c) = self.consensus {
             let sampler = sampler.ok_or_else(|| bad("estimator", "Q-DPSGD-1 samples"))?;

@@ -23,7 +23,7 @@
 //!   mean_i x_i; the authors' code evaluates mean_i x_i, which no party holds).
 //! - Every silo must answer every round (the mean over j and the −(ε_c/n)z_i term assume n).
 
-use dpfl_privacy::mechanism::VectorMechanism;
+use dpfl_privacy::mechanism::Mechanism;
 use dpfl_privacy::sampler::BatchSampler;
 use dpfl_privacy::{DpRng, PrivacyEvent};
 
@@ -118,7 +118,9 @@ pub fn consensus_step(
 
 impl SiloHalf for QdpsgdSilo {
     fn round_event(&self, _round: Round) -> Option<PrivacyEvent> {
-        self.noise.as_ref().map(|n| n.event.clone())
+        self.noise
+            .as_ref()
+            .map(|n| n.round_event(Some(&self.sampler)))
     }
 
     fn respond(
@@ -156,10 +158,8 @@ impl SiloHalf for QdpsgdSilo {
             crate::linalg::scale(f, &mut g);
         }
         self.grad_evals += self.idx.len() as u64;
-        if let Some(n) = &self.noise {
-            for m in &n.parts {
-                m.privatize(&mut g, rng);
-            }
+        if let Some(n) = &mut self.noise {
+            let Ok(()) = n.release(g.as_mut_slice(), rng);
         }
         let payload = self.compressor.compress(&x, rng)?;
         let mut z = vec![0.0; d];
@@ -181,7 +181,7 @@ impl SiloHalf for QdpsgdSilo {
     }
 
     fn noise_std(&self) -> f64 {
-        self.noise.as_ref().map_or(0.0, |n| n.sigma)
+        self.noise.as_ref().map_or(0.0, |n| n.sigma())
     }
 
     fn state(&self) -> HalfState {

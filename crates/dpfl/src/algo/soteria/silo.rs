@@ -1,5 +1,6 @@
 //! SoteriaFL's silo half (Algorithm 2 lines 3–6 with Algorithm 3's estimators; Algorithm 1
-//! lines 3–6 for direct compression): local estimator → Gaussian noise → compress (the
+//! lines 3–6 for direct compression) and its noise [`SiloNoise`], the mechanism whose two
+//! sensitivities follow Lemma 3: local estimator → Gaussian noise → compress (the
 //! shifted difference g − s_i, or g itself) → s_i ← s_i + γ·v_i with the very realisation
 //! that is sent (the payload is decoded into the shift, so what the server adds and what the
 //! silo adds are the same numbers).
@@ -9,7 +10,8 @@
 //! so ‖φ‖ ≤ 2G and ‖ψ‖ ≤ G as Lemma 1 needs. A sampled term is a sum divided by the expected
 //! batch b (Poisson: Lemma 3's normalisation), never by the drawn size.
 
-use dpfl_privacy::mechanism::{GaussianMechanism, VectorMechanism};
+use dpfl_privacy::event::Sampling;
+use dpfl_privacy::mechanism::{GaussianMechanism, Mechanism, VectorMechanism};
 use dpfl_privacy::sampler::{BatchSampler, Poisson};
 use dpfl_privacy::{DpRng, PrivacyEvent};
 
@@ -21,15 +23,83 @@ use crate::compress::Compressor;
 use crate::data::Dataset;
 use crate::model::GradientOracle;
 
-/// Noise of one silo: N(0, σ²I) as one draw (SGD/GD) or Lemma 3's two parts (SVRG/SAGA).
+/// The noise of one silo (a [`Mechanism`]): N(0, σ²I) as one draw (SGD/GD, aggregate
+/// clipping) or Lemma 3's two independent parts (SVRG/SAGA: N(0, (2/3)σ²I) on the sampled
+/// term A at sensitivity 4G/b, N(0, (1/3)σ²I) on the full-batch term B at 2G/m; module docs
+/// of [`super::calibration`]). Each part says whether the round's record sampling amplifies
+/// it, so the round event is the parts' events, the sampled ones amplified
+/// ([`Mechanism::sampled_event`]), composed.
 #[derive(Debug, Clone)]
 pub struct SiloNoise {
-    /// One Gaussian mechanism per independent draw (one, or Lemma 3's A and B parts).
-    pub parts: Vec<GaussianMechanism>,
-    /// The event one round spends (from [`super::calibration::round_event`]).
-    pub event: PrivacyEvent,
+    /// One Gaussian per independent draw, with whether record sampling amplifies it.
+    parts: Vec<(GaussianMechanism, bool)>,
     /// σ_p, the total standard deviation per coordinate.
-    pub sigma: f64,
+    sigma: f64,
+}
+
+impl SiloNoise {
+    /// One draw N(0, σ²I) at sensitivity `sensitivity`; `sampled`: whether the round's record
+    /// sampling amplifies it (not for GD's full batch, nor under aggregate clipping).
+    pub fn single(sigma: f64, sensitivity: f64, sampled: bool) -> crate::Result<Self> {
+        Ok(SiloNoise {
+            parts: vec![(GaussianMechanism::new(sigma, sensitivity)?, sampled)],
+            sigma,
+        })
+    }
+    /// Lemma 3's split of N(0, σ²I) for a silo of m records drawing b with per-record bound
+    /// G: A (sampled) N(0, (2/3)σ²I) at 4G/b, then B N(0, (1/3)σ²I) at 2G/m.
+    pub fn split(sigma: f64, g: f64, b: usize, m: usize) -> crate::Result<Self> {
+        let (sa, sb) = super::calibration::split_sigma(sigma);
+        Ok(SiloNoise {
+            parts: vec![
+                (GaussianMechanism::new(sa, 4.0 * g / b as f64)?, true),
+                (GaussianMechanism::new(sb, 2.0 * g / m as f64)?, false),
+            ],
+            sigma,
+        })
+    }
+    /// σ_p, the total standard deviation per coordinate.
+    pub fn sigma(&self) -> f64 {
+        self.sigma
+    }
+    /// The round event of a silo whose records are drawn by `sampler` (`None`: every record).
+    pub fn round_event(&self, sampler: Option<&BatchSampler>) -> PrivacyEvent {
+        match sampler {
+            Some(s) => self.sampled_event(s.sampling()),
+            None => self.privacy_event(),
+        }
+    }
+}
+
+impl Mechanism for SiloNoise {
+    type Input<'a> = [f64];
+    type Output = ();
+    type Error = std::convert::Infallible;
+    fn release(&mut self, v: &mut [f64], rng: &mut DpRng) -> Result<(), Self::Error> {
+        for (m, _) in &self.parts {
+            m.privatize(v, rng);
+        }
+        Ok(())
+    }
+    fn privacy_event(&self) -> PrivacyEvent {
+        match self.parts.as_slice() {
+            [(m, _)] => m.privacy_event(),
+            parts => PrivacyEvent::Composed(parts.iter().map(|(m, _)| m.privacy_event()).collect()),
+        }
+    }
+    fn sampled_event(&self, sampling: Sampling) -> PrivacyEvent {
+        let event = |(m, sampled): &(GaussianMechanism, bool)| {
+            if *sampled {
+                m.privacy_event().sampled(sampling.clone())
+            } else {
+                m.privacy_event()
+            }
+        };
+        match self.parts.as_slice() {
+            [part] => event(part),
+            parts => PrivacyEvent::Composed(parts.iter().map(event).collect()),
+        }
+    }
 }
 
 /// The silo half of CDP-SGD, LDP-SGD/SVRG and SoteriaFL-GD/SGD/SVRG/SAGA.
@@ -265,7 +335,9 @@ pub fn draw_coin(seed: u64, p: f64, round: Round) -> crate::Result<bool> {
 
 impl SiloHalf for SoteriaSilo {
     fn round_event(&self, _round: Round) -> Option<PrivacyEvent> {
-        self.noise.as_ref().map(|n| n.event.clone())
+        self.noise
+            .as_ref()
+            .map(|n| n.round_event(self.sampler.as_ref()))
     }
 
     fn respond(
@@ -277,10 +349,8 @@ impl SiloHalf for SoteriaSilo {
         b.check_dim(self.g.len())?;
         crate::algo::gradient::check_records(self.m, data)?;
         self.estimate(b, data, rng)?;
-        if let Some(n) = &self.noise {
-            for m in &n.parts {
-                m.privatize(&mut self.g, rng);
-            }
+        if let Some(n) = &mut self.noise {
+            let Ok(()) = n.release(self.g.as_mut_slice(), rng);
         }
         let payload = match &mut self.shift {
             Some((gamma, s)) => {
@@ -306,7 +376,7 @@ impl SiloHalf for SoteriaSilo {
     }
 
     fn noise_std(&self) -> f64 {
-        self.noise.as_ref().map_or(0.0, |n| n.sigma)
+        self.noise.as_ref().map_or(0.0, |n| n.sigma())
     }
 
     fn state(&self) -> HalfState {
