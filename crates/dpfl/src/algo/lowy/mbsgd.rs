@@ -31,7 +31,6 @@ use super::theory::{Constants, Params, Setting, Smoothing};
 use crate::algo::context::{BuildContext, SiloCalibration};
 use crate::algo::gradient::{BatchSource, GradientSilo};
 use crate::algo::half::{ServerHalf, SiloHalf};
-use crate::algo::message::Round;
 use crate::algo::server::OutputRule;
 
 /// MB-SGD's server half lives in the floor: the shuffle wing's SDP MB-SGD, PSGD and PGD run
