@@ -33,6 +33,20 @@ kind = "mb-sgd"
         .replace("[privacy]\n", &format!("[privacy]\n{extra_privacy}"))
 }
 
+/// The two-algorithm experiment written into `d` and its federation prepared (`federate
+/// --prepare-only`): the trial directory.
+fn prepared_federation(d: &Path) -> PathBuf {
+    let exp = write(
+        d,
+        "c.toml",
+        &two_algorithms(
+            "",
+            "calibration = \"accountant\"\nstep_size = 0.3\nbatch_size = 10",
+        ),
+    );
+    prepare_only(&exp, &d.join("run"), &[])
+}
+
 fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
     let p = dir.join(name);
     std::fs::write(&p, text).unwrap();
@@ -285,15 +299,7 @@ batch_size = 4
 fn a_federation_file_whose_algorithm_disagrees_with_its_plan_is_refused() {
     let tmp = tempfile::tempdir().unwrap();
     let d = tmp.path();
-    let exp = write(
-        d,
-        "c.toml",
-        &two_algorithms(
-            "",
-            "calibration = \"accountant\"\nstep_size = 0.3\nbatch_size = 10",
-        ),
-    );
-    let trial = prepare_only(&exp, &d.join("run"), &[]);
+    let trial = prepared_federation(d);
     let cfg = trial.join("federation-0.toml");
     let text = std::fs::read_to_string(&cfg).unwrap();
     assert!(text.contains("\nalgorithm = 0\n"), "{text}");
@@ -324,15 +330,7 @@ fn a_federation_file_whose_algorithm_disagrees_with_its_plan_is_refused() {
 fn a_silo_refuses_another_silos_shard() {
     let tmp = tempfile::tempdir().unwrap();
     let d = tmp.path();
-    let exp = write(
-        d,
-        "c.toml",
-        &two_algorithms(
-            "",
-            "calibration = \"accountant\"\nstep_size = 0.3\nbatch_size = 10",
-        ),
-    );
-    let trial = prepare_only(&exp, &d.join("run"), &[]);
+    let trial = prepared_federation(d);
     let cfg = trial.join("federation-0.toml");
     let shard1 = trial.join("data/silo-1.shard");
     let o = dpfl(&strs(&silo_args(&cfg, 0, &shard1)));
