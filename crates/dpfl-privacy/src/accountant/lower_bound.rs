@@ -387,9 +387,35 @@ pub fn epsilon_lower_bound_with(
 /// Below this δ the lower bound is cross-checked against RDP's upper bound.
 pub const CROSS_CHECK_DELTA: f64 = 1e-9;
 
+/// A lower bound as shown beside an upper bound of the same events: withheld, with the
+/// reason, when round-off put it above the upper bound (issue 27 finding 3: a printed lower
+/// bound is never above a computed upper bound). `dpfl account` and the run summaries use it.
+pub fn shown_beside(lower: Option<f64>, upper: Option<f64>) -> (Option<f64>, Option<String>) {
+    match (lower, upper) {
+        (Some(l), Some(u)) if l > u => (
+            None,
+            Some(format!(
+                "the computed bound {l} exceeds the upper bound {u} (numerical round-off); withheld"
+            )),
+        ),
+        (l, _) => (l, None),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_lower_bound_above_the_upper_bound_is_withheld_with_the_reason() {
+        assert_eq!(shown_beside(Some(0.9), Some(1.0)), (Some(0.9), None));
+        assert_eq!(shown_beside(Some(1.0), Some(1.0)), (Some(1.0), None));
+        assert_eq!(shown_beside(Some(0.9), None), (Some(0.9), None));
+        assert_eq!(shown_beside(None, Some(1.0)), (None, None));
+        let (l, why) = shown_beside(Some(23.31), Some(20.59));
+        assert_eq!(l, None);
+        assert!(why.unwrap().contains("exceeds the upper bound 20.59"));
+    }
     use crate::accountant::sampled_pld::upper_profile;
 
     #[test]

@@ -11,7 +11,9 @@ use serde_json::{Value, json};
 
 use super::{Release, ReleaseError, ReleaseMechanism, check_noise_multiplier};
 use crate::accountant::AccountantKind;
-use crate::accountant::lower_bound::{LOWER_DISCRETIZATION, epsilon_lower_bound_with};
+use crate::accountant::lower_bound::{
+    LOWER_DISCRETIZATION, epsilon_lower_bound_with, shown_beside,
+};
 use crate::accountant::pld::PldAccountant;
 use crate::accountant::sampled_pld::PoissonPair;
 use crate::calibration::{
@@ -162,20 +164,10 @@ pub fn account_report(
             }
         }
     }
-    let (mut lower, why) = lower.wait();
-    if let Some(why) = why {
+    let (lower, why) = lower.wait();
+    let (lower, withheld) = shown_beside(lower, Some(eps));
+    if let Some(why) = withheld.or(why) {
         notes.insert("epsilon_lower_bound".into(), json!(why));
-    }
-    if let Some(l) = lower
-        && l > eps
-    {
-        lower = None;
-        notes.insert(
-            "epsilon_lower_bound".into(),
-            json!(format!(
-                "the computed bound {l} exceeds the upper bound {eps} (numerical round-off); withheld"
-            )),
-        );
     }
     let mut out = json!({
         "epsilon": eps,

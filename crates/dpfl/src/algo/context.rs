@@ -115,6 +115,15 @@ pub struct SiloCalibration {
     pub run_event: Option<dpfl_privacy::PrivacyEvent>,
 }
 
+/// Every silo's whole-run events from its calibration, in silo order (none for a
+/// non-private silo): what the silo's ledger charges if it answers every round.
+pub fn run_events(calibration: &[SiloCalibration]) -> Vec<Vec<dpfl_privacy::PrivacyEvent>> {
+    calibration
+        .iter()
+        .map(|c| c.run_event.iter().cloned().collect())
+        .collect()
+}
+
 /// The formula of a silo whose noise multiplier z was set directly (`privacy.noise_multiplier`)
 /// for a message of sensitivity `sensitivity`.
 pub fn fixed_formula(z: f64, sensitivity: &str, rounds: usize) -> String {

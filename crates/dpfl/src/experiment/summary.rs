@@ -313,15 +313,9 @@ pub(crate) fn account_silo(
         .into_iter()
         .flatten()
         .reduce(f64::min);
-    let lower_epsilon = match (lower_epsilon, upper) {
-        (Some(l), Some(u)) if l > u => {
-            notes.push(format!(
-                "lower bound: the computed {l} exceeds the upper bound {u} (numerical round-off); withheld"
-            ));
-            None
-        }
-        (l, _) => l,
-    };
+    let (lower_epsilon, withheld) =
+        dpfl_privacy::accountant::lower_bound::shown_beside(lower_epsilon, upper);
+    notes.extend(withheld.map(|why| format!("lower bound: {why}")));
     SiloPrivacy {
         silo: i,
         name: None,

@@ -216,28 +216,21 @@ fn job_parts<'a>(
 }
 
 /// Every silo's events in a run of `job` in which it answers every round: its plan's run
-/// event, without training. This is the guarantee the calibration promises (under partial
-/// participation a silo that sat rounds out spent less); `reproduce --rewrite` certifies
-/// committed results with it.
+/// event, without training, with the job's experiment (whose privacy block gives each silo's
+/// δ). This is the guarantee the calibration promises (under partial participation a silo
+/// that sat rounds out spent less); `reproduce --rewrite` certifies committed results with it.
 pub fn plan_events(
     spec: &ReproSpec,
     data: &[Vec<PanelTrial>],
     job: &Job,
-) -> crate::Result<Vec<Vec<dpfl_privacy::PrivacyEvent>>> {
+) -> crate::Result<(
+    crate::experiment::ExperimentSpec,
+    Vec<Vec<dpfl_privacy::PrivacyEvent>>,
+)> {
     let (exp, _, algorithm, pt) = job_parts(spec, data, job);
     let setup = crate::experiment::setup(&exp, &pt.data)?;
     let plan = crate::plan::Plan::new(setup, &algorithm)?;
-    Ok(plan
-        .calibration
-        .into_iter()
-        .map(|c| c.run_event.into_iter().collect())
-        .collect())
-}
-
-/// The experiment of `job` (its privacy block gives each silo's δ).
-pub(super) fn job_experiment(spec: &ReproSpec, job: &Job) -> crate::experiment::ExperimentSpec {
-    let eps = job.eps.map_or(spec.epsilons[0], |e| spec.epsilons[e]);
-    spec.experiment(&spec.panels[job.panel], eps, job.clip)
+    Ok((exp, crate::algo::context::run_events(&plan.calibration)))
 }
 
 /// Runs one job.

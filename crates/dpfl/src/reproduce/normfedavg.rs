@@ -545,10 +545,7 @@ pub fn privacy_of_run(
     let Some((label, kind, delta)) = label_of(plan, spec) else {
         return RunPrivacy::non_private();
     };
-    let events: Vec<Vec<dpfl_privacy::PrivacyEvent>> = calibration
-        .iter()
-        .map(|c| c.run_event.iter().cloned().collect())
-        .collect();
+    let events = crate::algo::context::run_events(calibration);
     RunPrivacy::account(Some(label), kind, delta, &events)
 }
 

@@ -14,7 +14,7 @@
 
 use rayon::prelude::*;
 
-use super::grid::{Job, PanelTrial, certified, job_experiment, plan_events};
+use super::grid::{Job, PanelTrial, certified, plan_events};
 use super::privacy::{RunPrivacy, fmt_epsilon};
 use super::spec::ReproSpec;
 use crate::experiment::Precision;
@@ -99,8 +99,7 @@ pub fn plan_privacy(
         }
     }
     let account = |job: &Job| -> crate::Result<(Option<f64>, Option<f64>)> {
-        let events = plan_events(spec, data, job)?;
-        let exp = job_experiment(spec, job);
+        let (exp, events) = plan_events(spec, data, job)?;
         let pt = &data[job.panel][job.trial];
         // `account_silo` memoises by events and δ: silos and trials of equal n_i are
         // accounted once.

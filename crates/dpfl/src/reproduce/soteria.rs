@@ -584,11 +584,7 @@ pub fn run_events(
     let (eps, rounds, etas) = plan.settings[e];
     let ctx = context(plan, fed, rounds, eps)?;
     let built = algorithm(a, etas[a], fed.init_std)?.build(&ctx)?;
-    Ok(built
-        .calibration
-        .into_iter()
-        .map(|c| c.run_event.into_iter().collect())
-        .collect())
+    Ok(crate::algo::context::run_events(&built.calibration))
 }
 
 /// Every silo's events charged by the simulator in one run of algorithm `a` at setting `e`
