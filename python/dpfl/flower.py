@@ -57,18 +57,11 @@ import numpy as np
 from flwr.client import NumPyClient
 
 from ._checks import uint
-from ._core import DpflError, Ledger, LedgerError
+# One class each for every silo of the package (dpfl.halves raises them too).
+from ._core import AlreadyReleased, BudgetExceeded, DpflError, Ledger, LedgerError
 from .accounting import calibrate
 from .events import GaussianDpEvent
 from .mechanisms import GaussianMechanism
-
-
-class BudgetExceeded(DpflError):
-    """A round would take the silo past its (ε, δ) budget; nothing was released."""
-
-
-class AlreadyReleased(BudgetExceeded):
-    """The ledger holds a release for this ``server_round`` already; nothing was released."""
 
 
 # Ids of releases without a ``server_round``: 2^63, 2^63 + 1, … (rounds keep their own number).
