@@ -68,14 +68,23 @@ fn per_silo(field: &str, v: &Bound<'_, PyAny>, n: usize) -> PyResult<Vec<f64>> {
 impl Plan {
     /// The RDP ε of `events` at δ (replace-one), as `dpfl train`'s summary reports it.
     pub(crate) fn rdp_epsilon(events: &[PrivacyEvent], delta: f64) -> PyResult<f64> {
+        Self::epsilon_by(AccountantKind::Rdp, events, delta)
+            .map_err(|e| crate::errors::privacy("events", e))
+    }
+
+    /// ε of `events` composed at δ (replace-one) by `kind`, as `dpfl train`'s summary
+    /// accounts a silo (`experiment::summary::account_silo`, fine grid); 0 for no events.
+    pub(crate) fn epsilon_by(
+        kind: AccountantKind,
+        events: &[PrivacyEvent],
+        delta: f64,
+    ) -> Result<f64, dpfl_privacy::PrivacyError> {
         if events.is_empty() {
             return Ok(0.0);
         }
-        let d = Delta::new(delta).map_err(|e| crate::errors::privacy("delta", e))?;
+        let d = Delta::new(delta)?;
         let all = PrivacyEvent::Composed(events.to_vec());
-        AccountantKind::Rdp
-            .epsilon(Neighbouring::ReplaceOne, &all, d)
-            .map_err(|e| crate::errors::privacy("events", e))
+        kind.epsilon(Neighbouring::ReplaceOne, &all, d)
     }
 
     /// The silo's budget δ, or the δ its fixed noise is reported at.

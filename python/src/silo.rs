@@ -33,7 +33,8 @@ use dpfl_privacy::{Neighbouring, PrivacyEvent};
 
 use crate::codec;
 use crate::errors::{
-    BudgetExceeded, ConfigError, LedgerError, RunError, config, dpfl_error, one_line,
+    AlreadyReleased, BudgetExceeded, ConfigError, LedgerError, RunError, config, dpfl_error,
+    one_line,
 };
 use crate::own_model::PyGradients;
 use crate::plan::Plan;
@@ -362,7 +363,7 @@ impl SiloHalf {
                 return Ok(PyBytes::new(py, bytes));
             }
             if r <= *last {
-                return Err(BudgetExceeded::new_err(format!(
+                return Err(AlreadyReleased::new_err(format!(
                     "round {r} refused: this silo already answered round {last}; answering an \
                      older round again would release its data a second time"
                 )));
@@ -427,15 +428,28 @@ impl SiloHalf {
         Ok(PyBytes::new(py, &codec::encode(codec::SILO_STATE, &saved)?))
     }
 
-    /// ε this silo's ledger certifies for the releases so far (RDP, replace-one, at the
-    /// silo's δ: the accountant of `dpfl train`'s `rdp_epsilon`); 0 before any release.
+    /// ε this silo's ledger certifies for its releases so far, at the silo's δ (replace-one):
+    /// the tighter of RDP and PLD, `dpfl train`'s certified ε; `None` when neither
+    /// accountant can account the events (e.g. (ε, δ) events whose δ's exceed the silo's).
     #[getter]
-    fn epsilon(&self) -> PyResult<f64> {
-        let core = self.lock()?;
-        match core.delta {
-            Some(d) => Plan::rdp_epsilon(&events(&core.ledger), d),
-            None => Ok(0.0),
-        }
+    fn epsilon(&self) -> PyResult<Option<f64>> {
+        let (rdp, pld) = self.accounted()?;
+        Ok(match (rdp, pld) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        })
+    }
+
+    /// The RDP accountant's ε of the ledger's releases (`dpfl train`'s `rdp_epsilon`).
+    #[getter]
+    fn rdp_epsilon(&self) -> PyResult<Option<f64>> {
+        Ok(self.accounted()?.0)
+    }
+
+    /// The PLD accountant's ε of the ledger's releases (`dpfl train`'s `pld_epsilon`).
+    #[getter]
+    fn pld_epsilon(&self) -> PyResult<Option<f64>> {
+        Ok(self.accounted()?.1)
     }
 
     /// ε of one round's event alone at the silo's δ (`None` for a non-private algorithm).
@@ -472,6 +486,19 @@ impl SiloHalf {
 }
 
 impl SiloHalf {
+    /// (RDP ε, PLD ε) of the ledger's releases at the silo's δ, each `None` where that
+    /// accountant cannot account them; (0, 0) without a δ (a non-private silo).
+    fn accounted(&self) -> PyResult<(Option<f64>, Option<f64>)> {
+        let core = self.lock()?;
+        let Some(d) = core.delta else {
+            return Ok((Some(0.0), Some(0.0)));
+        };
+        let ev = events(&core.ledger);
+        drop(core);
+        let by = |k| Plan::epsilon_by(k, &ev, d).ok();
+        Ok((by(AccountantKind::Rdp), by(AccountantKind::Pld)))
+    }
+
     fn lock(&self) -> PyResult<std::sync::MutexGuard<'_, Core>> {
         self.core
             .lock()
