@@ -9,14 +9,26 @@
 * ``dpfl.init`` / ``dpfl.check_config``: an experiment for your own CSV (silos from a column);
   ``dpfl.load_model``: a saved model, its weights in numpy, ``predict`` / ``evaluate``.
 * ``dpfl.flower``: a Flower ``NumPyClient`` wrapper adding dpfl's calibrated noise and ledger.
+* ``dpfl.halves``: every algorithm as its silo and server halves (``Plan``, ``SiloHalf``,
+  ``ServerHalf``, ``simulate``), with bytes between them, on dpfl's models or your own
+  (a per-example ``gradients`` callable).
 
 Errors: ``ConfigError`` (bad parameter or config; the CLI's exit code 2) and ``RunError``
 (a failed run or computation; exit code 1), both ``DpflError``, with the CLI's messages;
 ``LedgerError`` (a ``DpflError``): a privacy ledger file that is empty, damaged or not a ledger
-(never read as a fresh budget), kept with other limits, or a refused release.
+(never read as a fresh budget), kept with other limits, or a refused release;
+``BudgetExceeded`` (``AlreadyReleased``): a silo refused a round, nothing was released.
 """
 
-from ._core import ConfigError, DpflError, LedgerError, RunError, __version__
+from ._core import (
+    AlreadyReleased,
+    BudgetExceeded,
+    ConfigError,
+    DpflError,
+    LedgerError,
+    RunError,
+    __version__,
+)
 from .accounting import (
     Accounting,
     Calibration,
@@ -55,6 +67,8 @@ __all__ = [
     "DpflError",
     "LedgerError",
     "RunError",
+    "AlreadyReleased",
+    "BudgetExceeded",
     "__version__",
     "Accounting",
     "Calibration",
