@@ -66,12 +66,6 @@ fn per_silo(field: &str, v: &Bound<'_, PyAny>, n: usize) -> PyResult<Vec<f64>> {
 }
 
 impl Plan {
-    /// The RDP ε of `events` at δ (replace-one), as `dpfl train`'s summary reports it.
-    pub(crate) fn rdp_epsilon(events: &[PrivacyEvent], delta: f64) -> PyResult<f64> {
-        Self::epsilon_by(AccountantKind::Rdp, events, delta)
-            .map_err(|e| crate::errors::privacy("events", e))
-    }
-
     /// ε of `events` composed at δ (replace-one) by `kind`, as `dpfl train`'s summary
     /// accounts a silo (`experiment::summary::account_silo`, fine grid); 0 for no events.
     pub(crate) fn epsilon_by(
@@ -361,8 +355,9 @@ impl Plan {
         Ok(d)
     }
 
-    /// Per silo: `sigma`, `batch_size` (K), `formula`, `delta` and `epsilon`, the ε (RDP,
-    /// replace-one, at the silo's δ) certified for the whole run's event; `run_event` as JSON.
+    /// Per silo: `sigma`, `batch_size` (K), `formula`, `delta` and `epsilon`, the ε certified
+    /// for the whole run's event (the tighter of RDP and PLD, replace-one, at the silo's δ;
+    /// `None` if neither accounts it); `run_event` as JSON.
     #[getter]
     fn calibration<'py>(&self, py: Python<'py>) -> PyResult<Vec<Bound<'py, PyDict>>> {
         self.inner
@@ -377,10 +372,12 @@ impl Plan {
                 d.set_item("formula", &c.formula)?;
                 let delta = self.delta_of(i);
                 d.set_item("delta", delta)?;
+                // The tighter of RDP and PLD, as `dpfl train` certifies a silo.
                 let eps = match (&c.run_event, delta) {
-                    (Some(e), Some(delta)) => {
-                        Some(Plan::rdp_epsilon(std::slice::from_ref(e), delta)?)
-                    }
+                    (Some(e), Some(delta)) => [AccountantKind::Rdp, AccountantKind::Pld]
+                        .into_iter()
+                        .filter_map(|k| Plan::epsilon_by(k, std::slice::from_ref(e), delta).ok())
+                        .reduce(f64::min),
                     _ => None,
                 };
                 d.set_item("epsilon", eps)?;

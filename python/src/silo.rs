@@ -176,6 +176,7 @@ impl SiloHalf {
     /// `ledger_path`: a durable ledger file (created when missing); without it the ledger is
     /// in memory and its value part of `state()`. `state`: bytes of an earlier `state()`.
     #[new]
+    #[allow(clippy::too_many_arguments)]
     #[pyo3(signature = (plan, silo, *, data=None, gradients=None, ledger_path=None, seed=None, state=None))]
     fn new(
         py: Python<'_>,
@@ -347,7 +348,7 @@ impl SiloHalf {
     /// ledger charges the round first (`BudgetExceeded` on refusal, nothing released); the
     /// bytes sent for the last round answered when it is asked again.
     fn step<'py>(&self, py: Python<'py>, broadcast: Vec<u8>) -> PyResult<Bound<'py, PyBytes>> {
-        let mut guard = self.lock()?;
+        let mut guard = self.lock(py)?;
         let core = &mut *guard;
         if let Some(f) = &core.failed {
             return Err(RunError::new_err(format!(
@@ -407,7 +408,7 @@ impl SiloHalf {
 
     /// The bytes to rebuild this silo from (`SiloHalf(plan, silo, ..., state=...)`).
     fn state<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
-        let core = self.lock()?;
+        let core = self.lock(py)?;
         if let Some(f) = &core.failed {
             return Err(RunError::new_err(format!(
                 "this silo half failed ({f}): its state is not one to continue from"
@@ -432,8 +433,8 @@ impl SiloHalf {
     /// the tighter of RDP and PLD, `dpfl train`'s certified ε; `None` when neither
     /// accountant can account the events (e.g. (ε, δ) events whose δ's exceed the silo's).
     #[getter]
-    fn epsilon(&self) -> PyResult<Option<f64>> {
-        let (rdp, pld) = self.accounted()?;
+    fn epsilon(&self, py: Python<'_>) -> PyResult<Option<f64>> {
+        let (rdp, pld) = self.accounted(py)?;
         Ok(match (rdp, pld) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -442,66 +443,84 @@ impl SiloHalf {
 
     /// The RDP accountant's ε of the ledger's releases (`dpfl train`'s `rdp_epsilon`).
     #[getter]
-    fn rdp_epsilon(&self) -> PyResult<Option<f64>> {
-        Ok(self.accounted()?.0)
+    fn rdp_epsilon(&self, py: Python<'_>) -> PyResult<Option<f64>> {
+        Ok(self.accounted(py)?.0)
     }
 
     /// The PLD accountant's ε of the ledger's releases (`dpfl train`'s `pld_epsilon`).
     #[getter]
-    fn pld_epsilon(&self) -> PyResult<Option<f64>> {
-        Ok(self.accounted()?.1)
+    fn pld_epsilon(&self, py: Python<'_>) -> PyResult<Option<f64>> {
+        Ok(self.accounted(py)?.1)
     }
 
-    /// ε of one round's event alone at the silo's δ (`None` for a non-private algorithm).
+    /// ε of the next round's event alone at the silo's δ (the tighter of RDP and PLD; `None`
+    /// for a non-private algorithm).
     #[getter]
-    fn round_event_epsilon(&self) -> PyResult<Option<f64>> {
-        let core = self.lock()?;
+    fn round_event_epsilon(&self, py: Python<'_>) -> PyResult<Option<f64>> {
+        let core = self.lock(py)?;
         let next = core.last.as_ref().map_or(0, |(r, _)| r + 1);
         match (
             core.half.round_event(dpfl::algo::Round::new(next)),
             core.delta,
         ) {
-            (Some(e), Some(d)) => Plan::rdp_epsilon(&[e], d).map(Some),
+            (Some(e), Some(d)) => Ok(py.detach(|| {
+                [AccountantKind::Rdp, AccountantKind::Pld]
+                    .into_iter()
+                    .filter_map(|k| Plan::epsilon_by(k, std::slice::from_ref(&e), d).ok())
+                    .reduce(f64::min)
+            })),
             _ => Ok(None),
         }
     }
 
     /// The rounds the ledger has charged, in order.
     #[getter]
-    fn releases(&self) -> PyResult<Vec<u64>> {
-        Ok(self.lock()?.ledger.releases().map(|(r, _)| r).collect())
+    fn releases(&self, py: Python<'_>) -> PyResult<Vec<u64>> {
+        Ok(self.lock(py)?.ledger.releases().map(|(r, _)| r).collect())
     }
 
     /// The last round answered (`None` before the first).
     #[getter]
-    fn last_round(&self) -> PyResult<Option<u32>> {
-        Ok(self.lock()?.last.as_ref().map(|(r, _)| *r))
+    fn last_round(&self, py: Python<'_>) -> PyResult<Option<u32>> {
+        Ok(self.lock(py)?.last.as_ref().map(|(r, _)| *r))
     }
 
     /// The silo's index.
     #[getter]
-    fn silo(&self) -> PyResult<u32> {
-        Ok(self.lock()?.silo)
+    fn silo(&self, py: Python<'_>) -> PyResult<u32> {
+        Ok(self.lock(py)?.silo)
     }
 }
 
 impl SiloHalf {
     /// (RDP ε, PLD ε) of the ledger's releases at the silo's δ, each `None` where that
     /// accountant cannot account them; (0, 0) without a δ (a non-private silo).
-    fn accounted(&self) -> PyResult<(Option<f64>, Option<f64>)> {
-        let core = self.lock()?;
+    fn accounted(&self, py: Python<'_>) -> PyResult<(Option<f64>, Option<f64>)> {
+        let core = self.lock(py)?;
         let Some(d) = core.delta else {
             return Ok((Some(0.0), Some(0.0)));
         };
         let ev = events(&core.ledger);
         drop(core);
         let by = |k| Plan::epsilon_by(k, &ev, d).ok();
-        Ok((by(AccountantKind::Rdp), by(AccountantKind::Pld)))
+        Ok(py.detach(|| (by(AccountantKind::Rdp), by(AccountantKind::Pld))))
     }
 
-    fn lock(&self) -> PyResult<std::sync::MutexGuard<'_, Core>> {
-        self.core
-            .lock()
-            .map_err(|_| RunError::new_err("the silo half's lock was poisoned by a panic"))
+    /// The silo's state, waiting for it with the GIL released: a step holds the lock while
+    /// its gradients callable needs the GIL, so waiting with the GIL held could deadlock.
+    fn lock(&self, py: Python<'_>) -> PyResult<std::sync::MutexGuard<'_, Core>> {
+        loop {
+            match self.core.try_lock() {
+                Ok(g) => return Ok(g),
+                Err(std::sync::TryLockError::WouldBlock) => {
+                    py.detach(|| std::thread::sleep(std::time::Duration::from_micros(200)))
+                }
+                Err(std::sync::TryLockError::Poisoned(_)) => {
+                    return Err(RunError::new_err(
+                        "the silo half's lock was poisoned by a panic",
+                    ));
+                }
+            }
+        }
     }
 }

@@ -272,4 +272,25 @@ mod tests {
         alg.build(&plan.context().unwrap()).unwrap();
         assert_eq!(calibrations_on_this_thread() - before, 3);
     }
+
+    #[test]
+    fn an_external_model_plan_needs_the_silos_gradients() {
+        let alg: AlgorithmSpec = toml::from_str(
+            "kind = \"mb-sgd\"\ncalibration = \"accountant\"\nstep_size = 0.1\nbatch_size = 10",
+        )
+        .unwrap();
+        let mut s = setup(2);
+        s.model = ModelSpec::External { params: 7 };
+        s.features = 1;
+        s.classes = None;
+        let plan = Plan::new(s, &alg).unwrap();
+        assert_eq!(server_half(&plan).unwrap().dim(), 7);
+        let e = silo_half(&plan, SiloId::new(0)).err().unwrap().to_string();
+        assert!(e.contains("gradient provider"), "{e}");
+        let own = Arc::new(crate::model::ExternalModel::new(7, None));
+        let half = silo_half_with_model(&plan, SiloId::new(1), own).unwrap();
+        assert_eq!(half.noise_std(), plan.calibration[1].sigma);
+        let wrong = Arc::new(crate::model::ExternalModel::new(6, None));
+        assert!(silo_half_with_model(&plan, SiloId::new(1), wrong).is_err());
+    }
 }
