@@ -126,6 +126,11 @@ def test_a_restored_silo_continues_its_stream_and_never_repeats_noise(tmp_path):
     again = two_rounds(plan, restoring)
     assert again == once
     assert once[0][0] != once[1][0]
+    # SoteriaFL needs every silo every round: a short round is refused, not aggregated.
+    server = h.ServerHalf(plan, seed="plan")
+    server.broadcast(0)
+    with pytest.raises(dpfl.RunError, match="every participant"):
+        server.aggregate(0, [once[0][i] for i in (0, 1, 2)])
     # A restored silo asked for the round it answered last returns the same bytes, and
     # refuses an older round.
     server = h.ServerHalf(plan, seed="plan")
