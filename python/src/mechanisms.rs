@@ -20,7 +20,7 @@ fn rng(seed: Option<u64>, stream: u32) -> PyResult<DpRng> {
 }
 
 fn f64s(field: &str, bytes: &[u8]) -> PyResult<Vec<f64>> {
-    if bytes.len() % 8 != 0 {
+    if !bytes.len().is_multiple_of(8) {
         return Err(config(field, "not a whole number of float64 values"));
     }
     Ok(bytes

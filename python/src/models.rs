@@ -1,7 +1,7 @@
 //! Saved models (`dpfl::experiment::saved`: safetensors + JSON) and the own-data helpers
 //! (`dpfl init`, `dpfl config check`) for the Python package.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use pyo3::prelude::*;
 
@@ -10,7 +10,7 @@ use dpfl::experiment::saved::SavedModel;
 
 use crate::errors::{ConfigError, dpfl_error};
 
-fn load(dir: &PathBuf) -> PyResult<SavedModel> {
+fn load(dir: &Path) -> PyResult<SavedModel> {
     SavedModel::load(dir).map_err(dpfl_error)
 }
 

@@ -39,11 +39,6 @@ pub(crate) fn to_json_text(obj: &Bound<'_, PyAny>) -> PyResult<String> {
         .extract()
 }
 
-/// JSON text as a Python object.
-pub(crate) fn from_json_text<'py>(py: Python<'py>, text: &str) -> PyResult<Bound<'py, PyAny>> {
-    py.import("json")?.call_method1("loads", (text,))
-}
-
 fn parse<T: serde::de::DeserializeOwned>(field: &str, text: &str) -> PyResult<T> {
     serde_json::from_str(text).map_err(|e| config(field, e.to_string()))
 }

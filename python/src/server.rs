@@ -101,6 +101,19 @@ impl ServerHalf {
         let seed = seed_of(plan, seed)?;
         let half = dpfl::plan::server_half(p).map_err(dpfl_error)?;
         let needs = p.requirements();
+        // As `dpfl train` refuses it: the shuffle model's theorems assume M_r = M (Lowy &
+        // Razaviyayn §5).
+        if needs.fixed_participation
+            && !matches!(
+                p.setup.participation,
+                Participation::All | Participation::Fixed { .. }
+            )
+        {
+            return Err(config(
+                "participation",
+                "shuffle-model algorithms need a fixed number of silos per round (all or fixed)",
+            ));
+        }
         let shuffle = needs.shuffler;
         let mut core = Core {
             dim: half.dim(),

@@ -434,7 +434,8 @@ impl SiloHalf {
     /// accountant can account the events (e.g. (ε, δ) events whose δ's exceed the silo's).
     #[getter]
     fn epsilon(&self, py: Python<'_>) -> PyResult<Option<f64>> {
-        let (rdp, pld) = self.accounted(py)?;
+        let rdp = self.accounted(py, AccountantKind::Rdp)?;
+        let pld = self.accounted(py, AccountantKind::Pld)?;
         Ok(match (rdp, pld) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -444,13 +445,13 @@ impl SiloHalf {
     /// The RDP accountant's ε of the ledger's releases (`dpfl train`'s `rdp_epsilon`).
     #[getter]
     fn rdp_epsilon(&self, py: Python<'_>) -> PyResult<Option<f64>> {
-        Ok(self.accounted(py)?.0)
+        self.accounted(py, AccountantKind::Rdp)
     }
 
     /// The PLD accountant's ε of the ledger's releases (`dpfl train`'s `pld_epsilon`).
     #[getter]
     fn pld_epsilon(&self, py: Python<'_>) -> PyResult<Option<f64>> {
-        Ok(self.accounted(py)?.1)
+        self.accounted(py, AccountantKind::Pld)
     }
 
     /// ε of the next round's event alone at the silo's δ (the tighter of RDP and PLD; `None`
@@ -493,17 +494,16 @@ impl SiloHalf {
 }
 
 impl SiloHalf {
-    /// (RDP ε, PLD ε) of the ledger's releases at the silo's δ, each `None` where that
-    /// accountant cannot account them; (0, 0) without a δ (a non-private silo).
-    fn accounted(&self, py: Python<'_>) -> PyResult<(Option<f64>, Option<f64>)> {
+    /// `kind`'s ε of the ledger's releases at the silo's δ, `None` where it cannot account
+    /// them; 0 without a δ (a non-private silo).
+    fn accounted(&self, py: Python<'_>, kind: AccountantKind) -> PyResult<Option<f64>> {
         let core = self.lock(py)?;
         let Some(d) = core.delta else {
-            return Ok((Some(0.0), Some(0.0)));
+            return Ok(Some(0.0));
         };
         let ev = events(&core.ledger);
         drop(core);
-        let by = |k| Plan::epsilon_by(k, &ev, d).ok();
-        Ok(py.detach(|| (by(AccountantKind::Rdp), by(AccountantKind::Pld))))
+        Ok(py.detach(|| Plan::epsilon_by(kind, &ev, d).ok()))
     }
 
     /// The silo's state, waiting for it with the GIL released: a step holds the lock while

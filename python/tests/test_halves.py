@@ -309,3 +309,12 @@ def test_the_numpy_example_learns_within_its_budget():
 def test_the_torch_example_learns():
     pytest.importorskip("torch")
     assert load_example("own_model_torch").main() < 0.3
+
+
+def test_a_shuffle_plan_needs_a_fixed_number_of_silos():
+    with pytest.raises(dpfl.ConfigError, match="fixed number of silos"):
+        plan = h.Plan.build({"kind": "sdp-mb-sgd", "step_size": 0.5,
+                             "calibration": {"kind": "accountant"}},
+                            dim=3, records=[30] * 4, epsilon=2.0, delta=1e-5, clip=1.0,
+                            rounds=2, participation={"kind": "bernoulli", "q": 0.5})
+        h.ServerHalf(plan)
