@@ -48,6 +48,10 @@ pub struct LocalGuarantee {
     pub basic_epsilon: f64,
     /// ε by Cheu et al. Lemma 3.3.
     pub lemma33_epsilon: f64,
+    /// ε by the numerical accountant of [`super::pvec_exact`] (m = K·s), computed only for
+    /// parameters that accountant calibrated; `epsilon` is then the smaller of it and the
+    /// Lemma A.1 bounds.
+    pub exact_epsilon: Option<f64>,
 }
 
 /// α for per-coordinate δ_j: max(√(10 ln(2/δ_j)/(mp)), 2g/(mp)).
@@ -100,6 +104,26 @@ pub fn silo_round_guarantee(
     } else {
         (l33, a_33)
     };
+    // Under the accountant rule the silo's own counts get the same exact accountant as the
+    // shuffled release (m = K·s trials), with the sampler's error inside its δ.
+    let exact = match params.calibration {
+        Some(c) if c.rule == super::params::PvecRule::Accountant => Some(
+            super::pvec_exact::pvec_epsilon(params, users, 1, delta, tv)?,
+        ),
+        _ => None,
+    };
+    if let Some(e) = exact
+        && e < epsilon
+    {
+        return Ok(LocalGuarantee {
+            epsilon: e,
+            delta,
+            alpha,
+            basic_epsilon: basic,
+            lemma33_epsilon: l33,
+            exact_epsilon: exact,
+        });
+    }
     if !epsilon.is_finite() {
         return Err(PrivacyError::OutsideValidity {
             formula: "Cheu et al. 2022 Lemma A.1 (silo without a trusted shuffler)",
@@ -128,6 +152,7 @@ pub fn silo_round_guarantee(
         alpha,
         basic_epsilon: basic,
         lemma33_epsilon: l33,
+        exact_epsilon: exact,
     })
 }
 
