@@ -53,6 +53,11 @@ pub const ORDERS: [f64; 30] = [
     24.0, 28.0, 32.0, 40.0, 48.0, 56.0, 64.0, 96.0, 128.0, 192.0, 256.0, 512.0, 1024.0,
 ];
 
+/// A per-draw total-variation bound for calibrating before the sampler exists: the Binomial
+/// table's bound is ≈ 1.1e-19 at n = 10⁸ (`crate::binomial`); callers check the built
+/// sampler's bound against it.
+pub const CALIBRATION_TV: f64 = 1e-18;
+
 /// The noise-bit probability [`calibrate_exact`] uses.
 pub const CALIBRATED_P: f64 = 0.49;
 
@@ -247,17 +252,21 @@ impl ReleaseCurve {
         (d + (1.0 + epsilon.exp()) * tv_total).min(1.0)
     }
 
-    /// The smallest ε (to a relative 1e-6, rounded up) with [`Self::delta`] ≤ `delta`;
-    /// `f64::INFINITY` if none up to ε = 500.
+    /// An ε (the smallest to a relative 1e-6 above the first fitting power-of-two multiple of
+    /// 0.01) with [`Self::delta`] ≤ `delta`; `f64::INFINITY` if none up to ε = 500.
     pub fn epsilon(&self, releases: u64, delta: f64, tv_total: f64) -> f64 {
         let fits = |e: f64| self.delta(releases, e, tv_total) <= delta;
-        let mut hi = 500.0;
-        if !fits(hi) {
-            return f64::INFINITY;
-        }
-        let mut lo = 0.0;
-        if fits(lo) {
+        if fits(0.0) {
             return 0.0;
+        }
+        // Doubling, not a fixed top: the sampler's (1 + e^ε) term grows without bound.
+        let (mut lo, mut hi) = (0.0, 0.01);
+        while !fits(hi) {
+            lo = hi;
+            hi *= 2.0;
+            if hi > 500.0 {
+                return f64::INFINITY;
+            }
         }
         while hi - lo > 1e-6 * hi {
             let mid = 0.5 * (lo + hi);
@@ -269,6 +278,49 @@ impl ReleaseCurve {
         }
         hi
     }
+}
+
+/// ε at `delta` of one release (the [`crate::PrivacyEvent::PvecSum`] event), memoised: a
+/// ledger re-accounts its events at every charge.
+pub fn release_epsilon(
+    trials: u64,
+    p: f64,
+    granularity: u64,
+    dimension: u64,
+    sampler_tv: f64,
+    delta: f64,
+) -> Result<f64> {
+    type Key = (u64, u64, u64, u64, u64, u64);
+    static CACHE: std::sync::Mutex<Vec<(Key, f64)>> = std::sync::Mutex::new(Vec::new());
+    if !(sampler_tv.is_finite() && sampler_tv >= 0.0) || !(delta > 0.0 && delta < 1.0) {
+        return Err(PrivacyError::invalid(
+            "sampler_tv, delta",
+            delta,
+            "need sampler_tv >= 0 finite and delta in (0, 1)",
+        )
+        .into());
+    }
+    let key = (
+        trials,
+        p.to_bits(),
+        granularity,
+        dimension,
+        sampler_tv.to_bits(),
+        delta.to_bits(),
+    );
+    if let Ok(cache) = CACHE.lock()
+        && let Some(&(_, e)) = cache.iter().find(|(k, _)| *k == key)
+    {
+        return Ok(e);
+    }
+    let e = release_curve(trials, p, granularity, dimension)?.epsilon(1, delta, sampler_tv);
+    if let Ok(mut cache) = CACHE.lock() {
+        if cache.len() >= 256 {
+            cache.clear();
+        }
+        cache.push((key, e));
+    }
+    Ok(e)
 }
 
 /// The (ε at δ) of `params` for `users` users summed per release (n behind a trusted

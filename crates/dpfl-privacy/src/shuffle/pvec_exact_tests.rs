@@ -255,3 +255,53 @@ fn noise_table() {
         }
     }
 }
+
+#[test]
+fn the_release_event_is_accounted_at_its_exact_epsilon() {
+    use crate::accountant::AccountantKind;
+    use crate::event::{Neighbouring, PrivacyEvent};
+    use crate::params::Delta;
+    let ev = PrivacyEvent::PvecSum {
+        trials: 40_000,
+        p: 0.49,
+        granularity: 8,
+        dimension: 4,
+        sampler_tv: 0.0,
+        delta: 1e-6,
+    };
+    let e = release_epsilon(40_000, 0.49, 8, 4, 0.0, 1e-6).unwrap();
+    assert!(e > 0.0 && e.is_finite(), "{e}");
+    let at = |kind: AccountantKind, ev: &PrivacyEvent, d: f64| {
+        kind.epsilon(Neighbouring::ReplaceOne, ev, Delta::new(d).unwrap())
+    };
+    // The accountants need δ above the events' own: basic composition charges ε itself, the
+    // PLD of the (ε, δ) leaf at most ε.
+    let basic = at(AccountantKind::Basic, &ev, 1.5e-6).unwrap();
+    assert!(basic >= e && basic < e + 1e-9, "{basic} vs {e}");
+    let pld = at(AccountantKind::Pld, &ev, 1.5e-6).unwrap();
+    assert!(pld > 0.5 * e && pld <= e + 1e-9, "{pld} vs {e}");
+    // Two releases by basic composition: 2ε; plain RDP has no curve for δ > 0.
+    let two = at(AccountantKind::Basic, &ev.clone().repeated(2), 3e-6).unwrap();
+    assert!(two >= 2.0 * e && two < 2.0 * e + 1e-9, "{two}");
+    assert!(at(AccountantKind::Rdp, &ev, 1e-5).is_err());
+    // An accountant-calibrated PVEC's honest-shuffler event is that release.
+    let params = calibrate_exact(50, 3, 1.0, 2.0, 1e-6, Scale::Unit, 1, CALIBRATION_TV).unwrap();
+    let pvec = crate::shuffle::protocol::Pvec::new(params).unwrap();
+    assert!(pvec.noise_tv_bound() <= CALIBRATION_TV);
+    let r = crate::shuffle::randomizer::PvecRandomizer::new(
+        pvec,
+        5,
+        crate::shuffle::randomizer::Against::HonestShuffler {
+            honest_fraction: None,
+        },
+    )
+    .unwrap();
+    use crate::mechanism::Mechanism;
+    let ev = r.privacy_event();
+    let PrivacyEvent::PvecSum { trials, .. } = ev else {
+        panic!("{ev:?}")
+    };
+    assert_eq!(trials, 50 * params.p1d.s);
+    let got = at(AccountantKind::Basic, &ev, 2e-6).unwrap();
+    assert!(got <= 2.0, "{got}");
+}
