@@ -107,6 +107,9 @@ pub struct Panel {
     pub x_max: Option<f64>,
     /// The y axis starts at 0 or above (metrics that cannot be negative).
     pub y_nonnegative: bool,
+    /// The legend in the lower-left corner instead of the upper-right one (where it would
+    /// cover curves that sit high on the right).
+    pub legend_lower_left: bool,
     /// A horizontal reference line: (legend label, y), e.g. the trivial predictor.
     pub reference: Option<(String, f64)>,
 }
@@ -123,6 +126,7 @@ impl Panel {
             log_y: false,
             x_max: None,
             y_nonnegative: false,
+            legend_lower_left: false,
             reference: None,
         }
     }
@@ -414,7 +418,11 @@ where
         .background_style(WHITE.mix(0.85))
         .border_style(BLACK)
         .label_font(("sans-serif", 12))
-        .position(SeriesLabelPosition::UpperRight)
+        .position(if panel.legend_lower_left {
+            SeriesLabelPosition::LowerLeft
+        } else {
+            SeriesLabelPosition::UpperRight
+        })
         .draw()
         .map_err(plot_err)?;
     Ok(())

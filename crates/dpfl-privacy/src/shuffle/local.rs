@@ -112,8 +112,12 @@ pub fn silo_round_guarantee(
         ),
         _ => None,
     };
+    // Under the accountant rule a silo's own counts may carry too little noise for any
+    // guarantee (the shuffled sum is what the bits were calibrated for): then ε = ∞ is
+    // reported rather than an error, so a trusted-shuffler run still plans (its ledger charges
+    // the shuffled release) and an untrusted one is refused by its budget.
     if let Some(e) = exact
-        && e < epsilon
+        && (e < epsilon || !epsilon.is_finite())
     {
         return Ok(LocalGuarantee {
             epsilon: e,

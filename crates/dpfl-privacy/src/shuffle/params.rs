@@ -138,8 +138,8 @@ pub enum PvecRule {
     /// Theorem 3.2's constants (the paper's rule; kept for reproduction).
     #[default]
     Paper,
-    /// The fewest bits meeting (ε, δ) by the numerical accountant of
-    /// [`super::pvec_exact`] (issue 32).
+    /// The fewest bits meeting (ε, δ) by the exact-sum accountant
+    /// (`dpfl_privacy::shuffle::pvec_exact`, issue 32).
     Accountant,
 }
 

@@ -120,7 +120,8 @@ fn local_round_delta(t: &PvecTarget) -> f64 {
 /// ε over `uses` rounds of a per-round (ε, δ): the smaller of basic and advanced
 /// composition (Dwork & Roth Thm 3.16, 3.20) at δ.
 fn composed(eps: f64, delta: f64, uses: u64, total_delta: f64) -> crate::Result<f64> {
-    if uses <= 1 {
+    // ε = ∞ (no guarantee, possible for a silo's own counts under the accountant rule) stays ∞.
+    if uses <= 1 || !eps.is_finite() {
         return Ok(eps);
     }
     let ev = PrivacyEvent::EpsilonDelta {
