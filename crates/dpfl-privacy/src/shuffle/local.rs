@@ -112,15 +112,17 @@ pub fn silo_round_guarantee(
         ),
         _ => None,
     };
+    // Lemma A.1's ε holds only if the sampler's error fits in the reserved δ/2.
+    let tv_term = (epsilon.exp() + 1.0) * users as f64 * d * tv;
+    // NaN-safe: an incomparable term fails the check too.
+    let lemma_ok = epsilon.is_finite() && tv_term.partial_cmp(&half).is_some_and(|o| o.is_le());
     // Under the accountant rule a silo's own counts may carry too little noise for any
     // guarantee (the shuffled sum is what the bits were calibrated for): then ε = ∞ is
     // reported rather than an error, so a trusted-shuffler run still plans (its ledger charges
     // the shuffled release) and an untrusted one is refused by its budget.
-    if let Some(e) = exact
-        && (e < epsilon || !epsilon.is_finite())
-    {
+    if let Some(e) = exact {
         return Ok(LocalGuarantee {
-            epsilon: e,
+            epsilon: if lemma_ok { e.min(epsilon) } else { e },
             delta,
             alpha,
             basic_epsilon: basic,
@@ -138,10 +140,7 @@ pub fn silo_round_guarantee(
         }
         .into());
     }
-    let tv_term = epsilon.exp() + 1.0;
-    let tv_term = tv_term * users as f64 * d * tv;
-    // NaN-safe: an incomparable term refuses too.
-    if tv_term.partial_cmp(&half).is_none_or(|o| o.is_gt()) {
+    if !lemma_ok {
         return Err(PrivacyError::OutsideValidity {
             formula: "Cheu et al. 2022 Lemma A.1 (sampler error)",
             reason: format!(
