@@ -45,14 +45,18 @@ pub fn ensure_font() -> crate::Result<()> {
     .map_err(|e| crate::Error::data("plot", e))
 }
 
-/// The series colours (matplotlib's first six).
-pub const COLORS: [RGBColor; 6] = [
+/// The series colours (matplotlib's tab10 without its olive; the first six as before, so
+/// figures of up to six series are unchanged; the rest for shuffle-rates' nine curves).
+pub const COLORS: [RGBColor; 9] = [
     RGBColor(31, 119, 180),
     RGBColor(214, 39, 40),
     RGBColor(44, 160, 44),
     RGBColor(255, 127, 14),
     RGBColor(148, 103, 189),
     RGBColor(127, 127, 127),
+    RGBColor(23, 190, 207),
+    RGBColor(140, 86, 75),
+    RGBColor(227, 119, 194),
 ];
 
 fn plot_err(e: impl std::fmt::Display) -> crate::Error {

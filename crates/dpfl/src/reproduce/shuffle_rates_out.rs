@@ -217,7 +217,7 @@ pub fn write(
     }
     let fig = Figure {
         title: Some(format!(
-            "shuffle-rates: trust models at the same (eps, delta); PVEC at Thm 3.2's constants and by the exact accountant, trusted shuffler{}",
+            "shuffle-rates: equal (eps, delta); PVEC by Thm 3.2 or the exact accountant{}",
             if plan.ns.len() <= 3 { " (quick)" } else { "" }
         )),
         panels: vec![panel],
