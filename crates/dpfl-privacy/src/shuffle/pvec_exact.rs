@@ -292,7 +292,7 @@ pub fn release_epsilon(
 ) -> Result<f64> {
     type Key = (u64, u64, u64, u64, u64, u64);
     static CACHE: std::sync::Mutex<Vec<(Key, f64)>> = std::sync::Mutex::new(Vec::new());
-    if !(sampler_tv.is_finite() && sampler_tv >= 0.0) || !(delta > 0.0 && delta < 1.0) {
+    if !(sampler_tv.is_finite() && sampler_tv >= 0.0 && delta > 0.0 && delta < 1.0) {
         return Err(PrivacyError::invalid(
             "sampler_tv, delta",
             delta,
@@ -355,7 +355,7 @@ pub fn calibrate_exact(
     releases: u64,
     tv: f64,
 ) -> Result<PvecParams> {
-    if !(epsilon.is_finite() && epsilon > 0.0) || !(delta > 0.0 && delta < 1.0) {
+    if !(epsilon.is_finite() && epsilon > 0.0 && delta > 0.0 && delta < 1.0) {
         return Err(PrivacyError::invalid(
             "epsilon, delta",
             epsilon,

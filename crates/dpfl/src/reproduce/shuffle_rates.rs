@@ -26,9 +26,9 @@
 //!   draw, which the no-shuffler guarantee absorbs inside PGD's per-round δ₀);
 //! * *non-private* MB-SGD: the statistical floor.
 //!
-//! **Design (issue 32 redesign).** The MB-SGD runs take R = 25 rounds (K = ⌊n_i/R⌋, at least
-//! 1) and output the average of the last ⌈R/2⌉ iterates (tail averaging; the average of all
-//! 25 from w = 0 keeps an optimisation floor near 1e-3). Their step size is tuned: each
+//! **Design (issue 32 redesign).** The MB-SGD runs take R = 25 rounds with K = max(1,
+//! ⌊n_i/R⌋) and output the average of the last ⌈R/2⌉ iterates (tail averaging; the average of
+//! all 25 from w = 0 keeps an optimisation floor near 1e-3). Their step size is tuned: each
 //! (algorithm, n) runs every η of [`STEP_GRID`], and the η with the lowest mean excess over
 //! the seeds is reported. This is an oracle choice, not private and not a learner's choice;
 //! it gives each trust model its best constant step, so the curves compare rates rather than
