@@ -120,6 +120,26 @@ pub enum PrivacyEvent {
         /// δ at which the amplified ε is stated.
         delta: f64,
     },
+    /// One PVEC release (Cheu, Joseph, Mao & Peng 2022 Algorithm 2) accounted by the
+    /// exact-sum accountant (`shuffle::pvec_exact`, issue 32): `dimension` coordinates, each a
+    /// count Σ_i x̂_ij + Bin(`trials`, `p`) with roundings x̂ ∈ {0, …, `granularity`}. Every
+    /// accountant flattens it to (ε, `delta`) with ε that accountant's value at `delta`
+    /// (plus (1 + e^ε)·`sampler_tv`), then composes it like any (ε, δ) event.
+    PvecSum {
+        /// Binomial trials per coordinate: n·s behind a trusted shuffler, K·s for a silo's
+        /// own counts.
+        trials: u64,
+        /// Probability of each noise bit.
+        p: f64,
+        /// g: the rounding granularity.
+        granularity: u64,
+        /// d: the coordinates.
+        dimension: u64,
+        /// Total-variation distance of this release's noise draws from the exact law.
+        sampler_tv: f64,
+        /// δ at which the release's ε is stated.
+        delta: f64,
+    },
     /// `event` applied to a sample of the records.
     Sampled {
         /// How the records were drawn (amplification by subsampling).

@@ -45,14 +45,18 @@ pub fn ensure_font() -> crate::Result<()> {
     .map_err(|e| crate::Error::data("plot", e))
 }
 
-/// The series colours (matplotlib's first six).
-pub const COLORS: [RGBColor; 6] = [
+/// The series colours (matplotlib's tab10 without its olive; the first six as before, so
+/// figures of up to six series are unchanged; the rest for shuffle-rates' nine curves).
+pub const COLORS: [RGBColor; 9] = [
     RGBColor(31, 119, 180),
     RGBColor(214, 39, 40),
     RGBColor(44, 160, 44),
     RGBColor(255, 127, 14),
     RGBColor(148, 103, 189),
     RGBColor(127, 127, 127),
+    RGBColor(23, 190, 207),
+    RGBColor(140, 86, 75),
+    RGBColor(227, 119, 194),
 ];
 
 fn plot_err(e: impl std::fmt::Display) -> crate::Error {
@@ -107,6 +111,9 @@ pub struct Panel {
     pub x_max: Option<f64>,
     /// The y axis starts at 0 or above (metrics that cannot be negative).
     pub y_nonnegative: bool,
+    /// The legend in the lower-left corner instead of the upper-right one (where it would
+    /// cover curves that sit high on the right).
+    pub legend_lower_left: bool,
     /// A horizontal reference line: (legend label, y), e.g. the trivial predictor.
     pub reference: Option<(String, f64)>,
 }
@@ -123,6 +130,7 @@ impl Panel {
             log_y: false,
             x_max: None,
             y_nonnegative: false,
+            legend_lower_left: false,
             reference: None,
         }
     }
@@ -414,7 +422,11 @@ where
         .background_style(WHITE.mix(0.85))
         .border_style(BLACK)
         .label_font(("sans-serif", 12))
-        .position(SeriesLabelPosition::UpperRight)
+        .position(if panel.legend_lower_left {
+            SeriesLabelPosition::LowerLeft
+        } else {
+            SeriesLabelPosition::UpperRight
+        })
         .draw()
         .map_err(plot_err)?;
     Ok(())

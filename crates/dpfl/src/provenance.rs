@@ -1,7 +1,8 @@
 //! Where an output came from (issue 16 item 7): every output directory of `dpfl train`,
 //! `dpfl federate` and `dpfl reproduce` holds `provenance.json` next to its CSVs, JSON and
 //! plots — the command, the full configuration as run, the seed, the dpfl version and the git
-//! revision of the build. A sidecar rather than new fields, so `summary.json`'s array and the
+//! revision of the build, the build profile, the machine and the wall time (issue 32 item 5).
+//! A sidecar rather than new fields, so `summary.json`'s array and the
 //! CSV headers stay what their readers expect.
 //!
 //! The revision is embedded by the binary that links this crate (the CLI's `build.rs` runs
@@ -23,10 +24,38 @@ use serde::Serialize;
 pub const FILE_NAME: &str = "provenance.json";
 
 static REVISION: OnceLock<String> = OnceLock::new();
+static STARTED: OnceLock<std::time::Instant> = OnceLock::new();
 
-/// Records the git revision of the running binary (first call wins).
+/// Records the git revision of the running binary (first call wins) and starts the wall
+/// clock [`Provenance::write`] reads (the CLI calls this first thing).
 pub fn set_revision(rev: &str) {
     let _ = REVISION.set(rev.to_string());
+    STARTED.get_or_init(std::time::Instant::now);
+}
+
+/// "release" or "debug": whether this crate was compiled with debug assertions (the
+/// workspace's release profile turns them off, dev and test keep them).
+pub fn build_profile() -> &'static str {
+    if cfg!(debug_assertions) {
+        "debug"
+    } else {
+        "release"
+    }
+}
+
+/// OS, architecture, logical CPUs and (where readable) the host name.
+pub fn machine() -> String {
+    let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let host = std::fs::read_to_string("/etc/hostname")
+        .ok()
+        .map(|h| h.trim().to_string())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "unknown host".into());
+    format!(
+        "{}-{}, {cpus} logical CPUs, {host}",
+        std::env::consts::OS,
+        std::env::consts::ARCH
+    )
 }
 
 /// The git revision set by [`set_revision`], or "unknown".
@@ -56,6 +85,13 @@ pub struct Provenance {
     pub test_metric: Option<String>,
     /// The configuration as run (after command-line overrides).
     pub config: serde_json::Value,
+    /// [`build_profile`] of the binary that wrote the outputs.
+    pub build_profile: String,
+    /// [`machine`] the outputs were written on.
+    pub machine: String,
+    /// Seconds from the command's start ([`set_revision`]) to writing this file (null when
+    /// the clock was never started, e.g. from a library caller).
+    pub wall_seconds: Option<f64>,
 }
 
 impl Provenance {
@@ -76,13 +112,20 @@ impl Provenance {
             test_metric: None,
             config: serde_json::to_value(config)
                 .map_err(|e| crate::Error::data(FILE_NAME, e.to_string()))?,
+            build_profile: build_profile().to_string(),
+            machine: machine(),
+            wall_seconds: None,
         })
     }
 
     /// Writes `dir/provenance.json` atomically; returns its path.
     pub fn write(&self, dir: &Path) -> crate::Result<PathBuf> {
         let p = dir.join(FILE_NAME);
-        let json = serde_json::to_string_pretty(self)
+        let mut me = self.clone();
+        if me.wall_seconds.is_none() {
+            me.wall_seconds = STARTED.get().map(|t| t.elapsed().as_secs_f64());
+        }
+        let json = serde_json::to_string_pretty(&me)
             .map_err(|e| crate::Error::data(FILE_NAME, e.to_string()))?;
         crate::output::atomic_write(&p, (json + "\n").as_bytes())?;
         Ok(p)
@@ -113,5 +156,8 @@ mod tests {
         assert_eq!(v["config"]["rounds"], 3);
         assert_eq!(v["config_file"], "e.toml");
         assert_eq!(v["test_metric"], "test_error");
+        assert_eq!(v["build_profile"], build_profile());
+        assert!(v["machine"].as_str().unwrap().contains("logical CPUs"));
+        assert!(v.get("wall_seconds").is_some());
     }
 }

@@ -369,7 +369,7 @@ fn reproduce_shuffle_rates(args: &ReproduceArgs) -> anyhow::Result<()> {
     prepare(args, &out_dir)?;
     let start = std::time::Instant::now();
     let bar = Progress::new(
-        (sr::ALGORITHMS.len() * plan.ns.len() * plan.seeds) as u64,
+        sr::job_count(&plan) as u64,
         args.quiet,
         "{spinner} {msg} [{bar:30}] {pos}/{len} runs ({elapsed}, eta {eta})",
         "runs",
@@ -388,6 +388,7 @@ fn reproduce_shuffle_rates(args: &ReproduceArgs) -> anyhow::Result<()> {
             "runs": runs.len(),
             "wall_seconds": start.elapsed().as_secs_f64(),
             "slopes": slopes,
+            "first_below_local_dp": sr::first_beats_local(&bands),
             "not_run": refused,
             "files": files,
         }));
@@ -399,8 +400,17 @@ fn reproduce_shuffle_rates(args: &ReproduceArgs) -> anyhow::Result<()> {
         runs.len(),
         start.elapsed().as_secs_f64()
     );
-    for (a, fit, theory) in &slopes {
-        println!("  {a}: fitted slope {fit:.3?}, Table 1 exponent {theory:?}");
+    for (i, (a, fit, theory)) in slopes.iter().enumerate() {
+        println!(
+            "  {a}: fitted slope {fit:.3?}, design {}, Table 1 exponent {theory:?}",
+            sr::DESIGN_EXPONENT.get(i).copied().unwrap_or("")
+        );
+    }
+    for (a, n) in sr::first_beats_local(&bands) {
+        println!(
+            "  {a} below local DP: {}",
+            n.map_or("at no n".into(), |n| format!("from n = {n}"))
+        );
     }
     for r in &refused {
         println!("  not run: {r}");

@@ -152,7 +152,8 @@ impl CompositionAccountant {
             }
             PrivacyEvent::SelfComposed { .. }
             | PrivacyEvent::Composed(_)
-            | PrivacyEvent::ShuffledLocal { .. } => {
+            | PrivacyEvent::ShuffledLocal { .. }
+            | PrivacyEvent::PvecSum { .. } => {
                 return Err(unsupported(
                     name,
                     event,

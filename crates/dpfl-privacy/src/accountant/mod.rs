@@ -275,6 +275,45 @@ fn collect(event: &PrivacyEvent, mult: u64, out: &mut Vec<Leaf>) -> Result<()> {
                 out,
             )
         }
+        // Issue 32: the exact-sum accountant's ε at the event's δ; every accountant sees that leaf.
+        PrivacyEvent::PvecSum {
+            trials,
+            p,
+            granularity,
+            dimension,
+            sampler_tv,
+            delta,
+        } => {
+            let epsilon = crate::shuffle::pvec_exact::release_epsilon(
+                *trials,
+                *p,
+                *granularity,
+                *dimension,
+                *sampler_tv,
+                *delta,
+            )
+            .map_err(|e| match e {
+                crate::shuffle::ShuffleError::Parameter(p) => p,
+                other => PrivacyError::Numerical {
+                    context: "PVEC exact accountant",
+                    reason: other.to_string(),
+                },
+            })?;
+            if !epsilon.is_finite() {
+                return Err(PrivacyError::Numerical {
+                    context: "PVEC exact accountant",
+                    reason: format!("no finite epsilon at delta = {delta} for {event}"),
+                });
+            }
+            collect(
+                &PrivacyEvent::EpsilonDelta {
+                    epsilon,
+                    delta: *delta,
+                },
+                mult,
+                out,
+            )
+        }
         PrivacyEvent::SelfComposed { event, count } => {
             let m = mult.checked_mul(*count).ok_or_else(|| {
                 PrivacyError::invalid("count", *count as f64, "composition count overflows u64")

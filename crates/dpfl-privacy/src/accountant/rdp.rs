@@ -222,7 +222,8 @@ impl RdpAccountant {
             }
             PrivacyEvent::SelfComposed { .. }
             | PrivacyEvent::Composed(_)
-            | PrivacyEvent::ShuffledLocal { .. } => Err(unsupported(
+            | PrivacyEvent::ShuffledLocal { .. }
+            | PrivacyEvent::PvecSum { .. } => Err(unsupported(
                 NAME,
                 event,
                 "composite event reached a leaf rule",

@@ -66,7 +66,8 @@ impl ZcdpAccountant {
                 }
                 PrivacyEvent::SelfComposed { .. }
                 | PrivacyEvent::Composed(_)
-                | PrivacyEvent::ShuffledLocal { .. } => {
+                | PrivacyEvent::ShuffledLocal { .. }
+                | PrivacyEvent::PvecSum { .. } => {
                     return Err(unsupported(
                         NAME,
                         &event,

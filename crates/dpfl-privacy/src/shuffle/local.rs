@@ -48,6 +48,10 @@ pub struct LocalGuarantee {
     pub basic_epsilon: f64,
     /// ε by Cheu et al. Lemma 3.3.
     pub lemma33_epsilon: f64,
+    /// ε by the numerical accountant of [`super::pvec_exact`] (m = K·s), computed only for
+    /// parameters that accountant calibrated; `epsilon` is then the smaller of it and the
+    /// Lemma A.1 bounds.
+    pub exact_epsilon: Option<f64>,
 }
 
 /// α for per-coordinate δ_j: max(√(10 ln(2/δ_j)/(mp)), 2g/(mp)).
@@ -100,6 +104,32 @@ pub fn silo_round_guarantee(
     } else {
         (l33, a_33)
     };
+    // Under the accountant rule the silo's own counts get the same exact accountant as the
+    // shuffled release (m = K·s trials), with the sampler's error inside its δ.
+    let exact = match params.calibration {
+        Some(c) if c.rule == super::params::PvecRule::Accountant => Some(
+            super::pvec_exact::pvec_epsilon(params, users, 1, delta, tv)?,
+        ),
+        _ => None,
+    };
+    // Lemma A.1's ε holds only if the sampler's error fits in the reserved δ/2.
+    let tv_term = (epsilon.exp() + 1.0) * users as f64 * d * tv;
+    // NaN-safe: an incomparable term fails the check too.
+    let lemma_ok = epsilon.is_finite() && tv_term.partial_cmp(&half).is_some_and(|o| o.is_le());
+    // Under the accountant rule a silo's own counts may carry too little noise for any
+    // guarantee (the shuffled sum is what the bits were calibrated for): then ε = ∞ is
+    // reported rather than an error, so a trusted-shuffler run still plans (its ledger charges
+    // the shuffled release) and an untrusted one is refused by its budget.
+    if let Some(e) = exact {
+        return Ok(LocalGuarantee {
+            epsilon: if lemma_ok { e.min(epsilon) } else { e },
+            delta,
+            alpha,
+            basic_epsilon: basic,
+            lemma33_epsilon: l33,
+            exact_epsilon: exact,
+        });
+    }
     if !epsilon.is_finite() {
         return Err(PrivacyError::OutsideValidity {
             formula: "Cheu et al. 2022 Lemma A.1 (silo without a trusted shuffler)",
@@ -110,10 +140,7 @@ pub fn silo_round_guarantee(
         }
         .into());
     }
-    let tv_term = epsilon.exp() + 1.0;
-    let tv_term = tv_term * users as f64 * d * tv;
-    // NaN-safe: an incomparable term refuses too.
-    if tv_term.partial_cmp(&half).is_none_or(|o| o.is_gt()) {
+    if !lemma_ok {
         return Err(PrivacyError::OutsideValidity {
             formula: "Cheu et al. 2022 Lemma A.1 (sampler error)",
             reason: format!(
@@ -128,6 +155,7 @@ pub fn silo_round_guarantee(
         alpha,
         basic_epsilon: basic,
         lemma33_epsilon: l33,
+        exact_epsilon: exact,
     })
 }
 

@@ -22,6 +22,7 @@ pub mod exact;
 pub mod local;
 pub mod params;
 pub mod protocol;
+pub mod pvec_exact;
 pub mod randomizer;
 
 use thiserror::Error;

@@ -121,7 +121,30 @@ pub enum Scale {
     Unit,
 }
 
-/// What a calibrated PVEC's parameters were derived from (Theorem 3.2's proof).
+/// Which rule chose a calibrated PVEC's noise bits.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Default,
+    serde::Serialize,
+    serde::Deserialize,
+    schemars::JsonSchema,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum PvecRule {
+    /// Theorem 3.2's constants (the paper's rule; kept for reproduction).
+    #[default]
+    Paper,
+    /// The fewest bits meeting (ε, δ) by the exact-sum accountant
+    /// (`dpfl_privacy::shuffle::pvec_exact`, issue 32).
+    Accountant,
+}
+
+/// What a calibrated PVEC's parameters were derived from (Theorem 3.2's proof, or the
+/// accountant of [`super::pvec_exact`]; γ, δ̂, ε̂ are 0 under the latter).
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct PvecCalibration {
     /// The target ε of Theorem 3.2 (0 < ε ≤ 15) for one PVEC call.
@@ -134,6 +157,9 @@ pub struct PvecCalibration {
     pub delta_hat: f64,
     /// ε̂ = ε/(18√ln(1/γ)), each coordinate's unit ε.
     pub epsilon_hat: f64,
+    /// The rule that chose the parameters (older plans have none: the paper's).
+    #[serde(default)]
+    pub rule: PvecRule,
 }
 
 /// PVEC parameters: d independent P1D instances over the shifted coordinates.
@@ -202,6 +228,7 @@ impl PvecParams {
                 gamma,
                 delta_hat,
                 epsilon_hat,
+                rule: PvecRule::Paper,
             }),
         };
         let composed = params.composed_epsilon().unwrap_or(f64::INFINITY);
@@ -273,9 +300,9 @@ impl PvecParams {
     /// The closed form of Theorem 3.2 as rebuilt in the digest (§2.2):
     /// d/4 + 116640·d·Δ₂²·ln(2(d+1)/δ)·ln((d+1)/δ)/ε², with Δ₂ the protocol's bound and the
     /// result in output units; `None` for uncalibrated parameters. Always ≥
-    /// [`Self::variance_bound`] up to rounding of g and s.
+    /// [`Self::variance_bound`] up to rounding of g and s. `None` under the accountant rule.
     pub fn theorem_variance_bound(&self) -> Option<f64> {
-        let c = self.calibration?;
+        let c = self.calibration.filter(|c| c.rule == PvecRule::Paper)?;
         let d = self.d as f64;
         let l2 = self.protocol_l2();
         let f = self.output_factor();
@@ -291,9 +318,10 @@ impl PvecParams {
     }
 
     /// Lemma 3.3's worst-case composed ε for the chosen parameters, 18ε̂² + 6ε̂√ln(1/γ)
-    /// (digest §2.2: Σ_j ε_j² ≤ 9ε̂² and ε_j(e^{ε_j} − 1) ≤ 2ε_j²); `None` if uncalibrated.
+    /// (digest §2.2: Σ_j ε_j² ≤ 9ε̂² and ε_j(e^{ε_j} − 1) ≤ 2ε_j²); `None` if uncalibrated or
+    /// calibrated by the accountant.
     pub fn composed_epsilon(&self) -> Option<f64> {
-        let c = self.calibration?;
+        let c = self.calibration.filter(|c| c.rule == PvecRule::Paper)?;
         let e = c.epsilon_hat;
         Some(18.0 * e * e + 6.0 * e * (1.0 / c.gamma).ln().sqrt())
     }

@@ -4,13 +4,16 @@
 //! against the party the silo's trust model names ([`Against`]):
 //! * an honest shuffler: Theorem 3.2's (ε, δ), the target PVEC's parameters were calibrated
 //!   for (kept in [`crate::shuffle::params::PvecCalibration`]); with only a γ fraction of
-//!   honest users, (ε/γ, δ) (Cor. A.9);
+//!   honest users, (ε/γ, δ) (Cor. A.9). Parameters calibrated by the exact-sum accountant
+//!   (`PvecRule::Accountant`, issue 32) report the release itself,
+//!   [`PrivacyEvent::PvecSum`], with ⌊γn⌋·s trials under the robust variant;
 //! * a server that sees the silo's own counts (no trusted shuffler): the binomial noise of
 //!   the summed counts, Lemma A.1 over the coordinates ([`super::local`]), at the δ given.
 
 use serde::{Deserialize, Serialize};
 
 use super::local::silo_round_guarantee;
+use super::params::PvecRule;
 use super::protocol::Pvec;
 use super::{Result, ShuffleError};
 use crate::error::PrivacyError;
@@ -101,6 +104,24 @@ impl Mechanism for PvecRandomizer {
     /// The event of one reply (`users` users' summed counts).
     fn privacy_event(&self) -> PrivacyEvent {
         match self.against {
+            Against::HonestShuffler { honest_fraction }
+                if self.pvec.params().calibration.map(|c| c.rule) == Some(PvecRule::Accountant) =>
+            {
+                // Issue 32: the release itself, for the exact-sum accountant. With a γ fraction
+                // of honest users only their noise counts (Cor. A.9): ⌊γn⌋·s trials.
+                let params = self.pvec.params();
+                let n = params.p1d.n;
+                let honest = honest_fraction.map_or(n, |g| (g * n as f64).floor() as u64);
+                let delta = params.calibration.map_or(1.0, |c| c.delta);
+                PrivacyEvent::PvecSum {
+                    trials: honest.max(1).saturating_mul(params.p1d.s),
+                    p: params.p1d.p,
+                    granularity: params.p1d.g,
+                    dimension: params.d as u64,
+                    sampler_tv: n as f64 * params.d as f64 * self.pvec.noise_tv_bound(),
+                    delta,
+                }
+            }
             Against::HonestShuffler { honest_fraction } => {
                 // Checked at construction; an uncalibrated PVEC would report no guarantee.
                 let (epsilon, delta) = self

@@ -239,7 +239,8 @@ impl PldAccountant {
             }
             PrivacyEvent::SelfComposed { .. }
             | PrivacyEvent::Composed(_)
-            | PrivacyEvent::ShuffledLocal { .. } => Err(Grow::Fail(unsupported(
+            | PrivacyEvent::ShuffledLocal { .. }
+            | PrivacyEvent::PvecSum { .. } => Err(Grow::Fail(unsupported(
                 NAME,
                 event,
                 "composite event reached a leaf rule",

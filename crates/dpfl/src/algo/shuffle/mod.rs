@@ -63,7 +63,7 @@ pub(crate) use sdp::build_sdp_mbsgd;
 
 use serde::{Deserialize, Serialize};
 
-use dpfl_privacy::shuffle::params::Scale;
+use dpfl_privacy::shuffle::params::{PvecRule, Scale};
 
 use self::calibration::SdpCalibration;
 use self::plan::{PvecPlanned, ShuffleSilo};
@@ -142,6 +142,11 @@ pub struct SdpAcceleratedSpec {
     /// Whether the ledger may charge the honest-shuffler guarantee ([`trust`]).
     #[serde(default)]
     pub shuffler: ShufflerTrust,
+    /// How PVEC's noise bits are chosen: `paper` (Cheu et al. Theorem 3.2's constants, the
+    /// default, for reproduction) or `accountant` (the fewest bits whose release meets the
+    /// (ε, δ) by the exact-sum accountant, `dpfl_privacy::shuffle::pvec_exact`; issue 32).
+    #[serde(default)]
+    pub calibration: PvecRule,
 }
 
 pub(crate) fn paper_scale() -> Scale {
@@ -185,6 +190,7 @@ pub(crate) fn build_sdp_acsa(
         scale: spec.scale,
         min_participants: spec.min_participants,
         trust: spec.shuffler,
+        rule: spec.calibration,
         ..PvecChoice::plain()
     };
     pvec_halves(ctx, k, &pvec, server, "Lowy & Razaviyayn Alg. 6", "")
@@ -224,6 +230,11 @@ pub struct PsgdSpec {
     /// Theorem 3.2's shuffle-DP guarantee (`trusted`).
     #[serde(default)]
     pub shuffler: ShufflerTrust,
+    /// How PVEC's noise bits are chosen: `paper` (Cheu et al. Theorem 3.2's constants, the
+    /// default, for reproduction) or `accountant` (the fewest bits whose release meets the
+    /// (ε, δ) by the exact-sum accountant, `dpfl_privacy::shuffle::pvec_exact`; issue 32).
+    #[serde(default)]
+    pub calibration: PvecRule,
 }
 
 /// PSGD's halves around `server` (MB-SGD's server: projected step, average iterate).
@@ -238,6 +249,7 @@ pub(crate) fn build_psgd(
         scale: spec.scale,
         min_participants: spec.min_participants,
         trust: spec.shuffler,
+        rule: spec.calibration,
         ..PvecChoice::plain()
     };
     pvec_halves(ctx, k, &pvec, server, "Cheu et al. Alg. 3", &note)
@@ -255,6 +267,8 @@ pub(crate) struct PvecChoice {
     pub(crate) round_epsilon: Option<f64>,
     /// γ of the robust variant: a trusted shuffler's charge is ε_c/γ.
     pub(crate) robust_gamma: Option<f64>,
+    /// How PVEC's noise bits are chosen.
+    pub(crate) rule: PvecRule,
 }
 
 impl PvecChoice {
@@ -267,6 +281,7 @@ impl PvecChoice {
             moreau: None,
             round_epsilon: None,
             robust_gamma: None,
+            rule: PvecRule::Paper,
         }
     }
 }
@@ -314,7 +329,14 @@ pub(crate) fn pvec_halves(
         round: (choice.round_epsilon.unwrap_or(eps), delta),
         uses: 1,
         budget: (eps, delta),
+        rule: choice.rule,
     };
+    if choice.rule == PvecRule::Accountant && choice.robust_gamma.is_some() {
+        return Err(crate::Error::config(
+            "algorithm.calibration",
+            "calibration = \"accountant\" is not combined with the robust variant (its γ scaling is Theorem 3.2's)",
+        ));
+    }
     let plan = plan_pvec(&target, k as u64, choice.trust)?;
     let params = plan.params;
     // Every silo's summed counts must stay below 2⁶⁴ for the share arithmetic.
@@ -423,6 +445,11 @@ pub struct PgdSpec {
     /// Theorem 3.2, composed over the T rounds (`trusted`).
     #[serde(default)]
     pub shuffler: ShufflerTrust,
+    /// How PVEC's noise bits are chosen: `paper` (Cheu et al. Theorem 3.2's constants, the
+    /// default, for reproduction) or `accountant` (the fewest bits whose release meets the
+    /// (ε, δ) by the exact-sum accountant, `dpfl_privacy::shuffle::pvec_exact`; issue 32).
+    #[serde(default)]
+    pub calibration: PvecRule,
 }
 
 /// PGD's halves around `server` (MB-SGD's server: projected step, average iterate). Needs
@@ -449,6 +476,7 @@ pub(crate) fn build_pgd(
         round: (eps0, delta0),
         uses: rounds.max(1) as u64,
         budget: smallest_budget(ctx)?,
+        rule: spec.calibration,
     };
     let n_min = ctx
         .silos

@@ -38,7 +38,7 @@ use super::{Planned, PvecChoice, participants, pvec_halves, smallest_budget};
 use crate::algo::context::BuildContext;
 use crate::algo::gradient::{Smoothing, SmoothingRule};
 use crate::algo::half::ServerHalf;
-use dpfl_privacy::shuffle::params::Scale;
+use dpfl_privacy::shuffle::params::{PvecRule, Scale};
 
 /// PAGD as named in a config file:
 ///
@@ -88,6 +88,11 @@ pub struct PagdSpec {
     /// The robust variant (Cheu et al. Cor. A.9) and its simulated adversaries.
     #[serde(default)]
     pub robust: Option<RobustSpec>,
+    /// How PVEC's noise bits are chosen: `paper` (Cheu et al. Theorem 3.2's constants, the
+    /// default, for reproduction) or `accountant` (the fewest bits whose release meets the
+    /// (ε, δ) by the exact-sum accountant, `dpfl_privacy::shuffle::pvec_exact`; issue 32).
+    #[serde(default)]
+    pub calibration: PvecRule,
 }
 
 /// The AC-SA tuning PAGD and pan-private AC-SA share.
@@ -339,6 +344,7 @@ pub fn pvec_target(
         round: (spec.round_epsilon(ctx)?, delta),
         uses: 1,
         budget: (eps, delta),
+        rule: spec.calibration,
     })
 }
 
@@ -418,6 +424,7 @@ pub(crate) fn build_pagd(
         moreau: shape.moreau,
         round_epsilon: Some(round_epsilon),
         robust_gamma: spec.robust.map(|r| r.honest_fraction),
+        rule: spec.calibration,
     };
     let mut note = shape.note.clone();
     if let Some(r) = &spec.robust {

@@ -21,8 +21,9 @@ use serde::{Deserialize, Serialize};
 
 use dpfl_privacy::accountant::AccountantKind;
 use dpfl_privacy::shuffle::local::{LocalGuarantee, silo_round_guarantee};
-use dpfl_privacy::shuffle::params::{PvecParams, Scale};
+use dpfl_privacy::shuffle::params::{PvecParams, PvecRule, Scale};
 use dpfl_privacy::shuffle::protocol::Pvec;
+use dpfl_privacy::shuffle::pvec_exact::{CALIBRATION_TV, calibrate_exact};
 use dpfl_privacy::shuffle::randomizer::Against;
 use dpfl_privacy::{Delta, Neighbouring, PrivacyEvent};
 
@@ -76,6 +77,9 @@ pub struct PvecTarget {
     pub uses: u64,
     /// The silos' (smallest) budget (ε, δ).
     pub budget: (f64, f64),
+    /// How PVEC's noise bits are chosen: Theorem 3.2's constants (default) or the exact-sum
+    /// accountant (`dpfl_privacy::shuffle::pvec_exact`, issue 32).
+    pub rule: PvecRule,
 }
 
 /// The PVEC a trust model allows, with both guarantees of one silo.
@@ -116,7 +120,8 @@ fn local_round_delta(t: &PvecTarget) -> f64 {
 /// ε over `uses` rounds of a per-round (ε, δ): the smaller of basic and advanced
 /// composition (Dwork & Roth Thm 3.16, 3.20) at δ.
 fn composed(eps: f64, delta: f64, uses: u64, total_delta: f64) -> crate::Result<f64> {
-    if uses <= 1 {
+    // ε = ∞ (no guarantee, possible for a silo's own counts under the accountant rule) stays ∞.
+    if uses <= 1 || !eps.is_finite() {
         return Ok(eps);
     }
     let ev = PrivacyEvent::EpsilonDelta {
@@ -131,9 +136,31 @@ fn composed(eps: f64, delta: f64, uses: u64, total_delta: f64) -> crate::Result<
 }
 
 fn build(t: &PvecTarget, eps: f64) -> crate::Result<(PvecParams, Pvec)> {
-    let params = PvecParams::calibrate(t.users, t.d, t.l2_bound, eps, t.round.1, t.scale)
-        .map_err(shuffle_err)?;
+    let params = match t.rule {
+        PvecRule::Paper => PvecParams::calibrate(t.users, t.d, t.l2_bound, eps, t.round.1, t.scale),
+        PvecRule::Accountant => calibrate_exact(
+            t.users,
+            t.d,
+            t.l2_bound,
+            eps,
+            t.round.1,
+            t.scale,
+            1,
+            CALIBRATION_TV,
+        ),
+    }
+    .map_err(shuffle_err)?;
     let pvec = Pvec::new(params).map_err(shuffle_err)?;
+    // The accountant's δ assumed at most CALIBRATION_TV per draw; the built sampler must meet it.
+    if t.rule == PvecRule::Accountant && pvec.noise_tv_bound() > CALIBRATION_TV {
+        return Err(crate::Error::config(
+            "algorithm.calibration",
+            format!(
+                "the Binomial sampler's total-variation bound {:e} exceeds the {CALIBRATION_TV:e} the PVEC accountant assumed",
+                pvec.noise_tv_bound()
+            ),
+        ));
+    }
     Ok((params, pvec))
 }
 
@@ -227,8 +254,16 @@ pub fn describe(
 ) -> String {
     let honest_total = composed(plan.round.0, plan.round.1, t.uses, t.budget.1)
         .map_or_else(|e| format!("not composed ({e})"), |e| format!("{e:.4}"));
+    let (rule, local) = match t.rule {
+        // The paper rule's text is unchanged (committed reports and goldens quote it).
+        PvecRule::Paper => ("", "Cheu et al. Lemma A.1 over d coordinates"),
+        PvecRule::Accountant => (
+            "PVEC calibration = accountant (exact-sum, issue 32); ",
+            "the exact-sum accountant or Lemma A.1, the smaller",
+        ),
+    };
     format!(
-        "against the server: eps = {honest_total} given an honest shuffler (per round ({:.4}, {:.3e})); eps = {:.4} without a trusted shuffler (the silo's own binomial noise, Cheu et al. Lemma A.1 over d coordinates: per round ({:.4}, {:.3e}), {} use(s) per record); shuffler = {} so the ledger charges ({:.4}, {:.3e}) per round",
+        "{rule}against the server: eps = {honest_total} given an honest shuffler (per round ({:.4}, {:.3e})); eps = {:.4} without a trusted shuffler (the silo's own binomial noise, {local}: per round ({:.4}, {:.3e}), {} use(s) per record); shuffler = {} so the ledger charges ({:.4}, {:.3e}) per round",
         plan.round.0,
         plan.round.1,
         g.local_total,

@@ -217,7 +217,7 @@ impl Wing for SdpAcceleratedSpec {
     type Plan = ShuffleWingPlan;
 
     fn label(&self) -> String {
-        "SDP accelerated MB-SGD (one-pass)".into()
+        with_rule("SDP accelerated MB-SGD (one-pass)", self.calibration)
     }
     fn privacy(&self) -> Privacy {
         Privacy::Shuffled
@@ -258,7 +258,7 @@ impl Wing for PsgdSpec {
     type Plan = ShuffleWingPlan;
 
     fn label(&self) -> String {
-        "PSGD (shuffle)".into()
+        with_rule("PSGD (shuffle)", self.calibration)
     }
     fn privacy(&self) -> Privacy {
         Privacy::Shuffled
@@ -299,7 +299,7 @@ impl Wing for PgdSpec {
     type Plan = ShuffleWingPlan;
 
     fn label(&self) -> String {
-        "PGD (shuffle)".into()
+        with_rule("PGD (shuffle)", self.calibration)
     }
     fn privacy(&self) -> Privacy {
         Privacy::Shuffled
@@ -340,7 +340,7 @@ impl Wing for PagdSpec {
     type Plan = ShuffleWingPlan;
 
     fn label(&self) -> String {
-        "PAGD (shuffle)".into()
+        with_rule("PAGD (shuffle)", self.calibration)
     }
     fn privacy(&self) -> Privacy {
         Privacy::Shuffled
@@ -414,5 +414,14 @@ impl Wing for PanPrivateSpec {
     }
     fn plan(&self, ctx: &BuildContext) -> crate::Result<Planned<ShuffleWingPlan>> {
         ShuffleAlgorithm::PanPrivateAcsa(self.clone()).planned(ctx)
+    }
+}
+
+/// A PVEC algorithm's label, marked when the exact-sum accountant chose its noise (the paper
+/// rule's labels are unchanged: committed results quote them).
+fn with_rule(label: &str, rule: dpfl_privacy::shuffle::params::PvecRule) -> String {
+    match rule {
+        dpfl_privacy::shuffle::params::PvecRule::Paper => label.into(),
+        dpfl_privacy::shuffle::params::PvecRule::Accountant => format!("{label}, accountant"),
     }
 }
