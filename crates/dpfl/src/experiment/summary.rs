@@ -318,8 +318,7 @@ pub(crate) fn account_silo(
         .into_iter()
         .flatten()
         .reduce(f64::min);
-    let (lower_epsilon, withheld) =
-        dpfl_privacy::accountant::lower_bound::shown_beside(lower_epsilon, upper);
+    let (lower_epsilon, withheld) = lower_bound::shown_beside(lower_epsilon, upper);
     notes.extend(withheld.map(|why| format!("lower bound: {why}")));
     SiloPrivacy {
         silo: i,
