@@ -13,13 +13,23 @@
 //! Concurrent askers of one key wait for the first one's answer instead of computing it again.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
+
+/// Bumped by [`forget_all`]: a memo that saw an older value starts again empty.
+static GENERATION: AtomicU64 = AtomicU64::new(0);
+
+/// Empties every memo (before their next use), so that the next calls compute from scratch:
+/// for benchmarks, which must time the computation and not a memo hit.
+pub fn forget_all() {
+    GENERATION.fetch_add(1, Ordering::SeqCst);
+}
 
 type Cell<V> = Arc<OnceLock<V>>;
 
 /// A bounded, thread-safe memo from a text key to a cloneable value.
 pub(crate) struct Memo<V> {
-    map: OnceLock<Mutex<HashMap<String, Cell<V>>>>,
+    map: OnceLock<Mutex<(u64, HashMap<String, Cell<V>>)>>,
     cap: usize,
 }
 
@@ -46,7 +56,8 @@ impl<V: Clone> Memo<V> {
         keep: impl FnOnce(&V) -> bool,
     ) -> V {
         let cell = {
-            let mut map = self.lock();
+            let mut g = self.lock();
+            let map = &mut g.1;
             if map.len() >= self.cap && !map.contains_key(&key) {
                 map.clear();
             }
@@ -60,18 +71,24 @@ impl<V: Clone> Memo<V> {
             })
             .clone();
         if fresh && !keep(&v) {
-            self.lock().remove(&key);
+            self.lock().1.remove(&key);
         }
         v
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Cell<V>>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, (u64, HashMap<String, Cell<V>>)> {
         // A panic elsewhere while the map was locked leaves it consistent (every write is one
         // insert, remove or clear), so a poisoned lock is still usable.
-        self.map
+        let mut g = self
+            .map
             .get_or_init(Default::default)
             .lock()
-            .unwrap_or_else(|p| p.into_inner())
+            .unwrap_or_else(|p| p.into_inner());
+        let now = GENERATION.load(Ordering::SeqCst);
+        if g.0 != now {
+            *g = (now, HashMap::new());
+        }
+        g
     }
 }
 

@@ -27,6 +27,7 @@ pub mod composition;
 pub mod gaussian;
 pub mod lower_bound;
 mod memo;
+pub use memo::forget_all as forget_remembered;
 mod par;
 pub mod pld;
 pub mod rdp;

@@ -2,7 +2,6 @@
 //! window with the tail mass moved to +∞, and composition of two PMFs; plus the "too many
 //! bins" signal the accountant answers by coarsening the grid.
 
-use std::cell::RefCell;
 use std::sync::Arc;
 
 use realfft::num_complex::Complex;
@@ -176,17 +175,14 @@ pub(super) fn fft_err(e: realfft::FftError) -> PrivacyError {
     }
 }
 
-/// The forward and inverse real FFTs of length `len`, from a planner kept per thread (issue 30:
-/// planning costs about as much as a transform of the demo's size, and a planner hands out
-/// the same algorithm for a length every time, so reuse changes no result).
+/// The forward and inverse real FFTs of length `len`, from a fresh planner. A planner kept
+/// per thread (issue 30) made the result depend on the lengths planned before: the same PLD,
+/// evaluated inside a calibration search and alone, differed in the 11th digit (the golden
+/// `account-grid.txt` caught it), so each composition plans anew and gives the same bits
+/// whatever ran before.
 fn plans(len: usize) -> (Arc<dyn RealToComplex<f64>>, Arc<dyn ComplexToReal<f64>>) {
-    thread_local! {
-        static PLANNER: RefCell<RealFftPlanner<f64>> = RefCell::new(RealFftPlanner::new());
-    }
-    PLANNER.with(|p| {
-        let mut p = p.borrow_mut();
-        (p.plan_fft_forward(len), p.plan_fft_inverse(len))
-    })
+    let mut p = RealFftPlanner::<f64>::new();
+    (p.plan_fft_forward(len), p.plan_fft_inverse(len))
 }
 
 /// Smallest 2^a 3^b ≥ n (fast sizes for `rustfft`).

@@ -351,7 +351,12 @@ impl PldAccountant {
         // Remembered by the merged leaves (issue 30): N silos of equal size ask the same, and
         // so do their ledgers at every round.
         static EPSILONS: Memo<Result<f64>> = Memo::new(4096);
-        let key = format!("{}|{:?}|{:?}", self.key(self.h), delta.get(), merged_leaves(event)?);
+        let key = format!(
+            "{}|{:?}|{:?}",
+            self.key(self.h),
+            delta.get(),
+            merged_leaves(event)?
+        );
         EPSILONS.get_or(key, || {
             let (r, a) = self.pmfs(event)?;
             let e = r
