@@ -28,6 +28,9 @@ use crate::error::{PrivacyError, Result};
 use crate::event::{Neighbouring, PrivacyEvent};
 use crate::params::{Delta, Epsilon, positive};
 
+mod search;
+use search::Search;
+
 /// Relative width at which the calibration bisections stop.
 pub const CALIBRATION_TOLERANCE: f64 = 1e-6;
 
@@ -100,6 +103,10 @@ fn calibrate_core(
             &mut |_, _| {},
         );
         if let Ok(z) = rdp {
+            // Where the PLD on the calibration grid (a tenth of the evaluations' cost) crosses
+            // the target, and its slope: the fine grid's first guesses (issue 30). Only a
+            // hint: the fine grid's own evaluations decide.
+            let (guess, slope) = coarse_pld_guess(make_event, neighbouring, target, delta, z);
             return bisect(
                 make_event,
                 accountant,
@@ -107,7 +114,7 @@ fn calibrate_core(
                 target,
                 delta,
                 progress,
-                z,
+                (z, guess.unwrap_or(z), slope),
             );
         }
     }
@@ -118,10 +125,38 @@ fn calibrate_core(
         target,
         delta,
         progress,
-        1.0,
+        (1.0, 1.0, None),
     )
 }
 
+/// The z where the PLD on the [`CALIBRATION_PLD_DISCRETIZATION`] grid crosses the target
+/// (to a relative 1e-4, the side that meets it) and d log ε / d log z there, searched from
+/// `start`; `None`s where it cannot tell.
+fn coarse_pld_guess(
+    make_event: &dyn Fn(f64) -> PrivacyEvent,
+    neighbouring: Neighbouring,
+    target: Epsilon,
+    delta: Delta,
+    start: f64,
+) -> (Option<f64>, Option<f64>) {
+    let Ok(pld) = crate::accountant::pld::PldAccountant::with_discretization(
+        neighbouring,
+        CALIBRATION_PLD_DISCRETIZATION,
+    ) else {
+        return (None, None);
+    };
+    let mut eval = |z: f64| pld.epsilon(&make_event(z), delta);
+    let mut s = Search::new(&mut eval, target.get());
+    if s.guess((start, start, None), 1e-4).is_err() {
+        return (None, None);
+    }
+    (s.best(), s.slope())
+}
+
+/// The calibration search: bracket from `start.0` by doubling, then halve and bisect to
+/// [`CALIBRATION_TOLERANCE`] ([`bisection`]), with guesses from `start.1` (and the slope
+/// `start.2`, if known) so that most of its points are decided without an evaluation
+/// ([`Search`]; the answer is the same).
 fn bisect(
     make_event: &dyn Fn(f64) -> PrivacyEvent,
     accountant: AccountantKind,
@@ -129,28 +164,65 @@ fn bisect(
     target: Epsilon,
     delta: Delta,
     progress: &mut dyn FnMut(f64, f64),
-    start: f64,
+    start: (f64, f64, Option<f64>),
 ) -> Result<f64> {
-    let mut meets = |z: f64| -> Result<bool> {
+    let mut eval = |z: f64| -> Result<f64> {
         let e = match accountant.epsilon(neighbouring, &make_event(z), delta) {
             Ok(e) => e,
             Err(PrivacyError::Numerical { .. }) => f64::INFINITY,
             Err(e) => return Err(e),
         };
         progress(z, e);
-        Ok(e <= target.get())
+        Ok(e)
     };
-    let Some(hi) = bracket(&mut meets, start)? else {
-        return Err(PrivacyError::Numerical {
-            context: "noise calibration",
-            reason: format!(
-                "no noise multiplier up to {Z_MAX} reaches epsilon {} at delta {}",
-                target.get(),
-                delta.get()
-            ),
-        });
-    };
-    shrink(&mut meets, hi, CALIBRATION_TOLERANCE)
+    let mut s = Search::new(&mut eval, target.get());
+    search_smallest(&mut s, start, CALIBRATION_TOLERANCE)?.ok_or_else(|| PrivacyError::Numerical {
+        context: "noise calibration",
+        reason: format!(
+            "no noise multiplier up to {Z_MAX} reaches epsilon {} at delta {}",
+            target.get(),
+            delta.get()
+        ),
+    })
+}
+
+/// [`bisection`] from `start.0` to `tolerance`, its points decided by `s` after guesses from
+/// `start.1` with slope `start.2`; the answer is evaluated before it is returned, and if it
+/// does not meet the target the bisection runs again evaluating every point (see
+/// [`search`]). `None` if no z up to [`Z_MAX`] meets the target.
+fn search_smallest(
+    s: &mut Search<'_>,
+    start: (f64, f64, Option<f64>),
+    tolerance: f64,
+) -> Result<Option<f64>> {
+    s.guess(start, tolerance)?;
+    if let Some(z) = bisection(&mut |z| s.decide(z), start.0, tolerance)?
+        && s.verify(z)?
+    {
+        return Ok(Some(z));
+    }
+    bisection(&mut |z| s.meets(z), start.0, tolerance)
+}
+
+/// [`bracket`] from `start`, then [`shrink`] to `tolerance`.
+fn bisection(
+    meets: &mut dyn FnMut(f64) -> Result<bool>,
+    start: f64,
+    tolerance: f64,
+) -> Result<Option<f64>> {
+    Ok(bisection_pair(meets, start, tolerance)?.map(|(_, hi)| hi))
+}
+
+/// [`bisection`] with the last failing point ([`shrink`]).
+fn bisection_pair(
+    meets: &mut dyn FnMut(f64) -> Result<bool>,
+    start: f64,
+    tolerance: f64,
+) -> Result<Option<(Option<f64>, f64)>> {
+    match bracket(meets, start)? {
+        Some(hi) => shrink(meets, hi, tolerance).map(Some),
+        None => Ok(None),
+    }
 }
 
 /// Noise multipliers searched: below `Z_MIN` the smallest one found is returned; above
@@ -173,13 +245,21 @@ fn bracket(meets: &mut dyn FnMut(f64) -> Result<bool>, start: f64) -> Result<Opt
 /// From `hi`, which meets the target, the smallest z that does (`meets` is monotone in z):
 /// halving while it meets (stopping under [`Z_MIN`]), then bisection to a relative
 /// `tolerance`, rounded up.
-fn shrink(meets: &mut dyn FnMut(f64) -> Result<bool>, mut hi: f64, tolerance: f64) -> Result<f64> {
+///
+/// Returns the answer with the last point found not to meet the target (`None` when the
+/// halving stopped under [`Z_MIN`]): every point visited is at most that one (and fails) or
+/// at least the answer (and meets).
+fn shrink(
+    meets: &mut dyn FnMut(f64) -> Result<bool>,
+    mut hi: f64,
+    tolerance: f64,
+) -> Result<(Option<f64>, f64)> {
     let mut lo = hi / 2.0;
     while meets(lo)? {
         hi = lo;
         lo /= 2.0;
         if lo < Z_MIN {
-            return Ok(hi);
+            return Ok((None, hi));
         }
     }
     while hi - lo > tolerance * hi {
@@ -190,7 +270,7 @@ fn shrink(meets: &mut dyn FnMut(f64) -> Result<bool>, mut hi: f64, tolerance: f6
             lo = mid;
         }
     }
-    Ok(hi)
+    Ok((Some(lo), hi))
 }
 
 /// Grid width of the PLD used by [`calibrate_sampled_gaussian`]: 10x coarser than the
@@ -262,23 +342,31 @@ pub fn calibrate_rdp_then_pld(
         neighbouring,
         CALIBRATION_PLD_DISCRETIZATION,
     )?;
-    let mut meets = |z: f64| -> Result<bool> {
+    let mut eval = |z: f64| -> Result<f64> {
         match pld.epsilon(&make_event(z), delta) {
-            Ok(e) => Ok(e <= target.get()),
-            Err(PrivacyError::Numerical { .. } | PrivacyError::Unsupported { .. }) => Ok(false),
+            Ok(e) => Ok(e),
+            Err(PrivacyError::Numerical { .. } | PrivacyError::Unsupported { .. }) => {
+                Ok(f64::INFINITY)
+            }
             Err(e) => Err(e),
         }
     };
-    let hi = match rdp {
-        Ok(z_rdp) if !meets(z_rdp)? => return Ok((z_rdp, "rdp")),
+    let mut s = Search::new(&mut eval, target.get());
+    let start = match rdp {
+        Ok(z_rdp) if !s.meets(z_rdp)? => return Ok((z_rdp, "rdp")),
         Ok(z_rdp) => z_rdp,
-        Err(unsupported @ PrivacyError::Unsupported { .. }) => match bracket(&mut meets, 1.0)? {
-            Some(z) => z,
-            None => return Err(unsupported),
-        },
+        Err(PrivacyError::Unsupported { .. }) => 1.0,
         Err(e) => return Err(e),
     };
-    Ok((shrink(&mut meets, hi, 1e-4)?, pld_name))
+    // From RDP's z (which meets the target) the bracket is that z itself and the search
+    // halves and bisects below it; without RDP it doubles from 1 first.
+    match search_smallest(&mut s, (start, start, None), 1e-4)? {
+        Some(z) => Ok((z, pld_name)),
+        None => Err(rdp.err().unwrap_or_else(|| PrivacyError::Numerical {
+            context: "noise calibration",
+            reason: "no noise multiplier reaches the target".into(),
+        })),
+    }
 }
 
 /// The analytic Gaussian mechanism (Balle & Wang 2018, Alg. 1): the smallest noise
@@ -546,6 +634,74 @@ mod tests {
         assert!(
             2.0 * z >= z_ar && z < z_ar,
             "replace-one z = {z}, add/remove z = {z_ar}"
+        );
+    }
+
+    /// ε of 1000 Poisson(0.01) steps under RDP, counting evaluations.
+    fn counted(n: &std::cell::Cell<u32>) -> impl FnMut(f64) -> Result<f64> + '_ {
+        let acc = crate::accountant::rdp::RdpAccountant::new(Neighbouring::AddRemove);
+        let d = Delta::new(1e-5).unwrap();
+        move |z| {
+            n.set(n.get() + 1);
+            acc.epsilon(
+                &PrivacyEvent::Gaussian {
+                    noise_multiplier: z,
+                }
+                .sampled(crate::event::Sampling::Poisson { rate: 0.01 })
+                .repeated(1000),
+                d,
+            )
+        }
+    }
+
+    #[test]
+    fn guided_search_returns_the_plain_bisections_answer_in_fewer_evaluations() {
+        // The plain bisection evaluates every point; the guided one (issue 30) decides most
+        // of them from a few guesses. Same answer to the bit.
+        let (n_plain, n_guided) = (std::cell::Cell::new(0), std::cell::Cell::new(0));
+        let mut plain_eval = counted(&n_plain);
+        let plain = bisection(
+            &mut |z| Ok(plain_eval(z)? <= 2.0),
+            1.0,
+            CALIBRATION_TOLERANCE,
+        )
+        .unwrap()
+        .unwrap();
+        let mut guided_eval = counted(&n_guided);
+        let mut s = Search::new(&mut guided_eval, 2.0);
+        let guided = search_smallest(&mut s, (1.0, 1.0, None), CALIBRATION_TOLERANCE)
+            .unwrap()
+            .unwrap();
+        assert_eq!(plain.to_bits(), guided.to_bits(), "{plain} vs {guided}");
+        assert!(n_plain.get() >= 20, "{}", n_plain.get());
+        assert!(n_guided.get() <= 8, "{}", n_guided.get());
+    }
+
+    #[test]
+    fn guided_search_returns_only_a_point_it_saw_meet_the_target() {
+        // A curve that is not monotone at the guided search's answer (ε jumps above the target
+        // there): the search must not return it on monotonicity's word.
+        let n = std::cell::Cell::new(0);
+        let mut eval = counted(&n);
+        let mut s = Search::new(&mut eval, 2.0);
+        let answer = search_smallest(&mut s, (1.0, 1.0, None), CALIBRATION_TOLERANCE)
+            .unwrap()
+            .unwrap();
+        let seen = std::cell::RefCell::new(Vec::new());
+        let mut base = counted(&n);
+        let mut holed = |z: f64| -> Result<f64> {
+            let e = if z == answer { 3.0 } else { base(z)? };
+            seen.borrow_mut().push((z, e));
+            Ok(e)
+        };
+        let mut s = Search::new(&mut holed, 2.0);
+        let z = search_smallest(&mut s, (1.0, 1.0, None), CALIBRATION_TOLERANCE)
+            .unwrap()
+            .unwrap();
+        assert_ne!(z, answer);
+        assert!(
+            seen.borrow().iter().any(|&(x, e)| x == z && e <= 2.0),
+            "{z} was returned without being seen to meet the target"
         );
     }
 

@@ -146,7 +146,12 @@ fn pld_calibration_reports_progress_and_meets_the_target() {
     assert!(
         (z / 3000f64.sqrt() - analytic_gaussian_noise_multiplier(eps, d).unwrap()).abs() < 1e-4
     );
-    assert!(seen.len() >= 10 && seen.iter().any(|&(zz, e)| zz == z && e <= 1.0));
+    // Every evaluation is reported, the answer among them; the guided search (issue 30)
+    // needs a handful where the plain bisection needed about 25.
+    assert!(
+        (2..=10).contains(&seen.len()) && seen.iter().any(|&(zz, e)| zz == z && e <= 1.0),
+        "{seen:?}"
+    );
 }
 
 /// Every accountant reads the discrete Gaussian's sensitivity: the PLD at the integer shift

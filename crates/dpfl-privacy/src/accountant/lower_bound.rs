@@ -204,10 +204,15 @@ fn lower_pmfs(mix: &Mixture, h: f64) -> Result<Option<(Pmf, Pmf)>> {
         p[0] += mix.p_mass(f64::NEG_INFINITY, xs[0]);
     }
     q[(-i0 - q_lo) as usize] += mix.q_mass(f64::NEG_INFINITY, xs[0]);
-    for (j, w) in xs.windows(2).enumerate() {
+    // The masses of the windows are independent (special functions each): computed on all
+    // cores, then added in the sequential order (the same bits).
+    let windows = xs.len() - 1;
+    let pm = super::par::map_indices(windows, &|j| mix.p_mass(xs[j], xs[j + 1]));
+    let qm = super::par::map_indices(windows, &|j| mix.q_mass(xs[j], xs[j + 1]));
+    for j in 0..windows {
         let i = i0 + j as i64;
-        p[(i - p_lo) as usize] += mix.p_mass(w[0], w[1]);
-        q[(-(i + 1) - q_lo) as usize] += mix.q_mass(w[0], w[1]);
+        p[(i - p_lo) as usize] += pm[j];
+        q[(-(i + 1) - q_lo) as usize] += qm[j];
     }
     // Above x_{i1}: P‖Q loss ≥ i1·h; Q‖P losses below −i1·h are dropped.
     p[(i1 - p_lo) as usize] += mix.p_mass(xs[xs.len() - 1], f64::INFINITY);

@@ -22,6 +22,11 @@
 //! / Canonne, Kamath & Steinke 2020 eq. (20):
 //! ε = r(α) + log((α−1)/α) − (log δ + log α)/(α−1), minimised over the orders.
 
+use std::sync::Arc;
+
+use super::memo::Memo;
+pub use super::rdp_wr::wr_gaussian_rdp;
+use super::rdp_wr::wr_gaussian_rdp_curve;
 use super::sampled_discrete::sampled_discrete_gaussian_rdp;
 use super::special::{log_add, log_comb, log_erfc, log_sub_sign, not_nan, round_up};
 use super::{Leaf, effective_gaussian, leaves, unsupported};
@@ -89,8 +94,8 @@ impl RdpAccountant {
     pub fn rdp(&self, event: &PrivacyEvent) -> Result<Vec<f64>> {
         let mut total = vec![0.0; self.orders.len()];
         for Leaf { event, count } in leaves(event)? {
-            let r = self.leaf_rdp(&event)?;
-            for (t, x) in total.iter_mut().zip(r) {
+            let r = self.memo_leaf_rdp(&event)?;
+            for (t, x) in total.iter_mut().zip(r.iter()) {
                 *t += count as f64 * x;
             }
         }
@@ -118,6 +123,17 @@ impl RdpAccountant {
         }
         let r = self.rdp(event)?;
         Ok(delta_from_rdp(&self.orders, &r, epsilon))
+    }
+
+    /// [`Self::leaf_rdp`], remembered for sampled leaves (issue 30): their curves cost
+    /// milliseconds (a series per order), and a ledger asks for the same leaf at every round.
+    fn memo_leaf_rdp(&self, event: &PrivacyEvent) -> Result<Arc<Vec<f64>>> {
+        static SAMPLED: Memo<Result<Arc<Vec<f64>>>> = Memo::new(1024);
+        if !matches!(event, PrivacyEvent::Sampled { .. }) {
+            return self.leaf_rdp(event).map(Arc::new);
+        }
+        let key = format!("{:?}|{:?}|{event:?}", self.neighbouring, self.orders);
+        SAMPLED.get_or(key, || self.leaf_rdp(event).map(Arc::new))
     }
 
     fn leaf_rdp(&self, event: &PrivacyEvent) -> Result<Vec<f64>> {
@@ -190,12 +206,10 @@ impl RdpAccountant {
                         Neighbouring::ReplaceOne,
                     ) => {
                         let q = *size as f64 / *population as f64;
-                        o.iter().map(|&a| wor_gaussian_rdp(q, z, a)).collect()
+                        wor_gaussian_rdp_curve(q, z, o)
                     }
                     (Sampling::WithReplacement { population, draws }, Neighbouring::ReplaceOne) => {
-                        o.iter()
-                            .map(|&a| wr_gaussian_rdp(*population, *draws, z, a))
-                            .collect()
+                        wr_gaussian_rdp_curve(*population, *draws, z, o)
                     }
                     (Sampling::Poisson { .. }, Neighbouring::ReplaceOne) => Err(unsupported(
                         NAME,
@@ -331,6 +345,32 @@ fn log_a_frac(q: f64, z: f64, a: f64) -> Result<f64> {
 /// noise multiplier z, under replace-one (WBK19 Thm 27; Cor. 10 interpolation for
 /// fractional α).
 pub fn wor_gaussian_rdp(q: f64, z: f64, a: f64) -> Result<f64> {
+    wor_gaussian_rdp_with(q, z, a, &WorDiffs::new(z, a))
+}
+
+/// The forward differences [`wor_log_a_int`] reads, once per curve (issue 30: O(α²) per order,
+/// from z alone). Entry i depends only on the first i + 2 values of the cgf, so the largest
+/// order's differences are, bit for bit, those each smaller order computed for itself.
+pub(super) struct WorDiffs(Vec<f64>);
+
+impl WorDiffs {
+    /// The differences for every order up to `max_order` (only orders ≤ 256 use them).
+    pub(super) fn new(z: f64, max_order: f64) -> Self {
+        let n = max_order.ceil().clamp(0.0, WOR_MAX_ALPHA as f64) as usize;
+        WorDiffs(forward_diffs(|x| x * (x + 1.0) / (2.0 * z * z), n))
+    }
+}
+
+/// [`wor_gaussian_rdp`] at each of `orders`, the forward differences computed once.
+fn wor_gaussian_rdp_curve(q: f64, z: f64, orders: &[f64]) -> Result<Vec<f64>> {
+    let diffs = WorDiffs::new(z, orders.iter().copied().fold(0.0, f64::max));
+    orders
+        .iter()
+        .map(|&a| wor_gaussian_rdp_with(q, z, a, &diffs))
+        .collect()
+}
+
+pub(super) fn wor_gaussian_rdp_with(q: f64, z: f64, a: f64, diffs: &WorDiffs) -> Result<f64> {
     if q == 0.0 {
         return Ok(0.0);
     }
@@ -338,22 +378,24 @@ pub fn wor_gaussian_rdp(q: f64, z: f64, a: f64) -> Result<f64> {
         return Ok(a / (2.0 * z * z));
     }
     let r = if a.fract() == 0.0 {
-        wor_log_a_int(q, z, a as u64) / (a - 1.0)
+        wor_log_a_int(q, z, a as u64, diffs) / (a - 1.0)
     } else {
         let (f, c) = (a.floor(), a.ceil());
-        let x = wor_log_a_int(q, z, f as u64);
-        let y = wor_log_a_int(q, z, c as u64);
+        let x = wor_log_a_int(q, z, f as u64, diffs);
+        let y = wor_log_a_int(q, z, c as u64, diffs);
         let t = a - f;
         ((1.0 - t) * x + t * y) / (a - 1.0)
     };
     not_nan("sampled-without-replacement Gaussian RDP", r)
 }
 
+/// Orders up to which [`wor_log_a_int`] sums WBK19's exact series.
+const WOR_MAX_ALPHA: u64 = 256;
+
 /// WBK19 Thm 27 bound on log E[(p/q)^α] for integer α, ported from `dp_accounting`'s
 /// `_compute_rdp_sample_wor_gaussian_int` (exact sum up to α = 256, the simpler
-/// 2·e^{(j−1)ε(j)} term beyond).
-fn wor_log_a_int(q: f64, z: f64, a: u64) -> f64 {
-    const MAX_ALPHA: u64 = 256;
+/// 2·e^{(j−1)ε(j)} term beyond). `diffs` must cover α (entries 0..=α) when α ≤ 256.
+fn wor_log_a_int(q: f64, z: f64, a: u64, diffs: &WorDiffs) -> f64 {
     if a <= 1 {
         return 0.0;
     }
@@ -364,8 +406,8 @@ fn wor_log_a_int(q: f64, z: f64, a: u64) -> f64 {
     let mut log_a = 0.0;
     let log_f2m1 = func(2.0) + (-(-func(2.0)).exp()).ln_1p();
     let first = 2.0 * lq + log_comb(af, 2.0) + (4f64.ln() + log_f2m1).min(func(2.0) + 2f64.ln());
-    if a <= MAX_ALPHA {
-        let deltas = forward_diffs(cgf, a as usize);
+    if a <= WOR_MAX_ALPHA {
+        let deltas = &diffs.0;
         for i in 2..=a {
             let s = if i == 2 {
                 first
@@ -419,62 +461,6 @@ fn forward_diffs(cgf: impl Fn(f64) -> f64, n: usize) -> Vec<f64> {
         *d = v[0];
     }
     deltas
-}
-
-/// RDP of K draws with replacement from n records followed by the Gaussian with noise
-/// multiplier z per record occurrence, under replace-one. `dp_accounting` has no rule for
-/// this sampling (used by Lowy & Razaviyayn's Algorithm 2); we take the minimum of two
-/// bounds, each sound at every order:
-///
-/// 1. **Noise splitting.** N(0, σ²) is the sum of K independent N(0, σ²/K). The release
-///    Σ_k g(x_{I_k}) + N(0, σ²) is a post-processing (the sum) of the K releases
-///    g(x_{I_k}) + N(0, σ²/K), each a single uniformly drawn record (sampling 1 of n without
-///    replacement) with noise multiplier z/√K. By composition (Mironov 2017, Prop. 1) and
-///    post-processing: ε(α) ≤ K · ε_WOR(α; q = 1/n, z/√K) (WBK19 Thm 27).
-/// 2. **Joint convexity.** Condition on the draws: given that the replaced record is drawn
-///    j ~ Bin(K, 1/n) times, the two outputs are Gaussians whose means differ by at most jΔ.
-///    (p, q) ↦ ∫ p^α q^{1−α} is jointly convex for α > 1 (it is the perspective of t^α; van
-///    Erven & Harremoës 2014, Thm 13), so
-///    ε(α) ≤ 1/(α−1) · log Σ_j Bin(K, 1/n)(j) · exp(α(α−1) j² / (2z²)).
-///
-/// For K = 1 bound 1 equals the WOR bound for one draw; for n = 1 both equal the Gaussian
-/// with sensitivity KΔ.
-///
-/// Checked against exact divergences (`tests/wr_exact.rs`): for K draws of n with the other
-/// records' gradients all at v, the replaced record at ±½ (sensitivity 1) and v ∈ {−½, …, ½},
-/// the exact D_α of both directions (log-space quadrature, itself checked against the
-/// closed form E_Q[(P/Q)^α] at integer α) is ≤ this bound at every default order, for
-/// (n, K, z) = (300, 1, 0.1131), (5, 3, 0.5), (10, 4, 1), (2, 2, 2) and (30, 5, 0.3).
-/// The case 1 of 300, z = 0.1131, 200 steps, δ = 1e-5: this bound gives ε = 545.6 (at
-/// α = 1.1, from bound 2), the exact pair's RDP composed gives 365.3 (also α = 1.1), and
-/// the PLD accountant certifies 227.3 with a lower bound of 226.7. `dp_accounting` 0.6.0
-/// (which has no with-replacement rule; for K = 1 its without-replacement rule applies, same
-/// replace-one relation) gives 13,502: its WBK19 Thm 27 series is evaluated at integer
-/// orders only and for α < 2 it reuses the value at α = 2 (67.46 per step here, from the
-/// 2q²e^{ε(2)} term with ε(2) = 78.2), so its best order is α = 2; our bound 2 is a
-/// different, sound inequality (joint convexity) that is finite at fractional α near 1.
-/// Neither under-reports; the difference is looseness, not a different relation.
-pub fn wr_gaussian_rdp(n: u64, k: u64, z: f64, a: f64) -> Result<f64> {
-    let kf = k as f64;
-    let nf = n as f64;
-    let split = kf * wor_gaussian_rdp(1.0 / nf, z / kf.sqrt(), a)?;
-    let convex = if n == 1 {
-        a * kf * kf / (2.0 * z * z)
-    } else {
-        let lp = (1.0 / nf).ln();
-        let l1mp = (-1.0 / nf).ln_1p();
-        let mut s = f64::NEG_INFINITY;
-        for j in 0..=k {
-            let jf = j as f64;
-            let t = log_comb(kf, jf)
-                + jf * lp
-                + (kf - jf) * l1mp
-                + a * (a - 1.0) * jf * jf / (2.0 * z * z);
-            s = log_add(s, t);
-        }
-        s / (a - 1.0)
-    };
-    not_nan("sampled-with-replacement Gaussian RDP", split.min(convex))
 }
 
 /// ε at δ from an RDP curve (Balle et al. 2020 Prop. 12; `dp_accounting.rdp.compute_epsilon`),
@@ -595,6 +581,36 @@ mod tests {
         let r = wor_gaussian_rdp(0.1, 2.0, 2.0).unwrap();
         let want = (1.0 + 0.01 * 4.0 * (0.25f64.exp() - 1.0)).ln();
         assert!(close(r, want, 1e-13), "{r} vs {want}");
+    }
+
+    #[test]
+    fn curves_share_their_terms_without_changing_a_bit() {
+        // Issue 30: the curve functions compute the forward differences and binomial weights
+        // once; each order alone (what the accountant did before) must give the same bits.
+        let o = default_orders();
+        for (n, k, z) in [
+            (217, 30, 5.657),
+            (1238, 443, 7.53),
+            (10, 1, 0.3),
+            (1, 3, 2.0),
+        ] {
+            let curve = wr_gaussian_rdp_curve(n, k, z, &o).unwrap();
+            for (&a, c) in o.iter().zip(&curve) {
+                let alone = wr_gaussian_rdp(n, k, z, a).unwrap();
+                assert_eq!(
+                    alone.to_bits(),
+                    c.to_bits(),
+                    "wr n {n} k {k} z {z} order {a}"
+                );
+            }
+        }
+        for (q, z) in [(0.1, 1.0), (30.0 / 217.0, 0.8), (0.5, 3.0)] {
+            let curve = wor_gaussian_rdp_curve(q, z, &o).unwrap();
+            for (&a, c) in o.iter().zip(&curve) {
+                let alone = wor_gaussian_rdp(q, z, a).unwrap();
+                assert_eq!(alone.to_bits(), c.to_bits(), "wor q {q} z {z} order {a}");
+            }
+        }
     }
 
     #[test]

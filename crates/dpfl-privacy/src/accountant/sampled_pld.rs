@@ -158,38 +158,109 @@ fn log_cdf(x: f64) -> f64 {
 /// is increasing): δ = ηΦ̄((x*−1)/s) − (e^ε−1+η)Φ̄(x*/s), x* = s² log((e^ε−1+η)/η) + ½;
 /// δ = 1 − e^ε for ε ≤ log(1−η) (Balle & Wang 2018 Thm 8 for η = 1; BBG 2018 Thm 2).
 pub fn delta_remove(eta: f64, s: f64, eps: f64) -> f64 {
-    if eta < 1.0 && eps <= (-eta).ln_1p() {
-        return -eps.exp_m1();
+    Remove::at(eta, eps).delta(s)
+}
+
+/// The parts of [`delta_remove`] that depend on (η, ε) only, computed once for all the
+/// components of a profile point (issue 30; the same operations on the same values, so the
+/// same bits as computing them per component).
+struct Remove {
+    /// Some(δ) when ε ≤ log(1−η) (δ = 1 − e^ε whatever s).
+    trivial: Option<f64>,
+    /// log(c/η), log η, log c with c = e^ε − 1 + η.
+    log_ratio: f64,
+    log_eta: f64,
+    log_c: f64,
+}
+
+impl Remove {
+    fn at(eta: f64, eps: f64) -> Self {
+        if eta < 1.0 && eps <= (-eta).ln_1p() {
+            return Remove {
+                trivial: Some(-eps.exp_m1()),
+                log_ratio: f64::NAN,
+                log_eta: f64::NAN,
+                log_c: f64::NAN,
+            };
+        }
+        let c = eps.exp_m1() + eta;
+        Remove {
+            trivial: None,
+            log_ratio: (c / eta).ln(),
+            log_eta: eta.ln(),
+            log_c: c.ln(),
+        }
     }
-    let c = eps.exp_m1() + eta;
-    let xs = s * s * (c / eta).ln() + 0.5;
-    let a = eta.ln() + log_sf((xs - 1.0) / s);
-    let b = c.ln() + log_sf(xs / s);
-    let (pos, mag) = log_sub_sign(a, b);
-    if pos { mag.exp().min(1.0) } else { 0.0 }
+
+    fn delta(&self, s: f64) -> f64 {
+        if let Some(d) = self.trivial {
+            return d;
+        }
+        let xs = s * s * self.log_ratio + 0.5;
+        let a = self.log_eta + log_sf((xs - 1.0) / s);
+        let b = self.log_c + log_sf(xs / s);
+        let (pos, mag) = log_sub_sign(a, b);
+        if pos { mag.exp().min(1.0) } else { 0.0 }
+    }
 }
 
 /// δ(ε) of the reversed pair, N(0,s²) vs (1−η)N(0,s²) + ηN(1,s²): 0 for ε ≥ −log(1−η), else
 /// δ = e^ε c Φ(x*/s) − η e^ε Φ((x*−1)/s), c = e^{−ε} − 1 + η, x* = s² log(c/η) + ½.
 pub fn delta_add(eta: f64, s: f64, eps: f64) -> f64 {
-    if eta < 1.0 && eps >= -(-eta).ln_1p() {
-        return 0.0;
+    Add::at(eta, eps).delta(s)
+}
+
+/// The parts of [`delta_add`] that depend on (η, ε) only (as [`Remove`]).
+struct Add {
+    /// Some(0) where δ is 0 whatever s.
+    trivial: Option<f64>,
+    /// log(c/η), ε + log c and log η + ε with c = e^{−ε} − 1 + η.
+    log_ratio: f64,
+    eps_log_c: f64,
+    log_eta_eps: f64,
+}
+
+impl Add {
+    fn at(eta: f64, eps: f64) -> Self {
+        let zero = Add {
+            trivial: Some(0.0),
+            log_ratio: f64::NAN,
+            eps_log_c: f64::NAN,
+            log_eta_eps: f64::NAN,
+        };
+        if eta < 1.0 && eps >= -(-eta).ln_1p() {
+            return zero;
+        }
+        let c = (-eps).exp_m1() + eta;
+        if c <= 0.0 {
+            return zero;
+        }
+        Add {
+            trivial: None,
+            log_ratio: (c / eta).ln(),
+            eps_log_c: eps + c.ln(),
+            log_eta_eps: eta.ln() + eps,
+        }
     }
-    let c = (-eps).exp_m1() + eta;
-    if c <= 0.0 {
-        return 0.0;
+
+    fn delta(&self, s: f64) -> f64 {
+        if let Some(d) = self.trivial {
+            return d;
+        }
+        let xs = s * s * self.log_ratio + 0.5;
+        // (ε + log c) + log Φ(x*/s), as eps + c.ln() + log_cdf(..) associates.
+        let a = self.eps_log_c + log_cdf(xs / s);
+        let b = self.log_eta_eps + log_cdf((xs - 1.0) / s);
+        let (pos, mag) = log_sub_sign(a, b);
+        if pos { mag.exp().min(1.0) } else { 0.0 }
     }
-    let xs = s * s * (c / eta).ln() + 0.5;
-    let a = eps + c.ln() + log_cdf(xs / s);
-    let b = eta.ln() + eps + log_cdf((xs - 1.0) / s);
-    let (pos, mag) = log_sub_sign(a, b);
-    if pos { mag.exp().min(1.0) } else { 0.0 }
 }
 
 /// The upper privacy profile δ*(ε) = max(δ_R(ε), δ_R̄(ε)) of one round (module doc) for ε ≥ 0,
 /// with the two directions returned separately: (δ_R, δ_R̄).
 fn directions(law: &OccurrenceLaw, z: f64, eps: f64) -> (f64, f64) {
     let eta = law.eta;
+    let (remove, add) = (Remove::at(eta, eps), Add::at(eta, eps));
     let (mut r, mut a) = (0.0, 0.0);
     for (c, &p) in law.probs.iter().enumerate().skip(1) {
         if p == 0.0 {
@@ -197,8 +268,8 @@ fn directions(law: &OccurrenceLaw, z: f64, eps: f64) -> (f64, f64) {
         }
         let w = p / eta;
         let s = z / c as f64;
-        r += w * delta_remove(eta, s, eps);
-        a += w * delta_add(eta, s, eps);
+        r += w * remove.delta(s);
+        a += w * add.delta(s);
     }
     if law.tail > 0.0 {
         // A mutually singular component: H((1−η)Q + ηP_⊥ ‖ Q) = η + (1 − η − e^ε)₊ and
@@ -343,7 +414,7 @@ pub fn upper_pmf(law: &OccurrenceLaw, z: f64, h: f64) -> Result<Pmf> {
 /// The connect-the-dots PMF of a symmetric profile δ*(ε) (ε ≥ 0 given; the negative half by
 /// the identity δ*(−ε) = 1 − e^{−ε} + e^{−ε}δ*(ε)) on the grid i·h, up to where δ* ≤
 /// [`LOSS_TAIL`] (the rest at +∞).
-fn profile_pmf(profile: impl Fn(f64) -> f64, h: f64) -> Result<Pmf> {
+fn profile_pmf(profile: impl Fn(f64) -> f64 + Sync, h: f64) -> Result<Pmf> {
     // The grid's upper end: where δ* ≤ LOSS_TAIL, found by doubling then bisection.
     let mut hi = 1.0;
     while profile(hi) > LOSS_TAIL {
@@ -370,7 +441,7 @@ fn profile_pmf(profile: impl Fn(f64) -> f64, h: f64) -> Result<Pmf> {
     let top = (hi / h).ceil() as i64;
     let n = top as usize + 1;
     // δ* on [0, hi]; the negative half follows from the identity (no more special functions).
-    let pos: Vec<f64> = (0..n).map(|i| profile(i as f64 * h)).collect();
+    let pos = super::par::map_indices(n, &|i| profile(i as f64 * h));
     let mut deltas = Vec::with_capacity(2 * n - 1);
     for i in (1..n).rev() {
         let eps = -(i as f64) * h;

@@ -200,23 +200,32 @@ pub fn calibrate_report(
     target: Epsilon,
     delta: Delta,
     accountant: AccountantKind,
-    progress: impl FnMut(f64, f64),
+    mut progress: impl FnMut(f64, f64),
 ) -> Result<Value, ReportError> {
     let sampling = release.sampling()?;
     let nb = release.neighbouring();
+    // The search evaluates its answer before returning it (issue 30: that evaluation is
+    // reused, not repeated; the accountant is deterministic in its inputs).
+    let mut seen: Vec<(f64, f64)> = Vec::new();
     let z = calibrate_noise_multiplier_with_progress(
         |z| release.event(z, &sampling),
         accountant,
         nb,
         target,
         delta,
-        progress,
+        |z, e| {
+            seen.push((z, e));
+            progress(z, e)
+        },
     )
     .map_err(privacy("--accountant"))?;
     let event = release.event(z, &sampling);
-    let achieved = accountant
-        .epsilon(nb, &event, delta)
-        .map_err(privacy("--accountant"))?;
+    let achieved = match seen.iter().rev().find(|(x, _)| x.to_bits() == z.to_bits()) {
+        Some(&(_, e)) if e.is_finite() => e,
+        _ => accountant
+            .epsilon(nb, &event, delta)
+            .map_err(privacy("--accountant"))?,
+    };
     let mut out = json!({
         "noise_multiplier": z,
         "epsilon": target.get(),

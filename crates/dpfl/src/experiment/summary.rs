@@ -242,7 +242,7 @@ pub(crate) fn account_silo(
     events: &[dpfl_privacy::PrivacyEvent],
     precision: Precision,
 ) -> SiloPrivacy {
-    use dpfl_privacy::accountant::AccountantKind;
+    use dpfl_privacy::accountant::{AccountantKind, lower_bound};
     let mut notes = Vec::new();
     let mut account = |kind: AccountantKind| -> Option<f64> {
         let d = match dpfl_privacy::Delta::new(target_delta) {
@@ -278,43 +278,47 @@ pub(crate) fn account_silo(
             }
         }
     };
-    let rdp_epsilon = account(AccountantKind::Rdp);
-    let pld_epsilon = account(AccountantKind::Pld);
-    let lower_epsilon = match dpfl_privacy::Delta::new(target_delta) {
-        Ok(_) if events.is_empty() => Some(0.0),
-        Ok(d) => {
-            let all = dpfl_privacy::PrivacyEvent::Composed(events.to_vec());
-            let key = format!("lower|{precision:?}|{}|{all}", d.get());
-            let h = match precision {
-                Precision::Fine => dpfl_privacy::accountant::lower_bound::LOWER_DISCRETIZATION,
-                Precision::Coarse => COARSE_GRID,
-            };
-            match memo_epsilon(key, || {
-                dpfl_privacy::accountant::lower_bound::epsilon_lower_bound_at(
-                    &all,
-                    dpfl_privacy::Neighbouring::ReplaceOne,
-                    d,
-                    h,
-                )
-                .map_err(|e| e.to_string())
-            }) {
-                Ok(e) => e,
-                Err(e) => {
-                    notes.push(format!("lower bound: {e}"));
-                    None
+    // The lower bound (a fine-grid PLD of its own) runs beside the upper bounds (issue 30).
+    let mut lower_notes = Vec::new();
+    let (rdp_epsilon, pld_epsilon, lower_epsilon) = std::thread::scope(|s| {
+        let lower = s.spawn(|| match dpfl_privacy::Delta::new(target_delta) {
+            Ok(_) if events.is_empty() => Some(0.0),
+            Ok(d) => {
+                let all = dpfl_privacy::PrivacyEvent::Composed(events.to_vec());
+                let key = format!("lower|{precision:?}|{}|{all}", d.get());
+                let h = match precision {
+                    Precision::Fine => lower_bound::LOWER_DISCRETIZATION,
+                    Precision::Coarse => COARSE_GRID,
+                };
+                let nb = dpfl_privacy::Neighbouring::ReplaceOne;
+                match memo_epsilon(key, || {
+                    lower_bound::epsilon_lower_bound_at(&all, nb, d, h).map_err(|e| e.to_string())
+                }) {
+                    Ok(e) => e,
+                    Err(e) => {
+                        lower_notes.push(format!("lower bound: {e}"));
+                        None
+                    }
                 }
             }
-        }
-        Err(_) => None,
-    };
+            Err(_) => None,
+        });
+        let (rdp, pld) = (account(AccountantKind::Rdp), account(AccountantKind::Pld));
+        let lower = lower.join();
+        (
+            rdp,
+            pld,
+            lower.unwrap_or_else(|p| std::panic::resume_unwind(p)),
+        )
+    });
+    notes.extend(lower_notes);
     // A lower bound is never shown above an upper bound computed for the same events (issue 27
     // finding 3: FFT round-off once put one there); it is withheld, and the note says why.
     let upper = [rdp_epsilon, pld_epsilon]
         .into_iter()
         .flatten()
         .reduce(f64::min);
-    let (lower_epsilon, withheld) =
-        dpfl_privacy::accountant::lower_bound::shown_beside(lower_epsilon, upper);
+    let (lower_epsilon, withheld) = lower_bound::shown_beside(lower_epsilon, upper);
     notes.extend(withheld.map(|why| format!("lower bound: {why}")));
     SiloPrivacy {
         silo: i,

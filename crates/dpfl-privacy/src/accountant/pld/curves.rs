@@ -80,7 +80,7 @@ pub(super) fn grid_pmf(
     eps_lo: f64,
     eps_hi: f64,
     max_bins: usize,
-    delta: impl Fn(f64) -> f64,
+    delta: impl Fn(f64) -> f64 + Sync,
 ) -> Sized<Pmf> {
     if !(eps_lo.is_finite() && eps_hi.is_finite()) {
         return Err(Grow::Fail(PrivacyError::Numerical {
@@ -95,6 +95,8 @@ pub(super) fn grid_pmf(
         return Err(Grow::Bins(n.min(usize::MAX as f64) as usize));
     }
     let (lo, hi) = (lo as i64, hi as i64);
-    let deltas: Vec<f64> = (lo..=hi).map(|i| delta(i as f64 * h)).collect();
+    let deltas = crate::accountant::par::map_indices((hi - lo + 1) as usize, &|k| {
+        delta((lo + k as i64) as f64 * h)
+    });
     Ok(Pmf::connect_dots(h, lo, deltas)?)
 }

@@ -58,6 +58,9 @@
 //! either relation; Poisson-sampled Gaussian under add/remove-one. Everything else is refused
 //! by name (`dp_accounting`'s PLD does not cover fixed-size sampling either).
 
+use std::sync::Arc;
+
+use super::memo::Memo;
 use super::sampled_pld::PoissonPair;
 use super::special::round_up;
 use super::{Leaf, effective_gaussian, leaves, unsupported};
@@ -84,6 +87,8 @@ pub const BIN_BUDGET: usize = 1 << 22;
 const MAX_ATOMS: usize = 1 << 26;
 /// How many times the accountant coarsens the grid before it gives up.
 const COARSENINGS: usize = 8;
+/// Leaf PMFs up to this many bins (8 MB) are remembered between calls.
+const MEMO_MAX_BINS: usize = 1 << 20;
 
 mod compose;
 mod curves;
@@ -248,13 +253,40 @@ impl PldAccountant {
         }
     }
 
+    /// Everything an answer depends on besides the event (and δ): the memos' key prefix.
+    fn key(&self, h: f64) -> String {
+        format!("{:?}|{:?}|{h:?}", self.neighbouring, self.poisson_pair)
+    }
+
+    /// [`Self::leaf_pmfs`], remembered (issue 30): a ledger composes the same leaf, one more
+    /// time, at every round, and a sampled leaf's PMF costs special functions per grid point.
+    /// PMFs over [`MEMO_MAX_BINS`] bins are not kept.
+    fn memo_leaf_pmfs(&self, event: &PrivacyEvent, h: f64) -> Sized<Arc<(Pmf, Option<Pmf>)>> {
+        static LEAVES: Memo<std::result::Result<Arc<(Pmf, Option<Pmf>)>, String>> = Memo::new(16);
+        let key = format!("{}|{event:?}", self.key(h));
+        let got = LEAVES.get_or_keep(
+            key,
+            || match self.leaf_pmfs(event, h) {
+                Ok(p) => Ok(Arc::new(p)),
+                // Failures are not kept: recomputed, so the caller sees the real error.
+                Err(_) => Err(String::new()),
+            },
+            |v| matches!(v, Ok(p) if p.0.len() + p.1.as_ref().map_or(0, Pmf::len) <= MEMO_MAX_BINS),
+        );
+        match got {
+            Ok(p) => Ok(p),
+            Err(_) => self.leaf_pmfs(event, h).map(Arc::new),
+        }
+    }
+
     /// The composed (remove, add) PMFs of `leaves` on the grid of width `h`.
     fn pmfs_on(&self, leaves: &[Leaf], h: f64) -> Sized<(Pmf, Pmf)> {
         let max = BIN_BUDGET;
         let mut rem: Option<Pmf> = None;
         let mut add: Option<Pmf> = None;
         for Leaf { event, count } in leaves {
-            let (r, a) = self.leaf_pmfs(event, h)?;
+            let one = self.memo_leaf_pmfs(event, h)?;
+            let (r, a) = (&one.0, &one.1);
             let r = r.self_compose_within(*count, max)?;
             let a = match a {
                 Some(a) => a.self_compose_within(*count, max)?,
@@ -317,11 +349,22 @@ impl PldAccountant {
             let e = crate::accountant::gaussian::gaussian_epsilon(z, delta)?;
             return finite_up("PLD epsilon", e);
         }
-        let (r, a) = self.pmfs(event)?;
-        let e = r
-            .epsilon_for_delta(delta.get())?
-            .max(a.epsilon_for_delta(delta.get())?);
-        finite_up("PLD epsilon", e)
+        // Remembered by the merged leaves (issue 30): N silos of equal size ask the same, and
+        // so do their ledgers at every round.
+        static EPSILONS: Memo<Result<f64>> = Memo::new(4096);
+        let key = format!(
+            "{}|{:?}|{:?}",
+            self.key(self.h),
+            delta.get(),
+            merged_leaves(event)?
+        );
+        EPSILONS.get_or(key, || {
+            let (r, a) = self.pmfs(event)?;
+            let e = r
+                .epsilon_for_delta(delta.get())?
+                .max(a.epsilon_for_delta(delta.get())?);
+            finite_up("PLD epsilon", e)
+        })
     }
 
     /// δ at ε: the larger over the two directions.
