@@ -406,7 +406,7 @@ fn small_files_zero_periods_empty_files_and_nan_weights_are_refused_or_fit() {
     let exp = std::fs::read_to_string(d.join("exp.toml")).unwrap();
     assert!(exp.contains("batch_size = 6\n"), "{exp}");
     ok(&dpfl_in(d, &["config", "check", "exp.toml"]));
-    let zero = exp.replace("rounds = 50", "rounds = 50\neval_every = 0");
+    let zero = exp.replace("rounds = 200", "rounds = 200\neval_every = 0");
     std::fs::write(d.join("zero.toml"), zero).unwrap();
     let out = dpfl_in(d, &["config", "check", "zero.toml"]);
     let err = String::from_utf8_lossy(&out.stderr);
@@ -415,7 +415,7 @@ fn small_files_zero_periods_empty_files_and_nan_weights_are_refused_or_fit() {
         "{err}"
     );
 
-    let short = exp.replace("rounds = 50", "rounds = 2");
+    let short = exp.replace("rounds = 200", "rounds = 2");
     std::fs::write(d.join("exp.toml"), short).unwrap();
     ok(&dpfl_in(
         d,
@@ -581,13 +581,13 @@ fn init_defaults_train_to_a_flat_loss_and_outputs_are_useful() {
         d,
         &["train", "--quiet", "--config", "exp.toml", "--out", "res"],
     ));
-    let rounds = std::fs::read_to_string(d.join("res/rounds.csv")).unwrap();
+    let mut rounds = csv::Reader::from_path(d.join("res/rounds.csv")).unwrap();
     let mut curves: std::collections::BTreeMap<String, Vec<(usize, f64)>> = Default::default();
-    let head: Vec<&str> = rounds.lines().next().unwrap().split(',').collect();
-    let col = |n: &str| head.iter().position(|h| *h == n).unwrap();
+    let head = rounds.headers().unwrap().clone();
+    let col = |n: &str| head.iter().position(|h| h == n).unwrap();
     let (ca, cr, cl) = (col("algorithm"), col("round"), col("train_loss"));
-    for line in rounds.lines().skip(1) {
-        let f: Vec<&str> = line.split(',').collect();
+    for rec in rounds.records() {
+        let f = rec.unwrap();
         curves
             .entry(f[ca].to_string())
             .or_default()
@@ -821,4 +821,43 @@ fn the_documented_walk_through_runs_on_a_messy_file() {
     let meta: serde_json::Value =
         serde_json::from_slice(&std::fs::read(d.join("server/model/model.json")).unwrap()).unwrap();
     assert_eq!(meta["privacy"]["silos"][1]["name"], "st-marys", "{meta}");
+}
+
+/// Fail early at later rounds too (issue 31 item 8, `config check`): DP-NormFedAvg with a
+/// per-round budget whose first release fits each silo's total budget (ε = 0.5 of 1) but
+/// whose R rounds do not. `config check` said ok (it ran release 0 only) and `train` failed
+/// mid-run; now the check composes each silo's whole planned run against its ledger and
+/// fails naming the algorithm, the field and the silo.
+#[test]
+fn a_budget_a_later_round_exceeds_fails_in_config_check() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    write_data(d, 40);
+    init(d);
+    let mut exp = std::fs::read_to_string(d.join("exp.toml")).unwrap();
+    exp += r#"
+[[algorithms]]
+label = "DP-NormFedAvg"
+kind = "norm-fed-avg"
+step_size = 0.1
+local_steps = 2
+batch_size = 8
+variant = { kind = "dp-norm-fed-avg" }
+[algorithms.privacy]
+s = 64
+sensitivity = { kind = "mu", mu = 0.1 }
+budget = { kind = "per-round", epsilon = 0.5, delta = 1e-9 }
+"#;
+    std::fs::write(d.join("exp.toml"), exp).unwrap();
+    let out = dpfl_in(d, &["config", "check", "exp.toml"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("algorithms[2] (DP-NormFedAvg)")
+            && err.contains("privacy.enforce_budget")
+            && err.contains("silo 0 (northside)'s ledger would refuse a later round")
+            && err.contains("200 planned rounds"),
+        "{err}"
+    );
+    assert!(!err.contains("release 0 "), "{err}");
 }

@@ -462,19 +462,28 @@ fn later_rounds(
             budget,
             dpfl_privacy::accountant::AccountantKind::Rdp,
         );
-        if let Err(e) = ledger.charge(0, event) {
-            let name = names
-                .and_then(|n| n.get(i))
-                .map_or(String::new(), |n| format!(" ({n})"));
-            return Err(Error::config(
-                "privacy.enforce_budget",
-                format!(
-                    "silo {i}{name}'s ledger would refuse a later round: its {} rounds do not \
-                     fit its budget ({e})",
-                    spec.rounds
-                ),
-            ));
-        }
+        let why = match ledger.charge(0, event) {
+            Ok(_) => continue,
+            Err(dpfl_privacy::PrivacyError::BudgetExceeded {
+                requested, budget, ..
+            }) => format!(
+                "they compose to epsilon = {} at delta {:.1e}, over its budget {budget}",
+                super::guarantee::num(requested, 4),
+                delta.get()
+            ),
+            Err(e) => e.to_string(),
+        };
+        let name = names
+            .and_then(|n| n.get(i))
+            .map_or(String::new(), |n| format!(" ({n})"));
+        return Err(Error::config(
+            "privacy.enforce_budget",
+            format!(
+                "silo {i}{name}'s ledger would refuse a later round: its {} planned rounds do \
+                 not fit its budget ({why})",
+                spec.rounds
+            ),
+        ));
     }
     Ok(())
 }
