@@ -113,7 +113,9 @@ fn check_report(html: &str, summary: &serde_json::Value, stdout: &str) {
         "{sentence}"
     );
     let g = &html[html.find("id=\"guarantee-1\"").expect("a guarantee box")..];
-    assert!(g.contains("certified by the accountants") && !g.contains("NOT certified"));
+    // Certified, and (a seeded run) qualified by the seed's caveat, which the page prints.
+    assert!(g.contains("certified by the accountants, with a caveat") && !g.contains("NOT certified"));
+    assert!(text.contains("Caveat (ISRL-DP MB-SGD): seeded run"));
     assert!(text.contains("replace-one: one record changed"));
     assert!(text.contains("MB-SGD: non-private (no noise, no guarantee"));
     assert!(
