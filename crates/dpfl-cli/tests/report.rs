@@ -114,7 +114,9 @@ fn check_report(html: &str, summary: &serde_json::Value, stdout: &str) {
     );
     let g = &html[html.find("id=\"guarantee-1\"").expect("a guarantee box")..];
     // Certified, and (a seeded run) qualified by the seed's caveat, which the page prints.
-    assert!(g.contains("certified by the accountants, with a caveat") && !g.contains("NOT certified"));
+    assert!(
+        g.contains("certified by the accountants, with a caveat") && !g.contains("NOT certified")
+    );
     assert!(text.contains("Caveat (ISRL-DP MB-SGD): seeded run"));
     assert!(text.contains("replace-one: one record changed"));
     assert!(text.contains("MB-SGD: non-private (no noise, no guarantee"));
@@ -259,8 +261,17 @@ fn federate_writes_the_same_report() {
         ],
     );
     let out = dir.path().join("fed");
-    for f in ["curves.svg", "curves.png", "report.html"] {
+    for f in ["curves.svg", "curves.png", "report.html", "provenance.json"] {
         assert!(out.join(f).is_file(), "{f}");
+    }
+    // The results were staged and moved in whole (issue 31): no staging directory is left.
+    for e in std::fs::read_dir(&out).unwrap() {
+        let name = e.unwrap().file_name().to_string_lossy().into_owned();
+        assert!(
+            !name.starts_with(".dpfl-staging"),
+            "{name} left in {}",
+            out.display()
+        );
     }
     let summary: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
