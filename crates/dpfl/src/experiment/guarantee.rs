@@ -38,7 +38,7 @@ pub fn sig4(v: Option<f64>) -> String {
         None => "—".into(),
         Some(v) if v.is_nan() => "not available".into(),
         Some(v) if v.is_infinite() => if v > 0.0 { "∞" } else { "−∞" }.into(),
-        Some(v) if v == 0.0 => "0".into(),
+        Some(0.0) => "0".into(),
         Some(v) if v.abs() < 1e-3 || v.abs() >= 1e5 => format!("{v:.3e}"),
         Some(v) => {
             let decimals = (3 - v.abs().log10().floor() as i32).max(0) as usize;
