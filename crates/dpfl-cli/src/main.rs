@@ -67,9 +67,12 @@ enum Command {
         #[command(subcommand)]
         command: init::ConfigCommand,
     },
-    /// Predict with a model `dpfl train --out` saved; writes one prediction per CSV row.
+    /// Predict with a saved model (`dpfl train --out`, `federate --out`, `server --out`): one
+    /// CSV row per record (with --proba each class's probability), to --out or standard output.
     Predict(model::PredictArgs),
-    /// The test metric of a saved model on a labelled CSV file; prints JSON.
+    /// Score a saved model on a labelled file: error rate or RMSE, log-loss, AUC (two classes)
+    /// and the confusion matrix; prints JSON on standard output and, without --json, a table
+    /// on standard error.
     Evaluate(model::EvaluateArgs),
     /// Account the privacy of a composed, possibly sampled mechanism; prints one JSON object.
     Account(account::AccountArgs),

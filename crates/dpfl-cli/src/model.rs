@@ -19,9 +19,16 @@ pub struct PredictArgs {
     /// column per feature name.
     #[arg(long)]
     data: PathBuf,
-    /// Where to write the predictions (CSV: line, prediction).
+    /// Where to write the predictions, a CSV with the columns `row` (1 = the first data row)
+    /// and `prediction` (the class name, or the value), and with --proba one `p_<class>`
+    /// column per class. `-` or no --out: standard output (then nothing else is printed
+    /// there); with a file, a JSON line on standard output says what was written.
     #[arg(long)]
-    out: PathBuf,
+    out: Option<PathBuf>,
+    /// Add each class's probability (`p_<class>`, class order of model.json): the model's
+    /// own sigmoid or softmax. Refused for a real target and for the hinge loss.
+    #[arg(long)]
+    proba: bool,
     /// Overwrite --out if it exists.
     #[arg(long)]
     force: bool,
@@ -48,30 +55,52 @@ fn load(dir: &std::path::Path) -> anyhow::Result<SavedModel> {
 }
 
 pub fn predict(args: &PredictArgs) -> anyhow::Result<()> {
-    if args.out.exists() && !args.force {
+    let file = args.out.as_ref().filter(|o| o.as_os_str() != "-");
+    if let Some(out) = file.filter(|o| o.exists() && !args.force) {
         return Err(crate::usage(format!(
             "{} exists; pass --force to overwrite it",
-            args.out.display()
+            out.display()
         )));
     }
     let model = load(&args.model)?;
-    let preds = model.predict_file(&args.data)?;
+    let (preds, probs) = model
+        .predict_rows(&args.data, args.proba)
+        .map_err(|e| match e {
+            dpfl::Error::Config { .. } => crate::usage(crate::one_line(&anyhow::Error::new(e))),
+            other => other.into(),
+        })?;
+    let mut header = vec!["row".to_string(), "prediction".to_string()];
+    if probs.is_some() {
+        for c in model.meta.classes.iter().flatten() {
+            header.push(format!("p_{c}"));
+        }
+    }
+    let header: Vec<&str> = header.iter().map(String::as_str).collect();
     let csv = dpfl::output::csv_string(
-        &["row", "prediction"],
-        preds
-            .iter()
-            .enumerate()
-            .map(|(i, p)| [(i + 1).to_string(), p.clone()]),
+        &header,
+        preds.iter().enumerate().map(|(i, p)| {
+            let mut row = vec![(i + 1).to_string(), p.clone()];
+            if let Some(ps) = probs.as_ref().and_then(|ps| ps.get(i)) {
+                row.extend(ps.iter().map(|v| format!("{v:.6}")));
+            }
+            row
+        }),
     )?;
-    dpfl::output::atomic_write(&args.out, csv.as_bytes())
-        .with_context(|| format!("writing {}", args.out.display()))?;
+    let Some(out) = file else {
+        use std::io::Write as _;
+        std::io::stdout().lock().write_all(csv.as_bytes())?;
+        return Ok(());
+    };
+    dpfl::output::atomic_write(out, csv.as_bytes())
+        .with_context(|| format!("writing {}", out.display()))?;
     println!(
         "{}",
         json!({
             "model": args.model,
             "algorithm": model.meta.algorithm,
             "rows": preds.len(),
-            "out": args.out,
+            "out": out,
+            "probabilities": probs.is_some(),
         })
     );
     Ok(())
@@ -79,18 +108,24 @@ pub fn predict(args: &PredictArgs) -> anyhow::Result<()> {
 
 pub fn evaluate(args: &EvaluateArgs) -> anyhow::Result<()> {
     let model = load(&args.model)?;
-    let (value, metric, rows) = model.evaluate_file(&args.data, args.labels.as_deref())?;
+    let e = model.evaluation(&args.data, args.labels.as_deref())?;
     println!(
         "{}",
         json!({
             "model": args.model,
             "algorithm": model.meta.algorithm,
-            "metric": metric,
-            "value": value,
-            "rows": rows,
+            "metric": e.metric,
+            "value": e.value,
+            "rows": e.rows,
+            "log_loss": e.log_loss,
+            "auc": e.auc,
+            "confusion": e.confusion,
             "certified_epsilon": model.meta.privacy.certified_epsilon,
             "delta": model.meta.privacy.delta,
         })
     );
+    if !crate::json() {
+        eprint!("{}", dpfl::experiment::evaluation::table(&e));
+    }
     Ok(())
 }

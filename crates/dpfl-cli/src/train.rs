@@ -310,66 +310,11 @@ pub(crate) fn print_report(spec: &ExperimentSpec, out: &RunOutput) {
         return;
     }
     println!();
-    for s in &private {
-        let target = s.epsilon.map_or("NaN".into(), short);
-        let delta = s.delta.unwrap_or(f64::NAN);
-        let lower = s.max_lower_epsilon().map_or(String::new(), |l| {
-            format!(
-                " (and the true epsilon is at least {}: a lower bound from a concrete \
-                     neighbouring pair)",
-                num(l, 3)
-            )
-        });
-        // State what the accountants certify (the tighter of the two sound ones), never just
-        // the formula's target.
-        let shuffled = s
-            .silos
-            .iter()
-            .any(|c| dpfl::algo::shuffle::trust::charges_trusted_shuffler(&c.formula));
-        match s.max_certified_epsilon() {
-            // Under `shuffler = "trusted"` the ε is the shuffled round's, not a silo's own
-            // messages' (the per-silo formulas in summary.json give that weaker figure).
-            Some(acc) if shuffled => println!(
-                "Privacy ({}): given an honest shuffler, what the server sees of the whole run is \
-                 ({}, {delta:.1e})-DP with respect to any one silo's record (shuffle model, \
-                 replace-one{lower}); a silo's own messages, seen without the shuffler, are \
-                 protected only by its own noise (the \"without a trusted shuffler\" epsilon of \
-                 each silo's formula in summary.json).",
-                s.algorithm,
-                num(acc, 3)
-            ),
-            Some(acc) if s.epsilon.is_none() => println!(
-                "Privacy ({}): noise multiplier z = {} set directly (privacy.noise_multiplier); \
-                 the accountants certify epsilon = {} at delta {delta:.1e} for it: each silo's \
-                 messages are ({}, {delta:.1e})-DP with respect to any one of its records \
-                 (ISRL-DP, replace-one){lower}.",
-                s.algorithm,
-                s.noise_multiplier.map_or("-".into(), |z| num(z, 4)),
-                num(acc, 3),
-                num(acc, 3)
-            ),
-            Some(acc) if acc <= s.epsilon.unwrap_or(f64::NAN) * (1.0 + 1e-9) => println!(
-                "Privacy ({}): each silo's messages are ({target}, {delta:.1e})-DP with respect to \
-                 any one of its records (ISRL-DP, replace-one; certified epsilon = {}{lower}); \
-                 the server and the other silos are not trusted.",
-                s.algorithm,
-                num(acc, 3)
-            ),
-            Some(acc) => println!(
-                "Privacy ({}): the calibration targets ({target}, {delta:.1e}), but the accountants \
-                 certify only epsilon = {} at that delta for the noise used{lower}: each \
-                 silo's messages are ({}, {delta:.1e})-DP with respect to any one of its \
-                 records (the target is NOT met).",
-                s.algorithm,
-                num(acc, 3),
-                num(acc, 3)
-            ),
-            None => println!(
-                "Privacy ({}): the calibration targets ({target}, {delta:.1e})-DP per silo \
-                 (ISRL-DP, replace-one); no accountant could certify it (see summary.json).",
-                s.algorithm
-            ),
-        }
+    for g in private
+        .iter()
+        .filter_map(|s| experiment::guarantee::guarantee(s))
+    {
+        println!("Privacy ({}): {}", g.algorithm, g.text);
     }
     // A caveat several algorithms share (the seed's) prints once, naming them all.
     let mut caveats: Vec<(&str, Vec<&str>)> = Vec::new();

@@ -406,7 +406,7 @@ fn small_files_zero_periods_empty_files_and_nan_weights_are_refused_or_fit() {
     let exp = std::fs::read_to_string(d.join("exp.toml")).unwrap();
     assert!(exp.contains("batch_size = 6\n"), "{exp}");
     ok(&dpfl_in(d, &["config", "check", "exp.toml"]));
-    let zero = exp.replace("rounds = 50", "rounds = 50\neval_every = 0");
+    let zero = exp.replace("rounds = 200", "rounds = 200\neval_every = 0");
     std::fs::write(d.join("zero.toml"), zero).unwrap();
     let out = dpfl_in(d, &["config", "check", "zero.toml"]);
     let err = String::from_utf8_lossy(&out.stderr);
@@ -415,7 +415,7 @@ fn small_files_zero_periods_empty_files_and_nan_weights_are_refused_or_fit() {
         "{err}"
     );
 
-    let short = exp.replace("rounds = 50", "rounds = 2");
+    let short = exp.replace("rounds = 200", "rounds = 2");
     std::fs::write(d.join("exp.toml"), short).unwrap();
     ok(&dpfl_in(
         d,
@@ -556,4 +556,308 @@ budget = { kind = "per-round", epsilon = 0.01, delta = 1e-3 }
     assert_eq!(failure["algorithm"], 2);
     assert_eq!(failure["label"], "DP-NormFedAvg");
     assert_eq!(std::fs::read_dir(d.join("res/models")).unwrap().count(), 2);
+}
+
+/// Useful defaults and outputs (issue 31 item 6): on a 900-row file `dpfl init`'s rounds and
+/// step size (its documented rule) bring the non-private baseline's training loss to a flat
+/// end (it moves less than 3% over the last 10% of the rounds) no worse than the private
+/// run's; `predict --proba` writes each class's probability to standard output; `evaluate`
+/// adds log-loss, AUC and the confusion matrix, in its JSON and its table.
+#[test]
+fn init_defaults_train_to_a_flat_loss_and_outputs_are_useful() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    write_data(d, 300);
+    let notes = String::from_utf8_lossy(&init(d).stderr).into_owned();
+    // 300 rows a hospital, 240 for training at 16 a round: 20 passes are 300 rounds; six
+    // feature columns (age, bmi, three one-hot groups, the intercept): step 1/(6/4).
+    assert!(
+        notes.contains("rounds = 300, step_size = 0.667: 20 passes"),
+        "{notes}"
+    );
+    let exp = std::fs::read_to_string(d.join("exp.toml")).unwrap();
+    assert!(exp.contains("rounds = 300") && exp.contains("step_size = 0.667"));
+    ok(&dpfl_in(
+        d,
+        &["train", "--quiet", "--config", "exp.toml", "--out", "res"],
+    ));
+    let mut rounds = csv::Reader::from_path(d.join("res/rounds.csv")).unwrap();
+    let mut curves: std::collections::BTreeMap<String, Vec<(usize, f64)>> = Default::default();
+    let head = rounds.headers().unwrap().clone();
+    let col = |n: &str| head.iter().position(|h| h == n).unwrap();
+    let (ca, cr, cl) = (col("algorithm"), col("round"), col("train_loss"));
+    for rec in rounds.records() {
+        let f = rec.unwrap();
+        curves
+            .entry(f[ca].to_string())
+            .or_default()
+            .push((f[cr].parse().unwrap(), f[cl].parse().unwrap()));
+    }
+    let end = |a: &str| -> (f64, f64) {
+        let c = &curves[a];
+        let last = c.last().unwrap();
+        let before = c.iter().find(|(r, _)| *r >= 270).unwrap();
+        (last.1, (last.1 - before.1).abs() / last.1)
+    };
+    let (private, _) = end("ISRL-DP MB-SGD");
+    let (baseline, change) = end("MB-SGD (non-private, for comparison)");
+    assert!(
+        change < 0.03,
+        "the baseline still moves {change} at the end"
+    );
+    assert!(
+        baseline <= private,
+        "baseline {baseline} > private {private}"
+    );
+
+    let model = "res/models/2-mb-sgd-non-private-for-comparison";
+    std::fs::write(
+        d.join("new.csv"),
+        "age,bmi,sex,smoker,admission\r\n80,31.5,male,yes,emergency\r\n30,22.0,female,no,elective\r\n",
+    )
+    .unwrap();
+    let csv = ok(&dpfl_in(
+        d,
+        &["predict", "--model", model, "--data", "new.csv", "--proba"],
+    ));
+    let lines: Vec<&str> = csv.lines().collect();
+    assert_eq!(lines[0], "row,prediction,p_no,p_yes", "{csv}");
+    assert_eq!(lines.len(), 3, "{csv}");
+    for (line, want) in lines[1..].iter().zip(["yes", "no"]) {
+        let f: Vec<&str> = line.split(',').collect();
+        let (no, yes): (f64, f64) = (f[2].parse().unwrap(), f[3].parse().unwrap());
+        assert!((no + yes - 1.0).abs() < 1e-5, "{line}");
+        assert_eq!(f[1], want, "{csv}");
+        assert_eq!(f[1] == "yes", yes > 0.5, "{line}");
+    }
+    // `--out -` is standard output too; a real target has no probabilities.
+    let dash = ok(&dpfl_in(
+        d,
+        &[
+            "predict", "--model", model, "--data", "new.csv", "--out", "-",
+        ],
+    ));
+    assert!(dash.starts_with("row,prediction\n"), "{dash}");
+
+    let out = dpfl_in(d, &["evaluate", "--model", model, "--data", "patients.csv"]);
+    let v: serde_json::Value = serde_json::from_str(ok(&out).trim()).unwrap();
+    let table = String::from_utf8_lossy(&out.stderr).into_owned();
+    let counts = &v["confusion"]["counts"];
+    assert_eq!(v["confusion"]["classes"], serde_json::json!(["no", "yes"]));
+    let n: Vec<u64> = (0..4)
+        .map(|i| counts[i / 2][i % 2].as_u64().unwrap())
+        .collect();
+    assert_eq!(n.iter().sum::<u64>(), 900);
+    let error = (n[1] + n[2]) as f64 / 900.0;
+    assert!((v["value"].as_f64().unwrap() - error).abs() < 1e-12, "{v}");
+    let (ll, auc) = (v["log_loss"].as_f64().unwrap(), v["auc"].as_f64().unwrap());
+    assert!(ll > 0.0 && ll < std::f64::consts::LN_2, "{v}");
+    assert!(auc > 0.8 && auc <= 1.0, "{v}");
+    assert!(
+        table.contains(&format!("log-loss {ll:.4}; AUC {auc:.4}"))
+            && table.contains("rows: true class, columns: predicted class")
+            && table.contains(&format!("  no {:>4} {:>4}", n[0], n[1])),
+        "{table}"
+    );
+}
+
+/// The commands of docs/own-data.md's ```sh block that follows `heading`, one per line, each
+/// split into words (the docs quote nothing), comments dropped.
+fn documented(heading: &str) -> Vec<Vec<String>> {
+    let doc = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../docs/own-data.md"
+    ))
+    .unwrap();
+    let after = &doc[doc
+        .find(heading)
+        .unwrap_or_else(|| panic!("no {heading:?} in the docs"))..];
+    let start = after.find("```sh\n").expect("a sh block") + 6;
+    let block = &after[start..start + after[start..].find("```").unwrap()];
+    block
+        .lines()
+        .map(|l| l.split(" #").next().unwrap().trim())
+        .filter(|l| l.starts_with("dpfl "))
+        .map(|l| l.split_whitespace().skip(1).map(String::from).collect())
+        .collect()
+}
+
+/// `dpfl ARGS` started in `d`, its output into `d/log`.
+fn spawn_in(d: &Path, args: &[String], log: &str) -> std::process::Child {
+    let f = std::fs::File::create(d.join(log)).unwrap();
+    common::command()
+        .args(args)
+        .current_dir(d)
+        .stdout(f.try_clone().unwrap())
+        .stderr(f)
+        .stdin(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn dpfl")
+}
+
+/// Issue 31's "done when": the walk-through of README.md and docs/own-data.md, with the
+/// commands as the docs print them (read from docs/own-data.md, so the docs cannot drift from
+/// what works), on a messy spreadsheet export — CRLF line ends, `NA` and empty cells, named
+/// hospitals — to predictions from the model the real server saved: `init` (warning about the
+/// missing values), `config check`, `train`, `federate --prepare-only`, each hospital's own
+/// `data shard`, a real `dpfl server` and one `dpfl silo` per hospital, then `predict` and
+/// `evaluate` on the server's model.
+#[test]
+fn the_documented_walk_through_runs_on_a_messy_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    // The hospitals' rows with gaps: every 13th patient's BMI is `NA`, every 17th's smoker
+    // cell empty; the pooled file and each hospital's own file hold the same rows.
+    let mut pooled = format!("{HEADER}\r\n");
+    let mut own = vec![format!("{HEADER}\r\n"); HOSPITALS.len()];
+    for i in 0..100 {
+        for (h, file) in own.iter_mut().enumerate() {
+            let mut f: Vec<String> = row(h, i).split(',').map(String::from).collect();
+            if i % 13 == 5 {
+                f[1] = "NA".into();
+            }
+            if i % 17 == 3 {
+                f[3] = String::new();
+            }
+            let line = f.join(",") + "\r\n";
+            pooled += &line;
+            *file += &line;
+        }
+    }
+    std::fs::write(d.join("patients.csv"), pooled).unwrap();
+    for (h, text) in HOSPITALS.iter().zip(own) {
+        std::fs::write(d.join(format!("{h}.csv")), text).unwrap();
+    }
+    let first = documented("## Your own CSV, already split into silos");
+    assert_eq!(first[0][0], "init", "{first:?}");
+    for cmd in &first {
+        // The docs' label column is `outcome`; this file's is `readmitted`.
+        let args: Vec<String> = cmd
+            .iter()
+            .map(|a| {
+                if a == "outcome" {
+                    "readmitted".into()
+                } else {
+                    a.clone()
+                }
+            })
+            .collect();
+        let out = dpfl_in(d, &common::strs(&args));
+        let stdout = ok(&out);
+        match args[0].as_str() {
+            "init" => {
+                let err = String::from_utf8_lossy(&out.stderr);
+                assert!(
+                    err.contains("warning: missing values in bmi") && err.contains("smoker"),
+                    "{err}"
+                );
+            }
+            "config" => assert!(
+                stdout.contains("northside") && stdout.contains(": ok"),
+                "{stdout}"
+            ),
+            _ => {}
+        }
+    }
+    assert!(d.join("results/report.html").is_file());
+    let deploy = documented("## From the experiment to a deployed model");
+    let verbs: Vec<&str> = deploy.iter().map(|c| c[0].as_str()).collect();
+    assert_eq!(
+        verbs,
+        ["federate", "data", "server", "silo", "predict", "evaluate"],
+        "{deploy:?}"
+    );
+    ok(&dpfl_in(d, &common::strs(&deploy[0])));
+    // The docs show hospital 0 (northside); every hospital runs the same with its own name
+    // and index.
+    let each = |cmd: &[String], i: usize, h: &str| -> Vec<String> {
+        let mut out: Vec<String> = cmd
+            .iter()
+            .map(|a| {
+                a.replace("northside", h)
+                    .replace("silo-0", &format!("silo-{i}"))
+            })
+            .collect();
+        if let Some(k) = out.iter().position(|a| a == "--id") {
+            out[k + 1] = i.to_string();
+        }
+        out
+    };
+    for (i, h) in HOSPITALS.iter().enumerate() {
+        ok(&dpfl_in(d, &common::strs(&each(&deploy[1], i, h))));
+    }
+    let mut server = spawn_in(d, &deploy[2], "server.log");
+    let mut silos: Vec<_> = HOSPITALS
+        .iter()
+        .enumerate()
+        .map(|(i, h)| spawn_in(d, &each(&deploy[3], i, h), &format!("silo-{i}.log")))
+        .collect();
+    let status = wait_exit(&mut server, Duration::from_secs(300));
+    let log = std::fs::read_to_string(d.join("server.log")).unwrap_or_default();
+    assert!(status.success(), "server: {log}");
+    for (i, s) in silos.iter_mut().enumerate() {
+        let st = wait_exit(s, Duration::from_secs(30));
+        let slog = std::fs::read_to_string(d.join(format!("silo-{i}.log"))).unwrap_or_default();
+        assert!(st.success(), "silo {i}: {slog}");
+    }
+    std::fs::write(
+        d.join("new.csv"),
+        "smoker,admission,sex,bmi,age\r\nyes,emergency,male,31.5,80\r\nno,elective,female,22.0,30\r\n",
+    )
+    .unwrap();
+    ok(&dpfl_in(d, &common::strs(&deploy[4])));
+    let preds = std::fs::read_to_string(d.join("preds.csv")).unwrap();
+    assert!(
+        preds.starts_with("row,prediction\n") && preds.lines().count() == 3,
+        "{preds}"
+    );
+    let v: serde_json::Value =
+        serde_json::from_str(ok(&dpfl_in(d, &common::strs(&deploy[5]))).trim()).unwrap();
+    // Northside's rows without a gap (missing = "drop"): 100 less the NA and empty ones.
+    let dropped = (0..100).filter(|i| i % 13 == 5 || i % 17 == 3).count();
+    assert_eq!(v["rows"], 100 - dropped, "{v}");
+    assert!(v["value"].as_f64().unwrap() < 0.5, "{v}");
+    assert_eq!(v["confusion"]["classes"], serde_json::json!(["no", "yes"]));
+    let meta: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(d.join("server/model/model.json")).unwrap()).unwrap();
+    assert_eq!(meta["privacy"]["silos"][1]["name"], "st-marys", "{meta}");
+}
+
+/// Fail early at later rounds too (issue 31 item 8, `config check`): DP-NormFedAvg with a
+/// per-round budget whose first release fits each silo's total budget (ε = 0.5 of 1) but
+/// whose R rounds do not. `config check` said ok (it ran release 0 only) and `train` failed
+/// mid-run; now the check composes each silo's whole planned run against its ledger and
+/// fails naming the algorithm, the field and the silo.
+#[test]
+fn a_budget_a_later_round_exceeds_fails_in_config_check() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    write_data(d, 40);
+    init(d);
+    let mut exp = std::fs::read_to_string(d.join("exp.toml")).unwrap();
+    exp += r#"
+[[algorithms]]
+label = "DP-NormFedAvg"
+kind = "norm-fed-avg"
+step_size = 0.1
+local_steps = 2
+batch_size = 8
+variant = { kind = "dp-norm-fed-avg" }
+[algorithms.privacy]
+s = 64
+sensitivity = { kind = "mu", mu = 0.1 }
+budget = { kind = "per-round", epsilon = 0.5, delta = 1e-9 }
+"#;
+    std::fs::write(d.join("exp.toml"), exp).unwrap();
+    let out = dpfl_in(d, &["config", "check", "exp.toml"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("algorithms[2] (DP-NormFedAvg)")
+            && err.contains("privacy.enforce_budget")
+            && err.contains("silo 0 (northside)'s ledger would refuse a later round")
+            && err.contains("200 planned rounds"),
+        "{err}"
+    );
+    assert!(!err.contains("release 0 "), "{err}");
 }

@@ -160,4 +160,10 @@ fn the_server_alone_writes_summary_rounds_and_report() {
     ] {
         assert!(html.contains(needle), "{needle} not in report.html");
     }
+    // The model quality the server cannot know is "not available", never a NaN beside text
+    // saying it is null (issue 31 item 9).
+    assert!(
+        !html.contains("NaN") && html.contains("not available</td>"),
+        "{html}"
+    );
 }

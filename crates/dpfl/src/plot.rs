@@ -116,6 +116,28 @@ pub struct Panel {
     pub legend_lower_left: bool,
     /// A horizontal reference line: (legend label, y), e.g. the trivial predictor.
     pub reference: Option<(String, f64)>,
+    /// The top of a linear y axis: values above it are drawn at it (a clipped axis).
+    pub y_max: Option<f64>,
+}
+
+/// How a figure is drawn: `scale` multiplies the PNG's pixels, fonts and lines (2: a sharp
+/// figure on high-density screens and in print); `legend_below` puts each panel's legend
+/// under its plot, where it covers no line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Style {
+    /// The PNG's pixels per SVG pixel (the SVG is always 1).
+    pub scale: u32,
+    /// The legend under the plot instead of in its upper right corner.
+    pub legend_below: bool,
+}
+
+impl Default for Style {
+    fn default() -> Self {
+        Style {
+            scale: 1,
+            legend_below: false,
+        }
+    }
 }
 
 impl Panel {
@@ -132,6 +154,7 @@ impl Panel {
             y_nonnegative: false,
             legend_lower_left: false,
             reference: None,
+            y_max: None,
         }
     }
 }
@@ -209,13 +232,24 @@ pub fn trivial_metric(silos: &[crate::data::SiloData], classification: bool) -> 
 
 /// Writes `dir/<stem>.svg` (and `dir/<stem>.png` when `png`); returns the files written.
 pub fn write(fig: &Figure, dir: &Path, stem: &str, png: bool) -> crate::Result<Vec<PathBuf>> {
+    write_with(fig, dir, stem, png, Style::default())
+}
+
+/// [`write`] in `style`.
+pub fn write_with(
+    fig: &Figure,
+    dir: &Path,
+    stem: &str,
+    png: bool,
+    style: Style,
+) -> crate::Result<Vec<PathBuf>> {
     ensure_font()?;
     let size = (fig.panel_width * fig.panels.len().max(1) as u32, fig.height);
     let svg = dir.join(format!("{stem}.svg"));
     let mut text = String::new();
     {
         let root = SVGBackend::with_string(&mut text, size).into_drawing_area();
-        draw(&root, fig)?;
+        draw(&root, fig, Style { scale: 1, ..style })?;
         root.present().map_err(plot_err)?;
     }
     crate::output::atomic_write(&svg, text.as_bytes())?;
@@ -226,8 +260,10 @@ pub fn write(fig: &Figure, dir: &Path, stem: &str, png: bool) -> crate::Result<V
             // The bitmap backend picks the encoder from the extension: keep `.png` last.
             let tmp_png = tmp.with_extension("png");
             {
-                let root = BitMapBackend::new(&tmp_png, size).into_drawing_area();
-                draw(&root, fig)?;
+                let s = style.scale.max(1);
+                let root =
+                    BitMapBackend::new(&tmp_png, (size.0 * s, size.1 * s)).into_drawing_area();
+                draw(&root, fig, style)?;
                 root.present().map_err(plot_err)?;
             }
             std::fs::rename(&tmp_png, tmp).map_err(|source| crate::Error::Io {
@@ -240,15 +276,62 @@ pub fn write(fig: &Figure, dir: &Path, stem: &str, png: bool) -> crate::Result<V
     Ok(written)
 }
 
-fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, fig: &Figure) -> crate::Result<()> {
+fn draw<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    fig: &Figure,
+    st: Style,
+) -> crate::Result<()> {
     root.fill(&WHITE).map_err(plot_err)?;
     let root = match &fig.title {
-        Some(t) => root.titled(t, ("sans-serif", 17)).map_err(plot_err)?,
+        Some(t) => root
+            .titled(t, ("sans-serif", 17 * st.scale))
+            .map_err(plot_err)?,
         None => root.clone(),
     };
     let areas = root.split_evenly((1, fig.panels.len().max(1)));
     for (area, panel) in areas.iter().zip(&fig.panels) {
-        draw_panel(area, panel)?;
+        if !st.legend_below {
+            draw_panel(area, panel, st)?;
+            continue;
+        }
+        let entries = panel.series.len() + usize::from(panel.reference.is_some());
+        let line = 17 * st.scale;
+        let h = area.dim_in_pixel().1;
+        let legend = (line * entries as u32 + 8 * st.scale).min(h / 2);
+        let (plot, below) = area.split_vertically(h - legend);
+        draw_panel(&plot, panel, st)?;
+        legend_below(&below, panel, st)?;
+    }
+    Ok(())
+}
+
+/// The legend of `panel` as lines of text under its plot (see [`Style::legend_below`]).
+fn legend_below<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    panel: &Panel,
+    st: Style,
+) -> crate::Result<()> {
+    let s = st.scale as i32;
+    let grey = RGBColor(90, 90, 90);
+    let entries = panel
+        .series
+        .iter()
+        .enumerate()
+        .map(|(i, x)| (x.label.as_str(), COLORS[i % COLORS.len()], 2))
+        .chain(panel.reference.iter().map(|(l, _)| (l.as_str(), grey, 1)));
+    for (j, (label, color, width)) in entries.enumerate() {
+        let y = 17 * s * j as i32 + 10 * s;
+        area.draw(&PathElement::new(
+            vec![(70 * s, y), (95 * s, y)],
+            color.stroke_width(width * st.scale),
+        ))
+        .map_err(plot_err)?;
+        area.draw(&Text::new(
+            label.to_string(),
+            (102 * s, y - 7 * s),
+            ("sans-serif", 13 * st.scale).into_font(),
+        ))
+        .map_err(plot_err)?;
     }
     Ok(())
 }
@@ -265,6 +348,7 @@ fn dodge(panel: &Panel, i: usize, x_lo: f64, x_hi: f64) -> f64 {
 fn draw_panel<DB: DrawingBackend>(
     area: &DrawingArea<DB, Shift>,
     panel: &Panel,
+    st: Style,
 ) -> crate::Result<()> {
     let x_cut = panel.x_max.unwrap_or(f64::INFINITY);
     let visible = |p: &&Point| p.x.is_finite() && p.x <= x_cut && p.y.is_finite();
@@ -296,6 +380,9 @@ fn draw_panel<DB: DrawingBackend>(
         ys.push(*r);
     }
     ys.retain(|v| v.is_finite() && (!panel.log_y || *v > 0.0));
+    if let Some(m) = panel.y_max.filter(|_| !panel.log_y) {
+        ys.iter_mut().for_each(|v| *v = v.min(m));
+    }
     let lo = ys.iter().copied().fold(f64::INFINITY, f64::min);
     let hi = ys.iter().copied().fold(f64::NEG_INFINITY, f64::max);
     if panel.log_y {
@@ -304,7 +391,14 @@ fn draw_panel<DB: DrawingBackend>(
         } else {
             (1e-3, 1.0)
         };
-        chart(area, panel, (x_lo, x_hi), Some(lo), (lo..hi).log_scale())
+        chart(
+            area,
+            panel,
+            (x_lo, x_hi),
+            (Some(lo), None),
+            (lo..hi).log_scale(),
+            st,
+        )
     } else {
         let (lo, hi) = if lo.is_finite() && hi.is_finite() {
             let pad = ((hi - lo) * 0.08).max(1e-3);
@@ -313,7 +407,7 @@ fn draw_panel<DB: DrawingBackend>(
         } else {
             (0.0, 1.0)
         };
-        chart(area, panel, (x_lo, x_hi), None, lo..hi)
+        chart(area, panel, (x_lo, x_hi), (None, panel.y_max), lo..hi, st)
     }
 }
 
@@ -321,26 +415,28 @@ fn chart<DB: DrawingBackend, Y>(
     area: &DrawingArea<DB, Shift>,
     panel: &Panel,
     (x_lo, x_hi): (f64, f64),
-    y_floor: Option<f64>,
+    (y_floor, y_top): (Option<f64>, Option<f64>),
     y: Y,
+    st: Style,
 ) -> crate::Result<()>
 where
     Y: AsRangedCoord<Value = f64>,
     Y::CoordDescType: Ranged<ValueType = f64> + ValueFormatter<f64>,
 {
     let x_cut = panel.x_max.unwrap_or(f64::INFINITY);
+    let k = st.scale;
     let mut chart = ChartBuilder::on(area)
-        .caption(&panel.caption, ("sans-serif", 15))
-        .margin(12)
-        .x_label_area_size(40)
-        .y_label_area_size(60)
+        .caption(&panel.caption, ("sans-serif", 15 * k))
+        .margin(12 * k)
+        .x_label_area_size(40 * k)
+        .y_label_area_size(60 * k)
         .build_cartesian_2d(x_lo..x_hi, y)
         .map_err(plot_err)?;
     chart
         .configure_mesh()
         .x_desc(panel.x_label.as_str())
         .y_desc(panel.y_label.as_str())
-        .label_style(("sans-serif", 13))
+        .label_style(("sans-serif", 13 * k))
         .draw()
         .map_err(plot_err)?;
     for (i, s) in panel.series.iter().enumerate() {
@@ -351,8 +447,12 @@ where
             .iter()
             .filter(|p| p.x.is_finite() && p.x <= x_cut && p.y.is_finite())
             .map(|p| {
-                // A log axis has no place for values at or below 0: clamp them to its floor.
-                let f = |v: f64| y_floor.map_or(v, |fl| v.max(fl));
+                // A log axis has no place for values at or below 0: clamp them to its floor;
+                // a clipped axis draws values above its top at the top.
+                let f = |v: f64| {
+                    let v = y_floor.map_or(v, |fl| v.max(fl));
+                    y_top.map_or(v, |t| v.min(t))
+                };
                 Point {
                     x: p.x + dx,
                     y: f(p.y),
@@ -380,25 +480,25 @@ where
         chart
             .draw_series(LineSeries::new(
                 pts.iter().map(|p| (p.x, p.y)),
-                color.stroke_width(2),
+                color.stroke_width(2 * k),
             ))
             .map_err(plot_err)?
             .label(s.label.as_str())
             .legend(move |(x, y)| {
-                PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
+                PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2 * k))
             });
         if panel.spread == Spread::Bars && pts.iter().any(|p| p.spread.is_some()) {
             chart
                 .draw_series(pts.iter().filter_map(|p| {
                     p.spread.map(|(lo, hi)| {
-                        ErrorBar::new_vertical(p.x, lo, p.y, hi, color.stroke_width(1), 6)
+                        ErrorBar::new_vertical(p.x, lo, p.y, hi, color.stroke_width(k), 6 * k)
                     })
                 }))
                 .map_err(plot_err)?;
             chart
                 .draw_series(
                     pts.iter()
-                        .map(|p| Circle::new((p.x, p.y), 3, color.filled())),
+                        .map(|p| Circle::new((p.x, p.y), 3 * k, color.filled())),
                 )
                 .map_err(plot_err)?;
         }
@@ -411,17 +511,20 @@ where
         chart
             .draw_series((0..segments).step_by(2).map(|j| {
                 let a = x_lo + j as f64 * step;
-                PathElement::new(vec![(a, *r), (a + step, *r)], grey.stroke_width(1))
+                PathElement::new(vec![(a, *r), (a + step, *r)], grey.stroke_width(k))
             }))
             .map_err(plot_err)?
             .label(label.as_str())
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 8, y)], grey.stroke_width(1)));
     }
+    if st.legend_below {
+        return Ok(());
+    }
     chart
         .configure_series_labels()
         .background_style(WHITE.mix(0.85))
         .border_style(BLACK)
-        .label_font(("sans-serif", 12))
+        .label_font(("sans-serif", 12 * k))
         .position(if panel.legend_lower_left {
             SeriesLabelPosition::LowerLeft
         } else {
@@ -522,5 +625,16 @@ mod tests {
         let png = std::fs::read(&files[1]).unwrap();
         assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
         assert_eq!(write(&fig, dir.path(), "g", false).unwrap().len(), 1);
+        // Twice the pixels with the legend under the plots: the SVG keeps its size.
+        let style = Style {
+            scale: 2,
+            legend_below: true,
+        };
+        let files = write_with(&fig, dir.path(), "h", true, style).unwrap();
+        let png = std::fs::read(&files[1]).unwrap();
+        let be = |i: usize| u32::from_be_bytes([png[i], png[i + 1], png[i + 2], png[i + 3]]);
+        assert_eq!((be(16), be(20)), (1200, 400));
+        let svg = std::fs::read_to_string(&files[0]).unwrap();
+        assert!(svg.contains("width=\"600\"") && svg.contains("trivial predictor"));
     }
 }

@@ -338,9 +338,22 @@ fn federate_into(
     if !crate::json() {
         crate::train::print_report(spec, &output);
     }
-    experiment::write_outputs(&output, out)?;
+    // The results are written aside and moved in whole, as `train --out`'s: a failure
+    // leaves no half of them beside the federation's files.
+    let stage = dpfl::output::Staging::new(out)?;
+    let tmp = stage.path();
+    experiment::write_outputs(&output, tmp)?;
     let prov = crate::train::provenance("federate", spec, Some(&args.config), &output)?;
-    let prov_file = prov.write(out)?;
+    let prov_file = out.join(prov.write(tmp)?.file_name().unwrap_or_default());
+    // The same curves and report as `dpfl train --out`, from the rounds the server recorded.
+    let files: Vec<PathBuf> = experiment::report::write_report(spec, &output, tmp)
+        .with_context(|| format!("writing the curves and report into {}", out.display()))?
+        .iter()
+        .map(|p| out.join(p.file_name().unwrap_or_default()))
+        .collect();
+    stage
+        .commit()
+        .with_context(|| format!("moving the results into {}", out.display()))?;
     if crate::json() {
         crate::print_json(&serde_json::json!({
             "experiment": spec.name,
@@ -355,9 +368,6 @@ fn federate_into(
         out.join("rounds.csv").display(),
         out.join("summary.json").display()
     );
-    // The same curves and report as `dpfl train --out`, from the rounds the server recorded.
-    let files = experiment::report::write_report(spec, &output, out)
-        .with_context(|| format!("writing the curves and report into {}", out.display()))?;
     // On stderr: stdout is the federation's result (and a golden snapshot's).
     eprintln!(
         "wrote {}, {} and {}",

@@ -7,13 +7,23 @@
 //! test-metric panel has the trivial predictor's line (majority class or training mean).
 //! A round where some trial's value is not finite is left out of the line (a diverged run
 //! shows as a line that stops), never plotted as an average of infinities.
+//!
+//! Several algorithms' losses can differ by orders of magnitude (a diverging one, a noisy
+//! one), which on a linear axis flattens the good curves (issue 31 item 9): the loss axis is
+//! logarithmic when every loss is positive and they span a factor of 10 or more
+//! ([`LOG_SPAN`]); otherwise it is linear and clipped at twice the largest median loss of an
+//! algorithm (a spike above it is drawn at the top; the caption says so). The legend sits
+//! under each panel, and `curves.png` has twice the SVG's pixels.
 
 use std::path::{Path, PathBuf};
 
 use super::RunOutput;
 use crate::plot::{Figure, Panel, Point, Series, Spread};
 
-/// Width in pixels of `curves.svg` / `curves.png`.
+/// The ratio of the largest to the smallest loss from which the loss axis is logarithmic.
+pub const LOG_SPAN: f64 = 10.0;
+
+/// Width in pixels of `curves.svg` (`curves.png` has twice as many).
 pub const WIDTH: u32 = 1100;
 /// Height in pixels of `curves.svg` / `curves.png`.
 pub const HEIGHT: u32 = 460;
@@ -98,7 +108,8 @@ pub fn figure(out: &RunOutput, title: &str) -> Figure {
             .collect();
         p
     };
-    let loss = panel("training loss", |p| p.1);
+    let mut loss = panel("training loss", |p| p.1);
+    loss_axis(&mut loss);
     let mut test = panel(metric, |p| p.2);
     test.y_nonnegative = true;
     test.reference = out
@@ -112,9 +123,53 @@ pub fn figure(out: &RunOutput, title: &str) -> Figure {
     }
 }
 
-/// Writes `curves.svg` and `curves.png` into `dir`; `title` heads the figure.
+/// The loss panel's axis: log, or linear clipped (see the module docs).
+fn loss_axis(p: &mut Panel) {
+    let ys: Vec<f64> = p
+        .series
+        .iter()
+        .flat_map(|s| s.points.iter().map(|q| q.y))
+        .filter(|y| y.is_finite())
+        .collect();
+    let (lo, hi) = ys
+        .iter()
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), &y| {
+            (a.min(y), b.max(y))
+        });
+    if lo > 0.0 && hi / lo >= LOG_SPAN {
+        p.log_y = true;
+        p.caption += " (log scale)";
+        return;
+    }
+    let median = |s: &Series| {
+        let mut v: Vec<f64> = s
+            .points
+            .iter()
+            .map(|q| q.y)
+            .filter(|y| y.is_finite())
+            .collect();
+        v.sort_by(f64::total_cmp);
+        v.get(v.len() / 2).copied()
+    };
+    let top = p
+        .series
+        .iter()
+        .filter_map(median)
+        .fold(f64::NEG_INFINITY, f64::max);
+    if top > 0.0 && hi > 2.0 * top {
+        p.y_max = Some(2.0 * top);
+        p.caption += " (clipped)";
+    }
+}
+
+/// Writes `curves.svg` and `curves.png` (twice the pixels) into `dir`; `title` heads the
+/// figure.
 pub fn plot_curves(out: &RunOutput, title: &str, dir: &Path) -> crate::Result<Vec<PathBuf>> {
-    crate::plot::write(&figure(out, title), dir, "curves", true)
+    let style = crate::plot::Style {
+        scale: 2,
+        legend_below: true,
+    };
+    crate::plot::write_with(&figure(out, title), dir, "curves", true, style)
 }
 
 #[cfg(test)]
@@ -156,10 +211,22 @@ mod tests {
         let files = plot_curves(&out, "t (N = 2)", dir.path()).unwrap();
         let svg = std::fs::read_to_string(&files[0]).unwrap();
         assert!(svg.starts_with("<svg") && svg.contains("training loss against rounds"));
+        // Losses 0.5 to 3 span less than a factor of 10: linear, not clipped.
+        assert!(!svg.contains("log scale") && !svg.contains("(clipped)"));
         assert!(svg.contains("trivial predictor"));
         // Legend entries: one per algorithm.
         assert!(svg.contains("t (N = 2)") && svg.contains(">\nA\n<") && svg.contains(">\nB\n<"));
         let png = std::fs::read(&files[1]).unwrap();
         assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
+        assert_eq!(
+            u32::from_be_bytes([png[16], png[17], png[18], png[19]]),
+            2 * WIDTH
+        );
+        // A loss that spans decades gets a log axis.
+        let mut wide = out.clone();
+        wide.rounds.push(row(0, 3, "C", 500.0, 0.9));
+        let fig = figure(&wide, "t");
+        assert!(fig.panels[0].log_y && !fig.panels[1].log_y);
+        assert!(fig.panels[0].caption.ends_with("(log scale)"));
     }
 }

@@ -285,17 +285,27 @@ pub fn init_with_notes(data: &Path, label: &str, silo_column: Option<&str>) -> R
         }
         None => vec![table.rows.len() / 4],
     };
-    let batch = silo_rows
+    let train_rows = silo_rows
         .iter()
         .map(|&n| n - (0.2 * n as f64 - 1e-9).ceil().max(0.0) as usize)
         .min()
-        .unwrap_or(1)
-        .clamp(1, 16);
+        .unwrap_or(1);
+    let batch = train_rows.clamp(1, 16);
+    let (rounds, step) = schedule(
+        model,
+        standardize.len() + categorical.len() + 1,
+        train_rows,
+        batch,
+    );
+    notes.push(format!(
+        "rounds = {rounds}, step_size = {step}: {EPOCHS} passes over the smallest silo's \
+         {train_rows} training rows at {batch} per round, step 1/(curvature x features) (docs/own-data.md)"
+    ));
     let text = format!(
         r#"# Written by `dpfl init` for {file} ({rows} rows). Check it, then run
 #   dpfl config check THIS_FILE && dpfl train --config THIS_FILE --out results/
 name = "{name}"
-rounds = 50
+rounds = {rounds}
 seed = 1                       # reproducible split and noise; `dpfl federate` puts it into federation files only with --seeded
 
 [data]
@@ -333,13 +343,13 @@ enforce_budget = true          # each silo's ledger refuses any round past its b
 label = "ISRL-DP MB-SGD"
 kind = "mb-sgd"
 calibration = "accountant"     # the smallest noise the tightest sound accountant certifies for (epsilon, delta)
-step_size = 0.1
+step_size = {step:?}
 batch_size = {batch}
 
 [[algorithms]]
 label = "MB-SGD (non-private, for comparison)"
 kind = "mb-sgd"
-step_size = 0.1
+step_size = {step:?}
 batch_size = {batch}
 "#,
         file = data.display(),
@@ -351,8 +361,37 @@ batch_size = {batch}
         scaling = scaling.join("\n"),
         missing_lines = missing_lines,
         batch = batch,
+        rounds = rounds,
+        step = step,
     );
     Ok(Init { text, notes })
+}
+
+/// Passes over the smallest silo's training rows that `dpfl init`'s rounds make.
+pub const EPOCHS: usize = 20;
+
+/// `dpfl init`'s rounds and step size (issue 31 item 6), from public facts of the file's
+/// shape only: the step is 1/β̂ with β̂ = c·d, an estimate of the loss's smoothness: for
+/// standardised columns, one-hot groups and an intercept E‖x‖² ≈ d (one unit per column), and
+/// the loss's curvature in ⟨w, x⟩ is at most c = 1/4 (logistic), 1/2 (softmax), 1 (least
+/// squares); capped at 1. The rounds make [`EPOCHS`] passes over the smallest silo's
+/// `train_rows` at `batch` per round, between 200 and 2000, a multiple of 10: enough for
+/// the non-private loss to flatten on the shapes tested (crates/dpfl-cli/tests/own_data.rs).
+pub fn schedule(model: &str, features: usize, train_rows: usize, batch: usize) -> (usize, f64) {
+    let curvature = match model {
+        "logistic" => 0.25,
+        "softmax" => 0.5,
+        _ => 1.0,
+    };
+    let step = sig3((1.0 / (curvature * features.max(1) as f64)).min(1.0));
+    let rounds = (EPOCHS * train_rows)
+        .div_ceil(batch.max(1))
+        .clamp(200, 2000);
+    (rounds.div_ceil(10) * 10, step)
+}
+
+fn sig3(x: f64) -> f64 {
+    format!("{x:.2e}").parse().unwrap_or(x)
 }
 
 /// `dpfl config check`: everything `run` checks before its first round, without training:
@@ -382,6 +421,8 @@ pub fn check_experiment(spec: &super::ExperimentSpec, data_dir: Option<&Path>) -
             super::algorithm_seed(trial_seed, a),
         )
         .map_err(|e| super::name_algorithm(a, &label, e))?;
+        later_rounds(spec, &ctx, &built.calibration, trial.silo_names.as_deref())
+            .map_err(|e| super::name_algorithm(a, &label, e))?;
         let sigma = built
             .calibration
             .iter()
@@ -392,6 +433,59 @@ pub fn check_experiment(spec: &super::ExperimentSpec, data_dir: Option<&Path>) -
         );
     }
     Ok(out)
+}
+
+/// With `enforce_budget`, each silo's ledger charges every round it answers: the plan's
+/// whole-run event (all R rounds, the most a silo's ledger lets it answer) must fit each
+/// silo's budget in the ledger `train` builds, or a later round would be refused mid-run.
+fn later_rounds(
+    spec: &super::ExperimentSpec,
+    ctx: &crate::algo::BuildContext,
+    calibration: &[crate::algo::SiloCalibration],
+    names: Option<&[String]>,
+) -> Result<()> {
+    if !spec.privacy.as_ref().is_some_and(|p| p.enforce_budget) {
+        return Ok(());
+    }
+    for (i, c) in calibration.iter().enumerate() {
+        let (Some(event), Some((eps, delta))) =
+            (&c.run_event, ctx.silos.get(i).and_then(|s| s.budget))
+        else {
+            continue;
+        };
+        let budget = dpfl_privacy::ledger::Budget::new(
+            eps.get(),
+            delta.get(),
+            dpfl_privacy::Neighbouring::ReplaceOne,
+        )?;
+        let mut ledger = dpfl_privacy::ledger::Ledger::in_memory(
+            budget,
+            dpfl_privacy::accountant::AccountantKind::Rdp,
+        );
+        let why = match ledger.charge(0, event) {
+            Ok(_) => continue,
+            Err(dpfl_privacy::PrivacyError::BudgetExceeded {
+                requested, budget, ..
+            }) => format!(
+                "they compose to epsilon = {} at delta {:.1e}, over its budget {budget}",
+                super::guarantee::num(requested, 4),
+                delta.get()
+            ),
+            Err(e) => e.to_string(),
+        };
+        let name = names
+            .and_then(|n| n.get(i))
+            .map_or(String::new(), |n| format!(" ({n})"));
+        return Err(Error::config(
+            "privacy.enforce_budget",
+            format!(
+                "silo {i}{name}'s ledger would refuse a later round: its {} planned rounds do \
+                 not fit its budget ({why})",
+                spec.rounds
+            ),
+        ));
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -38,6 +38,8 @@ use crate::sim::Simulator;
 mod context;
 pub mod curves;
 pub mod datasource;
+pub mod evaluation;
+pub mod guarantee;
 pub mod init;
 pub mod metrics;
 mod output;

@@ -2,8 +2,8 @@
 //! `DIR/models/<k>-<label>/` as two files:
 //!
 //! * `model.safetensors`: one tensor `weights`, dtype F64, shape `[num_params]` (the flat
-//!   parameter vector the model's `predict` takes: for softmax, class-major rows of
-//!   `num_features` weights);
+//!   parameter vector the model's `predict` takes: for softmax, feature-major: one
+//!   row of C class weights per feature, w[j·C + c]);
 //! * `model.json`: [`ModelMeta`]: `format = "dpfl-model"`, `format_version` (this module reads
 //!   only [`FORMAT_VERSION`]), the SHA-256 of `model.safetensors` (checked on load), the model
 //!   spec, feature names, classes, the preprocessing (the fitted CSV schema: header, category
@@ -23,7 +23,7 @@ use sha2::{Digest, Sha256};
 
 use super::silo_privacy::SiloPrivacy;
 use crate::data::Dataset;
-use crate::model::{Metric, ModelSpec, metric_value};
+use crate::model::ModelSpec;
 use crate::output::atomic_write;
 use crate::{Error, Result};
 
@@ -385,9 +385,41 @@ impl SavedModel {
     /// One prediction per record of `path` (a file of the training source's format; see
     /// [`super::preprocessing`]): the class name (a class target) or the value.
     pub fn predict_file(&self, path: &Path) -> Result<Vec<String>> {
+        Ok(self.predict_rows(path, false)?.0)
+    }
+
+    /// The predictions of [`Self::predict_file`] and, with `proba`, each row's class
+    /// probabilities in class order ([`super::evaluation`]); refused for a real target or a
+    /// model without probabilities (the hinge loss).
+    #[allow(clippy::type_complexity)]
+    pub fn predict_rows(
+        &self,
+        path: &Path,
+        proba: bool,
+    ) -> Result<(Vec<String>, Option<Vec<Vec<f64>>>)> {
         let model = self.model()?;
+        let k = match (&self.meta.classes, proba) {
+            (_, false) => None,
+            (None, true) => {
+                return Err(Error::config(
+                    "--proba",
+                    "the model predicts a real value: it has no class probabilities",
+                ));
+            }
+            (Some(c), true) if !super::evaluation::has_probabilities(&self.meta.model) => {
+                return Err(Error::config(
+                    "--proba",
+                    format!(
+                        "a {} model gives a class, not probabilities ({} classes)",
+                        model.name(),
+                        c.len()
+                    ),
+                ));
+            }
+            (Some(c), true) => Some(c.len()),
+        };
         let data = self.read(path, None, false)?;
-        Ok((0..data.len())
+        let labels = (0..data.len())
             .map(|i| {
                 let p = model.predict(&self.weights, data.row(i).0);
                 match &self.meta.classes {
@@ -395,7 +427,20 @@ impl SavedModel {
                     None => p.to_string(),
                 }
             })
-            .collect())
+            .collect();
+        let probs = k.map(|k| {
+            (0..data.len())
+                .map(|i| {
+                    super::evaluation::class_probabilities(
+                        model.as_ref(),
+                        &self.weights,
+                        data.row(i).0,
+                        k,
+                    )
+                })
+                .collect()
+        });
+        Ok((labels, probs))
     }
 
     /// The test metric (error rate or RMSE, as `summary.json`'s) on a labelled file (with
@@ -405,6 +450,17 @@ impl SavedModel {
         path: &Path,
         labels: Option<&Path>,
     ) -> Result<(f64, &'static str, usize)> {
+        let e = self.evaluation(path, labels)?;
+        Ok((e.value, e.metric, e.rows))
+    }
+
+    /// The metric of [`Self::evaluate_file`] with log-loss, AUC (binary) and the confusion
+    /// matrix ([`super::evaluation`]).
+    pub fn evaluation(
+        &self,
+        path: &Path,
+        labels: Option<&Path>,
+    ) -> Result<super::evaluation::Evaluation> {
         let model = self.model()?;
         let data = self.read(path, labels, true)?;
         if data.is_empty() {
@@ -413,14 +469,12 @@ impl SavedModel {
                 "holds no data rows to evaluate on",
             ));
         }
-        let name = match model.metric() {
-            Metric::ErrorRate => "test_error",
-            Metric::Rmse => "test_rmse",
-        };
-        Ok((
-            metric_value(model.as_ref(), &self.weights, &data),
-            name,
-            data.len(),
+        Ok(super::evaluation::evaluate(
+            &self.meta.model,
+            model.as_ref(),
+            &self.weights,
+            &data,
+            self.meta.classes.as_deref(),
         ))
     }
 }

@@ -4,7 +4,7 @@
 //! each silo's planned noise (σ, z, K), the ε the accountants certify for the planned run at
 //! the silo's δ, the rounds, the messages and the traffic, the timings — and state plainly
 //! that the model's quality is not available to it. The tables are `train`'s
-//! ([`super::report::page`]); the numbers are [`AlgorithmSummary`]'s.
+//! ([`super::report`]); the numbers are [`AlgorithmSummary`]'s.
 //!
 //! Decisions: the privacy rows account each silo's *planned* run event (R rounds), since a
 //! silo's ledger caps its releases at R and the server cannot read the silos' ledgers (a silo
@@ -12,10 +12,9 @@
 //! Whether the plan's gradient bound L was public cannot be told from the plan, so the summary
 //! says so in its caveats.
 
-use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use super::report::{esc, num, page};
+use super::report::{Middle, page};
 use super::summary::{AlgorithmSummary, Precision, RunOutput, account_silo, noise_multiplier};
 use crate::plan::Plan;
 
@@ -152,52 +151,27 @@ pub fn write_server_report(
     let summary = dir.join("summary.json");
     crate::output::atomic_write(&summary, (json + "\n").as_bytes())?;
     let report = dir.join(super::report::REPORT_FILE);
-    crate::output::atomic_write(&report, render_server(name, plan, out).as_bytes())?;
+    crate::output::atomic_write(&report, render_server(name, plan, out)?.as_bytes())?;
     Ok(vec![rounds_csv, summary, report])
 }
 
-/// The server's page: `train`'s results, privacy and timing tables, the rounds and traffic in
-/// place of the curves, and the plan as its configuration.
-pub fn render_server(name: &str, plan: &Plan, out: &RunOutput) -> String {
+/// The server's page: `train`'s guarantee, results, privacy and timing tables, the rounds and
+/// traffic in place of the curves, and the plan as its configuration.
+pub fn render_server(name: &str, plan: &Plan, out: &RunOutput) -> crate::Result<String> {
     let facts = out.summary.first().and_then(|s| s.server.as_ref());
     let intro = format!(
         "Written by the federation's server (dpfl {}) from the run's plan, its round log and \
-         the models it released: {} of {} round(s) aggregated. {}.",
+         the models it released: {} of {} round(s) aggregated. The model's quality is not \
+         available to the server: it holds no data (and the protocol carries no silo \
+         metrics), so the final training loss and test metric are shown as not available; \
+         `dpfl federate` reports them, or `dpfl evaluate --model DIR/model` (the final model \
+         the server saved) on a silo's own data.",
         env!("CARGO_PKG_VERSION"),
         facts.map_or(0, |f| f.rounds_run),
         plan.setup.rounds,
-        esc(NO_MODEL_QUALITY),
     );
-    let mut mid = String::from("<h2>Rounds and traffic</h2>\n");
-    if let Some(f) = facts {
-        let _ = writeln!(
-            mid,
-            "<table id=\"traffic\"><tr><th class=\"l\">rounds aggregated</th><td>{}</td></tr>\
-             <tr><th class=\"l\">messages aggregated</th><td>{}</td></tr>\
-             <tr><th class=\"l\">messages rejected</th><td>{}</td></tr>\
-             <tr><th class=\"l\">uplink bits (bytes received in rounds × 8, TLS included)</th>\
-             <td>{}</td></tr><tr><th class=\"l\">bytes sent</th><td>{}</td></tr></table>",
-            f.rounds_run, f.messages, f.rejected, f.uplink_bits, f.sent_bytes
-        );
-        mid.push_str(
-            "<table id=\"rounds\"><tr><th>round</th><th>selected</th><th>participants</th>\
-             <th>rejected</th><th>seconds</th></tr>\n",
-        );
-        for r in &f.rounds {
-            let _ = writeln!(
-                mid,
-                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-                r.round,
-                r.selected,
-                r.participants,
-                r.rejected,
-                num(Some(r.seconds))
-            );
-        }
-        mid.push_str("</table>\n");
-    }
     let config = toml::to_string_pretty(plan)
         .or_else(|_| serde_json::to_string_pretty(plan))
         .unwrap_or_else(|e| format!("(the plan could not be printed: {e})"));
-    page(name, &intro, out, &mid, &config)
+    page(name, &intro, out, Middle::Server, &config)
 }
