@@ -41,3 +41,9 @@ def cli():
     if path is None:
         pytest.skip("no dpfl binary (build it with cargo test, or set DPFL_CLI)")
     return Cli(path)
+
+
+@pytest.fixture(autouse=True)
+def _ledger_dir(tmp_path, monkeypatch):
+    """dpfl.flower keeps ledgers on disk by default (``$DPFL_LEDGER_DIR``): never the user's."""
+    monkeypatch.setenv("DPFL_LEDGER_DIR", str(tmp_path / "ledgers"))
