@@ -47,3 +47,11 @@ def cli():
 def _ledger_dir(tmp_path, monkeypatch):
     """dpfl.flower keeps ledgers on disk by default (``$DPFL_LEDGER_DIR``): never the user's."""
     monkeypatch.setenv("DPFL_LEDGER_DIR", str(tmp_path / "ledgers"))
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers",
+        "slow: over ~60 s here (real Flower runs on a 2-core machine); CI runs them, "
+        "`-m 'not slow'` skips them locally",
+    )

@@ -26,6 +26,24 @@ from typing import Dict, List, Optional
 BIN = Path(sys.executable).parent
 
 
+def _descendants(root: int) -> List[int]:
+    children: Dict[int, List[int]] = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                stat = open(f"/proc/{d}/stat").read()
+            except OSError:
+                continue
+            ppid = int(stat.rsplit(")", 1)[1].split()[1])
+            children.setdefault(ppid, []).append(int(d))
+    out, todo = [], [root]
+    while todo:
+        for c in children.get(todo.pop(), []):
+            out.append(c)
+            todo.append(c)
+    return out
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -53,8 +71,6 @@ class Flower:
 
     def _start(self, name: str, args: List[str], env: Optional[Dict[str, str]] = None) -> subprocess.Popen:
         log = open(self.tmp / f"{name}.log", "ab")
-        # Own process group: the SuperLink/SuperNode's children (ServerApp, ClientApps,
-        # the simulation's Ray workers) are killed with it.
         p = subprocess.Popen([str(BIN / args[0]), *args[1:]], stdout=log, stderr=subprocess.STDOUT,
                              env={**self.env, **(env or {})}, start_new_session=True)
         self.procs[name] = p
@@ -65,10 +81,12 @@ class Flower:
         return p.read_text(errors="replace") if p.exists() else ""
 
     def kill(self, name: str) -> None:
+        """SIGKILL the process and every descendant, each by PID (Flower starts some children,
+        e.g. its SuperExec, in sessions of their own, out of reach of the process group)."""
         p = self.procs.pop(name)
-        if p.poll() is None:
+        for pid in [p.pid, *_descendants(p.pid)]:
             try:
-                os.killpg(p.pid, signal.SIGKILL)
+                os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
         p.wait(timeout=30)
