@@ -79,7 +79,23 @@ def _check_equals_train(trained, out, alg, saved, cli):
         c = plan.calibration[s]
         event = dpfl.events.from_dict(json.loads(c["run_event"]))
         assert last[str(s)] == pytest.approx(dpfl.account(event, c["delta"], "rdp", "replace-one").epsilon, rel=1e-12)
+        args = _account_args(json.loads(c["run_event"]))
+        if args is not None:  # the CLI's flags cover this event's shape: ask `dpfl account` itself
+            got = cli.json("account", *args, "--delta", repr(c["delta"]), "--accountant", "rdp")
+            assert last[str(s)] == got["rdp_epsilon"]
     return summary
+
+
+def _account_args(e):
+    """`dpfl account` flags for R rounds of a K-of-n sampled Gaussian (MB-SGD's run event)."""
+    if e["kind"] != "self-composed" or e["event"]["kind"] != "sampled":
+        return None
+    inner, sampling = e["event"]["event"], e["event"]["sampling"]
+    if inner["kind"] != "gaussian" or sampling["kind"] != "with-replacement":
+        return None
+    n, k = sampling["population"], sampling["draws"]
+    return ["--noise-multiplier", repr(inner["noise_multiplier"]), "--sampling", "with-replacement",
+            "--rate", repr(k / n), "--dataset-size", str(n), "--steps", str(e["count"])]
 
 
 @pytest.fixture(scope="module")
@@ -97,7 +113,7 @@ def test_halves_in_a_real_ray_simulation_equal_dpfl_train(simulation, trained, c
     out = tmp_path / "out"
     run = f.run(app, federation_config="num-supernodes=3", run_config=f"dpfl-algorithm={alg} dpfl-out='{out}'",
                 timeout=300)
-    assert run["status"] == "finished:completed", run
+    assert run["status"] == "finished:completed", (run["status-details"], run["log"][-4000:])
     _check_equals_train(trained, out, alg, saved, cli)
 
 
@@ -116,7 +132,7 @@ def test_halves_on_a_real_superlink_equal_dpfl_train(deployment, trained, cli, t
     f, app, _ = deployment
     out = tmp_path / "out"
     run = f.run(app, run_config=f"dpfl-algorithm={alg} dpfl-out='{out}'", timeout=300)
-    assert run["status"] == "finished:completed", run
+    assert run["status"] == "finished:completed", (run["status-details"], run["log"][-4000:])
     _check_equals_train(trained, out, alg, saved, cli)
 
 
@@ -129,14 +145,14 @@ def test_a_killed_supernode_restarts_without_resetting_its_ledger_or_repeating_n
     out, state = tmp_path / "out", tmp_path / "server.state"
     rc = f"dpfl-algorithm={alg} dpfl-out='{out}' dpfl-server-state='{state}'"
     first = f.run(app, run_config=rc + " dpfl-stop-after=2", timeout=300)
-    assert first["status"] == "finished:completed", first
+    assert first["status"] == "finished:completed", (first["status-details"], first["log"][-4000:])
     assert not (out / "model.npy").exists()
     # Silo 1's SuperNode dies and comes back (a new process, a new Flower node id, no
     # context.state): it rebuilds its half from the state and ledger on its disk.
     f.kill("node-1")
     f.supernode("node-1", f"silo=1 dpfl-ledger-dir='{tmp / 'ledgers-1'}'")
     second = f.run(app, run_config=rc, timeout=300)
-    assert second["status"] == "finished:completed", second
+    assert second["status"] == "finished:completed", (second["status-details"], second["log"][-4000:])
     summary = _check_equals_train(trained, out, alg, saved, cli)  # no reset, no repeated noise
     assert [r["round"] for r in summary["rounds"]] == [0, 1, 2, 3]
     digest = summary["plan"]
@@ -146,5 +162,5 @@ def test_a_killed_supernode_restarts_without_resetting_its_ledger_or_repeating_n
     # The plan again on the same silos (no server state): round 0 was answered already; the
     # silos refuse and the run fails, visibly.
     again = f.run(app, run_config=f"dpfl-algorithm={alg} dpfl-out='{tmp_path / 'again'}'", timeout=300)
-    assert again["status"] == "finished:failed", again
+    assert again["status"] == "finished:failed", (again["status-details"], again["log"][-4000:])
     assert "round 0" in again["status-details"] + again["log"], again

@@ -100,11 +100,11 @@ def test_dpflclient_in_a_real_ray_simulation(tmp_path, cli):
     with Flower(tmp_path) as f:
         f.superlink(simulation=True)
         run = f.run(app, federation_config=f"num-supernodes={silos}", timeout=240)
-        assert run["status"] == "finished:completed", run
+        assert run["status"] == "finished:completed", (run["status-details"], run["log"][-4000:])
         # Rounds past the plan fail the run, visibly (issue 29: they failed and it exited 0).
         past = f.run(app, federation_config=f"num-supernodes={silos}", timeout=240,
                      run_config=f"num-server-rounds=5 ledger-dir='{tmp_path / 'ledgers-c'}' out='{tmp_path / 'c.json'}'")
-        assert past["status"] == "finished:failed", past
+        assert past["status"] == "finished:failed", (past["status-details"], past["log"][-4000:])
         assert "round 5 is past the 4 rounds" in past["status-details"] + past["log"], past
     result = json.loads(out.read_text())
     # Every silo's ledger holds its 4 rounds (issue 29: it restarted at 0 every round) ...
@@ -144,7 +144,7 @@ def test_dpflclient_on_a_real_superlink_with_two_supernodes(tmp_path):
         f.supernode("node-0", "silo=0")
         f.supernode("node-1", "silo=1")
         run = f.run(app, timeout=180)
-        assert run["status"] == "finished:completed", run
+        assert run["status"] == "finished:completed", (run["status-details"], run["log"][-4000:])
         first = json.loads(out.read_text())["metrics"]
         # A SuperNode killed and restarted keeps its silo's ledger: the next run continues at
         # round 3 of the plan's 4 (Flower numbers rounds from 1 in every run, so the run
@@ -152,7 +152,7 @@ def test_dpflclient_on_a_real_superlink_with_two_supernodes(tmp_path):
         f.kill("node-1")
         f.supernode("node-1", "silo=1")
         again = f.run(app, timeout=180)
-        assert again["status"] == "finished:failed", again
+        assert again["status"] == "finished:failed", (again["status-details"], again["log"][-4000:])
         assert "released already" in again["status-details"] + again["log"], again
     assert [first[str(r)]["dpfl_rounds"] for r in (1, 2)] == [1, 2]
     for s in (0, 1):
