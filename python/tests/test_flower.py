@@ -255,3 +255,20 @@ def test_an_emptied_or_damaged_ledger_is_refused_never_a_fresh_budget(tmp_path):
     path.write_text(good)
     with pytest.raises(AlreadyReleased, match="round 1 was released already"):
         make().fit(params, {"server_round": 1})
+
+
+def test_strict_makes_a_failed_reply_fail_the_round():
+    from flwr.server.strategy import FedAvg as LegacyFedAvg
+    from flwr.serverapp.strategy import FedAvg
+
+    from dpfl.flower import RoundFailed, strict
+
+    legacy = strict(LegacyFedAvg())
+    with pytest.raises(RoundFailed, match="round 3 .aggregate_fit.: 1 client"):
+        legacy.aggregate_fit(3, [], [RuntimeError("budget exceeded")])
+    with pytest.raises(RoundFailed, match="aggregate_evaluate"):
+        legacy.aggregate_evaluate(3, [], [RuntimeError("allow_evaluate")])
+    s = strict(FedAvg())
+    assert s.aggregate_train(1, []) == (None, None)  # nothing sent, nothing missing
+    with pytest.raises(TypeError):
+        strict(object())

@@ -70,44 +70,55 @@ def strict(strategy: Any) -> Any:
     a budget refusal, a round past the plan, a crash — or a missing one raises
     :class:`RoundFailed` in the ServerApp instead of being aggregated without it."""
     if hasattr(strategy, "aggregate_train"):
-        configure, aggregate = strategy.configure_train, strategy.aggregate_train
-        sent: Dict[int, int] = {}
-
-        def configure_train(server_round: int, *a: Any, **k: Any) -> Iterable[Message]:
-            msgs = list(configure(server_round, *a, **k))
-            sent[server_round] = len(msgs)
-            return msgs
-
-        def aggregate_train(server_round: int, replies: Iterable[Message]) -> Any:
-            replies = list(replies)
-            _raise_on_errors(server_round, replies, sent.get(server_round))
-            return aggregate(server_round, replies)
-
-        strategy.configure_train, strategy.aggregate_train = configure_train, aggregate_train
+        for kind in ("train", "evaluate"):  # an evaluate refusal (allow_evaluate) fails it too
+            _check_message_api(strategy, kind)
     elif hasattr(strategy, "aggregate_fit"):
-        aggregate_fit = strategy.aggregate_fit
-
-        def checked_fit(server_round: int, results: Any, failures: Any) -> Any:
-            if failures:
-                raise RoundFailed(f"round {server_round}: {len(failures)} client(s) failed: {failures[0]!r}")
-            return aggregate_fit(server_round, results, failures)
-
-        strategy.aggregate_fit = checked_fit
+        for name in ("aggregate_fit", "aggregate_evaluate"):
+            _check_legacy(strategy, name)
     else:
         raise TypeError(f"not a Flower strategy: {type(strategy).__name__}")
     return strategy
 
 
-def _raise_on_errors(server_round: int, replies: List[Message], expected: "int | None") -> None:
+def _check_message_api(strategy: Any, kind: str) -> None:
+    configure, aggregate = getattr(strategy, f"configure_{kind}"), getattr(strategy, f"aggregate_{kind}")
+    sent: Dict[int, int] = {}
+
+    def configured(server_round: int, *a: Any, **k: Any) -> Iterable[Message]:
+        msgs = list(configure(server_round, *a, **k))
+        sent[server_round] = len(msgs)
+        return msgs
+
+    def aggregated(server_round: int, replies: Iterable[Message]) -> Any:
+        replies = list(replies)
+        _raise_on_errors(f"round {server_round} ({kind})", replies, sent.get(server_round))
+        return aggregate(server_round, replies)
+
+    setattr(strategy, f"configure_{kind}", configured)
+    setattr(strategy, f"aggregate_{kind}", aggregated)
+
+
+def _check_legacy(strategy: Any, name: str) -> None:
+    aggregate = getattr(strategy, name)
+
+    def checked(server_round: int, results: Any, failures: Any) -> Any:
+        if failures:
+            raise RoundFailed(f"round {server_round} ({name}): {len(failures)} client(s) failed: {failures[0]!r}")
+        return aggregate(server_round, results, failures)
+
+    setattr(strategy, name, checked)
+
+
+def _raise_on_errors(what: str, replies: List[Message], expected: "int | None") -> None:
     errors = [m for m in replies if m.has_error()]
     if errors:
         e = errors[0]
         raise RoundFailed(
-            f"round {server_round}: {len(errors)} of {len(replies)} replies failed; node "
+            f"{what}: {len(errors)} of {len(replies)} replies failed; node "
             f"{e.metadata.src_node_id}: {e.error.reason}"
         )
     if expected is not None and len(replies) < expected:
-        raise RoundFailed(f"round {server_round}: {len(replies)} of {expected} replies arrived")
+        raise RoundFailed(f"{what}: {len(replies)} of {expected} replies arrived")
 
 
 def numpy_client_app(client_fn: Callable[[Context], Any]) -> ClientApp:
