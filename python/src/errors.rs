@@ -32,6 +32,20 @@ create_exception!(
     "A privacy ledger that cannot be used: its file is empty, damaged or not a ledger (never read as a fresh budget), it records other limits, or it refused a release."
 );
 
+create_exception!(
+    _core,
+    BudgetExceeded,
+    DpflError,
+    "A round would take the silo past its (ε, δ) budget or its release cap; nothing was released."
+);
+
+create_exception!(
+    _core,
+    AlreadyReleased,
+    BudgetExceeded,
+    "The silo already released this round (or a later one); nothing was released."
+);
+
 /// `config field `{field}`: {reason}`, as `dpfl::Error::Config` displays.
 pub fn config(field: &str, reason: impl Into<String>) -> PyErr {
     ConfigError::new_err(dpfl::Error::config(field, reason).to_string())

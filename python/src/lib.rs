@@ -8,10 +8,15 @@
 //! one-line message.
 
 mod accounting;
+mod codec;
 mod errors;
 mod ledger;
 mod mechanisms;
 mod models;
+mod own_model;
+mod plan;
+mod server;
+mod silo;
 mod train;
 
 use pyo3::prelude::*;
@@ -23,6 +28,12 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("ConfigError", py.get_type::<errors::ConfigError>())?;
     m.add("RunError", py.get_type::<errors::RunError>())?;
     m.add("LedgerError", py.get_type::<errors::LedgerError>())?;
+    m.add("BudgetExceeded", py.get_type::<errors::BudgetExceeded>())?;
+    m.add("AlreadyReleased", py.get_type::<errors::AlreadyReleased>())?;
+    m.add_class::<plan::Plan>()?;
+    m.add_class::<silo::SiloHalf>()?;
+    m.add_class::<server::ServerHalf>()?;
+    m.add_function(wrap_pyfunction!(plan::experiment_silos, m)?)?;
     m.add_class::<ledger::Ledger>()?;
     m.add_function(wrap_pyfunction!(accounting::account_event, m)?)?;
     m.add_function(wrap_pyfunction!(accounting::account_release, m)?)?;

@@ -191,9 +191,34 @@ pub fn server_half(plan: &Plan) -> crate::Result<Box<dyn ServerHalf>> {
     plan.wing.server_half(&plan.context()?)
 }
 
-/// Silo `silo`'s half of `plan` (no calibration, no other silo's half).
+/// Silo `silo`'s half of `plan` (no calibration, no other silo's half). A plan of a user's
+/// own model (`external`) needs the silo's gradients: [`silo_half_with_model`].
 pub fn silo_half(plan: &Plan, silo: SiloId) -> crate::Result<Box<dyn SiloHalf>> {
+    if let ModelSpec::External { .. } = plan.setup.model {
+        return Err(crate::Error::config(
+            "model.kind",
+            "an external model's silo half needs the silo's gradient provider",
+        ));
+    }
     plan.wing.silo_half(&plan.context()?, silo.index())
+}
+
+/// Silo `silo`'s half of `plan` on `model` (an [`crate::model::ExternalModel`] with the
+/// silo's gradient provider), which must have the plan's dimension.
+pub fn silo_half_with_model(
+    plan: &Plan,
+    silo: SiloId,
+    model: Arc<dyn Model>,
+) -> crate::Result<Box<dyn SiloHalf>> {
+    let ctx = plan.setup.context_with(model)?;
+    let d = plan.context()?.federation.dim;
+    if ctx.federation.dim != d {
+        return Err(crate::Error::Dimension(format!(
+            "the silo's model has {} parameters, the plan's {d}",
+            ctx.federation.dim
+        )));
+    }
+    plan.wing.silo_half(&ctx, silo.index())
 }
 
 #[cfg(test)]

@@ -49,18 +49,11 @@ import numpy as np
 from flwr.client import NumPyClient
 
 from .._checks import uint
-from .._core import DpflError, Ledger, LedgerError
+# One class each for every silo of the package (dpfl.halves raises them too).
+from .._core import AlreadyReleased, BudgetExceeded, DpflError, Ledger, LedgerError
 from ..accounting import calibrate
 from ..events import DpEvent, GaussianDpEvent, PoissonSampledDpEvent, SelfComposedDpEvent
 from ..mechanisms import GaussianMechanism
-
-
-class BudgetExceeded(DpflError):
-    """A round would take the silo past its (ε, δ) budget; nothing was released."""
-
-
-class AlreadyReleased(BudgetExceeded):
-    """The ledger holds a release for this round already; nothing was released."""
 
 
 class PastThePlan(BudgetExceeded):

@@ -34,6 +34,12 @@ pub fn prepare_trial(
         preprocessing,
         names: silo_names,
     } = spec.data.load_prepared(data_dir, rng)?;
+    if matches!(spec.model, crate::model::ModelSpec::External { .. }) {
+        return Err(crate::Error::config(
+            "model.kind",
+            "`external` is a user's own model, whose gradients only a Python silo half has              (dpfl.halves.SiloHalf(gradients=...)); an experiment names one of dpfl's models",
+        ));
+    }
     let first = silos
         .first()
         .ok_or_else(|| crate::Error::config("data.partition", "produced no silos"))?;

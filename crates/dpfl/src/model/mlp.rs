@@ -370,3 +370,20 @@ impl Model for Mlp {
         w
     }
 }
+
+/// A network's class count, checking its configured `inputs` against the data's `features`.
+pub(super) fn network_classes(
+    inputs: Option<usize>,
+    features: usize,
+    classes: Option<usize>,
+) -> crate::Result<usize> {
+    if let Some(n) = inputs
+        && n != features
+    {
+        return Err(crate::Error::config(
+            "model.inputs",
+            format!("the network takes {n} inputs, the data has {features} features"),
+        ));
+    }
+    classes.ok_or_else(|| crate::Error::config("model.kind", "the network needs a class target"))
+}

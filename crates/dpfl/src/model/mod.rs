@@ -39,6 +39,7 @@ macro_rules! batch_grads_from_loop {
 mod absolute;
 mod batch;
 mod deep_mlp;
+mod external;
 mod hinge;
 mod linear;
 mod logistic;
@@ -49,6 +50,7 @@ mod softmax;
 
 pub use absolute::{Absolute, AbsoluteLoss, prox_step as absolute_prox_step};
 pub use deep_mlp::{Activation, DeepMlp, Precision};
+pub use external::{ExternalModel, GradientProvider, index_dataset};
 pub use hinge::{Hinge, HingeLoss};
 pub use linear::LinearRegression;
 pub use logistic::LogisticRegression;
@@ -211,23 +213,6 @@ pub(crate) fn argmax(z: &[f64]) -> usize {
         }
     }
     best
-}
-
-/// A network's class count, checking its configured `inputs` against the data's `features`.
-fn network_classes(
-    inputs: Option<usize>,
-    features: usize,
-    classes: Option<usize>,
-) -> crate::Result<usize> {
-    if let Some(n) = inputs
-        && n != features
-    {
-        return Err(crate::Error::config(
-            "model.inputs",
-            format!("the network takes {n} inputs, the data has {features} features"),
-        ));
-    }
-    classes.ok_or_else(|| crate::Error::config("model.kind", "the network needs a class target"))
 }
 
 /// Batch kernel for losses whose per-example gradient is a·x with a = `coef(⟨w,x⟩, ‖x‖², y)`
@@ -523,6 +508,13 @@ pub enum ModelSpec {
         #[serde(default)]
         precision: Precision,
     },
+    /// A model of `params` parameters outside dpfl, its per-example gradients the silo's own
+    /// (`external.rs`; only from Python's `dpfl.halves`, never in an experiment file).
+    #[schemars(skip)]
+    External {
+        /// d.
+        params: usize,
+    },
 }
 
 fn default_hidden() -> usize {
@@ -552,6 +544,7 @@ impl ModelSpec {
                 widths.push(classes.unwrap_or(2));
                 DeepMlp::param_count(&widths)
             }
+            ModelSpec::External { params } => Some(*params),
             _ => Some(features),
         };
         crate::data::limits::check_params("model", params)?;
@@ -614,7 +607,7 @@ impl ModelSpec {
                 init_seed,
                 init_std,
             } => {
-                let c = network_classes(*inputs, features, classes)?;
+                let c = mlp::network_classes(*inputs, features, classes)?;
                 std::sync::Arc::new(Mlp::new(features, *hidden, c, *init_seed, *init_std)?)
             }
             ModelSpec::DeepMlp {
@@ -624,11 +617,15 @@ impl ModelSpec {
                 init_seed,
                 precision,
             } => {
-                let c = network_classes(*inputs, features, classes)?;
+                let c = mlp::network_classes(*inputs, features, classes)?;
                 std::sync::Arc::new(
                     DeepMlp::new(features, hidden, c, *activation, *init_seed)?
                         .with_precision(*precision),
                 )
+            }
+            // The public side of a user's model: its dimension (a silo gets its provider).
+            ModelSpec::External { params } => {
+                std::sync::Arc::new(ExternalModel::new(*params, None))
             }
         })
     }
