@@ -68,21 +68,27 @@ def _check_equals_train(trained, out, alg, saved, cli):
     privacy = json.loads((trained / "summary.json").read_text())[alg]["privacy"]
     last = {}
     for r in summary["rounds"]:
-        last.update(r["silo_epsilon"])
-        assert r["dpfl_epsilon"] == max(r["silo_epsilon"].values())  # a max, not a mean
+        last.update(r["silos"])
+        eps = [m["dpfl_epsilon"] for m in r["silos"].values() if "dpfl_epsilon" in m]
+        assert r["dpfl_epsilon"] == (max(eps) if eps else None)  # a max, not a mean
     plan = halves.Plan.from_experiment(EXP, alg)
     for s, p in enumerate(privacy):
-        if p["rdp_epsilon"] is None:  # not accounted by RDP (DP-NormFedAvg's pure-DP QTDL)
+        m = last[str(s)]
+        # Each silo's ledger certifies what train's summary reports for it, accountant by
+        # accountant, and its ε is the tighter of the two.
+        assert m.get("dpfl_rdp_epsilon") == p["rdp_epsilon"] and m.get("dpfl_pld_epsilon") == p["pld_epsilon"], (s, m, p)
+        certified = [e for e in (p["rdp_epsilon"], p["pld_epsilon"]) if e is not None]
+        assert m.get("dpfl_epsilon") == (min(certified) if certified else None)
+        if p["rdp_epsilon"] is None:
             continue
-        assert last[str(s)] == p["rdp_epsilon"], (s, last, p)
-        # ... which is what the accountant gives the plan's run event for the silo.
+        # ... the RDP figure being the accountant's on the plan's run event for the silo.
         c = plan.calibration[s]
         event = dpfl.events.from_dict(json.loads(c["run_event"]))
-        assert last[str(s)] == pytest.approx(dpfl.account(event, c["delta"], "rdp", "replace-one").epsilon, rel=1e-12)
+        assert p["rdp_epsilon"] == pytest.approx(dpfl.account(event, c["delta"], "rdp", "replace-one").epsilon, rel=1e-12)
         args = _account_args(json.loads(c["run_event"]))
         if args is not None:  # the CLI's flags cover this event's shape: ask `dpfl account` itself
             got = cli.json("account", *args, "--delta", repr(c["delta"]), "--accountant", "rdp")
-            assert last[str(s)] == got["rdp_epsilon"]
+            assert m["dpfl_rdp_epsilon"] == got["rdp_epsilon"]
     return summary
 
 

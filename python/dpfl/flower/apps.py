@@ -37,8 +37,9 @@ Where things come from (Flower's run config, ``[tool.flwr.app.config]``, and nod
 
 A refusal (budget, a round answered already, a plan that differs) or any failed or missing
 reply raises :class:`~dpfl.flower.RoundFailed` in the ServerApp: the run ends ``failed``.
-Metrics: each reply carries its silo's ``dpfl_epsilon`` (the ledger's ε); the server logs and
-records the max per round, never a weighted mean.
+Metrics: each reply carries its silo's ledger ε (``dpfl_epsilon``: the tighter of
+``dpfl_rdp_epsilon`` and ``dpfl_pld_epsilon``, as ``dpfl train`` certifies); the server logs
+and records the max per round, never a weighted mean.
 """
 
 from __future__ import annotations
@@ -157,9 +158,14 @@ def silo_step(msg: Message, context: Context, load: Load) -> Message:
         new_state = half.state()
         _write_atomic(state_path, new_state)
         context.state[_CFG] = ConfigRecord({"state": new_state})
+    # The ledger's ε at the silo's δ: the tighter of RDP and PLD (dpfl train's certified ε).
     metrics: Dict[str, Any] = {"dpfl_releases": len(half.releases)}
-    if half.epsilon is not None:
-        metrics["dpfl_epsilon"] = float(half.epsilon)
+    for key, eps in (("dpfl_rdp_epsilon", half.rdp_epsilon), ("dpfl_pld_epsilon", half.pld_epsilon)):
+        if eps is not None:
+            metrics[key] = float(eps)
+    certified = [v for k, v in metrics.items() if k.endswith("_epsilon")]
+    if certified:
+        metrics["dpfl_epsilon"] = min(certified)
     return Message(RecordDict({_CFG: ConfigRecord({"silo": silo}), _PAYLOAD: _bytes_record(out),
                                "metrics": MetricRecord(metrics)}), reply_to=msg)
 
@@ -244,12 +250,11 @@ def run_server(grid: Grid, context: Context) -> Optional[np.ndarray]:
         if sorted(replies) != sorted(ids):
             raise RoundFailed(f"round {r}: replies from silos {sorted(replies)}, asked {sorted(ids)}")
         server.aggregate(r, [_record_bytes(replies[i].content) for i in ids])
-        eps = [float(m.content.metric_records["metrics"].get("dpfl_epsilon", 0.0)) for m in replies.values()]
-        rounds.append({"round": r, "participants": ids, "dpfl_epsilon": max(eps) if eps else 0.0,
-                       "silo_epsilon": {str(i): float(replies[i].content.metric_records["metrics"].get(
-                           "dpfl_epsilon", 0.0)) for i in ids}})
-        print(f"dpfl round {r + 1}/{plan.rounds}: {len(ids)} silos, max epsilon {rounds[-1]['dpfl_epsilon']:.6g}",
-              flush=True)
+        silo_metrics = {str(i): dict(replies[i].content.metric_records["metrics"]) for i in ids}
+        eps = [m["dpfl_epsilon"] for m in silo_metrics.values() if "dpfl_epsilon" in m]
+        rounds.append({"round": r, "participants": ids, "dpfl_epsilon": max(eps) if eps else None,
+                       "silos": silo_metrics})
+        print(f"dpfl round {r + 1}/{plan.rounds}: {len(ids)} silos, max epsilon {rounds[-1]['dpfl_epsilon']}", flush=True)
         if state_path is not None:
             _write_atomic(state_path, bytes(server.state()))
     model = server.output() if server.round >= plan.rounds else None
