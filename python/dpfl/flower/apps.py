@@ -150,6 +150,14 @@ def silo_step(msg: Message, context: Context, load: Load) -> Message:
         state = saved["state"] if saved is not None and "state" in saved else None
         if state is None and state_path.exists():
             state = state_path.read_bytes()
+        if state is None and cfg.get("answered"):
+            # The server saw this silo answer earlier in this run, yet its state is nowhere:
+            # its files are not where they were (a Ray cluster without shared storage, a wiped
+            # disk). A fresh half would start a fresh ledger (and a seeded one its stream).
+            raise DpflError(
+                f"silo {silo} answered earlier in this run but its state is neither in context.state nor at "
+                f"{state_path}: refusing to start afresh (on a Ray cluster DPFL_LEDGER_DIR must be shared storage)"
+            )
         got = load(silo, context)
         source = {"gradients": got} if callable(got) else {"data": got}
         half = halves.SiloHalf(plan, silo, ledger_path=str(ledger), seed=_seed(context.run_config),
@@ -241,15 +249,18 @@ def run_server(grid: Grid, context: Context) -> Optional[np.ndarray]:
     nodes = _discover(grid, plan.silos, digest, timeout)
     stop = min(plan.rounds, server.round + int(rc.get("dpfl-stop-after", plan.rounds)))
     rounds: List[Dict[str, Any]] = []
+    answered: set = set()
     for r in range(server.round, stop):
         ids = list(server.participants(r))
         b = _bytes_record(bytes(server.broadcast(r)))
-        msgs = [Message(RecordDict({_CFG: ConfigRecord({"plan": digest, "silo": i, "round": r}), _PAYLOAD: b}),
+        msgs = [Message(RecordDict({_CFG: ConfigRecord({"plan": digest, "silo": i, "round": r, "answered": i in answered}),
+                                    _PAYLOAD: b}),
                         dst_node_id=nodes[i], message_type=MessageType.TRAIN, group_id=str(r)) for i in ids]
         replies = {int(m.content.config_records[_CFG]["silo"]): m for m in _send(grid, msgs, timeout, f"round {r}")}
         if sorted(replies) != sorted(ids):
             raise RoundFailed(f"round {r}: replies from silos {sorted(replies)}, asked {sorted(ids)}")
         server.aggregate(r, [_record_bytes(replies[i].content) for i in ids])
+        answered.update(ids)
         silo_metrics = {str(i): dict(replies[i].content.metric_records["metrics"]) for i in ids}
         eps = [m["dpfl_epsilon"] for m in silo_metrics.values() if "dpfl_epsilon" in m]
         rounds.append({"round": r, "participants": ids, "dpfl_epsilon": max(eps) if eps else None,
