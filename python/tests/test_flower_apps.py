@@ -29,6 +29,14 @@ def _train(digest, silo, round_, broadcast, answered=False):
                    message_type=MessageType.TRAIN)
 
 
+@pytest.fixture(autouse=True)
+def _server_identity():
+    # Messages with a destination are made in a ServerApp, where Flower sets these.
+    from flwr.supercore.task_identity import TaskIdentity
+
+    TaskIdentity.run_id, TaskIdentity.task_id, TaskIdentity.node_id = 1, 1, 0
+
+
 def test_a_silo_steps_refuses_another_plan_and_a_vanished_state(tmp_path):
     data = halves.experiment_data(EXP)
     load = lambda silo, context: data[silo]  # noqa: E731
