@@ -226,14 +226,21 @@ def _discover(grid: Grid, n: int, digest: str, timeout: float) -> Dict[int, int]
     msgs = [Message(RecordDict({_CFG: ConfigRecord({"plan": digest})}), dst_node_id=node,
                     message_type=MessageType.QUERY) for node in grid.get_node_ids()]
     nodes: Dict[int, int] = {}
-    for rep in _send(grid, msgs, timeout, "discovery"):
+    replies = list(grid.send_and_receive(msgs, timeout=timeout))
+    # A node that does not answer (one killed and not yet forgotten by the SuperLink; a
+    # restarted SuperNode is a new node) holds no silo: only a silo left without a node fails.
+    failed = [m for m in replies if m.has_error()]
+    for rep in replies:
+        if rep.has_error():
+            continue
         silo = int(rep.content.config_records[_CFG]["silo"])
         if silo in nodes or not 0 <= silo < n:
             raise RoundFailed(f"node {rep.metadata.src_node_id} says it is silo {silo}: the plan has "
                               f"silos 0..{n - 1}, each on one node")
         nodes[silo] = rep.metadata.src_node_id
     if len(nodes) != n:
-        raise RoundFailed(f"silos {sorted(set(range(n)) - set(nodes))} have no SuperNode")
+        why = f"; node {failed[0].metadata.src_node_id}: {failed[0].error.reason}" if failed else ""
+        raise RoundFailed(f"silos {sorted(set(range(n)) - set(nodes))} have no SuperNode{why}")
     return nodes
 
 
