@@ -142,7 +142,7 @@ def test_halves_on_a_real_superlink_equal_dpfl_train(deployment, trained, cli, t
     _check_equals_train(trained, out, alg, saved, cli)
 
 
-@pytest.mark.slow  # three runs
+@pytest.mark.slow  # three runs: 152–240 s here (2 cores, loaded)
 def test_a_killed_supernode_restarts_without_resetting_its_ledger_or_repeating_noise(
         deployment, trained, cli, tmp_path):
     # SoteriaFL-SGD: its silos keep state (the shift) besides the generator and the ledger.

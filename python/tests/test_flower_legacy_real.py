@@ -93,7 +93,7 @@ def _pooled(silos):
     return np.concatenate(xs), np.concatenate(ys)
 
 
-@pytest.mark.slow  # 66 s here
+@pytest.mark.slow  # 66–113 s here (2 cores, loaded)
 def test_dpflclient_in_a_real_ray_simulation(tmp_path, cli):
     silos, out, ledgers = 3, tmp_path / "out.json", tmp_path / "ledgers-a"
     app = _app(tmp_path, silos=silos, out=str(out), **{"ledger-dir": str(ledgers)})
@@ -135,7 +135,7 @@ def test_dpflclient_in_a_real_ray_simulation(tmp_path, cli):
     assert err < 0.35
 
 
-@pytest.mark.slow  # 97 s here
+@pytest.mark.slow  # 97–130 s here
 def test_dpflclient_on_a_real_superlink_with_two_supernodes(tmp_path):
     out, ledgers = tmp_path / "out.json", tmp_path / "ledgers"
     app = _app(tmp_path, out=str(out), **{"ledger-dir": str(ledgers), "num-server-rounds": 2, "plan-rounds": 4})
