@@ -113,6 +113,7 @@ def simulation(tmp_path_factory):
         yield f, _app(tmp)
 
 
+@pytest.mark.slow  # 31–74 s a case here (2 cores, loaded)
 @pytest.mark.parametrize("alg,saved", CASES, ids=IDS)
 def test_halves_in_a_real_ray_simulation_equal_dpfl_train(simulation, trained, cli, tmp_path, alg, saved):
     f, app = simulation
@@ -133,6 +134,7 @@ def deployment(tmp_path_factory):
         yield f, _app(tmp), tmp
 
 
+@pytest.mark.slow  # 35–117 s a case here
 @pytest.mark.parametrize("alg,saved", [c for c in CASES if c[0] != 1], ids=[i for i in IDS if "soteria" not in i])
 def test_halves_on_a_real_superlink_equal_dpfl_train(deployment, trained, cli, tmp_path, alg, saved):
     f, app, _ = deployment
