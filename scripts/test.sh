@@ -32,9 +32,11 @@ if [ ! -x "$venv/bin/python" ]; then
 fi
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
   "maturin==1.16.0" "numpy>=1.21" "pytest>=7" "pandas>=1.3"
-# Flower for the dpfl.flower tests (skipped, and said so, if it does not install).
-"$venv/bin/python" -m pip install --quiet --disable-pip-version-check "flwr==1.41.0" ||
-  echo "flwr did not install: the Flower tests (python/tests/test_flower.py) are skipped" >&2
+# Flower for the dpfl.flower tests, with its Ray simulation backend: the tests run real
+# simulations and real SuperLink/SuperNode deployments (python/tests/test_flower_*.py; skipped,
+# and said so, if it does not install). The pinned version is the one the README supports.
+"$venv/bin/python" -m pip install --quiet --disable-pip-version-check "flwr[simulation]==1.42.0" ||
+  echo "flwr did not install: the Flower tests (python/tests/test_flower*.py) are skipped" >&2
 # `pip install ./python`, as a user installs it (maturin as the PEP 517 backend, taken from
 # the venv: no build isolation). The extension is its own cargo workspace (python/Cargo.toml
 # says why); built into the main target/ in the dev profile, it reuses the dependencies the

@@ -8,7 +8,8 @@
 * ``dpfl.train``: an experiment as ``dpfl train`` runs it; results load into pandas.
 * ``dpfl.init`` / ``dpfl.check_config``: an experiment for your own CSV (silos from a column);
   ``dpfl.load_model``: a saved model, its weights in numpy, ``predict`` / ``evaluate``.
-* ``dpfl.flower``: a Flower ``NumPyClient`` wrapper adding dpfl's calibrated noise and ledger.
+* ``dpfl.flower``: dpfl on Flower 1.42 — ``dpfl.flower.apps`` (any algorithm's silo half in a
+  SuperNode, its server half in a ServerApp) and ``DpflClient`` (a ``NumPyClient`` wrapper).
 * ``dpfl.halves``: every algorithm as its silo and server halves (``Plan``, ``SiloHalf``,
   ``ServerHalf``, ``simulate``), with bytes between them, on dpfl's models or your own
   (a per-example ``gradients`` callable).

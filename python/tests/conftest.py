@@ -41,3 +41,17 @@ def cli():
     if path is None:
         pytest.skip("no dpfl binary (build it with cargo test, or set DPFL_CLI)")
     return Cli(path)
+
+
+@pytest.fixture(autouse=True)
+def _ledger_dir(tmp_path, monkeypatch):
+    """dpfl.flower keeps ledgers on disk by default (``$DPFL_LEDGER_DIR``): never the user's."""
+    monkeypatch.setenv("DPFL_LEDGER_DIR", str(tmp_path / "ledgers"))
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers",
+        "slow: over ~60 s here (real Flower runs on a 2-core machine); CI runs them, "
+        "`-m 'not slow'` skips them locally",
+    )

@@ -212,3 +212,30 @@ fn an_emptied_or_damaged_ledger_is_refused_never_a_fresh_budget() {
     let l = Ledger::open(&path, budget, AccountantKind::Rdp).unwrap();
     assert_eq!(l.releases().count(), 0);
 }
+
+/// Issue 29: the stored checksum is over the re-serialised parse of the file, so a noise
+/// multiplier serde_json's fast float parser reads an ulp off (1.6463542662095279, a SoteriaFL
+/// silo's, is one) made a sound ledger "edited or damaged" on reopening. Every f64 of a
+/// release must parse back to itself (serde_json's `float_roundtrip`).
+#[test]
+fn a_ledger_reopens_whatever_its_floats() {
+    let dir = tempfile::tempdir().unwrap();
+    let budget = Budget::new(100.0, 1e-5, Neighbouring::AddRemove).unwrap();
+    let mut zs = vec![1.6463542662095279, 0.1 + 0.2, 3.5342165669843895];
+    // Many more, spread over magnitudes: each written, reopened and charged again.
+    let mut x = 0.7318007233f64;
+    for _ in 0..200 {
+        x = (x * 7.123456789 + 0.318).fract();
+        zs.push(0.5 + 20.0 * x);
+    }
+    for (i, z) in zs.iter().enumerate() {
+        let path = dir.path().join(format!("l{i}.json"));
+        {
+            let mut l = Ledger::open(&path, budget, AccountantKind::Rdp).unwrap();
+            l.charge(0, &gaussian(*z)).unwrap();
+        }
+        let mut l = Ledger::open(&path, budget, AccountantKind::Rdp)
+            .unwrap_or_else(|e| panic!("z = {z:?}: {e}"));
+        assert_eq!(l.charge(0, &gaussian(*z)).unwrap(), Charge::AlreadyCharged, "z = {z:?}");
+    }
+}
