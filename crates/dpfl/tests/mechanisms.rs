@@ -23,7 +23,7 @@ use dpfl::model::{GradientOracle, LogisticRegression};
 use dpfl::sim::{Participation, Simulator};
 use dpfl_privacy::event::Sampling;
 use dpfl_privacy::sampler::{BatchSampler, RecordSampling};
-use dpfl_privacy::shuffle::params::{PvecParams, Scale};
+use dpfl_privacy::shuffle::params::{PvecParams, PvecRule, Scale};
 use dpfl_privacy::shuffle::protocol::Pvec;
 use dpfl_privacy::{GaussianMechanism, GaussianNoise, Mechanism, PrivacyEvent};
 
@@ -264,6 +264,7 @@ fn pvec_randomizers_are_charged_their_own_events_and_the_half_keeps_none() {
         round: (2.0, 1e-5),
         uses: 1,
         budget: (2.0, 1e-5),
+        rule: PvecRule::Paper,
     };
     for (text, trust, against) in [
         (

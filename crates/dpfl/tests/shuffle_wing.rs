@@ -15,7 +15,7 @@ use dpfl::linalg::Matrix;
 use dpfl::model::{GradientOracle, LogisticRegression, Projection};
 use dpfl::sim::{Participation, Simulator};
 use dpfl_privacy::rng::Purpose;
-use dpfl_privacy::shuffle::params::{PvecParams, Scale};
+use dpfl_privacy::shuffle::params::{PvecParams, PvecRule, Scale};
 use dpfl_privacy::shuffle::protocol::Pvec;
 use dpfl_privacy::{DpRng, sampler};
 use dpfl_testkit::{MeanRecorder, SyntheticBinary};
@@ -458,6 +458,7 @@ fn pvec_silos_charge_the_no_shuffler_guarantee_unless_the_shuffler_is_trusted() 
         round: (2.0, 1e-5),
         uses: 1,
         budget: (2.0, 1e-5),
+        rule: PvecRule::Paper,
     };
     let plan = plan_pvec(&target, 1, ShufflerTrust::Untrusted).unwrap();
     let local = silo_round_guarantee(&plan.params, 1, 1e-5, plan.pvec.noise_tv_bound()).unwrap();
