@@ -26,10 +26,12 @@ pub fn forget_all() {
 }
 
 type Cell<V> = Arc<OnceLock<V>>;
+/// The generation the map was filled in ([`forget_all`]), and the map.
+type Map<V> = (u64, HashMap<String, Cell<V>>);
 
 /// A bounded, thread-safe memo from a text key to a cloneable value.
 pub(crate) struct Memo<V> {
-    map: OnceLock<Mutex<(u64, HashMap<String, Cell<V>>)>>,
+    map: OnceLock<Mutex<Map<V>>>,
     cap: usize,
 }
 
@@ -76,7 +78,7 @@ impl<V: Clone> Memo<V> {
         v
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, (u64, HashMap<String, Cell<V>>)> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Map<V>> {
         // A panic elsewhere while the map was locked leaves it consistent (every write is one
         // insert, remove or clear), so a poisoned lock is still usable.
         let mut g = self

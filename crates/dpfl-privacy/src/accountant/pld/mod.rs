@@ -87,6 +87,8 @@ pub const BIN_BUDGET: usize = 1 << 22;
 const MAX_ATOMS: usize = 1 << 26;
 /// How many times the accountant coarsens the grid before it gives up.
 const COARSENINGS: usize = 8;
+/// A leaf's (remove, add) PMFs; add is `None` where the remove PMF serves both orders.
+type LeafPmfs = (Pmf, Option<Pmf>);
 /// Leaf PMFs up to this many bins (8 MB) are remembered between calls.
 const MEMO_MAX_BINS: usize = 1 << 20;
 
@@ -261,8 +263,8 @@ impl PldAccountant {
     /// [`Self::leaf_pmfs`], remembered (issue 30): a ledger composes the same leaf, one more
     /// time, at every round, and a sampled leaf's PMF costs special functions per grid point.
     /// PMFs over [`MEMO_MAX_BINS`] bins are not kept.
-    fn memo_leaf_pmfs(&self, event: &PrivacyEvent, h: f64) -> Sized<Arc<(Pmf, Option<Pmf>)>> {
-        static LEAVES: Memo<std::result::Result<Arc<(Pmf, Option<Pmf>)>, String>> = Memo::new(16);
+    fn memo_leaf_pmfs(&self, event: &PrivacyEvent, h: f64) -> Sized<Arc<LeafPmfs>> {
+        static LEAVES: Memo<std::result::Result<Arc<LeafPmfs>, String>> = Memo::new(16);
         let key = format!("{}|{event:?}", self.key(h));
         let got = LEAVES.get_or_keep(
             key,
