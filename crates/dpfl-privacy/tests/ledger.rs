@@ -236,6 +236,10 @@ fn a_ledger_reopens_whatever_its_floats() {
         }
         let mut l = Ledger::open(&path, budget, AccountantKind::Rdp)
             .unwrap_or_else(|e| panic!("z = {z:?}: {e}"));
-        assert_eq!(l.charge(0, &gaussian(*z)).unwrap(), Charge::AlreadyCharged, "z = {z:?}");
+        assert_eq!(
+            l.charge(0, &gaussian(*z)).unwrap(),
+            Charge::AlreadyCharged,
+            "z = {z:?}"
+        );
     }
 }
