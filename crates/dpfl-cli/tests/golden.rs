@@ -70,13 +70,18 @@ fn fnv(bytes: &[u8]) -> String {
 }
 
 /// Drops every `wall_seconds` field (the only non-deterministic number in summary.json) and
-/// masks the build's git revision (provenance.json), which changes with every commit.
+/// masks the build's git revision and machine (provenance.json), which change with every commit
+/// and machine.
 fn strip_wall(v: &mut serde_json::Value) {
     match v {
         serde_json::Value::Object(m) => {
             m.remove("wall_seconds");
             if let Some(r) = m.get_mut("git_revision") {
                 *r = serde_json::Value::String("<REVISION>".into());
+            }
+            // provenance.json's machine (CPU model, cores, memory) differs between machines.
+            if let Some(r) = m.get_mut("machine") {
+                *r = serde_json::Value::String("<MACHINE>".into());
             }
             m.values_mut().for_each(strip_wall);
         }
