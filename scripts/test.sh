@@ -32,6 +32,10 @@ if [ ! -x "$venv/bin/python" ]; then
 fi
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
   "maturin==1.16.0" "numpy>=1.21" "pytest>=7" "pandas>=1.3"
+# dp-accounting, whose event objects dpfl.account accepts (python/tests/test_accounting_compat.py
+# compares with it; skipped, and said so, if it does not install).
+"$venv/bin/python" -m pip install --quiet --disable-pip-version-check "dp-accounting==0.6.0" ||
+  echo "dp-accounting did not install: its comparison test is skipped" >&2
 # Flower for the dpfl.flower tests, with its Ray simulation backend: the tests run real
 # simulations and real SuperLink/SuperNode deployments (python/tests/test_flower_*.py; skipped,
 # and said so, if it does not install). The pinned version is the one the README supports.

@@ -39,6 +39,7 @@ from .accounting import (
     account_release,
     analytic_gaussian,
     calibrate,
+    get_delta,
 )
 from .events import (
     ComposedDpEvent,
@@ -79,6 +80,7 @@ __all__ = [
     "account_release",
     "analytic_gaussian",
     "calibrate",
+    "get_delta",
     "ComposedDpEvent",
     "DiscreteGaussianDpEvent",
     "DiscreteLaplaceDpEvent",

@@ -29,8 +29,11 @@ class Ledger:
     def __len__(self) -> int: ...
 
 def account_event(
-    event: str, delta: float, accountant: str = "pld", neighbouring: Optional[str] = None
+    event: str, delta: float, accountant: Optional[str] = None, neighbouring: Optional[str] = None
 ) -> str: ...
+def delta_event(
+    event: str, epsilon: float, accountant: str = "pld", neighbouring: Optional[str] = None
+) -> float: ...
 def account_release(
     noise_multiplier: float,
     delta: float,

@@ -17,13 +17,19 @@ from typing import Any, Callable, Dict, List, Optional
 
 from . import _core
 from ._checks import opt_uint, uint
-from .events import ComposedDpEvent, DpEvent, SelfComposedDpEvent, from_dict
+from .events import ComposedDpEvent, DpEvent, SelfComposedDpEvent, from_dict, from_dp_accounting
 
 
 @dataclass(frozen=True)
 class Accounting:
     """The ε of an event at δ, and a lower bound on its true ε (``None`` where dpfl has no
-    concrete neighbouring pair for the event, e.g. Laplace)."""
+    concrete neighbouring pair for the event, e.g. Laplace, or where the lower bound's
+    optimistic grid put it above the upper bound: the reason is then under ``notes``).
+
+    ``accountant`` names the accountant whose ε is ``epsilon``. Unless one was named, RDP and
+    the PLD are both computed (both sound upper bounds) and ``epsilon`` is the tighter, as
+    ``dpfl account`` prints it; ``rdp_epsilon`` and ``pld_epsilon`` show both (``None`` where one
+    does not support the event, with the reason under ``notes``)."""
 
     epsilon: float
     epsilon_lower_bound: Optional[float]
@@ -31,17 +37,26 @@ class Accounting:
     accountant: str
     neighbouring: str
     event: DpEvent
+    rdp_epsilon: Optional[float] = None
+    pld_epsilon: Optional[float] = None
+    notes: Dict[str, str] = field(default_factory=dict)
 
 
 def account(
-    event: DpEvent,
+    event: Any,
     delta: float,
-    accountant: str = "pld",
+    accountant: Optional[str] = None,
     neighbouring: Optional[str] = None,
 ) -> Accounting:
-    """ε at ``delta`` of ``event`` under the ``accountant`` (``"pld"``, ``"rdp"``, ``"zcdp"``,
-    ``"basic"``, ``"advanced"``, ``"optimal"``). Raises ``ConfigError`` for an event the
-    accountant cannot account, ``RunError`` on a numerical failure (never an optimistic ε)."""
+    """ε at ``delta`` of ``event`` (a dpfl event, or a ``dp_accounting`` event object, converted
+    by :func:`dpfl.events.from_dp_accounting`).
+
+    With no ``accountant``: the tighter of RDP and the PLD, both shown, as the CLI's ``dpfl
+    account`` (its default). A named accountant (``"pld"``, ``"rdp"``, ``"zcdp"``, ``"basic"``,
+    ``"advanced"``, ``"optimal"``) gives exactly its own ε. Raises ``ConfigError`` for an event
+    the accountant(s) cannot account, ``RunError`` on a numerical failure (never an optimistic
+    ε)."""
+    event = from_dp_accounting(event)
     out = json.loads(_core.account_event(event.to_json(), float(delta), accountant, neighbouring))
     return Accounting(
         epsilon=out["epsilon"],
@@ -50,7 +65,20 @@ def account(
         accountant=out["accountant"],
         neighbouring=out["neighbouring"],
         event=event,
+        rdp_epsilon=out.get("rdp_epsilon"),
+        pld_epsilon=out.get("pld_epsilon"),
+        notes=dict(out.get("notes") or {}),
     )
+
+
+def get_delta(
+    event: Any, epsilon: float, accountant: str = "pld", neighbouring: Optional[str] = None
+) -> float:
+    """δ at ``epsilon`` of ``event`` by the PLD (the larger over both directions) or RDP
+    (Canonne, Kamath & Steinke 2020 Prop. 12 with the KL bound) accountant, as
+    ``dp_accounting``'s ``get_delta``."""
+    event = from_dp_accounting(event)
+    return _core.delta_event(event.to_json(), float(epsilon), accountant, neighbouring)
 
 
 class _Accountant:
@@ -60,8 +88,24 @@ class _Accountant:
         self.neighbouring = neighboring_relation
         self._events: List[DpEvent] = []
 
-    def compose(self, event: DpEvent, count: int = 1) -> "_Accountant":
-        """Adds ``count`` adaptive repetitions of ``event``; returns self (as ``dp_accounting``)."""
+    def supports(self, event: Any) -> bool:
+        """Whether this accountant accounts ``event`` (as ``dp_accounting``'s ``supports``):
+        ``False`` for an event it refuses or one that does not convert, never an exception."""
+        try:
+            account(from_dp_accounting(event), 1e-5, self._kind, self.neighbouring)
+        except _core.ConfigError:
+            return False
+        return True
+
+    def compose(self, event: Any, count: int = 1) -> "_Accountant":
+        """Adds ``count`` adaptive repetitions of ``event`` (a dpfl or ``dp_accounting`` event;
+        a ``dp_accounting`` ``NoOpDpEvent`` adds nothing); returns self (as ``dp_accounting``)."""
+        if type(event).__name__ == "NoOpDpEvent" and (type(event).__module__ or "").startswith(
+            "dp_accounting"
+        ):
+            return self
+        event = from_dp_accounting(event)
+        count = uint("count", count)
         self._events.append(event if count == 1 else SelfComposedDpEvent(event, count))
         return self
 
@@ -77,6 +121,12 @@ class _Accountant:
         if not self._events:
             return 0.0
         return account(self.ledger, target_delta, self._kind, self.neighbouring).epsilon
+
+    def get_delta(self, target_epsilon: float) -> float:
+        """δ at ``target_epsilon`` of everything composed so far (0 events: 0)."""
+        if not self._events:
+            return 0.0
+        return get_delta(self.ledger, target_epsilon, self._kind, self.neighbouring)
 
 
 class RdpAccountant(_Accountant):

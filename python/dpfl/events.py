@@ -186,6 +186,50 @@ def from_dict(d: Dict[str, Any]) -> DpEvent:
     return _RawDpEvent(d)
 
 
+def from_dp_accounting(event: Any) -> DpEvent:
+    """The dpfl event of a ``dp_accounting`` event object (duck-typed: dp_accounting need not be
+    installed): Gaussian, Laplace, (ε, δ), Poisson / with / without replacement sampling,
+    self-composed and composed events, whose fields mean the same in both libraries (noise
+    multiplier = standard deviation or Laplace scale over the sensitivity). A dpfl event is
+    returned as is. Any other kind (e.g. ``NoOpDpEvent``, whose accounting is trivially zero,
+    or ``UnsupportedDpEvent``) raises ``ConfigError`` naming it, never a guess."""
+    if isinstance(event, DpEvent):
+        return event
+    name = type(event).__name__
+    module = type(event).__module__ or ""
+    if not module.startswith("dp_accounting"):
+        from ._core import ConfigError
+
+        raise ConfigError(f"config field `event`: not a dpfl or dp_accounting event: {name}")
+    if name == "GaussianDpEvent":
+        return GaussianDpEvent(float(event.noise_multiplier))
+    if name == "LaplaceDpEvent":
+        return LaplaceDpEvent(float(event.noise_multiplier))
+    if name == "EpsilonDeltaDpEvent":
+        return EpsilonDeltaDpEvent(float(event.epsilon), float(event.delta))
+    if name == "PoissonSampledDpEvent":
+        return PoissonSampledDpEvent(float(event.sampling_probability), from_dp_accounting(event.event))
+    if name == "SampledWithReplacementDpEvent":
+        return SampledWithReplacementDpEvent(
+            int(event.source_dataset_size), int(event.sample_size), from_dp_accounting(event.event)
+        )
+    if name == "SampledWithoutReplacementDpEvent":
+        return SampledWithoutReplacementDpEvent(
+            int(event.source_dataset_size), int(event.sample_size), from_dp_accounting(event.event)
+        )
+    if name == "SelfComposedDpEvent":
+        return SelfComposedDpEvent(from_dp_accounting(event.event), int(event.count))
+    if name == "ComposedDpEvent":
+        return ComposedDpEvent([from_dp_accounting(e) for e in event.events])
+    from ._core import ConfigError
+
+    raise ConfigError(
+        f"config field `event`: dp_accounting's {name} has no dpfl equivalent (convertible: "
+        "Gaussian, Laplace, EpsilonDelta, PoissonSampled, SampledWith/WithoutReplacement, "
+        "SelfComposed, Composed)"
+    )
+
+
 @dataclass(frozen=True)
 class _RawDpEvent(DpEvent):
     """An event kind this module has no class for (e.g. truncated discrete Laplace)."""
@@ -209,4 +253,5 @@ __all__: List[str] = [
     "SelfComposedDpEvent",
     "ComposedDpEvent",
     "from_dict",
+    "from_dp_accounting",
 ]

@@ -241,38 +241,136 @@ fn default_neighbouring(e: &PrivacyEvent) -> Neighbouring {
 }
 
 /// ε of an event (JSON) at δ, with the lower bound where dpfl has a neighbouring pair.
+///
+/// With no `accountant`, as `dpfl account` prints (crates/dpfl-privacy/src/release/report.rs):
+/// RDP and the PLD are both sound upper bounds, so both are computed (best effort each) and the
+/// tighter one is `epsilon`, named by `epsilon_accountant`, with both shown (`rdp_epsilon`,
+/// `pld_epsilon`; null with the reason under `notes` where one does not support the event).
+/// A named accountant gives exactly that accountant's ε.
 #[pyfunction]
-#[pyo3(signature = (event, delta, accountant="pld", neighbouring=None))]
+#[pyo3(signature = (event, delta, accountant=None, neighbouring=None))]
 pub fn account_event(
     py: Python<'_>,
     event: &str,
     delta: f64,
-    accountant: &str,
+    accountant: Option<&str>,
     neighbouring: Option<&str>,
 ) -> PyResult<String> {
     let event = parse_event(event)?;
-    let acc = self::accountant("accountant", accountant)?;
+    let asked = match accountant {
+        Some(a) => Some(self::accountant("accountant", a)?),
+        None => None,
+    };
     let delta = self::delta("delta", delta)?;
     let nb = match neighbouring {
         Some(n) => self::neighbouring("neighbouring", n)?,
         None => default_neighbouring(&event),
     };
-    let (eps, lower) = py.detach(|| {
-        (
-            acc.epsilon(nb, &event, delta),
-            epsilon_lower_bound(&event, nb, delta),
-        )
+    let kinds = match asked {
+        Some(k) => vec![k],
+        None => vec![AccountantKind::Rdp, AccountantKind::Pld],
+    };
+    let (results, lower) = py.detach(|| {
+        let results: Vec<_> = kinds
+            .iter()
+            .map(|k| (*k, k.epsilon(nb, &event, delta)))
+            .collect();
+        (results, epsilon_lower_bound(&event, nb, delta))
     });
-    let eps = eps.map_err(|e| privacy("accountant", e))?;
     let lower = lower.map_err(|e| privacy("event", e))?;
-    Ok(json!({
-        "epsilon": eps,
+    let mut out = json!({
         "epsilon_lower_bound": lower,
         "delta": delta.get(),
-        "accountant": acc.name(),
         "neighbouring": nb,
-    })
-    .to_string())
+    });
+    let mut best: Option<(AccountantKind, f64)> = None;
+    let mut notes = serde_json::Map::new();
+    let mut first_error = None;
+    for (k, r) in results {
+        match r {
+            Ok(e) => {
+                if asked.is_none() {
+                    out[format!("{}_epsilon", k.name())] = json!(e);
+                }
+                if best.is_none_or(|(_, b)| e < b) {
+                    best = Some((k, e));
+                }
+            }
+            Err(why) => {
+                if asked.is_none() {
+                    out[format!("{}_epsilon", k.name())] = serde_json::Value::Null;
+                    notes.insert(format!("{}_epsilon", k.name()), json!(why.to_string()));
+                }
+                first_error.get_or_insert(why);
+            }
+        }
+    }
+    let Some((used, eps)) = best else {
+        // Every accountant asked refused: the first one's reason (never an optimistic ε).
+        return Err(match first_error {
+            Some(why) => privacy("accountant", why),
+            None => config("accountant", "no accountant was asked"),
+        });
+    };
+    // A lower bound is never shown above an upper bound (issue 27).
+    if lower.is_some_and(|l| l > eps) {
+        out["epsilon_lower_bound"] = serde_json::Value::Null;
+        notes.insert(
+            "epsilon_lower_bound".into(),
+            json!("withheld: above the upper bound (the lower bound's grid is optimistic)"),
+        );
+    }
+    out["epsilon"] = json!(eps);
+    out["accountant"] = json!(used.name());
+    out["epsilon_accountant"] = json!(used.name());
+    if !notes.is_empty() {
+        out["notes"] = serde_json::Value::Object(notes);
+    }
+    Ok(out.to_string())
+}
+
+/// δ of an event (JSON) at ε by the RDP (Canonne, Kamath & Steinke 2020 Prop. 12, min with the
+/// KL bound) or PLD accountant (the larger over the two directions), as
+/// `dp_accounting`'s `get_delta`.
+#[pyfunction]
+#[pyo3(signature = (event, epsilon, accountant="pld", neighbouring=None))]
+pub fn delta_event(
+    py: Python<'_>,
+    event: &str,
+    epsilon: f64,
+    accountant: &str,
+    neighbouring: Option<&str>,
+) -> PyResult<f64> {
+    use dpfl_privacy::accountant::{pld::PldAccountant, rdp::RdpAccountant};
+    let event = parse_event(event)?;
+    let acc = self::accountant("accountant", accountant)?;
+    if !(epsilon.is_finite() && epsilon >= 0.0) {
+        return Err(config(
+            "epsilon",
+            format!("must be finite and >= 0, got {epsilon}"),
+        ));
+    }
+    let nb = match neighbouring {
+        Some(n) => self::neighbouring("neighbouring", n)?,
+        None => default_neighbouring(&event),
+    };
+    let d = match acc {
+        AccountantKind::Rdp => py.detach(|| RdpAccountant::new(nb).delta(&event, epsilon)),
+        AccountantKind::Pld => py.detach(|| PldAccountant::new(nb).delta(&event, epsilon)),
+        other => {
+            return Err(config(
+                "accountant",
+                format!("get_delta is offered by rdp and pld, not {}", other.name()),
+            ));
+        }
+    };
+    let d = d.map_err(|e| privacy("accountant", e))?;
+    if !d.is_finite() {
+        return Err(RunError::new_err(format!(
+            "accountant: delta is not finite ({d})"
+        )));
+    }
+    Ok(d)
 }
 
 /// The smallest noise multiplier z whose event `make_event(z)` (a callable returning event

@@ -36,6 +36,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(plan::experiment_silos, m)?)?;
     m.add_class::<ledger::Ledger>()?;
     m.add_function(wrap_pyfunction!(accounting::account_event, m)?)?;
+    m.add_function(wrap_pyfunction!(accounting::delta_event, m)?)?;
     m.add_function(wrap_pyfunction!(accounting::account_release, m)?)?;
     m.add_function(wrap_pyfunction!(accounting::calibrate_release, m)?)?;
     m.add_function(wrap_pyfunction!(accounting::calibrate_event, m)?)?;
