@@ -31,8 +31,14 @@ def test_load_model_reads_the_real_servers_model(cli, tmp_path):
     private = [v for v in by_label.values() if v[1]["privacy"]["private"]]
     assert len(private) == 1, list(by_label)
     m, meta = private[0]
-    certified = meta["privacy"]["certified_epsilon"]
-    # The target is ε = 1; the certificate is what the silos' ledgers were charged.
-    assert 0.0 < certified <= 1.0 + 1e-9, meta["privacy"]
+    privacy = meta["privacy"]
+    certified = privacy["certified_epsilon"]
+    # The certificate is the tighter accountant's ε of what each silo's ledger was charged,
+    # largest over silos. small.toml calibrates by the experiment rule (Lowy's heuristic), so
+    # it exceeds the target ε = 1, and the saved model says so rather than the target.
+    silos = privacy["silos"]
+    assert len(silos) == 7  # small.toml: the obesity data by class, 7 silos
+    assert certified == max(min(s["rdp_epsilon"], s["pld_epsilon"]) for s in silos)
+    assert certified > privacy["epsilon"] == 1.0
+    assert all(0.0 < s["lower_epsilon"] <= certified for s in silos)
     assert m.certified_epsilon == certified
-    assert len(meta["privacy"]["silos"]) >= 2
