@@ -41,6 +41,29 @@ pub struct ExternalModel {
 }
 
 impl ExternalModel {
+    /// One call of the provider for the whole batch, each row clipped (with `clip`) as
+    /// [`super::clipped_batch_grad_per_example`] clips it, summed in record order into `out`
+    /// (scaled); a failed call poisons `out` (see [`Self::poison`]).
+    fn batch(
+        &self,
+        w: &[f64],
+        data: &Dataset,
+        idx: &[usize],
+        clip: Option<f64>,
+        scale: f64,
+        out: &mut [f64],
+    ) {
+        let Some(g) = self.rows(w, data, idx) else {
+            return Self::poison(out);
+        };
+        for row in g.chunks_exact(self.params.max(1)) {
+            let f = clip.map_or(1.0, |c| clip_factor(norm2(row), c));
+            if f > 0.0 {
+                axpy(scale * f, row, out);
+            }
+        }
+    }
+
     /// A model of `params` parameters; `provider` `None` for a party that computes no
     /// gradients (the server).
     pub fn new(params: usize, provider: Option<Arc<dyn GradientProvider>>) -> Self {
@@ -163,46 +186,7 @@ impl Model for ExternalModel {
         }
         Ok(())
     }
-    /// One call of the provider for the whole batch, summed in record order.
-    fn add_batch_grad(
-        &self,
-        w: &[f64],
-        data: &Dataset,
-        idx: &[usize],
-        scale: f64,
-        out: &mut [f64],
-    ) {
-        match self.rows(w, data, idx) {
-            Some(g) => g
-                .chunks_exact(self.params.max(1))
-                .for_each(|row| axpy(scale, row, out)),
-            None => Self::poison(out),
-        }
-    }
-    /// One call of the provider for the whole batch, each row clipped as
-    /// [`super::clipped_batch_grad_per_example`] clips it.
-    fn add_clipped_batch_grad(
-        &self,
-        w: &[f64],
-        data: &Dataset,
-        idx: &[usize],
-        clip: f64,
-        scale: f64,
-        out: &mut [f64],
-        _scratch: &mut [f64],
-    ) {
-        match self.rows(w, data, idx) {
-            Some(g) => {
-                for row in g.chunks_exact(self.params.max(1)) {
-                    let f = clip_factor(norm2(row), clip);
-                    if f > 0.0 {
-                        axpy(scale * f, row, out);
-                    }
-                }
-            }
-            None => Self::poison(out),
-        }
-    }
+    batch_grads_from_loop!();
 }
 
 #[cfg(test)]
