@@ -13,7 +13,7 @@ the ServerApp, so the run is marked failed (``flwr ls`` shows ``failed``; a simu
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, Iterable, List, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 
 from flwr.app import ArrayRecord, ConfigRecord, Context, Message, MetricRecord, RecordDict
 from flwr.clientapp import ClientApp
@@ -121,6 +121,17 @@ def _raise_on_errors(what: str, replies: List[Message], expected: "int | None") 
         raise RoundFailed(f"{what}: {len(replies)} of {expected} replies arrived")
 
 
+def _arrays_and_config(msg: Message) -> Tuple[List[Any], Dict[str, Any]]:
+    """A Message-API request's model arrays and config, as a NumPyClient takes them."""
+    arrays = msg.content.array_records["arrays"].to_numpy_ndarrays()
+    return arrays, dict(msg.content.config_records.get("config", ConfigRecord()))
+
+
+def _numeric(metrics: Optional[Dict[str, Any]]) -> Dict[str, Any]:
+    """The numeric (non-bool) entries of a NumPyClient's metrics: what a MetricRecord holds."""
+    return {k: v for k, v in (metrics or {}).items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+
+
 def numpy_client_app(client_fn: Callable[[Context], Any]) -> ClientApp:
     """A Message-API ``ClientApp`` running ``client_fn(context)``'s ``NumPyClient`` (e.g. a
     ``DpflClient``) for ``flwr.serverapp.strategy.*``: ``"arrays"`` and ``"config"`` in,
@@ -130,21 +141,15 @@ def numpy_client_app(client_fn: Callable[[Context], Any]) -> ClientApp:
 
     @app.train()
     def train(msg: Message, context: Context) -> Message:
-        client = client_fn(context)
-        arrays = msg.content.array_records["arrays"].to_numpy_ndarrays()
-        config = dict(msg.content.config_records.get("config", ConfigRecord()))
-        new, n, metrics = client.fit(arrays, config)
-        out = {k: v for k, v in (metrics or {}).items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+        new, n, metrics = client_fn(context).fit(*_arrays_and_config(msg))
+        out = _numeric(metrics)
         out["num-examples"] = int(n)
         return Message(RecordDict({"arrays": ArrayRecord(list(new)), "metrics": MetricRecord(out)}), reply_to=msg)
 
     @app.evaluate()
     def evaluate(msg: Message, context: Context) -> Message:
-        client = client_fn(context)
-        arrays = msg.content.array_records["arrays"].to_numpy_ndarrays()
-        config = dict(msg.content.config_records.get("config", ConfigRecord()))
-        loss, n, metrics = client.evaluate(arrays, config)
-        out = {k: v for k, v in (metrics or {}).items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+        loss, n, metrics = client_fn(context).evaluate(*_arrays_and_config(msg))
+        out = _numeric(metrics)
         out.update({"loss": float(loss), "num-examples": int(n)})
         return Message(RecordDict({"metrics": MetricRecord(out)}), reply_to=msg)
 
