@@ -1,5 +1,5 @@
 //! Embeds the git revision of the build as `DPFL_GIT_REVISION` (provenance of every output,
-//! `dpfl::provenance`): `$DPFL_GIT_REVISION` if set (e.g. a container build without `.git`),
+//! `dpfl_lab::provenance`): `$DPFL_GIT_REVISION` if set (e.g. a container build without `.git`),
 //! else `git rev-parse HEAD`, else "unknown".
 
 use std::process::Command;

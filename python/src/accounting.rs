@@ -9,9 +9,9 @@ use serde_json::json;
 
 use dpfl_privacy::accountant::AccountantKind;
 use dpfl_privacy::accountant::lower_bound::epsilon_lower_bound;
+use dpfl_privacy::accountant::sampled_pld::PoissonPair;
 use dpfl_privacy::calibration::{analytic_gaussian_noise_multiplier, calibrate_noise_multiplier};
 use dpfl_privacy::event::Sampling;
-use dpfl_privacy::accountant::sampled_pld::PoissonPair;
 use dpfl_privacy::release::{
     LOWER_BOUND_SECONDS, Release, ReleaseError, ReleaseMechanism, ReportError, SamplingKind,
     account_report, calibrate_report,
@@ -109,7 +109,10 @@ fn poisson_pair(name: &str) -> PyResult<PoissonPair> {
     one_of(
         "poisson_pair",
         name,
-        &[("ball", PoissonPair::Ball), ("generic", PoissonPair::Generic)],
+        &[
+            ("ball", PoissonPair::Ball),
+            ("generic", PoissonPair::Generic),
+        ],
     )
 }
 

@@ -9,7 +9,9 @@
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
-use dpfl_privacy::mechanism::{GaussianMechanism as Inner, GaussianNoise, Mechanism, VectorMechanism};
+use dpfl_privacy::mechanism::{
+    GaussianMechanism as Inner, GaussianNoise, Mechanism, VectorMechanism,
+};
 use dpfl_privacy::qtdl::{quantizer, tdl, theorem1};
 use dpfl_privacy::rng::{DpRng, Purpose};
 

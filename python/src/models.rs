@@ -1,12 +1,12 @@
-//! Saved models (`dpfl::experiment::saved`: safetensors + JSON) and the own-data helpers
+//! Saved models (`dpfl_lab::experiment::saved`: safetensors + JSON) and the own-data helpers
 //! (`dpfl init`, `dpfl config check`) for the Python package.
 
 use std::path::{Path, PathBuf};
 
 use pyo3::prelude::*;
 
-use dpfl::experiment::ExperimentSpec;
-use dpfl::experiment::saved::SavedModel;
+use dpfl_lab::experiment::ExperimentSpec;
+use dpfl_lab::experiment::saved::SavedModel;
 
 use crate::errors::{ConfigError, dpfl_error};
 
@@ -54,7 +54,7 @@ pub fn evaluate_file(
 #[pyfunction]
 #[pyo3(signature = (data, label, silo_column=None))]
 pub fn init_experiment(data: PathBuf, label: &str, silo_column: Option<&str>) -> PyResult<String> {
-    dpfl::experiment::init::init_experiment(&data, label, silo_column).map_err(dpfl_error)
+    dpfl_lab::experiment::init::init_experiment(&data, label, silo_column).map_err(dpfl_error)
 }
 
 /// `dpfl config check`: the report, or the first error.
@@ -64,6 +64,6 @@ pub fn check_config(py: Python<'_>, path: PathBuf, data_dir: Option<PathBuf>) ->
     let text = std::fs::read_to_string(&path)
         .map_err(|e| ConfigError::new_err(format!("{}: {e}", path.display())))?;
     let spec = ExperimentSpec::from_toml_at(&text, &path).map_err(dpfl_error)?;
-    py.detach(|| dpfl::experiment::init::check_experiment(&spec, data_dir.as_deref()))
+    py.detach(|| dpfl_lab::experiment::init::check_experiment(&spec, data_dir.as_deref()))
         .map_err(dpfl_error)
 }

@@ -10,11 +10,11 @@ use pyo3::types::PyDict;
 use serde_json::json;
 
 use dpfl::algo::{AlgorithmSpec, FixedNoise, SiloInfo};
-use dpfl::experiment::{self, ExperimentSpec};
 use dpfl::model::{ModelSpec, Projection};
 use dpfl::plan::{Plan as Inner, Setup};
 use dpfl::round::Participation;
 use dpfl::units::{ClipNorm, SiloId};
+use dpfl_lab::experiment::{self, ExperimentSpec};
 use dpfl_privacy::accountant::AccountantKind;
 use dpfl_privacy::{Delta, Neighbouring, PrivacyEvent};
 

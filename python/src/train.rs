@@ -1,4 +1,4 @@
-//! `dpfl train` from Python: the crate-level entry point `dpfl::experiment::run` (as
+//! `dpfl train` from Python: the crate-level entry point `dpfl_lab::experiment::run` (as
 //! crates/dpfl-cli/src/train.rs calls it), nothing below it.
 
 use std::path::{Path, PathBuf};
@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use pyo3::prelude::*;
 use serde_json::json;
 
-use dpfl::experiment::{self, ExperimentSpec};
+use dpfl_lab::experiment::{self, ExperimentSpec};
 
 use crate::errors::{ConfigError, RunError, dpfl_error, one_line};
 
@@ -59,7 +59,7 @@ pub fn train(
         spec.seed = seed;
     }
     if let Some(dir) = &out {
-        dpfl::output::prepare_out_dir(dir).map_err(|e| ConfigError::new_err(e.to_string()))?;
+        dpfl_lab::output::prepare_out_dir(dir).map_err(|e| ConfigError::new_err(e.to_string()))?;
     }
     let algorithms = spec.algorithms.len();
     let total = spec.rounds * spec.trials * algorithms;
@@ -119,7 +119,7 @@ pub fn reproduce(
     out: Option<PathBuf>,
     progress: Option<Py<PyAny>>,
 ) -> PyResult<String> {
-    use dpfl::reproduce as repro;
+    use dpfl_lab::reproduce as repro;
     let mut spec = repro::builtin(id).map_err(dpfl_error)?;
     if quick {
         spec = spec.quick();
@@ -134,7 +134,7 @@ pub fn reproduce(
         spec.trials = t;
     }
     if let Some(dir) = &out {
-        dpfl::output::prepare_out_dir(dir).map_err(|e| ConfigError::new_err(e.to_string()))?;
+        dpfl_lab::output::prepare_out_dir(dir).map_err(|e| ConfigError::new_err(e.to_string()))?;
     }
     let report = |done: usize, total: usize| {
         if let Some(cb) = &progress {

@@ -1,5 +1,5 @@
 //! `dpfl audit CONFIG`: the one-run empirical privacy audit of one algorithm of an experiment
-//! (`dpfl::audit`); prints one JSON object.
+//! (`dpfl_lab::audit`); prints one JSON object.
 
 use std::path::PathBuf;
 
@@ -36,15 +36,15 @@ pub struct AuditArgs {
 
 pub fn audit(args: &AuditArgs) -> anyhow::Result<()> {
     let spec = crate::train::load_spec(Some(&args.config))?;
-    let opts = dpfl::audit::AuditOptions {
+    let opts = dpfl_lab::audit::AuditOptions {
         canaries: args.canaries,
         k: args.k,
         confidence: args.confidence,
         seed: args.seed,
         score: args.score.parse().map_err(crate::usage)?,
-        ..dpfl::audit::AuditOptions::new(args.algorithm)
+        ..dpfl_lab::audit::AuditOptions::new(args.algorithm)
     };
-    let report = dpfl::audit::audit(&spec, args.data_dir.as_deref(), &opts)
+    let report = dpfl_lab::audit::audit(&spec, args.data_dir.as_deref(), &opts)
         .map_err(|e| crate::name_file(Some(&args.config), e))?;
     println!("{}", serde_json::to_string(&report)?);
     Ok(())

@@ -2,4 +2,4 @@
 //! large or very small magnitudes (never a 300-digit integer or a row of zeros). The rules
 //! live beside the privacy guarantee's text, which uses them too.
 
-pub use dpfl::experiment::guarantee::{num, short};
+pub use dpfl_lab::experiment::guarantee::{num, short};

@@ -49,7 +49,7 @@ pub fn init(args: &InitArgs) -> anyhow::Result<()> {
         Some(out) => relative_to(&args.data, crate::base_dir(out)),
         None => args.data.clone(),
     };
-    let init = dpfl::experiment::init::init_with_notes(
+    let init = dpfl_lab::experiment::init::init_with_notes(
         &args.data,
         &args.label,
         args.silo_column.as_deref(),
@@ -70,7 +70,7 @@ pub fn init(args: &InitArgs) -> anyhow::Result<()> {
                     out.display()
                 )));
             }
-            dpfl::output::atomic_write(out, text.as_bytes())?;
+            dpfl_lab::output::atomic_write(out, text.as_bytes())?;
             eprintln!(
                 "wrote {}; check it with `dpfl config check {}`",
                 out.display(),
@@ -93,7 +93,7 @@ pub fn config(cmd: &ConfigCommand) -> anyhow::Result<()> {
     match cmd {
         ConfigCommand::Check { path, data_dir } => {
             let spec = crate::train::load_spec(Some(path))?;
-            let report = dpfl::experiment::init::check_experiment(&spec, data_dir.as_deref())
+            let report = dpfl_lab::experiment::init::check_experiment(&spec, data_dir.as_deref())
                 .map_err(|e| crate::name_file(Some(path), e))?;
             if crate::json() {
                 crate::print_json(&serde_json::json!({
@@ -106,7 +106,7 @@ pub fn config(cmd: &ConfigCommand) -> anyhow::Result<()> {
             Ok(())
         }
         ConfigCommand::Reference { out } => {
-            use dpfl::experiment::reference;
+            use dpfl_lab::experiment::reference;
             let text = if crate::json() {
                 let mut t = serde_json::to_string_pretty(&reference::json_schema())?;
                 t.push('\n');
@@ -117,7 +117,7 @@ pub fn config(cmd: &ConfigCommand) -> anyhow::Result<()> {
             match out {
                 None => print!("{text}"),
                 Some(out) => {
-                    dpfl::output::atomic_write(out, text.as_bytes())?;
+                    dpfl_lab::output::atomic_write(out, text.as_bytes())?;
                     eprintln!("wrote {}", out.display());
                 }
             }

@@ -128,7 +128,7 @@ fn command() -> clap::Command {
 }
 
 fn main() -> ExitCode {
-    dpfl::provenance::set_revision(env!("DPFL_GIT_REVISION"));
+    dpfl_lab::provenance::set_revision(env!("DPFL_GIT_REVISION"));
     // Usage errors are one line (the rest of clap's message is a usage hint), exit code 2.
     let parsed = command()
         .try_get_matches()

@@ -1,5 +1,5 @@
 //! `dpfl predict` and `dpfl evaluate`: use a model `dpfl train --out` saved
-//! (`OUT/models/<k>-<label>/`, format in `dpfl::experiment::saved`).
+//! (`OUT/models/<k>-<label>/`, format in `dpfl_lab::experiment::saved`).
 
 use std::path::PathBuf;
 
@@ -7,7 +7,7 @@ use anyhow::Context;
 use clap::Args;
 use serde_json::json;
 
-use dpfl::experiment::saved::SavedModel;
+use dpfl_lab::experiment::saved::SavedModel;
 
 #[derive(Args)]
 pub struct PredictArgs {
@@ -76,7 +76,7 @@ pub fn predict(args: &PredictArgs) -> anyhow::Result<()> {
         }
     }
     let header: Vec<&str> = header.iter().map(String::as_str).collect();
-    let csv = dpfl::output::csv_string(
+    let csv = dpfl_lab::output::csv_string(
         &header,
         preds.iter().enumerate().map(|(i, p)| {
             let mut row = vec![(i + 1).to_string(), p.clone()];
@@ -91,7 +91,7 @@ pub fn predict(args: &PredictArgs) -> anyhow::Result<()> {
         std::io::stdout().lock().write_all(csv.as_bytes())?;
         return Ok(());
     };
-    dpfl::output::atomic_write(out, csv.as_bytes())
+    dpfl_lab::output::atomic_write(out, csv.as_bytes())
         .with_context(|| format!("writing {}", out.display()))?;
     println!(
         "{}",
@@ -125,7 +125,7 @@ pub fn evaluate(args: &EvaluateArgs) -> anyhow::Result<()> {
         })
     );
     if !crate::json() {
-        eprint!("{}", dpfl::experiment::evaluation::table(&e));
+        eprint!("{}", dpfl_lab::experiment::evaluation::table(&e));
     }
     Ok(())
 }

@@ -116,8 +116,8 @@ impl Drop for Progress {
 }
 
 /// What the progress display says while a data set is loaded and prepared.
-pub fn loading_message(data: &dpfl::experiment::DataSpec) -> &'static str {
-    use dpfl::experiment::datasource::Source;
+pub fn loading_message(data: &dpfl_lab::experiment::DataSpec) -> &'static str {
+    use dpfl_lab::experiment::datasource::Source;
     match data.source {
         Source::Mnist { pca: Some(_) } | Source::FashionMnist { pca: Some(_) } => {
             "loading data, fitting PCA"

@@ -1,7 +1,7 @@
 //! `dpfl data shard`: a silo makes its data shard from its own file (issue 16 item 3), in the
 //! format `dpfl federate --prepare-only` writes (`dpfl_net::shard`, checksummed) and
 //! `dpfl silo --data` reads. The experiment file, shared by all silos, says how records
-//! become features ([`dpfl::experiment::DataSpec::for_own_file`]); the train/test split is
+//! become features ([`dpfl_lab::experiment::DataSpec::for_own_file`]); the train/test split is
 //! drawn as `dpfl train` draws trial 0's, so a federation file prepared from the same
 //! experiment and records gives the same shard.
 
@@ -11,7 +11,7 @@ use anyhow::Context;
 use clap::Args;
 use serde_json::json;
 
-use dpfl::experiment;
+use dpfl_lab::experiment;
 
 #[derive(Args)]
 pub struct ShardArgs {

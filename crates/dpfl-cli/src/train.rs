@@ -8,7 +8,7 @@ use clap::{Args, Subcommand};
 use crate::fmt::{num, short};
 use crate::progress::Progress;
 
-use dpfl::experiment::{self, ExperimentSpec, RunOutput};
+use dpfl_lab::experiment::{self, ExperimentSpec, RunOutput};
 
 /// The experiment `dpfl train` runs without `--config`.
 pub const DEFAULT_EXPERIMENT: &str = include_str!("../../../experiments/default.toml");
@@ -71,7 +71,7 @@ pub fn train(args: &TrainArgs) -> anyhow::Result<()> {
         spec.seed = args.seed;
     }
     if let Some(dir) = &args.out {
-        dpfl::output::prepare_fresh_out_dir(dir, args.force).map_err(crate::usage)?;
+        dpfl_lab::output::prepare_fresh_out_dir(dir, args.force).map_err(crate::usage)?;
     }
     let total = (spec.rounds * spec.trials * spec.algorithms.len()) as u64;
     let bar = Progress::new(
@@ -114,7 +114,7 @@ pub fn train(args: &TrainArgs) -> anyhow::Result<()> {
     let mut report_files: Vec<PathBuf> = Vec::new();
     if let Some(dir) = &args.out {
         // Written aside and moved in whole: a failure leaves --out as it was.
-        let stage = dpfl::output::Staging::new(dir).map_err(crate::usage)?;
+        let stage = dpfl_lab::output::Staging::new(dir).map_err(crate::usage)?;
         let tmp = stage.path();
         experiment::write_outputs(&out, tmp)
             .with_context(|| format!("writing results to {}", dir.display()))?;
@@ -196,19 +196,19 @@ fn write_failure(
         "error": crate::one_line(error),
         "finished": "summary.json, rounds.csv and models/ hold the runs that finished before it",
     });
-    dpfl::output::atomic_write(path, (serde_json::to_string_pretty(&v)? + "\n").as_bytes())?;
+    dpfl_lab::output::atomic_write(path, (serde_json::to_string_pretty(&v)? + "\n").as_bytes())?;
     Ok(())
 }
 
-/// The provenance of a run's outputs (`dpfl::provenance`): the spec as run, its seed, and
+/// The provenance of a run's outputs (`dpfl_lab::provenance`): the spec as run, its seed, and
 /// what `test_metric` holds.
 pub(crate) fn provenance(
     command: &str,
     spec: &ExperimentSpec,
     config: Option<&std::path::Path>,
     out: &RunOutput,
-) -> anyhow::Result<dpfl::provenance::Provenance> {
-    let mut p = dpfl::provenance::Provenance::new(command, spec.seed, config, spec)?;
+) -> anyhow::Result<dpfl_lab::provenance::Provenance> {
+    let mut p = dpfl_lab::provenance::Provenance::new(command, spec.seed, config, spec)?;
     p.test_metric = out.summary.first().map(|s| {
         serde_json::to_value(s.metric)
             .ok()

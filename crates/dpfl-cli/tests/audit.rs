@@ -3,7 +3,7 @@
 //! the library's bound for the reported guesses; bad input gives one clear error line and a
 //! non-zero exit. The experiment files are `dpfl_testkit::audit`'s, the ones the library's
 //! audit tests use. Each audit here is honest (the under-noised builds are a test-only switch
-//! of the library; `crates/dpfl/src/audit/tests.rs`), so each bound must stay at or below the
+//! of the library; `crates/dpfl-lab/src/audit/tests.rs`), so each bound must stay at or below the
 //! claimed ε = 1.
 
 mod common;
@@ -59,8 +59,8 @@ fn assert_honest_report(v: &serde_json::Value, algorithm: &str, scored: &str) {
     // Two scores (sum and max) by default, each bounded at 1 − 0.05/2.
     assert_eq!(v["score_confidence"], 0.975, "{v}");
     assert_eq!(v["scores"].as_array().map(Vec::len), Some(2), "{v}");
-    let expected = dpfl::audit::epsilon_lower_bound(
-        dpfl::audit::Guesses {
+    let expected = dpfl_lab::audit::epsilon_lower_bound(
+        dpfl_lab::audit::Guesses {
             m: 100,
             r: 50,
             v: correct,

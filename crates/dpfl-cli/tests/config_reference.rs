@@ -23,13 +23,13 @@ fn config_reference_is_current() {
     assert!(
         fresh == checked_in,
         "docs/config-reference.md is stale; regenerate it with\n    {}",
-        dpfl::experiment::reference::REGENERATE
+        dpfl_lab::experiment::reference::REGENERATE
     );
 }
 
 #[test]
 fn every_field_and_variant_is_documented() {
-    let missing = dpfl::experiment::reference::undocumented();
+    let missing = dpfl_lab::experiment::reference::undocumented();
     assert!(
         missing.is_empty(),
         "fields or variants of the experiment file without a doc comment (the reference's \

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Output};
 use std::time::{Duration, Instant};
 
-use dpfl::experiment::ExperimentSpec;
+use dpfl_lab::experiment::ExperimentSpec;
 
 fn experiment(rounds: usize, participation: &str) -> String {
     format!(

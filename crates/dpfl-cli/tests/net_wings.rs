@@ -12,7 +12,7 @@ use common::{
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use dpfl::experiment::{self, ExperimentSpec};
+use dpfl_lab::experiment::{self, ExperimentSpec};
 
 /// The simulator's run of algorithm 0 of trial 0, evaluated once at the end.
 fn simulated(exp: &Path) -> experiment::SingleRun {

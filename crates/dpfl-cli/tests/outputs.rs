@@ -320,7 +320,7 @@ impl<W: std::io::Write> std::io::Write for FullDisk<W> {
 /// left, and the error names the file.
 #[test]
 fn a_full_disk_leaves_the_previous_output_whole() {
-    use dpfl::output::{atomic_write, replace_with, write_through};
+    use dpfl_lab::output::{atomic_write, replace_with, write_through};
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join("summary.json");
     atomic_write(&p, b"[{\"old\": true}]\n").unwrap();

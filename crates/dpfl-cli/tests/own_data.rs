@@ -285,9 +285,9 @@ fn inspect_check_and_train_describe_one_split() {
     let inspect = ok(&dpfl_in(d, &["--json", "data", "inspect", "exp.toml"]));
     let inspect: serde_json::Value = serde_json::from_str(inspect.trim()).unwrap();
     // The split training uses: trial 1 of `experiment::run`'s master generator.
-    let spec = dpfl::experiment::ExperimentSpec::from_file(&d.join("exp.toml")).unwrap();
-    let mut master = dpfl::experiment::master_rng(&spec).unwrap();
-    let (trial, _) = dpfl::experiment::next_trial(&spec, None, &mut master).unwrap();
+    let spec = dpfl_lab::experiment::ExperimentSpec::from_file(&d.join("exp.toml")).unwrap();
+    let mut master = dpfl_lab::experiment::master_rng(&spec).unwrap();
+    let (trial, _) = dpfl_lab::experiment::next_trial(&spec, None, &mut master).unwrap();
     let want: Vec<serde_json::Value> = trial
         .silos
         .iter()

@@ -2,7 +2,7 @@
 //! record_models_every = k`) so that `dpfl federate` can write `dpfl train`'s learning curve.
 //!
 //! After aggregating a round the server appends the model [`dpfl::algo::ServerHalf::output`]
-//! returns — exactly what `dpfl::experiment::train_one` evaluates at that point — for every
+//! returns — exactly what `dpfl_lab::experiment::train_one` evaluates at that point — for every
 //! round that [`dpfl::round::is_eval_round`] selects with period k (every k-th round and
 //! always the last).
 //!

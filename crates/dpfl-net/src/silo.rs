@@ -469,7 +469,7 @@ calibration = "experiment"
         algorithm: usize,
         p: &crate::config::PublicFacts,
     ) -> dpfl::Result<dpfl::plan::Plan> {
-        dpfl::experiment::plan_from_file(
+        dpfl_lab::experiment::plan_from_file(
             experiment,
             algorithm,
             p.features,
@@ -496,9 +496,9 @@ calibration = "experiment"
     fn silo(dir: &Path, seed: bool, start: Start) -> Result<Silo> {
         let fed = federation(dir, seed);
         let spec =
-            dpfl::experiment::ExperimentSpec::from_file(&dir.join("experiment.toml")).unwrap();
-        let mut master = dpfl::experiment::master_rng(&spec).unwrap();
-        let (trial, _) = dpfl::experiment::next_trial(&spec, None, &mut master).unwrap();
+            dpfl_lab::experiment::ExperimentSpec::from_file(&dir.join("experiment.toml")).unwrap();
+        let mut master = dpfl_lab::experiment::master_rng(&spec).unwrap();
+        let (trial, _) = dpfl_lab::experiment::next_trial(&spec, None, &mut master).unwrap();
         let data = trial.silos.into_iter().next().unwrap();
         Silo::new(fed, 0, data, start)
     }

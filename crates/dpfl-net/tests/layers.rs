@@ -1,7 +1,8 @@
 //! `dpfl-net` runs halves built from a plan and the round core; it never imports the
-//! simulator (`dpfl::sim`) or the experiment layer (`dpfl::experiment`), issue 10. Checked on
-//! the source text of `src/` (comments and `#[cfg(test)]` tails left out; tests, benches and
-//! the `dpfl` binary may read experiments).
+//! simulator (`dpfl::sim`, issue 10; checked on the source text of `src/`, comments and
+//! `#[cfg(test)]` tails left out) or the lab (`dpfl-lab`: experiments, reproductions, plots;
+//! checked on the manifest: the lab may be a dev-dependency only, so tests, benches and the
+//! `dpfl` binary may read experiments).
 
 use std::path::{Path, PathBuf};
 
@@ -32,11 +33,11 @@ fn code(src: &str) -> String {
     out.split_whitespace().collect::<Vec<_>>().join("")
 }
 
-/// The layers `dpfl-net` must not reach, as paths (`dpfl::sim`) or in a use tree
-/// (`dpfl::{sim, …}`).
+/// The layers of `dpfl` that `dpfl-net` must not reach, as paths (`dpfl::sim`) or in a use
+/// tree (`dpfl::{sim, …}`).
 fn forbidden(code: &str) -> Vec<&'static str> {
     let mut hits = Vec::new();
-    for layer in ["experiment", "sim"] {
+    for layer in ["sim"] {
         let direct = format!("dpfl::{layer}");
         let mut in_tree = false;
         let mut rest = code;
@@ -70,23 +71,19 @@ fn forbidden(code: &str) -> Vec<&'static str> {
 fn the_checker_sees_paths_and_use_trees() {
     assert_eq!(forbidden(&code("use dpfl::sim::Simulator;")), vec!["sim"]);
     assert_eq!(
-        forbidden(&code(
-            "use dpfl::{algo::Round,\n experiment::ExperimentSpec};"
-        )),
-        vec!["experiment"]
+        forbidden(&code("use dpfl::{algo::Round,\n sim::Simulator};")),
+        vec!["sim"]
     );
     assert_eq!(
-        forbidden(&code(
-            "let c = dpfl :: experiment :: build_context_from(x);"
-        )),
-        vec!["experiment"]
+        forbidden(&code("let c = dpfl :: sim :: train_loss(m, w, s);")),
+        vec!["sim"]
     );
     assert!(forbidden(&code("use dpfl::simulate; // dpfl::sim in a comment")).is_empty());
     assert!(forbidden(&code("use dpfl::plan::Plan;\nuse dpfl::round::silo_step;")).is_empty());
 }
 
 #[test]
-fn dpfl_net_src_imports_neither_the_simulator_nor_the_experiment_layer() {
+fn dpfl_net_src_does_not_import_the_simulator() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     let mut all = Vec::new();
     files(&src, &mut all);
@@ -99,4 +96,25 @@ fn dpfl_net_src_imports_neither_the_simulator_nor_the_experiment_layer() {
         }
     }
     assert!(bad.is_empty(), "{bad:#?}");
+}
+
+/// The lab (`dpfl-lab`) is not among `dpfl-net`'s `[dependencies]` (a dev-dependency is fine):
+/// the runtime serves plans, whoever made them.
+#[test]
+fn the_lab_is_not_a_dependency_of_the_runtime() {
+    let manifest =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml"))
+            .expect("read Cargo.toml");
+    let deps = manifest
+        .split("\n[")
+        .find(|section| section.starts_with("dependencies]"))
+        .expect("a [dependencies] section");
+    assert!(
+        deps.contains("dpfl.workspace"),
+        "the checker reads the wrong section"
+    );
+    assert!(
+        !deps.contains("dpfl-lab"),
+        "dpfl-net depends on the lab:\n{deps}"
+    );
 }

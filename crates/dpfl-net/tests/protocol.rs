@@ -438,14 +438,15 @@ fn a_silo_never_answers_a_round_older_than_its_last() {
     std::fs::write(dir.join("experiment.toml"), private).unwrap();
     let fed = common::load(&config);
     // Silo 0's data (the experiment is seeded: the same every time).
-    let data = |spec: &dpfl::experiment::ExperimentSpec| {
-        let mut master = dpfl::experiment::master_rng(spec).unwrap();
-        let (trial, _) = dpfl::experiment::next_trial(spec, None, &mut master).unwrap();
+    let data = |spec: &dpfl_lab::experiment::ExperimentSpec| {
+        let mut master = dpfl_lab::experiment::master_rng(spec).unwrap();
+        let (trial, _) = dpfl_lab::experiment::next_trial(spec, None, &mut master).unwrap();
         trial.silos.into_iter().next().unwrap()
     };
     let dim = fed.context().unwrap().federation.dim;
-    let d0 =
-        data(&dpfl::experiment::ExperimentSpec::from_file(&dir.join("experiment.toml")).unwrap());
+    let d0 = data(
+        &dpfl_lab::experiment::ExperimentSpec::from_file(&dir.join("experiment.toml")).unwrap(),
+    );
     let mut silo = dpfl_net::silo::Silo::new(fed, 0, d0, Start::Fresh).unwrap();
     let broadcast = |round| {
         codec::encode_broadcast(&dpfl::algo::Broadcast {
@@ -469,8 +470,9 @@ fn a_silo_never_answers_a_round_older_than_its_last() {
     // A restarted silo process remembers: still refused.
     drop(silo);
     let fed = common::load(&config);
-    let d0 =
-        data(&dpfl::experiment::ExperimentSpec::from_file(&dir.join("experiment.toml")).unwrap());
+    let d0 = data(
+        &dpfl_lab::experiment::ExperimentSpec::from_file(&dir.join("experiment.toml")).unwrap(),
+    );
     let mut silo = dpfl_net::silo::Silo::new(fed, 0, d0, Start::Resume).unwrap();
     assert_eq!(silo.answer(&broadcast(0), 0, None).unwrap(), None);
     assert_eq!(

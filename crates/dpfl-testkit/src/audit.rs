@@ -1,4 +1,4 @@
-//! The experiment files of the audit's tests, shared by `dpfl::audit`'s unit tests and the
+//! The experiment files of the audit's tests, shared by `dpfl_lab::audit`'s unit tests and the
 //! `dpfl audit` command-line tests (one copy): 3 silos of 100 synthetic binary records with 4
 //! features, all silos in every round, claimed (1, 1/n²)-DP at L = 1. The audit puts its
 //! canaries into silo 0 (100 of them: n₀ = 200, so K = 100 draws half of silo 0).

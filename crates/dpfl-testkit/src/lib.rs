@@ -307,3 +307,25 @@ pub fn separable_federation(
     };
     (ctx, data)
 }
+
+/// The shared data sets' directory (MNIST, Fashion-MNIST, w8a, …): `DPFL_DATA` if set, else
+/// `../../../shared/datasets` relative to this crate (the development machines' layout), if it
+/// is a directory. `None`, with a note on stderr, when neither is there, so that tests and
+/// benchmarks of the large sets skip on machines without them.
+pub fn shared_datasets() -> Option<std::path::PathBuf> {
+    let dir = std::env::var_os("DPFL_DATA")
+        .filter(|v| !v.is_empty())
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| {
+            std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/datasets")
+        });
+    if dir.is_dir() {
+        Some(dir)
+    } else {
+        eprintln!(
+            "note: shared data sets not found at {} (set DPFL_DATA); skipping",
+            dir.display()
+        );
+        None
+    }
+}

@@ -1,7 +1,7 @@
 //! Every committed result has provenance (issue 32 item 5): each `docs/results/<id>/` folder
 //! holds a `provenance.json` naming the command, the configuration, the seed, the commit, the
 //! build profile, the machine and the wall time — as the run recorded them
-//! (`dpfl::provenance`), or, for folders older than that file, reconstructed with the unknown
+//! (`dpfl_lab::provenance`), or, for folders older than that file, reconstructed with the unknown
 //! fields marked "unknown" or null. A folder without one fails here.
 
 use std::path::{Path, PathBuf};

@@ -11,26 +11,22 @@
 //! * [`round`]: the round core both runners drive (participation, RNG streams, the silo step
 //!   with its one refusal rule, collection, the shuffle stage);
 //! * [`sim`]: the in-process simulator, a transport under the round core;
-//! * [`experiment`]: TOML experiment specs, runs and their outputs;
 //! * [`units`]: checked newtypes for numbers that carry meaning (silo id, step size, clip).
+//!
+//! Experiments (TOML files, runs, outputs, reports), the papers' reproductions, the audit and
+//! the plots live in the lab crate, `dpfl-lab`, which builds on this one.
 //!
 //! See `ARCHITECTURE.md` at the repository root for the invariants.
 
 #![warn(missing_docs)]
 
 pub mod algo;
-pub mod audit;
 pub mod compress;
 pub mod data;
 pub mod error;
-pub mod experiment;
 pub mod linalg;
 pub mod model;
-pub mod output;
 pub mod plan;
-pub mod plot;
-pub mod provenance;
-pub mod reproduce;
 pub mod round;
 pub mod sim;
 pub mod units;

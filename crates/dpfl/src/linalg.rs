@@ -162,7 +162,7 @@ pub fn scale(alpha: f64, x: &mut [f64]) {
 /// Gram matrix is accumulated row by row over each row's non-zero entries only (a9a's rows
 /// hold ≈ 14 ones in 124 columns, so its entries are exact integer counts), and its
 /// eigenvalues cost nothing at d = 124.
-pub(crate) fn spectral_norm(x: &[f64], n: usize, d: usize) -> crate::Result<f64> {
+pub fn spectral_norm(x: &[f64], n: usize, d: usize) -> crate::Result<f64> {
     use faer::diag::Diag;
     use faer::dyn_stack::{MemBuffer, MemStack};
     use faer::linalg::evd::{self, ComputeEigenvectors};

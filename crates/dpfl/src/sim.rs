@@ -320,6 +320,25 @@ impl<'a> Simulator<'a> {
     }
 }
 
+/// ‖∇f(w)‖² with f the mean loss over every silo's training rows.
+pub fn full_grad_norm_sq<'d>(
+    model: &dyn Model,
+    w: &[f64],
+    silos: impl IntoIterator<Item = &'d SiloData>,
+) -> f64 {
+    let silos: Vec<&SiloData> = silos.into_iter().collect();
+    let n: usize = silos.iter().map(|s| s.train.len()).sum();
+    if n == 0 {
+        return f64::NAN;
+    }
+    let mut g = vec![0.0; w.len()];
+    for s in silos {
+        let idx: Vec<usize> = (0..s.train.len()).collect();
+        model.add_batch_grad(w, &s.train, &idx, 1.0 / n as f64, &mut g);
+    }
+    crate::linalg::dot(&g, &g)
+}
+
 /// Mean training loss of `w` over the silos' training rows (pooled). The simulator and the
 /// network runner (`dpfl federate`, which holds every shard) both evaluate through this and
 /// [`test_metric`], so their curves agree bit for bit.

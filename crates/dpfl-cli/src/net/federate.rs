@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 
-use dpfl::experiment::{self, SingleRun};
+use dpfl_lab::experiment::{self, SingleRun};
 
 use super::args::FederateArgs;
 use super::prepare::{Prepared, budget_file, prepare_trial, print_commands};
@@ -231,7 +231,7 @@ pub fn federate(args: &FederateArgs) -> anyhow::Result<()> {
     // Like train and reproduce: an unusable --out is refused before any certificate, shard
     // or process is made.
     let before = entries(&out);
-    dpfl::output::prepare_fresh_out_dir(&out, args.force).map_err(crate::usage)?;
+    dpfl_lab::output::prepare_fresh_out_dir(&out, args.force).map_err(crate::usage)?;
     let mut launched = false;
     let result = federate_into(args, &spec, &out, &mut launched);
     if result.is_err() && !launched {
@@ -340,7 +340,7 @@ fn federate_into(
     }
     // The results are written aside and moved in whole, as `train --out`'s: a failure
     // leaves no half of them beside the federation's files.
-    let stage = dpfl::output::Staging::new(out)?;
+    let stage = dpfl_lab::output::Staging::new(out)?;
     let tmp = stage.path();
     experiment::write_outputs(&output, tmp)?;
     let prov = crate::train::provenance("federate", spec, Some(&args.config), &output)?;

@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 
-use dpfl::experiment;
+use dpfl_lab::experiment;
 use dpfl_net::config::PublicFacts;
 use dpfl_net::{Federation, NetError};
 

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 
-use dpfl::experiment::{self, ExperimentSpec};
+use dpfl_lab::experiment::{self, ExperimentSpec};
 use dpfl_net::Federation;
 use dpfl_net::config::{
     NetConfig, PublicFacts, ServerSection, ShufflerSection, SiloSection, TlsSection,

@@ -19,7 +19,7 @@ pub fn server(args: &ServerArgs) -> anyhow::Result<()> {
     // server before any silo spends budget.
     let card = match &fed.config.model_card {
         Some(p) => Some((
-            dpfl::experiment::saved::ModelCard::load(&fed.path(p)).map_err(|e| {
+            dpfl_lab::experiment::saved::ModelCard::load(&fed.path(p)).map_err(|e| {
                 crate::usage(format!(
                     "{}: model_card: {e}",
                     args.process.config.display()
@@ -121,13 +121,13 @@ pub fn server(args: &ServerArgs) -> anyhow::Result<()> {
 /// a card.
 fn save_model(
     fed_file: &std::path::Path,
-    card: &Option<(dpfl::experiment::saved::ModelCard, Option<u64>)>,
+    card: &Option<(dpfl_lab::experiment::saved::ModelCard, Option<u64>)>,
     plan: &dpfl::plan::Plan,
-    summary: &dpfl::experiment::RunOutput,
+    summary: &dpfl_lab::experiment::RunOutput,
     weights: Vec<f64>,
     dir: &std::path::Path,
 ) -> anyhow::Result<Option<std::path::PathBuf>> {
-    use dpfl::experiment::saved::{ModelPrivacy, SavedModel};
+    use dpfl_lab::experiment::saved::{ModelPrivacy, SavedModel};
     let Some((card, seed)) = card else {
         return Ok(None);
     };
@@ -150,14 +150,14 @@ fn save_model(
     Ok(Some(out))
 }
 
-/// The server's own summary of a finished run (`dpfl::experiment::server_report`): from the
+/// The server's own summary of a finished run (`dpfl_lab::experiment::server_report`): from the
 /// plan, its round log and traffic only.
 fn server_summary(
     plan: &dpfl::plan::Plan,
     out: &dpfl_net::server::ServerOutcome,
     state_dir: &std::path::Path,
-) -> anyhow::Result<dpfl::experiment::RunOutput> {
-    use dpfl::experiment::server_report::{NO_MODEL_QUALITY, ServerFacts, ServerRound};
+) -> anyhow::Result<dpfl_lab::experiment::RunOutput> {
+    use dpfl_lab::experiment::server_report::{NO_MODEL_QUALITY, ServerFacts, ServerRound};
     // A withheld round is in the log (what happened) but was not aggregated.
     let rounds: Vec<ServerRound> = out
         .log
@@ -189,7 +189,7 @@ fn server_summary(
         model_quality: NO_MODEL_QUALITY.to_string(),
         rounds,
     };
-    Ok(dpfl::experiment::server_report::server_summary(
+    Ok(dpfl_lab::experiment::server_report::server_summary(
         plan,
         facts,
         out.rounds_elapsed.as_secs_f64(),
@@ -199,11 +199,11 @@ fn server_summary(
 /// Writes the server's `summary.json`, `rounds.csv` and `report.html` into `dir`.
 fn write_server_report(
     plan: &dpfl::plan::Plan,
-    summary: &dpfl::experiment::RunOutput,
+    summary: &dpfl_lab::experiment::RunOutput,
     dir: &std::path::Path,
 ) -> anyhow::Result<Vec<std::path::PathBuf>> {
     let name = format!("{} (federation server)", plan.algorithm.default_label());
-    Ok(dpfl::experiment::server_report::write_server_report(
+    Ok(dpfl_lab::experiment::server_report::write_server_report(
         &name, plan, summary, dir,
     )?)
 }

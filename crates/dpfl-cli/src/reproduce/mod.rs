@@ -1,5 +1,5 @@
 //! `dpfl reproduce ID [--quick] [--out DIR] [--resume]`: regenerates a paper figure (see
-//! `dpfl::reproduce`): writes `DIR/summary.csv` and `DIR/fig<F>.{svg,png}`. Finished runs are
+//! `dpfl_lab::reproduce`): writes `DIR/summary.csv` and `DIR/fig<F>.{svg,png}`. Finished runs are
 //! checkpointed in `DIR/checkpoint.jsonl` (removed at the end); `--resume` continues an
 //! interrupted reproduction from it.
 
@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use dpfl::reproduce::{self, ReproSpec, checkpoint::Checkpoint};
+use dpfl_lab::reproduce::{self, ReproSpec, checkpoint::Checkpoint};
 
 use crate::progress::Progress;
 
@@ -68,7 +68,7 @@ pub struct ReproduceArgs {
 /// it, and without --resume the run is refused so the finished work is not thrown away).
 fn prepare(args: &ReproduceArgs, dir: &std::path::Path) -> anyhow::Result<()> {
     let interrupted = dir.join(reproduce::checkpoint::FILE_NAME).exists();
-    dpfl::output::prepare_fresh_out_dir(dir, args.force || args.resume || interrupted)
+    dpfl_lab::output::prepare_fresh_out_dir(dir, args.force || args.resume || interrupted)
         .map_err(crate::usage)
 }
 
@@ -79,7 +79,7 @@ fn provenance(
     config: &impl serde::Serialize,
     dir: &std::path::Path,
 ) -> anyhow::Result<PathBuf> {
-    let mut p = dpfl::provenance::Provenance::new(
+    let mut p = dpfl_lab::provenance::Provenance::new(
         &format!(
             "reproduce {}{}",
             args.id,
@@ -122,7 +122,7 @@ pub fn reproduce(args: &ReproduceArgs) -> anyhow::Result<()> {
                 .map_err(|e| crate::usage(crate::in_file(p, e)))?;
             spec.base
                 .data
-                .resolve_paths(dpfl::experiment::paths::base_of(p));
+                .resolve_paths(dpfl_lab::experiment::paths::base_of(p));
             if spec.id != args.id {
                 return Err(dpfl::Error::config(
                     "id",
@@ -226,7 +226,7 @@ pub fn reproduce(args: &ReproduceArgs) -> anyhow::Result<()> {
     }
     if spec.base.lipschitz_from_data.is_some() {
         // The paper's rule, kept to reproduce it: say what it costs.
-        println!("Caveat: {}", dpfl::experiment::DATA_DERIVED_L_CAVEAT);
+        println!("Caveat: {}", dpfl_lab::experiment::DATA_DERIVED_L_CAVEAT);
     }
     check_diverged(&spec, &out)
 }
@@ -238,7 +238,7 @@ fn rewrite_lowy(
     spec: &ReproSpec,
     out_dir: &std::path::Path,
 ) -> anyhow::Result<()> {
-    use dpfl::reproduce::plan_privacy;
+    use dpfl_lab::reproduce::plan_privacy;
     let summary = out_dir.join("summary.csv");
     if !summary.is_file() {
         return Err(crate::usage(dpfl::Error::config(
@@ -269,7 +269,7 @@ fn rewrite_lowy(
         .map_err(|e| crate::name_file(args.spec.as_deref(), e))?;
     let rows = plan_privacy::plan_privacy(spec, &data)?;
     let path = out_dir.join("privacy.csv");
-    dpfl::output::atomic_write(&path, plan_privacy::privacy_csv(&rows)?.as_bytes())?;
+    dpfl_lab::output::atomic_write(&path, plan_privacy::privacy_csv(&rows)?.as_bytes())?;
     if crate::json() {
         crate::print_json(&serde_json::json!({
             "id": spec.id,
@@ -342,9 +342,9 @@ fn check_diverged(spec: &ReproSpec, out: &reproduce::ReproOutput) -> anyhow::Res
     Ok(())
 }
 
-/// `dpfl reproduce shuffle-rates` (`dpfl::reproduce::shuffle_rates`).
+/// `dpfl reproduce shuffle-rates` (`dpfl_lab::reproduce::shuffle_rates`).
 fn reproduce_shuffle_rates(args: &ReproduceArgs) -> anyhow::Result<()> {
-    use dpfl::reproduce::{shuffle_rates as sr, shuffle_rates_out as out};
+    use dpfl_lab::reproduce::{shuffle_rates as sr, shuffle_rates_out as out};
     if args.spec.is_some() || args.resume {
         return Err(dpfl::Error::config(
             "--spec/--resume",

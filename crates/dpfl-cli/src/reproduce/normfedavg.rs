@@ -1,16 +1,16 @@
-//! `dpfl reproduce normfedavg-*`: DP-NormFedAvg's reproductions (`dpfl::reproduce::normfedavg`).
+//! `dpfl reproduce normfedavg-*`: DP-NormFedAvg's reproductions (`dpfl_lab::reproduce::normfedavg`).
 
 use std::path::PathBuf;
 
-use dpfl::reproduce;
+use dpfl_lab::reproduce;
 
 use super::{ReproduceArgs, prepare, provenance};
 
-/// DP-NormFedAvg's reproductions (`dpfl::reproduce::normfedavg`): finished runs in
+/// DP-NormFedAvg's reproductions (`dpfl_lab::reproduce::normfedavg`): finished runs in
 /// `checkpoint.jsonl` (kept, so that `--trials N --resume` adds seeds), the run in flight in
-/// `run-state.bin` after every round (`dpfl::reproduce::normfedavg_checkpoint`).
+/// `run-state.bin` after every round (`dpfl_lab::reproduce::normfedavg_checkpoint`).
 pub(super) fn normfedavg(args: &ReproduceArgs) -> anyhow::Result<()> {
-    use dpfl::reproduce::normfedavg_checkpoint::NormFedAvgCheckpoint;
+    use dpfl_lab::reproduce::normfedavg_checkpoint::NormFedAvgCheckpoint;
     if args.spec.is_some() {
         return Err(crate::usage(dpfl::Error::config(
             "--spec",
@@ -147,7 +147,7 @@ pub(super) fn normfedavg(args: &ReproduceArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// What each algorithm's label delivers (`dpfl::reproduce::privacy`).
+/// What each algorithm's label delivers (`dpfl_lab::reproduce::privacy`).
 fn print_privacy(id: &str, privacy: &[(String, reproduce::privacy::RunPrivacy)]) {
     println!("{id}: privacy (the run's delta per algorithm in privacy.csv)");
     for (a, p) in privacy {

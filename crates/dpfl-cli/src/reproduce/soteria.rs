@@ -1,17 +1,17 @@
 //! `dpfl reproduce soteria-a9a | soteria-mnist`: SoteriaFL's reproductions
-//! (`dpfl::reproduce::soteria`).
+//! (`dpfl_lab::reproduce::soteria`).
 
 use std::path::PathBuf;
 
-use dpfl::reproduce;
+use dpfl_lab::reproduce;
 
 use super::{ReproduceArgs, prepare, provenance};
 use crate::progress::Progress;
 
-/// `dpfl reproduce soteria-a9a | soteria-mnist` (`dpfl::reproduce::soteria`).
+/// `dpfl reproduce soteria-a9a | soteria-mnist` (`dpfl_lab::reproduce::soteria`).
 pub(super) fn reproduce_soteria(args: &ReproduceArgs) -> anyhow::Result<()> {
-    use dpfl::reproduce::soteria_checkpoint::{self, SoteriaCheckpoint};
-    use dpfl::reproduce::{soteria, soteria_out};
+    use dpfl_lab::reproduce::soteria_checkpoint::{self, SoteriaCheckpoint};
+    use dpfl_lab::reproduce::{soteria, soteria_out};
     if args.spec.is_some() {
         return Err(
             dpfl::Error::config("--spec", "the SoteriaFL reproductions are built in").into(),
@@ -93,7 +93,7 @@ fn rewrite_soteria(
     plan: &reproduce::soteria::Plan,
     out_dir: &std::path::Path,
 ) -> anyhow::Result<()> {
-    use dpfl::reproduce::{soteria, soteria_out};
+    use dpfl_lab::reproduce::{soteria, soteria_out};
     let start = std::time::Instant::now();
     let rows = soteria_out::read_curves(&out_dir.join("curves.csv"))?;
     let seeds = rows.iter().map(|r| r.seed + 1).max().unwrap_or(0);
@@ -122,7 +122,7 @@ fn print_soteria(
     total: usize,
     start: std::time::Instant,
 ) -> anyhow::Result<()> {
-    use dpfl::reproduce::soteria;
+    use dpfl_lab::reproduce::soteria;
     let last: Vec<&soteria::BandRow> = bands
         .iter()
         .filter(|b| {

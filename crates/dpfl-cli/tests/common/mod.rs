@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use dpfl::experiment::{self, ExperimentSpec};
+use dpfl_lab::experiment::{self, ExperimentSpec};
 
 /// The `dpfl` binary under test, logging at `warn`.
 pub(crate) fn command() -> Command {

@@ -51,7 +51,7 @@ pub(crate) fn load(config: &Path) -> Federation {
         .with_writer(std::io::stderr)
         .try_init();
     let planner = |e: &Path, a: usize, p: &dpfl_net::config::PublicFacts| {
-        dpfl::experiment::plan_from_file(e, a, p.features, p.classes, &p.records, p.lipschitz)
+        dpfl_lab::experiment::plan_from_file(e, a, p.features, p.classes, &p.records, p.lipschitz)
     };
     Federation::load_with(config, Some(&planner)).expect("federation")
 }

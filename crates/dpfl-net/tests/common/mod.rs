@@ -17,7 +17,7 @@ pub(crate) fn planner(
     algorithm: usize,
     p: &PublicFacts,
 ) -> dpfl::Result<dpfl::plan::Plan> {
-    dpfl::experiment::plan_from_file(
+    dpfl_lab::experiment::plan_from_file(
         experiment,
         algorithm,
         p.features,

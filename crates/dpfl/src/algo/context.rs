@@ -6,11 +6,15 @@ use super::half::{FederationInfo, ServerHalf, SiloHalf, SiloInfo};
 use crate::model::{GradientOracle, Projection};
 use crate::units::SiloId;
 
-#[cfg(test)]
+#[cfg(any(test, feature = "test-hooks"))]
 thread_local! {
     /// Test-only: scales every σ built on this thread (the audit's under-noised builds without
-    /// a slow recalibration). Not compiled outside tests.
-    pub(crate) static TEST_NOISE_SCALE: std::cell::Cell<f64> = const { std::cell::Cell::new(1.0) };
+    /// a slow recalibration, in `dpfl-lab`'s audit tests). Compiled only into this crate's
+    /// tests and under the `test-hooks` feature, which only `dpfl-lab`'s dev-dependency turns
+    /// on: not in `cargo build`/`cargo install` of the `dpfl` binary nor in the Python package
+    /// (`cargo test --workspace` unifies features, so its test builds carry the hook, inert at
+    /// 1.0 and reachable from Rust test code only).
+    pub static TEST_NOISE_SCALE: std::cell::Cell<f64> = const { std::cell::Cell::new(1.0) };
 }
 
 /// Everything public an algorithm is built from.
@@ -51,7 +55,7 @@ impl BuildContext {
         sigma: f64,
         sensitivity: f64,
     ) -> crate::Result<dpfl_privacy::GaussianMechanism> {
-        #[cfg(test)]
+        #[cfg(any(test, feature = "test-hooks"))]
         let sigma = sigma * TEST_NOISE_SCALE.with(|c| c.get());
         Ok(dpfl_privacy::GaussianMechanism::with_noise(
             self.noise,

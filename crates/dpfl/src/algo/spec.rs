@@ -189,7 +189,7 @@ impl AlgorithmSpec {
 
     /// [`AlgorithmSpec::plan`], plus the whole federation where planning already built it (the
     /// shuffle wing calibrates by building), so that the simulator builds it once.
-    pub(crate) fn plan_parts(
+    pub fn plan_parts(
         &self,
         ctx: &BuildContext,
     ) -> crate::Result<(Vec<SiloCalibration>, WingPlan, Option<BuiltAlgorithm>)> {

@@ -6,6 +6,7 @@
 
 pub mod bundled;
 pub mod csv;
+mod csv_table;
 pub mod idx;
 pub mod inspect;
 mod io;

@@ -152,7 +152,7 @@ impl NonconvexLogistic {
     /// [`IterateEval`] of every iterate in `ws`, over the pooled `train` and `test` shards.
     ///
     /// Equal, up to the order of floating-point sums, to evaluating each iterate through
-    /// `experiment::metrics::full_grad_norm_sq`, `sim::train_loss` and `sim::test_metric`, but
+    /// `sim::full_grad_norm_sq`, `sim::train_loss` and `sim::test_metric`, but
     /// one pass over the data serves every iterate: with W = [w_1 … w_K] (p×K), each shard's
     /// Z = X W and Xᵀ A (A the per-row coefficients σ(z) − y) are two faer GEMMs, and the
     /// loss and coefficient of a row share one exponential. Shards run in parallel (rayon) and
@@ -336,7 +336,7 @@ mod tests {
     }
 
     /// The batched evaluation against the per-iterate path it replaces in the SoteriaFL
-    /// reproduction (metrics::full_grad_norm_sq, sim::train_loss, sim::test_metric), over
+    /// reproduction (sim::full_grad_norm_sq, sim::train_loss, sim::test_metric), over
     /// shards of unequal size, one without test rows, and iterates large enough to reach
     /// both branches of softplus/sigmoid: equal up to summation order (1e−12 relative).
     #[test]
@@ -364,7 +364,7 @@ mod tests {
         assert_eq!(got.len(), 4);
         let close = |a: f64, b: f64| (a - b).abs() <= 1e-12 * b.abs().max(1e-300);
         for (w, e) in ws.iter().zip(&got) {
-            let g = crate::experiment::metrics::full_grad_norm_sq(&model, w, silos.iter());
+            let g = crate::sim::full_grad_norm_sq(&model, w, silos.iter());
             let l = crate::sim::train_loss(&model, w, silos.iter());
             let err = crate::sim::test_metric(&model, w, silos.iter());
             assert!(close(e.grad_norm_sq, g), "{} vs {g}", e.grad_norm_sq);

@@ -11,25 +11,9 @@ pub(crate) fn bundled() -> DataDirs {
     DataDirs::from_parts(None, None, Some(DataDirs::bundled_dir()))
 }
 
-/// The shared data sets: `DPFL_DATA` if set, else `../../../shared/datasets` relative to
-/// this crate, if it exists. `None` (with a note on stderr) when neither is there, so that
-/// tests of the large sets skip on machines without them.
+/// The shared data sets ([`dpfl_testkit::shared_datasets`]); `None` skips.
 pub(crate) fn shared() -> Option<DataDirs> {
-    let dir = std::env::var_os("DPFL_DATA")
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/datasets")
-        });
-    if dir.is_dir() {
-        Some(DataDirs::from_parts(Some(dir), None, None))
-    } else {
-        eprintln!(
-            "note: shared data sets not found at {} (set DPFL_DATA); skipping",
-            dir.display()
-        );
-        None
-    }
+    dpfl_testkit::shared_datasets().map(|dir| DataDirs::from_parts(Some(dir), None, None))
 }
 
 /// A fresh temporary directory.

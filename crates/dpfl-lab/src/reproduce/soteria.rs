@@ -1,0 +1,725 @@
+//! `dpfl reproduce soteria-a9a | soteria-mnist`: SoteriaFL's two experiments (Li, Zhao, Li &
+//! Chi 2022, App. A; digest `soteriafl.md` §5), the five algorithms of Figures 1–8 per ε,
+//! over several seeds with bands (the paper shows one run).
+//!
+//! Setup, from the official code (digest §5.2): n = 10 silos of a label-sorted split into
+//! equal contiguous shards; δ = 1e-3; random-k with k = ⌊d/20⌋; the code's noise presets
+//! (`calibration = "paper-code"`), batch rules, T per ε and tuned step sizes; per-record draws
+//! with replacement (the code's sampling); x⁰ ~ N(0, 0.2²) from seed 0 for a9a (the code's
+//! randn(d)/5), the network's own seeded initialisation for MNIST.
+//!
+//! Decisions: clipping is **per record** (the paper's assumption; the code clips each silo's
+//! whole estimator, which gives no guarantee, so the figures' algorithms are not exactly the
+//! code's); the a9a features get the constant column and the code's scaling by
+//! ‖X‖₂/(2√N) (the exact spectral norm, from the eigenvalues of the 124 × 124 matrix XᵀX,
+//! as numpy's `norm(X, 2)`); the MNIST pixels are standardised with the scalar mean and std
+//! of the training pixels and the network has its 50,890 parameters
+//! (biases as parameters, not the code's 785 dead weights), so one uncompressed message is
+//! 50,890 floats, not 51,675. Utility is the code's running mean of ‖∇f(x^t)‖² including x⁰
+//! ([`run_unit`]).
+//!
+//! Evaluation schedule: the official code evaluates the full training set and the test set
+//! after **every** round (nda's `save_metrics`, digest §5.2). a9a does the same. MNIST
+//! evaluates every 10 rounds, the last round, and rounds 1, 2 and 5 (each evaluation is a
+//! forward and backward pass over 60,000 rows plus 10,000 test rows, ≈ 13 GFLOP; every round
+//! would be 10,750 evaluations per seed, ≈ 140 TFLOP, far beyond two shared cores), and the
+//! utility weighs each evaluated round by the rounds it stands for ([`run_unit`]): a
+//! documented deviation from the code.
+//!
+//! Speed: a run keeps its evaluated iterates and evaluates them after its last round. For a9a
+//! one batched pass over the data serves every iterate (two GEMMs per shard, shards in
+//! parallel; [`NonconvexLogistic::evaluate_iterates`]), which gives the per-round evaluation's
+//! values up to the order of floating-point sums; MNIST's network is evaluated per iterate in
+//! one fused pass ([`Mlp::evaluate`]: loss, gradient and test accuracy from one forward pass,
+//! shards in parallel).
+//!
+//! Checkpoints: `dpfl reproduce … --resume` runs seed by seed and appends every finished run
+//! to `checkpoint.jsonl` ([`super::soteria_checkpoint`]); the outputs are rewritten after
+//! each run from every run finished so far (bands.csv's `seeds` column says how many).
+
+use std::sync::Arc;
+
+use serde::Serialize;
+
+use dpfl_privacy::PrivacyEvent;
+
+use super::privacy::RunPrivacy;
+use crate::experiment::metrics::full_grad_norm_sq;
+use dpfl::algo::half::{FederationInfo, SiloInfo};
+use dpfl::algo::{AlgorithmSpec, BuildContext};
+use dpfl::data::registry::{DataDirs, KnownDataset, Part};
+use dpfl::data::{Dataset, SiloData};
+use dpfl::linalg::Matrix;
+use dpfl::model::{GradientOracle, Mlp, Model, NonconvexLogistic, Projection};
+use dpfl::sim::{Participation, Simulator};
+use dpfl::units::SiloId;
+
+/// The five algorithms of the figures, in the notebooks' order.
+pub const ALGORITHMS: [&str; 5] = [
+    "LDP-SGD",
+    "LDP-SVRG",
+    "CDP-SGD",
+    "SoteriaFL-SGD",
+    "SoteriaFL-SVRG",
+];
+
+/// Which experiment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum Experiment {
+    /// a9a (LIBSVM, 123 features), non-convex logistic regression (digest §5.2).
+    A9a,
+    /// MNIST with a one-hidden-layer MLP (digest §5.3).
+    Mnist,
+}
+
+/// One reproduction's plan.
+#[derive(Debug, Clone, Serialize)]
+pub struct Plan {
+    /// `soteria-a9a` or `soteria-mnist`.
+    pub id: String,
+    /// Which data set and model.
+    pub experiment: Experiment,
+    /// A `--quick` plan (fewer rounds, seeds and records).
+    pub quick: bool,
+    /// (ε, T, step sizes in [`ALGORITHMS`] order).
+    pub settings: Vec<(f64, usize, [f64; 5])>,
+    /// Runs per (ε, algorithm); the figures show mean and spread.
+    pub seeds: usize,
+    /// Records kept per silo (None: all; quick modes subsample).
+    pub per_silo: Option<usize>,
+    /// Evaluate every this many rounds.
+    pub eval_every: usize,
+    /// Per-record clip threshold C (the code's presets).
+    pub clip: f64,
+    /// δ of every silo.
+    pub delta: f64,
+    /// N, the silos (label-sorted shards).
+    pub silos: usize,
+}
+
+impl Plan {
+    /// The plan of `id` (`soteria-a9a` or `soteria-mnist`), full or `--quick`.
+    pub fn new(id: &str, quick: bool) -> dpfl::Result<Plan> {
+        // Tuned η of the official notebooks (digest §5.2 table).
+        let (experiment, settings, clip) = match id {
+            "soteria-a9a" => (
+                Experiment::A9a,
+                vec![
+                    (1.0, 25, [1.0, 1.0, 0.6, 0.6, 0.6]),
+                    (5.0, 100, [1.0, 1.0, 0.1, 0.3, 0.3]),
+                    (10.0, 150, [1.0, 1.0, 0.3, 0.6, 0.6]),
+                ],
+                0.5,
+            ),
+            "soteria-mnist" => (
+                Experiment::Mnist,
+                vec![
+                    (1.0, 150, [1.0, 1.0, 0.3, 0.6, 0.3]),
+                    (2.0, 200, [1.0, 1.0, 0.3, 0.6, 0.3]),
+                    (4.0, 300, [1.0, 1.0, 0.6, 1.0, 0.6]),
+                    (8.0, 500, [1.0, 1.0, 0.6, 1.0, 0.6]),
+                    (16.0, 1000, [1.0, 1.0, 0.6, 1.0, 0.6]),
+                ],
+                1.0,
+            ),
+            other => {
+                return Err(dpfl::Error::config(
+                    "id",
+                    format!(
+                        "unknown SoteriaFL reproduction {other:?}; known: soteria-a9a, soteria-mnist"
+                    ),
+                ));
+            }
+        };
+        let mut plan = Plan {
+            id: id.to_string(),
+            experiment,
+            quick,
+            settings,
+            seeds: 5,
+            per_silo: None,
+            eval_every: if experiment == Experiment::A9a { 1 } else { 10 },
+            clip,
+            delta: 1e-3,
+            silos: 10,
+        };
+        if quick {
+            plan.seeds = 2;
+            match experiment {
+                Experiment::A9a => plan.settings.truncate(1),
+                Experiment::Mnist => {
+                    plan.settings = vec![(4.0, 20, [1.0, 1.0, 0.6, 1.0, 0.6])];
+                    plan.per_silo = Some(200);
+                    plan.eval_every = 5;
+                }
+            }
+        }
+        Ok(plan)
+    }
+}
+
+/// The label-sorted federation and the model.
+pub struct Federation {
+    /// The silos' label-sorted shards.
+    pub silos: Vec<SiloData>,
+    /// The model all algorithms train.
+    pub model: Arc<dyn Model>,
+    /// x⁰ (the a9a code's randn(d)/5), or `None` for the model's own.
+    pub init_std: Option<f64>,
+    /// The a9a model again, for its batched evaluation of many iterates; `None` for MNIST.
+    pub linear: Option<NonconvexLogistic>,
+    /// The MNIST network again, for its fused one-pass evaluation ([`Mlp::evaluate`]).
+    pub mlp: Option<Mlp>,
+}
+
+/// Loads and prepares the data as the official code does (module doc).
+pub fn load(plan: &Plan, data_dir: Option<&std::path::Path>) -> dpfl::Result<Federation> {
+    let dirs = DataDirs::new(data_dir);
+    match plan.experiment {
+        Experiment::A9a => {
+            let train = dirs.load(KnownDataset::A9a, Part::Train)?;
+            let test = dirs.load(KnownDataset::A9a, Part::Test)?;
+            let n = train.len() / plan.silos * plan.silos;
+            let (mut xtr, ytr) = with_bias(&train, n);
+            let (mut xte, yte) = with_bias(&test, test.len());
+            let d = 124;
+            let scale = dpfl::linalg::spectral_norm(&xtr, n, d)? / (2.0 * (n as f64).sqrt());
+            xtr.iter_mut().for_each(|v| *v /= scale);
+            xte.iter_mut().for_each(|v| *v /= scale);
+            let names: Vec<String> = (0..d).map(|j| format!("f{j}")).collect();
+            let silos = split_sorted(&xtr, &ytr, d, plan, &names, train.target().clone())?;
+            let test = Dataset::new(mat(test.len(), d, xte)?, yte, test.target().clone(), names)?;
+            let model = NonconvexLogistic::new(d, 0.2)?;
+            Ok(Federation {
+                silos: attach_test(silos, &test),
+                model: Arc::new(model.clone()),
+                init_std: Some(0.2),
+                linear: Some(model),
+                mlp: None,
+            })
+        }
+        Experiment::Mnist => {
+            let train = dirs.load(KnownDataset::Mnist, Part::Train)?;
+            let test = dirs.load(KnownDataset::Mnist, Part::Test)?;
+            let px = train.x().as_slice();
+            let mean = px.iter().sum::<f64>() / px.len() as f64;
+            let var = px.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / px.len() as f64;
+            let std = var.sqrt();
+            let standardise = |x: &[f64]| x.iter().map(|v| (v - mean) / std).collect::<Vec<f64>>();
+            let d = train.num_features();
+            let names = train.feature_names().to_vec();
+            let n = train.len() / plan.silos * plan.silos;
+            let xtr = standardise(&px[..n * d]);
+            let silos = split_sorted(
+                &xtr,
+                &train.y()[..n],
+                d,
+                plan,
+                &names,
+                train.target().clone(),
+            )?;
+            let test = Dataset::new(
+                mat(test.len(), d, standardise(test.x().as_slice()))?,
+                test.y().to_vec(),
+                test.target().clone(),
+                names,
+            )?;
+            let mlp = Mlp::new(d, 64, 10, 0, 0.2)?;
+            Ok(Federation {
+                silos: attach_test(silos, &test),
+                model: Arc::new(mlp.clone()),
+                init_std: None,
+                linear: None,
+                mlp: Some(mlp),
+            })
+        }
+    }
+}
+
+fn mat(rows: usize, cols: usize, v: Vec<f64>) -> dpfl::Result<Matrix> {
+    Matrix::from_vec(rows, cols, v)
+        .ok_or_else(|| dpfl::Error::Dimension("reproduction data".into()))
+}
+
+/// The first `n` rows with a constant 1 appended, and their labels.
+fn with_bias(data: &Dataset, n: usize) -> (Vec<f64>, Vec<f64>) {
+    let mut x = Vec::with_capacity(n * (data.num_features() + 1));
+    for i in 0..n {
+        let (row, _) = data.row(i);
+        x.extend_from_slice(row);
+        x.push(1.0);
+    }
+    (x, data.y()[..n].to_vec())
+}
+
+/// Rows sorted by label (stable) and cut into `plan.silos` contiguous equal shards, each
+/// optionally subsampled to its first `per_silo` rows (quick mode: evenly spaced rows).
+fn split_sorted(
+    x: &[f64],
+    y: &[f64],
+    d: usize,
+    plan: &Plan,
+    names: &[String],
+    target: dpfl::data::Target,
+) -> dpfl::Result<Vec<Dataset>> {
+    let n = y.len();
+    let mut order: Vec<usize> = (0..n).collect();
+    order.sort_by(|&a, &b| y[a].total_cmp(&y[b]));
+    let m = n / plan.silos;
+    (0..plan.silos)
+        .map(|s| {
+            let shard = &order[s * m..(s + 1) * m];
+            let keep: Vec<usize> = match plan.per_silo {
+                Some(k) if k < m => (0..k).map(|i| shard[i * m / k]).collect(),
+                _ => shard.to_vec(),
+            };
+            let mut xs = Vec::with_capacity(keep.len() * d);
+            for &i in &keep {
+                xs.extend_from_slice(&x[i * d..(i + 1) * d]);
+            }
+            Dataset::new(
+                mat(keep.len(), d, xs)?,
+                keep.iter().map(|&i| y[i]).collect(),
+                target.clone(),
+                names.to_vec(),
+            )
+        })
+        .collect()
+}
+
+/// Every silo evaluates on the one test set (only silo 0 holds it, so pooled metrics count it
+/// once).
+fn attach_test(train: Vec<Dataset>, test: &Dataset) -> Vec<SiloData> {
+    let all: Vec<usize> = (0..test.len()).collect();
+    train
+        .into_iter()
+        .enumerate()
+        .map(|(i, t)| SiloData {
+            train: t,
+            test: if i == 0 {
+                test.subset(&all)
+            } else {
+                test.subset(&[])
+            },
+        })
+        .collect()
+}
+
+/// One evaluated round of one run.
+#[derive(Debug, Clone, Serialize)]
+pub struct CurveRow {
+    /// The silos' ε.
+    pub epsilon: f64,
+    /// The algorithm's name ([`ALGORITHMS`]).
+    pub algorithm: String,
+    /// The seed index.
+    pub seed: usize,
+    /// Rounds done.
+    pub round: usize,
+    /// Mean training loss.
+    pub train_loss: f64,
+    /// Test accuracy in [0, 1].
+    pub test_accuracy: f64,
+    /// ‖∇f(x)‖² at the evaluated point (the paper's y axis).
+    pub grad_norm_sq: f64,
+    /// The running mean of ‖∇f‖² over the evaluated points so far (the paper's utility,
+    /// (1/T)Σ_t E‖∇f(x^t)‖², on the evaluation grid; digest §5.1).
+    pub utility: f64,
+    /// Uplink bits of all silos so far, counting the messages' exact sizes.
+    pub uplink_bits: u64,
+    /// Uplink bits of all silos so far, counting 64 bits per float sent (the paper's count).
+    pub uplink_bits_64: u64,
+    /// Gradient evaluations per silo so far.
+    pub grad_evals: u64,
+}
+
+/// The config of algorithm `a` ([`ALGORITHMS`]) at step size `eta`.
+pub fn algorithm(a: usize, eta: f64, init_std: Option<f64>) -> dpfl::Result<AlgorithmSpec> {
+    let kind = match a {
+        0 => "kind = \"ldp-sgd\"",
+        1 => "kind = \"ldp-svrg\"",
+        2 => "kind = \"cdp-sgd\"",
+        3 => "kind = \"soteria-fl\"\nestimator = \"sgd\"",
+        _ => "kind = \"soteria-fl\"\nestimator = \"svrg\"",
+    };
+    let init = init_std.map_or(String::new(), |s| {
+        format!("init = {{ std = {s}, seed = 0 }}\n")
+    });
+    let text = format!(
+        "{kind}\nstep_size = {eta}\ncalibration = \"paper-code\"\nsampling = \"with-replacement\"\n{init}"
+    );
+    toml::from_str(&text).map_err(|e| dpfl::Error::config("algorithm", e.to_string()))
+}
+
+/// Runs every (ε, algorithm, seed) of the plan; `progress(done, total)`. Rows in the order
+/// ε, algorithm, seed, round.
+pub fn run(
+    plan: &Plan,
+    fed: &Federation,
+    progress: &dyn Fn(usize, usize),
+) -> dpfl::Result<Vec<CurveRow>> {
+    run_checkpointed(plan, fed, progress, None, &mut |_, _| Ok(()))
+}
+
+/// Where finished runs are kept between invocations (`dpfl reproduce --resume`'s
+/// checkpoint file, [`super::soteria_checkpoint`]); a trait so that this module does not
+/// import the checkpoint's, which imports this one's rows.
+pub trait RunStore {
+    /// The rows of a finished run, if stored.
+    fn get(&self, eps: f64, algorithm: &str, seed: usize) -> Option<Vec<CurveRow>>;
+    /// Stores a finished run's rows.
+    fn record(&self, eps: f64, algorithm: &str, seed: usize, rows: &[CurveRow])
+    -> dpfl::Result<()>;
+}
+
+/// [`run`], seed by seed (every (ε, algorithm) of seed 0 first, so an interrupted run leaves
+/// whole seeds), skipping the units `checkpoint` already holds and appending each finished
+/// one to it; `unit_done(finished, rows)` after each run with the rows of every run finished
+/// so far (in output order). Every unit is seeded by its coordinates, so the rows equal
+/// [`run`]'s bit for bit.
+pub fn run_checkpointed(
+    plan: &Plan,
+    fed: &Federation,
+    progress: &dyn Fn(usize, usize),
+    checkpoint: Option<&dyn RunStore>,
+    unit_done: &mut dyn FnMut(usize, &[CurveRow]) -> dpfl::Result<()>,
+) -> dpfl::Result<Vec<CurveRow>> {
+    let total = plan.settings.len() * ALGORITHMS.len() * plan.seeds;
+    // (setting, algorithm) major, seed minor: the order of the output files.
+    let mut done: Vec<Option<Vec<CurveRow>>> = vec![None; total];
+    let slot = |e: usize, a: usize, seed: usize| (e * ALGORITHMS.len() + a) * plan.seeds + seed;
+    let mut g0 = None;
+    let mut finished = 0;
+    for seed in 0..plan.seeds {
+        for (e, &(eps, ..)) in plan.settings.iter().enumerate() {
+            for a in 0..ALGORITHMS.len() {
+                let rows = match checkpoint.and_then(|c| c.get(eps, ALGORITHMS[a], seed)) {
+                    Some(rows) => rows,
+                    None => {
+                        let g = match g0 {
+                            Some(g) => g,
+                            None => {
+                                let g = evaluate(fed, &[init_point(plan, fed)?])[0].0;
+                                g0 = Some(g);
+                                g
+                            }
+                        };
+                        let rows = run_unit(plan, fed, g, e, a, seed)?;
+                        if let Some(c) = checkpoint {
+                            c.record(eps, ALGORITHMS[a], seed, &rows)?;
+                        }
+                        rows
+                    }
+                };
+                done[slot(e, a, seed)] = Some(rows);
+                finished += 1;
+                progress(finished, total);
+                let so_far: Vec<CurveRow> = done.iter().flatten().flatten().cloned().collect();
+                unit_done(finished, &so_far)?;
+            }
+        }
+    }
+    Ok(done.into_iter().flatten().flatten().collect())
+}
+
+/// Whether round `r` of `rounds` is evaluated: every `eval_every` rounds and the last; with a
+/// coarse grid also rounds 1, 2 and 5, where ‖∇f‖² still falls fast (it weighs in the
+/// utility, see [`run_unit`]).
+fn evaluated(plan: &Plan, r: usize, rounds: usize) -> bool {
+    r.is_multiple_of(plan.eval_every)
+        || r == rounds
+        || (plan.eval_every > 1 && [1, 2, 5].contains(&r))
+}
+
+/// One run: algorithm `a` at setting `e` with seed index `seed`, its evaluated rows. `g0` is
+/// ‖∇f(x⁰)‖² (the same x⁰ for every run).
+///
+/// Utility: the code's running mean (1/(t+1)) Σ_{s≤t} ‖∇f(x^s)‖² over every round (digest
+/// §5.2). With a coarser evaluation grid each evaluated round stands for the rounds since the
+/// previous evaluated one (weight r − r_prev; x⁰ weight 1), so the mean still spreads over
+/// t + 1 rounds instead of over-weighting x⁰; with every round evaluated it is the code's mean
+/// exactly.
+pub fn run_unit(
+    plan: &Plan,
+    fed: &Federation,
+    g0: f64,
+    e: usize,
+    a: usize,
+    seed: usize,
+) -> dpfl::Result<Vec<CurveRow>> {
+    let (eps, rounds, etas) = plan.settings[e];
+    let ctx = context(plan, fed, rounds, eps)?;
+    let mut spec = algorithm(a, etas[a], fed.init_std)?;
+    if let AlgorithmSpec::SoteriaFl(s) | AlgorithmSpec::LdpSvrg(s) = &mut spec {
+        s.coin_seed = seed as u64;
+    }
+    let built = spec.build(&ctx)?;
+    let mut sim = Simulator::new(
+        &fed.silos,
+        built,
+        Participation::All,
+        Some(1000 + seed as u64),
+    )?;
+    // Run first, then evaluate every kept iterate (module doc).
+    let mut kept = Vec::new();
+    let mut bits = 0u64;
+    for r in 1..=rounds {
+        bits += sim.step()?.message_bits;
+        if evaluated(plan, r, rounds) {
+            let c = sim.counters().unwrap_or_default();
+            kept.push((r, bits, c, sim.output()));
+        }
+    }
+    let ws: Vec<Vec<f64>> = kept.iter().map(|k| k.3.clone()).collect();
+    let evals = evaluate(fed, &ws);
+    let (mut sum_sq, mut count, mut prev) = (g0, 1usize, 0usize);
+    let mut rows = Vec::with_capacity(kept.len());
+    for ((r, bits, c, _), (g, loss, acc)) in kept.into_iter().zip(evals) {
+        sum_sq += (r - prev) as f64 * g;
+        count += r - prev;
+        prev = r;
+        rows.push(CurveRow {
+            epsilon: eps,
+            algorithm: ALGORITHMS[a].to_string(),
+            seed,
+            round: r,
+            train_loss: loss,
+            test_accuracy: acc,
+            grad_norm_sq: g,
+            utility: sum_sq / count as f64,
+            uplink_bits: bits,
+            uplink_bits_64: 64 * c.floats_sent,
+            grad_evals: c.grad_evals,
+        });
+    }
+    Ok(rows)
+}
+
+/// (‖∇f(w)‖², train loss, test accuracy) of each iterate over the pooled shards: in one
+/// batched pass for the a9a model ([`NonconvexLogistic::evaluate_iterates`]), one fused pass
+/// per iterate for the network ([`Mlp::evaluate`]).
+fn evaluate(fed: &Federation, ws: &[Vec<f64>]) -> Vec<(f64, f64, f64)> {
+    match &fed.linear {
+        Some(m) => {
+            let train: Vec<&Dataset> = fed.silos.iter().map(|s| &s.train).collect();
+            let test: Vec<&Dataset> = fed.silos.iter().map(|s| &s.test).collect();
+            m.evaluate_iterates(ws, &train, &test)
+                .into_iter()
+                .map(|e| (e.grad_norm_sq, e.loss, 1.0 - e.error_rate))
+                .collect()
+        }
+        None => {
+            let train: Vec<&Dataset> = fed.silos.iter().map(|s| &s.train).collect();
+            let test: Vec<&Dataset> = fed.silos.iter().map(|s| &s.test).collect();
+            ws.iter()
+                .map(|w| match &fed.mlp {
+                    Some(m) => {
+                        let e = m.evaluate(w, &train, &test);
+                        (e.grad_norm_sq, e.loss, e.accuracy)
+                    }
+                    None => {
+                        let model = fed.model.as_ref();
+                        (
+                            full_grad_norm_sq(model, w, fed.silos.iter()),
+                            dpfl::sim::train_loss(model, w, fed.silos.iter()),
+                            1.0 - dpfl::sim::test_metric(model, w, fed.silos.iter()),
+                        )
+                    }
+                })
+                .collect()
+        }
+    }
+}
+
+fn init_point(plan: &Plan, fed: &Federation) -> dpfl::Result<Vec<f64>> {
+    let spec = algorithm(0, 1.0, fed.init_std)?;
+    Ok(spec.build(&context(plan, fed, 1, 1.0)?)?.server.output())
+}
+
+/// The public facts every run of setting ε, T builds its halves from.
+fn context(plan: &Plan, fed: &Federation, rounds: usize, eps: f64) -> dpfl::Result<BuildContext> {
+    let dim = fed.model.num_params();
+    Ok(BuildContext {
+        federation: FederationInfo {
+            dim,
+            silos: plan.silos,
+            rounds,
+            expected_participants: plan.silos as f64,
+        },
+        silos: fed
+            .silos
+            .iter()
+            .enumerate()
+            .map(|(i, s)| {
+                SiloInfo::new(
+                    SiloId::new(i as u32),
+                    s.train.len(),
+                    Some((eps, plan.delta)),
+                )
+            })
+            .collect::<dpfl::Result<_>>()?,
+        oracle: GradientOracle::new(fed.model.clone(), None)?,
+        lipschitz: plan.clip,
+        projection: Projection::None,
+        init: vec![0.0; dim],
+        noise: Default::default(),
+    })
+}
+
+/// Every silo's run event of algorithm `a` at setting `e`: what its ledger charges over the
+/// T rounds (every silo answers every round: SoteriaFL's server waits for all), from the
+/// plan alone — no training. The same for every seed (the noise presets depend on
+/// (m, T, ε, δ) only).
+pub fn run_events(
+    plan: &Plan,
+    fed: &Federation,
+    e: usize,
+    a: usize,
+) -> dpfl::Result<Vec<Vec<PrivacyEvent>>> {
+    let (eps, rounds, etas) = plan.settings[e];
+    let ctx = context(plan, fed, rounds, eps)?;
+    let built = algorithm(a, etas[a], fed.init_std)?.build(&ctx)?;
+    Ok(dpfl::algo::context::run_events(&built.calibration))
+}
+
+/// Every silo's events charged by the simulator in one run of algorithm `a` at setting `e`
+/// (seed 0): what [`run_events`] must equal.
+pub fn spent_after_run(
+    plan: &Plan,
+    fed: &Federation,
+    e: usize,
+    a: usize,
+) -> dpfl::Result<Vec<Vec<PrivacyEvent>>> {
+    let (eps, rounds, etas) = plan.settings[e];
+    let built = algorithm(a, etas[a], fed.init_std)?.build(&context(plan, fed, rounds, eps)?)?;
+    let mut sim = Simulator::new(&fed.silos, built, Participation::All, Some(1000))?;
+    for _ in 0..rounds {
+        sim.step()?;
+    }
+    Ok(sim.spent())
+}
+
+/// What setting `e`'s label delivers for algorithm `a` (module [`super::privacy`]): the
+/// paper preset's ε label against the accountants' certificate at the plan's δ.
+pub fn privacy(plan: &Plan, fed: &Federation, e: usize, a: usize) -> dpfl::Result<RunPrivacy> {
+    let events = run_events(plan, fed, e, a)?;
+    Ok(RunPrivacy::account(
+        Some(plan.settings[e].0),
+        "paper preset",
+        plan.delta,
+        &events,
+    ))
+}
+
+/// [`privacy`] of every (setting, algorithm), keyed by (ε label, algorithm name).
+pub fn privacy_table(plan: &Plan, fed: &Federation) -> dpfl::Result<Vec<PrivacyRow>> {
+    let mut out = Vec::new();
+    for e in 0..plan.settings.len() {
+        for (a, name) in ALGORITHMS.iter().enumerate() {
+            out.push(PrivacyRow {
+                epsilon: plan.settings[e].0,
+                algorithm: name.to_string(),
+                privacy: privacy(plan, fed, e, a)?,
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// One (ε label, algorithm)'s [`RunPrivacy`].
+#[derive(Debug, Clone, Serialize)]
+pub struct PrivacyRow {
+    /// The paper's ε label.
+    pub epsilon: f64,
+    /// The algorithm's name ([`ALGORITHMS`]).
+    pub algorithm: String,
+    /// Label and certificate.
+    pub privacy: RunPrivacy,
+}
+
+/// The row of `table` for (ε label, algorithm).
+pub fn privacy_of<'t>(
+    table: &'t [PrivacyRow],
+    eps: f64,
+    algorithm: &str,
+) -> Option<&'t RunPrivacy> {
+    table
+        .iter()
+        .find(|r| r.epsilon == eps && r.algorithm == algorithm)
+        .map(|r| &r.privacy)
+}
+
+/// Mean and standard deviation over seeds of one (ε, algorithm, round).
+#[derive(Debug, Clone, Serialize)]
+pub struct BandRow {
+    /// The silos' ε.
+    pub epsilon: f64,
+    /// The algorithm's name.
+    pub algorithm: String,
+    /// Rounds done.
+    pub round: usize,
+    /// Seeds averaged.
+    pub seeds: usize,
+    /// Mean uplink bits per silo at 64 bits per float.
+    pub uplink_bits_64: f64,
+    /// Mean uplink bits per silo at the messages' exact sizes.
+    pub uplink_bits: f64,
+    /// Mean over seeds of the running mean of ‖∇f‖² (the utility).
+    pub utility_mean: f64,
+    /// Its standard deviation.
+    pub utility_std: f64,
+    /// Mean training loss over seeds.
+    pub train_loss_mean: f64,
+    /// Its standard deviation.
+    pub train_loss_std: f64,
+    /// Mean test accuracy over seeds.
+    pub test_accuracy_mean: f64,
+    /// Its standard deviation.
+    pub test_accuracy_std: f64,
+}
+
+/// Groups the curves by (ε, algorithm, round), in the order they first appear.
+pub fn bands(rows: &[CurveRow]) -> Vec<BandRow> {
+    let mut keys: Vec<(f64, String, usize)> = Vec::new();
+    for r in rows {
+        let k = (r.epsilon, r.algorithm.clone(), r.round);
+        if !keys.contains(&k) {
+            keys.push(k);
+        }
+    }
+    keys.into_iter()
+        .map(|(e, a, round)| {
+            let g: Vec<&CurveRow> = rows
+                .iter()
+                .filter(|r| r.epsilon == e && r.algorithm == a && r.round == round)
+                .collect();
+            let ms = |f: &dyn Fn(&CurveRow) -> f64| {
+                let n = g.len() as f64;
+                let m = g.iter().map(|r| f(r)).sum::<f64>() / n;
+                let v = if g.len() > 1 {
+                    g.iter().map(|r| (f(r) - m).powi(2)).sum::<f64>() / (n - 1.0)
+                } else {
+                    0.0
+                };
+                (m, v.sqrt())
+            };
+            let (um, us) = ms(&|r| r.utility);
+            let (lm, ls) = ms(&|r| r.train_loss);
+            let (am, as_) = ms(&|r| r.test_accuracy);
+            BandRow {
+                epsilon: e,
+                algorithm: a,
+                round,
+                seeds: g.len(),
+                uplink_bits_64: ms(&|r| r.uplink_bits_64 as f64).0,
+                uplink_bits: ms(&|r| r.uplink_bits as f64).0,
+                utility_mean: um,
+                utility_std: us,
+                train_loss_mean: lm,
+                train_loss_std: ls,
+                test_accuracy_mean: am,
+                test_accuracy_std: as_,
+            }
+        })
+        .collect()
+}
