@@ -74,12 +74,12 @@ fn resume_refuses_two_lines_for_one_job() {
     let out = d.join("out");
     std::fs::create_dir_all(&out).unwrap();
     // The checkpoint the CLI itself writes for this spec: every job finished.
-    let spec = dpfl::reproduce::ReproSpec::from_toml(&spec_text, "r.toml").unwrap();
-    let jobs = dpfl::reproduce::jobs(&spec);
-    let path = out.join(dpfl::reproduce::checkpoint::FILE_NAME);
-    let cp = dpfl::reproduce::checkpoint::Checkpoint::open(&path, &spec, &jobs, false).unwrap();
-    let data = dpfl::reproduce::prepare(&spec, None).unwrap();
-    dpfl::reproduce::checkpoint::run_grid(&spec, &data, &jobs, &|_, _| {}, Some(&cp)).unwrap();
+    let spec = dpfl_lab::reproduce::ReproSpec::from_toml(&spec_text, "r.toml").unwrap();
+    let jobs = dpfl_lab::reproduce::jobs(&spec);
+    let path = out.join(dpfl_lab::reproduce::checkpoint::FILE_NAME);
+    let cp = dpfl_lab::reproduce::checkpoint::Checkpoint::open(&path, &spec, &jobs, false).unwrap();
+    let data = dpfl_lab::reproduce::prepare(&spec, None).unwrap();
+    dpfl_lab::reproduce::checkpoint::run_grid(&spec, &data, &jobs, &|_, _| {}, Some(&cp)).unwrap();
     drop(cp);
     let text = std::fs::read_to_string(&path).unwrap();
     let lines: Vec<&str> = text.lines().collect();
@@ -392,8 +392,23 @@ fn alive(pid: u32) -> bool {
     })
 }
 
+/// Whether this process ignores SIGINT (bit 2 of `SigIgn` in /proc/self/status): a shell
+/// starts background jobs so (`cmd &`, `nohup`) and children inherit it, so `kill -INT` could
+/// not end `dpfl federate` whatever it does.
+fn sigint_ignored() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("SigIgn:"))
+                .and_then(|m| u64::from_str_radix(m.trim(), 16).ok())
+        })
+        .is_some_and(|mask| mask & (1 << (2 - 1)) != 0)
+}
+
 /// SIGINT or SIGKILL to `dpfl federate` alone (not its process group) ends its server and
-/// silos within a few seconds (they outlived it).
+/// silos within a few seconds (they outlived it). The SIGINT half is skipped, with a note, when
+/// the test itself runs with SIGINT ignored (inherited by `dpfl federate`).
 #[cfg(target_os = "linux")]
 #[test]
 fn the_processes_of_federate_end_with_it() {
@@ -409,6 +424,10 @@ fn the_processes_of_federate_end_with_it() {
         .toml("[[algorithms]]\nkind = \"mb-sgd\"\nstep_size = 0.1\nbatch_size = 5\n"),
     );
     for signal in ["INT", "KILL"] {
+        if signal == "INT" && sigint_ignored() {
+            eprintln!("note: SIGINT is ignored in this process (a background job?): INT skipped");
+            continue;
+        }
         let out = d.join(format!("out-{signal}"));
         let mut federate = common::command()
             .args([
