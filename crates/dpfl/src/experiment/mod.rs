@@ -335,15 +335,10 @@ pub fn run_keeping(
     Ok(acc.finish())
 }
 
-/// A config error of algorithm `a` names it (`algorithms[a] (label): field`).
+/// A config error of algorithm `a` names it (`algorithms[a] "label": …`,
+/// [`crate::Error::Algorithm`]).
 pub fn name_algorithm(a: usize, label: &str, e: crate::Error) -> crate::Error {
-    match e {
-        crate::Error::Config { field, reason } => crate::Error::Config {
-            field: format!("algorithms[{a}] ({label}): {field}"),
-            reason,
-        },
-        other => other,
-    }
+    e.in_algorithm(a, label)
 }
 
 /// The evaluation period of an experiment: `eval_every`, by default every round up to 200

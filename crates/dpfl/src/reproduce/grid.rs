@@ -261,6 +261,15 @@ pub fn run_job(spec: &ReproSpec, data: &[Vec<PanelTrial>], job: &Job) -> crate::
             field: format!("{} (panel {}, eps {eps}): {field}", alg.label, job.panel),
             reason,
         },
+        crate::Error::Param(p) => crate::Error::Config {
+            field: format!(
+                "{} (panel {}, eps {eps}): algorithm.{}",
+                alg.label,
+                job.panel,
+                p.field()
+            ),
+            reason: p.reason(),
+        },
         other => other,
     })?;
     let metric = metric_of(spec.metric, pt.data.model.as_ref(), &run.final_model, pt);

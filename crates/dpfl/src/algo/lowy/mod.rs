@@ -24,6 +24,8 @@
 //! acsa_server}`) and its own files, never this wing: what two wings share moves down into
 //! the floor. It adds (1) its config struct implementing `crate::algo::wing::Wing` (in its
 //! `wing.rs`: label, privacy, noise-multiplier rule, knobs, audit view, requirements, plan)
+//! and `crate::algo::checked::ParamGuard` (its parameters checked once, from the shared
+//! blocks, into the type its `plan()` takes)
 //! and, in `crate::algo::spec`, its variant of `AlgorithmSpec` with its line in `with_wing!`
 //! and `from_config!`, and its plan's `WingPlan` variant; (2) its silo half (or a `BatchSource`/mechanism for the floor's `GradientSilo`) and
 //! server half, each reporting its round's privacy event; (3) its calibration with the

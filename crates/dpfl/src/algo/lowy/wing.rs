@@ -5,10 +5,16 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::acsa::{AcceleratedSpec, AcsaPlan};
-use super::calibration::Calibration;
+use dpfl_privacy::sampler::RecordSampling;
+
+use super::acsa::{AcceleratedSpec, AcsaPlan, AcsaSampling};
+use super::calibration::{Calibration, NoiseRule};
+use super::inputs::{Constants, Params};
 use super::local_sgd::LocalSgdPlan;
 use super::mbsgd::{MbSgdPlan, NoisyMbSgdSpec};
+use crate::algo::checked::{
+    BatchRule, CheckedSmoothing, ParamError, ParamGuard, StepRule, non_negative, step_size, weights,
+};
 use crate::algo::context::BuildContext;
 use crate::algo::server::OutputRule;
 use crate::algo::wing::{AuditView, Knobs, NoiseMultiplier, Planned, Privacy, Requirements, Wing};
@@ -32,7 +38,7 @@ pub struct MbSgdSpec {
     /// How each silo draws its K records per round: `with-replacement` (the paper's,
     /// default), `without-replacement` or `poisson` (rate K/n).
     #[serde(default)]
-    pub sampling: dpfl_privacy::sampler::RecordSampling,
+    pub sampling: RecordSampling,
 }
 
 /// Local SGD / FedAvg: K local single-sample steps, server averages models; private
@@ -69,6 +75,214 @@ impl LocalSgdSpec {
             (None, true) => Some(Calibration::Experiment),
             (None, false) => None,
         }
+    }
+}
+
+/// `mb-sgd`, checked: η, K (required without a noise rule, whose default K it would be).
+#[derive(Debug, Clone, PartialEq)]
+pub struct MbSgdParams {
+    /// η.
+    pub(crate) step: StepSize,
+    /// The noise rule; `None` for the non-private algorithm.
+    pub(crate) calibration: Option<Calibration>,
+    /// K, or each silo's default under the noise rule.
+    pub(crate) batch: BatchRule,
+    /// Which iterate the server outputs.
+    pub(crate) output: OutputRule,
+    /// How each silo draws its K records.
+    pub(crate) sampling: RecordSampling,
+}
+
+impl ParamGuard for MbSgdSpec {
+    type Checked = MbSgdParams;
+    fn check(&self) -> Result<MbSgdParams, ParamError> {
+        let batch = BatchRule::check("batch_size", self.batch_size)?;
+        if self.calibration.is_none() && batch == BatchRule::Rule {
+            return Err(ParamError::missing(
+                "batch_size",
+                "non-private MB-SGD has no batch-size rule",
+            ));
+        }
+        Ok(MbSgdParams {
+            step: step_size(self.step_size)?,
+            calibration: self.calibration,
+            batch,
+            output: self.output,
+            sampling: self.sampling,
+        })
+    }
+}
+
+/// `local-sgd`, checked: η, the noise rule (App. I's or the accountant's) and K.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LocalSgdParams {
+    /// η of each local step.
+    pub(crate) step: StepSize,
+    /// The noise rule; `None` for the non-private algorithm.
+    pub(crate) rule: Option<Calibration>,
+    /// K local steps, or App. I's default (private runs only).
+    pub(crate) local_steps: BatchRule,
+    /// Which iterate the server outputs.
+    pub(crate) output: OutputRule,
+}
+
+impl ParamGuard for LocalSgdSpec {
+    type Checked = LocalSgdParams;
+    fn check(&self) -> Result<LocalSgdParams, ParamError> {
+        let local_steps = BatchRule::check("local_steps", self.local_steps)?;
+        let rule = self.rule();
+        match (rule, local_steps) {
+            (Some(Calibration::Theory), _) => Err(ParamError::refused(
+                "calibration",
+                "Local SGD has no theory rule (the paper gives it only App. I's noise); use \"experiment\" or \"accountant\"",
+            )),
+            (None, BatchRule::Rule) => Err(ParamError::missing(
+                "local_steps",
+                "non-private Local SGD has no rule for K",
+            )),
+            _ => Ok(LocalSgdParams {
+                step: step_size(self.step_size)?,
+                rule,
+                local_steps,
+                output: self.output,
+            }),
+        }
+    }
+}
+
+/// The parameters Lowy & Razaviyayn's general forms share (Algorithm 7's `noisy-mb-sgd`,
+/// Algorithm 1's `accelerated-mb-sgd`), checked: the step and batch rules, smoothing,
+/// weights and constants.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GeneralParams {
+    /// Explicit parameters or the theorems' rules for the missing ones.
+    pub(crate) params: Params,
+    /// η (AC-SA: the first step 1/(2γ)), or the rules'.
+    pub(crate) step: StepRule,
+    /// The same K for every silo, or the rules'.
+    pub(crate) batch: BatchRule,
+    /// Moreau smoothing.
+    pub(crate) smoothing: Option<CheckedSmoothing>,
+    /// Objective weights p_i (each > 0, summing to 1).
+    pub(crate) weights: Option<Vec<f64>>,
+    /// Problem constants.
+    pub(crate) constants: Constants,
+}
+
+impl GeneralParams {
+    fn check(
+        params: Params,
+        step: Option<f64>,
+        batch: Option<usize>,
+        smoothing: Option<crate::algo::gradient::Smoothing>,
+        w: Option<&[f64]>,
+        constants: &Constants,
+    ) -> Result<Self, ParamError> {
+        Ok(GeneralParams {
+            params,
+            step: StepRule::check(step)?,
+            batch: BatchRule::check("batch_size", batch)?,
+            smoothing: CheckedSmoothing::check(smoothing)?,
+            weights: weights(w)?,
+            constants: constants.check()?,
+        })
+    }
+}
+
+/// `noisy-mb-sgd`, checked.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NoisyMbSgdParams {
+    /// The noise rule; `None` for the non-private algorithm.
+    pub(crate) calibration: Option<Calibration>,
+    /// What Algorithm 7 shares with AC-SA.
+    pub(crate) theory: GeneralParams,
+    /// The output rule, or the theory's.
+    pub(crate) output: Option<OutputRule>,
+    /// How each silo draws its K_i records.
+    pub(crate) sampling: RecordSampling,
+}
+
+impl ParamGuard for NoisyMbSgdSpec {
+    type Checked = NoisyMbSgdParams;
+    fn check(&self) -> Result<NoisyMbSgdParams, ParamError> {
+        let theory = GeneralParams::check(
+            self.params,
+            self.step_size,
+            self.batch_size,
+            self.smoothing,
+            self.weights.as_deref(),
+            &self.constants,
+        )?;
+        if theory.params == Params::Explicit && theory.step == StepRule::Rule {
+            return Err(ParamError::missing(
+                "step_size",
+                "give it, or params = \"theory\"",
+            ));
+        }
+        Ok(NoisyMbSgdParams {
+            calibration: self.calibration,
+            theory,
+            output: self.output,
+            sampling: self.sampling,
+        })
+    }
+}
+
+/// `accelerated-mb-sgd`, checked: the calibration rule against the sampling (one pass has
+/// only Thm E.1's), λ ≥ 0, and η where the convex schedule needs one.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AcceleratedParams {
+    /// One pass over disjoint batches or a fresh batch every round.
+    pub(crate) sampling: AcsaSampling,
+    /// The noise rule the calibration resolves to for this sampling.
+    pub(crate) noise: Option<NoiseRule>,
+    /// What Algorithm 1 shares with Algorithm 7.
+    pub(crate) theory: GeneralParams,
+    /// λ, if given.
+    pub(crate) regularization: Option<f64>,
+}
+
+impl ParamGuard for AcceleratedSpec {
+    type Checked = AcceleratedParams;
+    fn check(&self) -> Result<AcceleratedParams, ParamError> {
+        let noise = match (self.sampling, self.calibration) {
+            (_, None) => None,
+            (AcsaSampling::OnePass, Some(Calibration::Theory)) => Some(NoiseRule::OnePass),
+            (AcsaSampling::OnePass, Some(Calibration::Experiment | Calibration::Accountant)) => {
+                return Err(ParamError::refused(
+                    "calibration",
+                    "the one-pass algorithm has only Thm E.1's calibration; use \"theory\"",
+                ));
+            }
+            (_, Some(c)) => Some(NoiseRule::from(c)),
+        };
+        let theory = GeneralParams::check(
+            self.params,
+            self.step_size,
+            self.batch_size,
+            self.smoothing,
+            self.weights.as_deref(),
+            &self.constants,
+        )?;
+        // The convex schedule starts from η; the strongly convex one follows the theorems.
+        if theory.params == Params::Explicit
+            && theory.constants.strong_convexity.is_none()
+            && theory.step == StepRule::Rule
+        {
+            return Err(ParamError::missing(
+                "step_size",
+                "for convex losses unless params = \"theory\"",
+            ));
+        }
+        Ok(AcceleratedParams {
+            sampling: self.sampling,
+            noise,
+            theory,
+            regularization: self
+                .regularization
+                .map(|l| non_negative("regularization", l))
+                .transpose()?,
+        })
     }
 }
 
@@ -117,15 +331,8 @@ impl Wing for MbSgdSpec {
     fn audit_view(&self, _: &MbSgdPlan) -> AuditView {
         AuditView::Gradient { all_silos: false }
     }
-    fn plan(&self, ctx: &BuildContext) -> crate::Result<Planned<MbSgdPlan>> {
-        let (p, c) = super::mbsgd::plan(
-            ctx,
-            StepSize::new(self.step_size)?,
-            self.calibration,
-            self.batch_size,
-            self.output,
-            self.sampling,
-        )?;
+    fn plan(params: &MbSgdParams, ctx: &BuildContext) -> crate::Result<Planned<MbSgdPlan>> {
+        let (p, c) = super::mbsgd::plan(ctx, params)?;
         Ok(Planned::new(p, c))
     }
 }
@@ -167,14 +374,8 @@ impl Wing for LocalSgdSpec {
     fn audit_view(&self, _: &LocalSgdPlan) -> AuditView {
         AuditView::Model
     }
-    fn plan(&self, ctx: &BuildContext) -> crate::Result<Planned<LocalSgdPlan>> {
-        let (p, c) = super::local_sgd::plan(
-            ctx,
-            StepSize::new(self.step_size)?,
-            self.rule(),
-            self.local_steps,
-            self.output,
-        )?;
+    fn plan(params: &LocalSgdParams, ctx: &BuildContext) -> crate::Result<Planned<LocalSgdPlan>> {
+        let (p, c) = super::local_sgd::plan(ctx, params)?;
         Ok(Planned::new(p, c))
     }
 }
@@ -213,8 +414,8 @@ impl Wing for AcceleratedSpec {
     fn audit_view(&self, _: &AcsaPlan) -> AuditView {
         AuditView::Gradient { all_silos: false }
     }
-    fn plan(&self, ctx: &BuildContext) -> crate::Result<Planned<AcsaPlan>> {
-        let (p, c) = super::acsa::plan(ctx, self)?;
+    fn plan(params: &AcceleratedParams, ctx: &BuildContext) -> crate::Result<Planned<AcsaPlan>> {
+        let (p, c) = super::acsa::plan(ctx, params)?;
         Ok(Planned::new(p, c))
     }
 }
@@ -256,8 +457,8 @@ impl Wing for NoisyMbSgdSpec {
     fn audit_view(&self, _: &MbSgdPlan) -> AuditView {
         AuditView::Gradient { all_silos: false }
     }
-    fn plan(&self, ctx: &BuildContext) -> crate::Result<Planned<MbSgdPlan>> {
-        let (p, c) = super::mbsgd::plan_general(ctx, self)?;
+    fn plan(params: &NoisyMbSgdParams, ctx: &BuildContext) -> crate::Result<Planned<MbSgdPlan>> {
+        let (p, c) = super::mbsgd::plan_general(ctx, params)?;
         Ok(Planned::new(p, c))
     }
 }
