@@ -48,7 +48,7 @@ use super::multistage::AcsaSchedule;
 use super::params::{oracle, prepare, theory};
 use super::theory::{Constants, Overrides, Params, Setting, Smoothing, TheoryInputs};
 use super::wing::AcceleratedParams;
-use crate::algo::checked::{BatchRule, StepRule};
+use crate::algo::checked::{BatchRule, ParamError, StepRule};
 use crate::algo::context::{BuildContext, SiloCalibration};
 use crate::algo::gradient::{BatchSource, GradientSilo};
 use crate::algo::half::{ServerHalf, SiloHalf};
@@ -273,7 +273,14 @@ pub(crate) fn plan(
         }
     }
     let (mu, lambda, schedule, note) = match (general.params, strongly_convex, general.step) {
-        // The guard refuses explicit convex parameters without η.
+        // Required here, not by the guard: a reproduction's grid may set η.
+        (Params::Explicit, false, StepRule::Rule) => {
+            return Err(ParamError::missing(
+                "step_size",
+                "for convex losses unless params = \"theory\"",
+            )
+            .into());
+        }
         (Params::Explicit, false, StepRule::Given(s)) => {
             let s = s.get();
             let lambda = spec.regularization.unwrap_or(0.0);
@@ -286,7 +293,7 @@ pub(crate) fn plan(
                 String::new(),
             )
         }
-        (Params::Explicit | Params::Theory, _, step) => {
+        (Params::Explicit, true, step) | (Params::Theory, _, step) => {
             let p = theory(
                 ctx,
                 setting,

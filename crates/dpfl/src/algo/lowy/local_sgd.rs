@@ -272,9 +272,12 @@ pub(crate) fn plan(
             };
             (k, Some(sigma), formula)
         } else {
-            // The guard requires K of a non-private run.
+            // Required here, not by the guard: a reproduction's grid may set K.
             let k = local_steps.ok_or_else(|| {
-                crate::algo::checked::ParamError::missing("local_steps", "non-private Local SGD")
+                crate::algo::checked::ParamError::missing(
+                    "local_steps",
+                    "non-private Local SGD has no rule for K",
+                )
             })?;
             (k, None, "non-private".to_string())
         };

@@ -29,7 +29,7 @@ use super::calibration::{BatchChoice, Calibration, NoiseRule, plan_silos, report
 use super::params::{oracle, prepare, theory};
 use super::theory::{Constants, Params, Setting, Smoothing};
 use super::wing::{MbSgdParams, NoisyMbSgdParams};
-use crate::algo::checked::{BatchRule, StepRule};
+use crate::algo::checked::{BatchRule, ParamError, StepRule};
 use crate::algo::context::{BuildContext, SiloCalibration};
 use crate::algo::gradient::{BatchSource, GradientSilo};
 use crate::algo::half::{ServerHalf, SiloHalf};
@@ -117,6 +117,12 @@ pub(crate) fn plan(
         sampling,
     } = *params;
     ctx.enforcing_oracle()?;
+    // Required here, not by the guard: a reproduction's grid may set K.
+    if calibration.is_none() && batch == BatchRule::Rule {
+        return Err(
+            ParamError::missing("batch_size", "non-private MB-SGD has no batch-size rule").into(),
+        );
+    }
     let batch = batch
         .given()
         .map_or(BatchChoice::Own, BatchChoice::Explicit);
@@ -233,11 +239,14 @@ pub(crate) fn plan_general(
     )?;
     let rounds = ctx.federation.rounds;
     let (eta, output, note) = match (general.params, general.step) {
-        // The guard refuses explicit parameters without η.
         (Params::Explicit, StepRule::Given(eta)) => {
             (eta.get(), spec.output.unwrap_or_default(), String::new())
         }
-        (Params::Explicit | Params::Theory, step) => {
+        // Required here, not by the guard: a reproduction's grid may set η.
+        (Params::Explicit, StepRule::Rule) => {
+            return Err(ParamError::missing("step_size", "give it, or params = \"theory\"").into());
+        }
+        (Params::Theory, step) => {
             let p = theory(
                 ctx,
                 Setting::MbSgd,

@@ -78,7 +78,8 @@ impl LocalSgdSpec {
     }
 }
 
-/// `mb-sgd`, checked: η, K (required without a noise rule, whose default K it would be).
+/// `mb-sgd`, checked: η and K. What a reproduction's grid may still fill in (K of a
+/// non-private run, η where the theorems give none) is required when planning, not here.
 #[derive(Debug, Clone, PartialEq)]
 pub struct MbSgdParams {
     /// η.
@@ -96,17 +97,10 @@ pub struct MbSgdParams {
 impl ParamGuard for MbSgdSpec {
     type Checked = MbSgdParams;
     fn check(&self) -> Result<MbSgdParams, ParamError> {
-        let batch = BatchRule::check("batch_size", self.batch_size)?;
-        if self.calibration.is_none() && batch == BatchRule::Rule {
-            return Err(ParamError::missing(
-                "batch_size",
-                "non-private MB-SGD has no batch-size rule",
-            ));
-        }
         Ok(MbSgdParams {
             step: step_size(self.step_size)?,
             calibration: self.calibration,
-            batch,
+            batch: BatchRule::check("batch_size", self.batch_size)?,
             output: self.output,
             sampling: self.sampling,
         })
@@ -129,24 +123,19 @@ pub struct LocalSgdParams {
 impl ParamGuard for LocalSgdSpec {
     type Checked = LocalSgdParams;
     fn check(&self) -> Result<LocalSgdParams, ParamError> {
-        let local_steps = BatchRule::check("local_steps", self.local_steps)?;
         let rule = self.rule();
-        match (rule, local_steps) {
-            (Some(Calibration::Theory), _) => Err(ParamError::refused(
+        if rule == Some(Calibration::Theory) {
+            return Err(ParamError::refused(
                 "calibration",
                 "Local SGD has no theory rule (the paper gives it only App. I's noise); use \"experiment\" or \"accountant\"",
-            )),
-            (None, BatchRule::Rule) => Err(ParamError::missing(
-                "local_steps",
-                "non-private Local SGD has no rule for K",
-            )),
-            _ => Ok(LocalSgdParams {
-                step: step_size(self.step_size)?,
-                rule,
-                local_steps,
-                output: self.output,
-            }),
+            ));
         }
+        Ok(LocalSgdParams {
+            step: step_size(self.step_size)?,
+            rule,
+            local_steps: BatchRule::check("local_steps", self.local_steps)?,
+            output: self.output,
+        })
     }
 }
 
@@ -213,12 +202,6 @@ impl ParamGuard for NoisyMbSgdSpec {
             self.weights.as_deref(),
             &self.constants,
         )?;
-        if theory.params == Params::Explicit && theory.step == StepRule::Rule {
-            return Err(ParamError::missing(
-                "step_size",
-                "give it, or params = \"theory\"",
-            ));
-        }
         Ok(NoisyMbSgdParams {
             calibration: self.calibration,
             theory,
@@ -264,16 +247,6 @@ impl ParamGuard for AcceleratedSpec {
             self.weights.as_deref(),
             &self.constants,
         )?;
-        // The convex schedule starts from η; the strongly convex one follows the theorems.
-        if theory.params == Params::Explicit
-            && theory.constants.strong_convexity.is_none()
-            && theory.step == StepRule::Rule
-        {
-            return Err(ParamError::missing(
-                "step_size",
-                "for convex losses unless params = \"theory\"",
-            ));
-        }
         Ok(AcceleratedParams {
             sampling: self.sampling,
             noise,

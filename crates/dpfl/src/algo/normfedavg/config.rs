@@ -454,7 +454,7 @@ mod tests {
             },
         ] {
             let e = bad.check().unwrap_err().to_string();
-            assert!(e.starts_with("beta "), "{e}");
+            assert!(e.starts_with("beta"), "{e}");
         }
         assert!(
             EtaSchedule {
