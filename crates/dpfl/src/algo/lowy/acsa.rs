@@ -44,10 +44,10 @@ use dpfl_privacy::sampler::RecordSampling;
 
 use super::calibration::SiloPlan;
 use super::calibration::{BatchChoice, Calibration, plan_silos, report};
+use super::checked_params::AcceleratedParams;
 use super::multistage::AcsaSchedule;
 use super::params::{oracle, prepare, theory};
 use super::theory::{Constants, Overrides, Params, Setting, Smoothing, TheoryInputs};
-use super::wing::AcceleratedParams;
 use crate::algo::checked::{BatchRule, ParamError, StepRule};
 use crate::algo::context::{BuildContext, SiloCalibration};
 use crate::algo::gradient::{BatchSource, GradientSilo};
@@ -56,20 +56,9 @@ use crate::algo::half::{ServerHalf, SiloHalf};
 /// The AC-SA server half lives in the floor: the shuffle wing's Algorithm 6 runs it too.
 pub use crate::algo::acsa_server::AcsaServer;
 
-/// How an accelerated silo samples its records.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(rename_all = "kebab-case")]
-pub enum AcsaSampling {
-    /// Disjoint batches, one pass (Thm E.1: population loss, heterogeneous silos).
-    OnePass,
-    /// With replacement each round (Thm F.1: empirical risk).
-    #[serde(alias = "with-replacement")]
-    Erm,
-    /// ERM with a uniform K-subset each round.
-    WithoutReplacement,
-    /// ERM with Poisson sampling at rate K/n each round.
-    Poisson,
-}
+/// How an accelerated silo samples its records (kept with the wing's other inputs, so that
+/// the checked parameters can name it without importing this file).
+pub use super::inputs::AcsaSampling;
 
 /// Accelerated Noisy MB-SGD as named in a config file:
 ///

@@ -8,6 +8,21 @@ use super::multistage::AcsaSchedule;
 use crate::algo::checked::{ParamError, ParamGuard, non_negative, positive};
 use crate::algo::server::OutputRule;
 
+/// How an accelerated silo samples its records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum AcsaSampling {
+    /// Disjoint batches, one pass (Thm E.1: population loss, heterogeneous silos).
+    OnePass,
+    /// With replacement each round (Thm F.1: empirical risk).
+    #[serde(alias = "with-replacement")]
+    Erm,
+    /// ERM with a uniform K-subset each round.
+    WithoutReplacement,
+    /// ERM with Poisson sampling at rate K/n each round.
+    Poisson,
+}
+
 /// Whether missing parameters come from the theorems or must be given.
 #[derive(
     Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema,

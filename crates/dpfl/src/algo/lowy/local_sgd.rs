@@ -183,7 +183,7 @@ impl LocalSgdPlan {
 /// Calibrates every silo once (App. I) from Local SGD's checked parameters.
 pub(crate) fn plan(
     ctx: &BuildContext,
-    params: &super::wing::LocalSgdParams,
+    params: &super::checked_params::LocalSgdParams,
 ) -> crate::Result<(LocalSgdPlan, Vec<SiloCalibration>)> {
     let (step_size, calibration, output) = (params.step, params.rule, params.output);
     let local_steps = params.local_steps.given();

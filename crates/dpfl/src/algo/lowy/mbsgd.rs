@@ -26,9 +26,9 @@ use dpfl_privacy::{Mechanism, VectorMechanism};
 
 use super::calibration::SiloPlan;
 use super::calibration::{BatchChoice, Calibration, NoiseRule, plan_silos, report};
+use super::checked_params::{MbSgdParams, NoisyMbSgdParams};
 use super::params::{oracle, prepare, theory};
 use super::theory::{Constants, Params, Setting, Smoothing};
-use super::wing::{MbSgdParams, NoisyMbSgdParams};
 use crate::algo::checked::{BatchRule, ParamError, StepRule};
 use crate::algo::context::{BuildContext, SiloCalibration};
 use crate::algo::gradient::{BatchSource, GradientSilo};

@@ -7,7 +7,8 @@
 //!   (Algorithm 7: weights, per-silo K_i, smoothing, the theorems' rules); its server half
 //!   is the floor's `MbSgdServer` (the shuffle wing runs it too).
 //! - `acsa.rs` — `kind = "accelerated-mb-sgd"`; its server half is the floor's `AcsaServer`.
-//! - `wing.rs` — the `mb-sgd` and `local-sgd` configs and the wing's `Wing` impls.
+//! - `wing.rs` — the `mb-sgd` and `local-sgd` configs and the wing's `Wing` and `ParamGuard`
+//!   impls; `checked_params.rs` — the checked types the guards produce and planning takes.
 //! - `local_sgd.rs` — Local SGD / FedAvg and its ISRL-DP baseline.
 //! - `calibration.rs` — per-silo K_i and σ_i under theory | experiment | accountant (and
 //!   Thm E.1's one-pass rule); the one default-K rule.
@@ -35,6 +36,7 @@
 
 pub mod acsa;
 pub mod calibration;
+pub mod checked_params;
 pub mod inputs;
 pub mod local_sgd;
 pub mod mbsgd;

@@ -9,16 +9,15 @@ use dpfl_privacy::sampler::RecordSampling;
 
 use super::acsa::{AcceleratedSpec, AcsaPlan, AcsaSampling};
 use super::calibration::{Calibration, NoiseRule};
-use super::inputs::{Constants, Params};
+pub use super::checked_params::{
+    AcceleratedParams, GeneralParams, LocalSgdParams, MbSgdParams, NoisyMbSgdParams,
+};
 use super::local_sgd::LocalSgdPlan;
 use super::mbsgd::{MbSgdPlan, NoisyMbSgdSpec};
-use crate::algo::checked::{
-    BatchRule, CheckedSmoothing, ParamError, ParamGuard, StepRule, non_negative, step_size, weights,
-};
+use crate::algo::checked::{BatchRule, ParamError, ParamGuard, non_negative, step_size};
 use crate::algo::context::BuildContext;
 use crate::algo::server::OutputRule;
 use crate::algo::wing::{AuditView, Knobs, NoiseMultiplier, Planned, Privacy, Requirements, Wing};
-use crate::units::StepSize;
 
 /// Minibatch SGD (Lowy & Razaviyayn Algorithm 2); private when `calibration` is set.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -78,22 +77,6 @@ impl LocalSgdSpec {
     }
 }
 
-/// `mb-sgd`, checked: η and K. What a reproduction's grid may still fill in (K of a
-/// non-private run, η where the theorems give none) is required when planning, not here.
-#[derive(Debug, Clone, PartialEq)]
-pub struct MbSgdParams {
-    /// η.
-    pub(crate) step: StepSize,
-    /// The noise rule; `None` for the non-private algorithm.
-    pub(crate) calibration: Option<Calibration>,
-    /// K, or each silo's default under the noise rule.
-    pub(crate) batch: BatchRule,
-    /// Which iterate the server outputs.
-    pub(crate) output: OutputRule,
-    /// How each silo draws its K records.
-    pub(crate) sampling: RecordSampling,
-}
-
 impl ParamGuard for MbSgdSpec {
     type Checked = MbSgdParams;
     fn check(&self) -> Result<MbSgdParams, ParamError> {
@@ -105,19 +88,6 @@ impl ParamGuard for MbSgdSpec {
             sampling: self.sampling,
         })
     }
-}
-
-/// `local-sgd`, checked: η, the noise rule (App. I's or the accountant's) and K.
-#[derive(Debug, Clone, PartialEq)]
-pub struct LocalSgdParams {
-    /// η of each local step.
-    pub(crate) step: StepSize,
-    /// The noise rule; `None` for the non-private algorithm.
-    pub(crate) rule: Option<Calibration>,
-    /// K local steps, or App. I's default (private runs only).
-    pub(crate) local_steps: BatchRule,
-    /// Which iterate the server outputs.
-    pub(crate) output: OutputRule,
 }
 
 impl ParamGuard for LocalSgdSpec {
@@ -139,58 +109,6 @@ impl ParamGuard for LocalSgdSpec {
     }
 }
 
-/// The parameters Lowy & Razaviyayn's general forms share (Algorithm 7's `noisy-mb-sgd`,
-/// Algorithm 1's `accelerated-mb-sgd`), checked: the step and batch rules, smoothing,
-/// weights and constants.
-#[derive(Debug, Clone, PartialEq)]
-pub struct GeneralParams {
-    /// Explicit parameters or the theorems' rules for the missing ones.
-    pub(crate) params: Params,
-    /// η (AC-SA: the first step 1/(2γ)), or the rules'.
-    pub(crate) step: StepRule,
-    /// The same K for every silo, or the rules'.
-    pub(crate) batch: BatchRule,
-    /// Moreau smoothing.
-    pub(crate) smoothing: Option<CheckedSmoothing>,
-    /// Objective weights p_i (each > 0, summing to 1).
-    pub(crate) weights: Option<Vec<f64>>,
-    /// Problem constants.
-    pub(crate) constants: Constants,
-}
-
-impl GeneralParams {
-    fn check(
-        params: Params,
-        step: Option<f64>,
-        batch: Option<usize>,
-        smoothing: Option<crate::algo::gradient::Smoothing>,
-        w: Option<&[f64]>,
-        constants: &Constants,
-    ) -> Result<Self, ParamError> {
-        Ok(GeneralParams {
-            params,
-            step: StepRule::check(step)?,
-            batch: BatchRule::check("batch_size", batch)?,
-            smoothing: CheckedSmoothing::check(smoothing)?,
-            weights: weights(w)?,
-            constants: constants.check()?,
-        })
-    }
-}
-
-/// `noisy-mb-sgd`, checked.
-#[derive(Debug, Clone, PartialEq)]
-pub struct NoisyMbSgdParams {
-    /// The noise rule; `None` for the non-private algorithm.
-    pub(crate) calibration: Option<Calibration>,
-    /// What Algorithm 7 shares with AC-SA.
-    pub(crate) theory: GeneralParams,
-    /// The output rule, or the theory's.
-    pub(crate) output: Option<OutputRule>,
-    /// How each silo draws its K_i records.
-    pub(crate) sampling: RecordSampling,
-}
-
 impl ParamGuard for NoisyMbSgdSpec {
     type Checked = NoisyMbSgdParams;
     fn check(&self) -> Result<NoisyMbSgdParams, ParamError> {
@@ -209,20 +127,6 @@ impl ParamGuard for NoisyMbSgdSpec {
             sampling: self.sampling,
         })
     }
-}
-
-/// `accelerated-mb-sgd`, checked: the calibration rule against the sampling (one pass has
-/// only Thm E.1's), λ ≥ 0, and η where the convex schedule needs one.
-#[derive(Debug, Clone, PartialEq)]
-pub struct AcceleratedParams {
-    /// One pass over disjoint batches or a fresh batch every round.
-    pub(crate) sampling: AcsaSampling,
-    /// The noise rule the calibration resolves to for this sampling.
-    pub(crate) noise: Option<NoiseRule>,
-    /// What Algorithm 1 shares with Algorithm 7.
-    pub(crate) theory: GeneralParams,
-    /// λ, if given.
-    pub(crate) regularization: Option<f64>,
 }
 
 impl ParamGuard for AcceleratedSpec {

@@ -4,16 +4,35 @@
 //! (one pass: R·K ≤ min n_i; M_min ≤ N; a bounded projection for a preset's η) is checked
 //! when planning, with the same [`ParamError`].
 
+use serde::{Deserialize, Serialize};
+
 use super::calibration::SdpCalibration;
 use super::pagd_preset::PagdSpec;
 use super::pan::PanPrivateSpec;
-use super::wing::ShuffleAlgorithm;
 use super::{PgdSpec, PsgdSpec, SdpAcceleratedSpec, SdpMbSgdSpec};
 use crate::algo::checked::{
     BatchRule, CheckedSmoothing, ParamError, ParamGuard, StepRule, at_least_one, non_negative,
     positive, step_size,
 };
 use crate::algo::gradient::Smoothing;
+
+/// A shuffle-wing algorithm as a plan keeps it (the same `kind`-tagged form as the config).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case", deny_unknown_fields)]
+pub enum ShuffleAlgorithm {
+    /// `sdp-mb-sgd`.
+    SdpMbSgd(SdpMbSgdSpec),
+    /// `sdp-accelerated-mb-sgd`.
+    SdpAcceleratedMbSgd(SdpAcceleratedSpec),
+    /// `psgd`.
+    Psgd(PsgdSpec),
+    /// `pgd`.
+    Pgd(PgdSpec),
+    /// `pagd`.
+    Pagd(PagdSpec),
+    /// `pan-private-acsa`.
+    PanPrivateAcsa(PanPrivateSpec),
+}
 
 /// A shuffle-wing algorithm whose parameters passed its guard.
 #[derive(Debug, Clone, PartialEq)]

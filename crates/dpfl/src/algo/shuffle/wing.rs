@@ -10,6 +10,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::guard::CheckedShuffle;
+pub use super::guard::ShuffleAlgorithm;
 use super::pagd_preset::PagdSpec;
 use super::pan::PanPrivateSpec;
 use super::plan::ShufflePlan;
@@ -24,24 +25,6 @@ use crate::algo::wing::{
     AuditView, Knobs, NoiseMultiplier, Planned, Privacy, Requirements, Transport, Wing,
 };
 use crate::units::StepSize;
-
-/// A shuffle-wing algorithm as a plan keeps it (the same `kind`-tagged form as the config).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "kebab-case", deny_unknown_fields)]
-pub enum ShuffleAlgorithm {
-    /// `sdp-mb-sgd`.
-    SdpMbSgd(SdpMbSgdSpec),
-    /// `sdp-accelerated-mb-sgd`.
-    SdpAcceleratedMbSgd(SdpAcceleratedSpec),
-    /// `psgd`.
-    Psgd(PsgdSpec),
-    /// `pgd`.
-    Pgd(PgdSpec),
-    /// `pagd`.
-    Pagd(PagdSpec),
-    /// `pan-private-acsa`.
-    PanPrivateAcsa(PanPrivateSpec),
-}
 
 /// What a shuffle wing's run is built from: its spec (the server half follows by closed
 /// forms) and its calibrated plan.

@@ -18,11 +18,11 @@ use super::calibration::{
     CODE_DIRECT_FACTOR, CODE_SHIFTED_CONSTANT, Estimator, accountant_sigma, closed_form_sigma,
     default_batch, qdpsgd_code_sigma, round_event, shift_step,
 };
+use super::guard::CheckedSoteria;
 use super::qdpsgd::{QdpsgdServer, QdpsgdSilo};
 use super::server::SoteriaServer;
 use super::silo::{SiloNoise, SoteriaSilo};
 use super::spec::{Clipping, InitSpec, Method, NoiseCalibration, SoteriaSpec};
-use super::wing::CheckedSoteria;
 use crate::algo::checked::{ParamGuard, at_most};
 use crate::algo::context::{BuildContext, BuiltAlgorithm, SiloCalibration};
 use crate::algo::half::{ServerHalf, SiloHalf};
@@ -71,8 +71,8 @@ pub struct SoteriaPlan {
     pub silos: Vec<SoteriaSiloPlan>,
 }
 
-/// Q-DPSGD-1's default consensus step (its guard's, `super::wing`).
-pub use super::wing::QDPSGD_CONSENSUS;
+/// Q-DPSGD-1's default consensus step (its guard's, `super::guard`).
+pub use super::guard::QDPSGD_CONSENSUS;
 
 fn bad(field: &str, reason: impl Into<String>) -> crate::Error {
     crate::Error::config(format!("algorithm.{field}"), reason)
@@ -85,7 +85,7 @@ pub fn plan(
     method: Method,
     spec: &SoteriaSpec,
 ) -> crate::Result<(SoteriaPlan, Vec<SiloCalibration>)> {
-    let wing = super::wing::SoteriaWing {
+    let wing = super::guard::SoteriaWing {
         method,
         spec: spec.clone(),
     };
