@@ -64,9 +64,9 @@ pub fn privacy(field: &str, e: PrivacyError) -> PyErr {
 
 /// A `dpfl::Error`: configuration errors are [`ConfigError`], the rest [`RunError`].
 pub fn dpfl_error(e: dpfl::Error) -> PyErr {
-    match e {
-        dpfl::Error::Config { .. } => ConfigError::new_err(one_line(&e)),
-        _ => RunError::new_err(one_line(&e)),
+    match e.is_config() {
+        true => ConfigError::new_err(one_line(&e)),
+        false => RunError::new_err(one_line(&e)),
     }
 }
 

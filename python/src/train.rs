@@ -77,7 +77,7 @@ pub fn train(
     };
     let result = py.detach(|| experiment::run(&spec, data_dir.as_deref(), &report));
     let run = result.map_err(|e| match (&path, &e) {
-        (Some(p), dpfl::Error::Config { .. }) => ConfigError::new_err(in_file(p, one_line(&e))),
+        (Some(p), e2) if e2.is_config() => ConfigError::new_err(in_file(p, one_line(&e))),
         _ => dpfl_error(e),
     })?;
     if let Some(dir) = &out {

@@ -239,7 +239,7 @@ pub fn in_file(file: &std::path::Path, e: impl std::fmt::Display) -> String {
 /// field is in; other errors pass unchanged.
 pub fn name_file(file: Option<&std::path::Path>, e: dpfl::Error) -> anyhow::Error {
     match (file, &e) {
-        (Some(f), dpfl::Error::Config { .. }) => {
+        (Some(f), err) if err.is_config() => {
             let text = in_file(f, &e);
             anyhow::Error::new(e).context(text)
         }
@@ -261,7 +261,7 @@ fn exit_code(e: &anyhow::Error) -> u8 {
         return 2;
     }
     match e.downcast_ref::<dpfl::Error>() {
-        Some(dpfl::Error::Config { .. }) => 2,
+        Some(e) if e.is_config() => 2,
         _ => 1,
     }
 }

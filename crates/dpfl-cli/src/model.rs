@@ -66,7 +66,7 @@ pub fn predict(args: &PredictArgs) -> anyhow::Result<()> {
     let (preds, probs) = model
         .predict_rows(&args.data, args.proba)
         .map_err(|e| match e {
-            dpfl::Error::Config { .. } => crate::usage(crate::one_line(&anyhow::Error::new(e))),
+            e if e.is_config() => crate::usage(crate::one_line(&anyhow::Error::new(e))),
             other => other.into(),
         })?;
     let mut header = vec!["row".to_string(), "prediction".to_string()];

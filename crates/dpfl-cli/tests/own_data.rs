@@ -386,7 +386,7 @@ budget = { kind = "total", epsilon = 1.0, delta = 1e-5 }
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(
-        err.contains("algorithms[2] (DP-NormFedAvg)")
+        err.contains("algorithms[2] \"DP-NormFedAvg\": ")
             && err.contains("privacy.budget")
             && err.contains("needs 0 < epsilon < 6, got 7.83"),
         "{err}"
@@ -535,7 +535,7 @@ budget = { kind = "per-round", epsilon = 0.01, delta = 1e-3 }
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(
-        err.contains("algorithms[2] (DP-NormFedAvg)")
+        err.contains("algorithms[2] \"DP-NormFedAvg\": ")
             && err.contains("privacy.enforce_budget")
             && err.contains("release 0"),
         "{err}"
@@ -853,7 +853,7 @@ budget = { kind = "per-round", epsilon = 0.5, delta = 1e-9 }
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(
-        err.contains("algorithms[2] (DP-NormFedAvg)")
+        err.contains("algorithms[2] \"DP-NormFedAvg\": ")
             && err.contains("privacy.enforce_budget")
             && err.contains("silo 0 (northside)'s ledger would refuse a later round")
             && err.contains("200 planned rounds"),

@@ -471,3 +471,93 @@ fn the_processes_of_federate_end_with_it() {
         );
     }
 }
+
+/// An experiment whose second algorithm is `second` (no label: its default one), every
+/// silo every round; the first is a valid private MB-SGD.
+fn second_algorithm(second: &str) -> String {
+    Head {
+        participation: Some(r#"{ kind = "all" }"#),
+        ..Head::default()
+    }
+    .toml(&format!(
+        r#"[[algorithms]]
+kind = "mb-sgd"
+calibration = "accountant"
+step_size = 0.5
+batch_size = 10
+
+[[algorithms]]
+{second}
+"#
+    ))
+}
+
+/// Issue 28 item 4: a refused parameter names the algorithm's index and label, then the
+/// field and why, one kind of refusal per case (`dpfl::algo::checked::ParamError`); the
+/// checks without the federation run before any algorithm trains, k ≤ d when it is planned.
+#[test]
+fn a_refused_parameter_names_the_algorithm_index_and_label() {
+    let cases = [
+        (
+            "kind = \"mb-sgd\"\ncalibration = \"accountant\"\nstep_size = 0.0",
+            "algorithms[1] \"ISRL-DP MB-SGD\": step_size must be finite and > 0, got 0",
+        ),
+        (
+            "kind = \"accelerated-mb-sgd\"\nsampling = \"erm\"\nstep_size = 0.5\nregularization = -1.0",
+            "algorithms[1] \"Accelerated MB-SGD\": regularization must be finite and >= 0, got -1",
+        ),
+        (
+            "kind = \"mb-sgd\"\ncalibration = \"accountant\"\nstep_size = 0.5\nbatch_size = 0",
+            "algorithms[1] \"ISRL-DP MB-SGD\": batch_size must be at least 1",
+        ),
+        (
+            "kind = \"soteria-fl\"\nstep_size = 0.5\nshift_step = 1.5",
+            "algorithms[1] \"SoteriaFL-SGD\": shift_step must lie in (0, 1], got 1.5",
+        ),
+        (
+            "kind = \"cdp-sgd\"\nstep_size = 0.5\ncompressor = { kind = \"random-k\", k = 200 }",
+            "algorithms[1] \"CDP-SGD\": compressor.k must be ≤ d = 4, got 200",
+        ),
+        (
+            "kind = \"mb-sgd\"\nstep_size = 0.5",
+            "algorithms[1] \"MB-SGD\": batch_size is required: non-private MB-SGD has no batch-size rule",
+        ),
+        (
+            "kind = \"local-sgd\"\nstep_size = 0.5\ncalibration = \"theory\"",
+            "algorithms[1] \"ISRL-DP Local SGD\": calibration: Local SGD has no theory rule",
+        ),
+    ];
+    for (second, want) in cases {
+        let tmp = tempfile::tempdir().unwrap();
+        let cfg = write(tmp.path(), "c.toml", &second_algorithm(second));
+        let o = dpfl(&["config", "check", cfg.to_str().unwrap()]);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{second}: {err}");
+        assert!(err.contains(want), "{second}\nwant: {want}\ngot:  {err}");
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+    }
+    // `train` refuses the same way: k ≤ d needs the model, so the first algorithm trains.
+    let tmp = tempfile::tempdir().unwrap();
+    let cfg = write(
+        tmp.path(),
+        "c.toml",
+        &second_algorithm(
+            "kind = \"cdp-sgd\"\nstep_size = 0.5\ncompressor = { kind = \"random-k\", k = 200 }",
+        ),
+    );
+    let out = tmp.path().join("out");
+    let o = dpfl(&[
+        "train",
+        "--quiet",
+        "--config",
+        cfg.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("algorithms[1] \"CDP-SGD\": compressor.k must be ≤ d = 4, got 200"),
+        "{err}"
+    );
+}

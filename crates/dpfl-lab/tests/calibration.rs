@@ -92,7 +92,11 @@ fn partial_participation_spends_less_than_the_target() {
 }
 
 fn local_sgd_spec(rule: &str) -> ExperimentSpec {
-    let text = SyntheticBinary {
+    ExperimentSpec::from_toml(&local_sgd_text(rule), "local-sgd.toml").unwrap()
+}
+
+fn local_sgd_text(rule: &str) -> String {
+    SyntheticBinary {
         name: "local-sgd-calibration",
         rounds: 40,
         participation: "{ kind = \"all\" }",
@@ -105,8 +109,7 @@ fn local_sgd_spec(rule: &str) -> ExperimentSpec {
         &format!(
             "[[algorithms]]\nkind = \"local-sgd\"\n{rule}\nstep_size = 0.05\nlocal_steps = 5\n"
         ),
-    );
-    ExperimentSpec::from_toml(&text, "local-sgd.toml").unwrap()
+    )
 }
 
 #[test]
@@ -147,15 +150,17 @@ fn local_sgd_accountant_calibration_certifies_all_local_steps() {
     assert!(z[0] > 5.0 * 0.1131, "{z:?}");
 }
 
+/// Refused when the experiment is read (the algorithm's guard), naming the algorithm.
 #[test]
 fn local_sgd_refuses_the_theory_rule() {
-    let e = match run(
-        &local_sgd_spec("calibration = \"theory\"\n"),
-        None,
-        &|_, _, _| {},
-    ) {
-        Err(e) => e.to_string(),
-        Ok(_) => panic!("theory rule accepted"),
-    };
-    assert!(e.contains("no theory rule"), "{e}");
+    let text = local_sgd_text("calibration = \"theory\"\n");
+    let e = ExperimentSpec::from_toml(&text, "local-sgd.toml")
+        .expect_err("theory rule accepted")
+        .to_string();
+    assert!(
+        e.contains(
+            "algorithms[0] \"ISRL-DP Local SGD\": calibration: Local SGD has no theory rule"
+        ),
+        "{e}"
+    );
 }

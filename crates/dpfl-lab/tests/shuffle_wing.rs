@@ -308,7 +308,10 @@ fn sdp_accelerated_mb_sgd_runs_pvec_inside_acsa() {
             .unwrap();
     let (ctx, _) = federation(50, 400, 10);
     let e = spec.build(&ctx).err().unwrap().to_string();
-    assert!(e.contains("R·K <= min n_i"), "{e}");
+    assert_eq!(
+        e,
+        "config field `algorithm.batch_size`: must be ≤ min n_i / R = 40, got 41"
+    );
 }
 
 #[test]

@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 /// Errors of the network runtime. Each names the file, field or peer it concerns.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum NetError {
     /// A federation file field is missing or invalid.
     #[error("config {field}: {reason}")]
@@ -102,12 +103,11 @@ impl NetError {
     }
     /// Whether the error is a configuration or usage error (CLI exit code 2).
     pub fn is_config(&self) -> bool {
-        matches!(
-            self,
-            NetError::Config { .. }
-                | NetError::Dpfl(dpfl::Error::Config { .. })
-                | NetError::Dpfl(dpfl::Error::Parse { .. })
-        )
+        match self {
+            NetError::Config { .. } | NetError::Dpfl(dpfl::Error::Parse { .. }) => true,
+            NetError::Dpfl(e) => e.is_config(),
+            _ => false,
+        }
     }
 }
 

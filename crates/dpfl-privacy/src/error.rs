@@ -5,6 +5,7 @@ use thiserror::Error;
 /// Why the privacy core refused or failed: the ledger, accountants, calibrations and
 /// mechanisms return it, and never a number that might under-report the privacy loss.
 #[derive(Debug, Error, Clone, PartialEq)]
+#[non_exhaustive]
 pub enum PrivacyError {
     /// A parameter is outside its domain (e.g. ε ≤ 0, δ ∉ (0,1), σ ≤ 0).
     #[error("invalid parameter `{name}` = {value}: {reason}")]

@@ -4,8 +4,10 @@
 use std::path::PathBuf;
 use thiserror::Error;
 
-/// Why a dpfl library call failed; the binary maps config errors to exit code 2 and the rest to 1.
+/// Why a dpfl library call failed; the binary maps config errors ([`Error::is_config`]) to exit
+/// code 2 and the rest to 1.
 #[derive(Debug, Error)]
+#[non_exhaustive]
 pub enum Error {
     /// A file could not be read or written.
     #[error("{path}: {source}")]
@@ -42,6 +44,24 @@ pub enum Error {
         /// Why the value is refused.
         reason: String,
     },
+    /// An algorithm's parameter is refused (its checked block, `crate::algo::checked`);
+    /// shown under `algorithm.` like a config field until [`Error::Algorithm`] names the
+    /// algorithm.
+    #[error("config field `algorithm.{}`: {}", .0.field(), .0.reason())]
+    // Not a `#[source]`: the message already holds the parameter's, and the binary's one-line
+    // report would repeat it.
+    Param(crate::algo::checked::ParamError),
+    /// A configuration error of one algorithm of an experiment, naming its index and label:
+    /// `algorithms[2] "CDP-SGD": compressor.k must be ≤ d = 124, got 200`.
+    #[error("algorithms[{index}] \"{label}\": {}", inner_message(error))]
+    Algorithm {
+        /// The index in the experiment's `algorithms`.
+        index: usize,
+        /// The algorithm's label.
+        label: String,
+        /// The refusal (not a `#[source]`, for the same reason as [`Error::Param`]'s).
+        error: Box<Error>,
+    },
     /// Model and data disagree on shape.
     #[error("dimension mismatch: {0}")]
     Dimension(String),
@@ -69,12 +89,49 @@ impl Error {
             reason: reason.into(),
         }
     }
+    /// Whether the configuration is at fault (a field, an algorithm's parameter): the
+    /// binary's exit code 2.
+    pub fn is_config(&self) -> bool {
+        match self {
+            Error::Config { .. } | Error::Param(_) => true,
+            Error::Algorithm { error, .. } => error.is_config(),
+            _ => false,
+        }
+    }
+    /// A configuration error of algorithm `index` (labelled `label`) of an experiment, named
+    /// so ([`Error::Algorithm`]); other errors pass unchanged.
+    pub fn in_algorithm(self, index: usize, label: &str) -> Self {
+        match self {
+            e @ (Error::Config { .. } | Error::Param(_)) => Error::Algorithm {
+                index,
+                label: label.to_string(),
+                error: Box::new(e),
+            },
+            other => other,
+        }
+    }
     /// [`Error::Data`] for `what` (a data set, file or silo).
     pub fn data(what: impl Into<String>, reason: impl Into<String>) -> Self {
         Error::Data {
             what: what.into(),
             reason: reason.into(),
         }
+    }
+}
+
+/// An algorithm's refusal inside its `algorithms[i] "label": …` line: a parameter as its
+/// field and reason, a config field as `field: reason`.
+fn inner_message(e: &Error) -> String {
+    match e {
+        Error::Param(p) => p.to_string(),
+        Error::Config { field, reason } => format!("{field}: {reason}"),
+        other => other.to_string(),
+    }
+}
+
+impl From<crate::algo::checked::ParamError> for Error {
+    fn from(e: crate::algo::checked::ParamError) -> Self {
+        Error::Param(e)
     }
 }
 

@@ -275,6 +275,7 @@ fn the_floor_imports_no_wing_and_wings_import_no_other_wing() {
         "gradient",
         "wing",
         "acsa_server",
+        "checked",
     ]
     .iter()
     .map(|f| algo(&[f]))

@@ -90,16 +90,8 @@ pub(super) fn prepare_trial(
         // The run's plan, computed once here (every silo calibrated once) and handed to every
         // process in its federation file; a configuration error stops before any process
         // starts.
-        let plan =
-            experiment::plan_from(spec, a, features, classes, &records, l).map_err(
-                |e| match e {
-                    dpfl::Error::Config { field, reason } => dpfl::Error::Config {
-                        field: format!("algorithms[{a}] ({}): {field}", entry.label()),
-                        reason,
-                    },
-                    other => other,
-                },
-            )?;
+        let plan = experiment::plan_from(spec, a, features, classes, &records, l)
+            .map_err(|e| e.in_algorithm(a, &entry.label()))?;
         // Only a seeded simulation carries the seed (with it the noise can be recomputed).
         let seed = experiment::algorithm_seed(trial_seed, a).filter(|_| args.seeded);
         let mut server = ServerSection::new(

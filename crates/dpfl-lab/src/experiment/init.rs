@@ -405,13 +405,10 @@ pub fn check_experiment(spec: &super::ExperimentSpec, data_dir: Option<&Path>) -
     let mut out = dpfl::data::describe_named_silos(&trial.silos, trial.silo_names.as_deref());
     for (a, entry) in spec.algorithms.iter().enumerate() {
         let label = entry.label();
-        let built = entry.spec.build(&ctx).map_err(|e| match e {
-            Error::Config { field, reason } => Error::Config {
-                field: format!("algorithms[{a}] ({label}): {field}"),
-                reason,
-            },
-            other => other,
-        })?;
+        let built = entry
+            .spec
+            .build(&ctx)
+            .map_err(|e| super::name_algorithm(a, &label, e))?;
         // Every check that can fail at the first release fails here, not after the other
         // algorithms trained (issue 31 item 8): one round, as `train` runs it.
         super::release_zero(

@@ -335,15 +335,10 @@ pub fn run_keeping(
     Ok(acc.finish())
 }
 
-/// A config error of algorithm `a` names it (`algorithms[a] (label): field`).
+/// A config error of algorithm `a` names it (`algorithms[a] "label": …`,
+/// [`dpfl::Error::Algorithm`]).
 pub fn name_algorithm(a: usize, label: &str, e: dpfl::Error) -> dpfl::Error {
-    match e {
-        dpfl::Error::Config { field, reason } => dpfl::Error::Config {
-            field: format!("algorithms[{a}] ({label}): {field}"),
-            reason,
-        },
-        other => other,
-    }
+    e.in_algorithm(a, label)
 }
 
 /// The evaluation period of an experiment: `eval_every`, by default every round up to 200

@@ -415,14 +415,10 @@ impl ExperimentSpec {
                     ),
                 ));
             }
-            if let Some(eta) = a.spec.explicit_step_size()
-                && !(eta.is_finite() && eta > 0.0)
-            {
-                return Err(dpfl::Error::config(
-                    format!("algorithms[{i}].step_size"),
-                    format!("must be finite and > 0, got {eta}"),
-                ));
-            }
+            // Every algorithm's parameters, checked once before any trains (its guard).
+            a.spec
+                .check()
+                .map_err(|e| dpfl::Error::from(e).in_algorithm(i, &a.label()))?;
         }
         if needs_public_l(self) {
             return Err(missing_public_l());

@@ -261,6 +261,15 @@ pub fn run_job(spec: &ReproSpec, data: &[Vec<PanelTrial>], job: &Job) -> dpfl::R
             field: format!("{} (panel {}, eps {eps}): {field}", alg.label, job.panel),
             reason,
         },
+        dpfl::Error::Param(p) => dpfl::Error::Config {
+            field: format!(
+                "{} (panel {}, eps {eps}): algorithm.{}",
+                alg.label,
+                job.panel,
+                p.field()
+            ),
+            reason: p.reason(),
+        },
         other => other,
     })?;
     let metric = metric_of(spec.metric, pt.data.model.as_ref(), &run.final_model, pt);

@@ -31,6 +31,7 @@ use crate::error::PrivacyError;
 
 /// Errors of the shuffle protocols. Each names the offending field.
 #[derive(Debug, Error, Clone, PartialEq)]
+#[non_exhaustive]
 pub enum ShuffleError {
     /// A privacy or protocol parameter is outside the range its theorem covers.
     #[error(transparent)]

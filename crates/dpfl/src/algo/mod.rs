@@ -24,6 +24,8 @@
 //!                wing.rs      the Wing trait each config implements: label, Privacy (no
 //!                             default), noise-multiplier rule, grid knobs, audit view,
 //!                             Requirements of the runner, plan()
+//!                checked.rs   ParamGuard, ParamError and the shared parameter blocks (step,
+//!                             batch, smoothing, weights), each checked once before plan()
 //!                gradient.rs  GradientSilo: a (weighted, clipped, noised) minibatch gradient
 //!                             from a BatchSource (record sampler or one pass)
 //! ```
@@ -92,6 +94,7 @@
 //! ```
 
 pub mod acsa_server;
+pub mod checked;
 pub mod context;
 pub mod gradient;
 pub mod half;

@@ -6,13 +6,14 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::checked::{ParamError, ParamGuard};
 use super::context::{BuildContext, BuiltAlgorithm, SiloCalibration};
 use super::half::{ServerHalf, SiloHalf};
 use super::lowy;
 use super::normfedavg;
 use super::shuffle;
 use super::soteria;
-use super::wing::{AuditView, Knobs, NoiseMultiplier, Privacy, Requirements, Wing};
+use super::wing::{AuditView, Knobs, NoiseMultiplier, Planned, Privacy, Requirements, Wing};
 
 /// An algorithm as named in a config file.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -178,6 +179,12 @@ impl AlgorithmSpec {
         self.tuned(eta, None)
     }
 
+    /// Checks every parameter that can be checked without the federation ([`ParamGuard`]):
+    /// what an experiment runs for each algorithm before it trains any.
+    pub fn check(&self) -> Result<(), ParamError> {
+        with_wing!(self, w => w.check().map(|_| ()))
+    }
+
     /// Checks the parameters and calibrates every silo once: the algorithm part of a run's
     /// plan (per-silo K_i, σ_i, formula and run event, and what the halves are built from).
     /// `ctx` holds only public information and the gradient oracle (a model without data);
@@ -193,11 +200,8 @@ impl AlgorithmSpec {
         &self,
         ctx: &BuildContext,
     ) -> crate::Result<(Vec<SiloCalibration>, WingPlan, Option<BuiltAlgorithm>)> {
-        if let Some(eta) = self.explicit_step_size() {
-            crate::units::StepSize::new(eta)?;
-        }
         with_wing!(self, w => {
-            let p = w.plan(ctx)?;
+            let p = checked_plan(w, ctx)?;
             Ok((p.calibration, p.plan.into_wing_plan(), p.built))
         })
     }
@@ -209,6 +213,12 @@ impl AlgorithmSpec {
             (calibration, wing, None) => wing.build(ctx, calibration),
         }
     }
+}
+
+/// The one path from a config to a plan: checked once, then planned from the checked type.
+fn checked_plan<W: Wing>(w: &W, ctx: &BuildContext) -> crate::Result<Planned<W::Plan>> {
+    let params = w.check()?;
+    W::plan(&params, ctx)
 }
 
 /// `wing`'s part for `spec`'s wing; an error if the plan is another wing's.
@@ -399,7 +409,8 @@ impl WingPlan {
             WingPlan::Lowy(LowyPlan::Acsa(p)) => p.server_half(ctx),
             WingPlan::Lowy(LowyPlan::LocalSgd(p)) => p.server_half(ctx),
             WingPlan::Soteria(p) => p.server_half(ctx),
-            WingPlan::Shuffle(p) => p.plan.server_half(p.algorithm.server_inner(ctx)?),
+            // A plan read from a federation file passes the guard before its server is built.
+            WingPlan::Shuffle(p) => p.plan.server_half(p.algorithm.check()?.server_inner(ctx)?),
             WingPlan::NormFedAvg(p) => p.server_half(ctx),
         }
     }

@@ -11,6 +11,7 @@
 //! A wing implements [`Wing`] in its own folder (`lowy/wing.rs`, `shuffle/wing.rs`, …); this
 //! file is part of the floor and imports no wing.
 
+use super::checked::ParamGuard;
 use super::context::{BuildContext, BuiltAlgorithm, SiloCalibration};
 
 /// Whether and how an algorithm is private. Every wing says so: the trait has no default,
@@ -160,8 +161,10 @@ impl<P> Planned<P> {
 }
 
 /// One algorithm's config, as a wing sees it. Every method is required: a new wing says
-/// what it is, whether it is private, and what it needs, or does not compile.
-pub trait Wing {
+/// what it is, whether it is private, and what it needs, or does not compile. Its
+/// parameters are checked once ([`ParamGuard::check`], issue 28 item 4) into the checked type
+/// that [`Wing::plan`] takes.
+pub trait Wing: ParamGuard {
     /// The wing's calibrated plan (one variant of `spec::WingPlan`).
     type Plan;
 
@@ -192,7 +195,8 @@ pub trait Wing {
     /// How an auditor reads its messages, as planned in `plan`.
     fn audit_view(&self, plan: &Self::Plan) -> AuditView;
 
-    /// Checks the parameters and calibrates every silo once (`ctx` holds only public
-    /// information and the gradient oracle; see the module doc of [`crate::algo`]).
-    fn plan(&self, ctx: &BuildContext) -> crate::Result<Planned<Self::Plan>>;
+    /// Calibrates every silo once from the checked parameters, checking what needs the
+    /// federation (`ctx` holds only public information and the gradient oracle; see the
+    /// module doc of [`crate::algo`]).
+    fn plan(params: &Self::Checked, ctx: &BuildContext) -> crate::Result<Planned<Self::Plan>>;
 }

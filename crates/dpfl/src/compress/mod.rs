@@ -159,19 +159,16 @@ impl CompressorSpec {
                 let k = match (k, fraction) {
                     (Some(k), None) => *k,
                     (None, Some(f)) => {
-                        if !(f.is_finite() && *f > 0.0 && *f <= 1.0) {
-                            return Err(crate::Error::config(
-                                "compressor.fraction",
-                                format!("must be in (0, 1], got {f}"),
-                            ));
-                        }
-                        (f * dim as f64).floor() as usize
+                        (crate::algo::checked::unit_interval("compressor.fraction", *f)?
+                            * dim as f64)
+                            .floor() as usize
                     }
                     _ => {
-                        return Err(crate::Error::config(
+                        return Err(crate::algo::checked::ParamError::refused(
                             "compressor.k",
                             "give exactly one of `k` and `fraction`",
-                        ));
+                        )
+                        .into());
                     }
                 };
                 Box::new(RandomK::new(dim, k, *indices)?)

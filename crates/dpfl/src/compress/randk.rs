@@ -30,15 +30,14 @@ pub struct RandomK {
     encoding: IndexEncoding,
 }
 
+use crate::algo::checked::{at_least_one, at_most};
+
 impl RandomK {
     /// Needs 1 ≤ k ≤ d and d < 2^32 (indices travel as u32).
     pub fn new(dim: usize, k: usize, encoding: IndexEncoding) -> crate::Result<Self> {
-        if k == 0 || k > dim {
-            return Err(crate::Error::config(
-                "compressor.k",
-                format!("must be in 1..={dim} (the model dimension), got {k}"),
-            ));
-        }
+        // k ≤ d, the model dimension.
+        at_least_one("compressor.k", k)?;
+        at_most("compressor.k", k, "d", dim)?;
         if u32::try_from(dim).is_err() {
             return Err(crate::Error::config(
                 "compressor.k",

@@ -59,6 +59,7 @@ impl std::fmt::Display for Refusal {
 
 /// A failed charge: a refusal (the round is not answered) or a failure of the ledger itself.
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum ChargeError {
     /// The round is refused (a budget): not answered.
     Refused(Refusal),

@@ -43,10 +43,12 @@ use serde::{Deserialize, Serialize};
 use dpfl_privacy::sampler::RecordSampling;
 
 use super::calibration::SiloPlan;
-use super::calibration::{BatchChoice, Calibration, NoiseRule, plan_silos, report};
+use super::calibration::{BatchChoice, Calibration, plan_silos, report};
+use super::checked_params::AcceleratedParams;
 use super::multistage::AcsaSchedule;
 use super::params::{oracle, prepare, theory};
 use super::theory::{Constants, Overrides, Params, Setting, Smoothing, TheoryInputs};
+use crate::algo::checked::{BatchRule, ParamError, StepRule};
 use crate::algo::context::{BuildContext, SiloCalibration};
 use crate::algo::gradient::{BatchSource, GradientSilo};
 use crate::algo::half::{ServerHalf, SiloHalf};
@@ -54,20 +56,9 @@ use crate::algo::half::{ServerHalf, SiloHalf};
 /// The AC-SA server half lives in the floor: the shuffle wing's Algorithm 6 runs it too.
 pub use crate::algo::acsa_server::AcsaServer;
 
-/// How an accelerated silo samples its records.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(rename_all = "kebab-case")]
-pub enum AcsaSampling {
-    /// Disjoint batches, one pass (Thm E.1: population loss, heterogeneous silos).
-    OnePass,
-    /// With replacement each round (Thm F.1: empirical risk).
-    #[serde(alias = "with-replacement")]
-    Erm,
-    /// ERM with a uniform K-subset each round.
-    WithoutReplacement,
-    /// ERM with Poisson sampling at rate K/n each round.
-    Poisson,
-}
+/// How an accelerated silo samples its records (kept with the wing's other inputs, so that
+/// the checked parameters can name it without importing this file).
+pub use super::inputs::AcsaSampling;
 
 /// Accelerated Noisy MB-SGD as named in a config file:
 ///
@@ -114,37 +105,6 @@ pub struct AcceleratedSpec {
 }
 
 impl AcceleratedSpec {
-    fn setting(&self) -> Setting {
-        match self.sampling {
-            AcsaSampling::OnePass => Setting::OnePass,
-            _ => Setting::Erm,
-        }
-    }
-
-    /// The record sampler of the ERM variants (`None` for one pass over disjoint batches).
-    fn record_sampling(&self) -> Option<RecordSampling> {
-        match self.sampling {
-            AcsaSampling::OnePass => None,
-            AcsaSampling::Erm => Some(RecordSampling::WithReplacement),
-            AcsaSampling::WithoutReplacement => Some(RecordSampling::WithoutReplacement),
-            AcsaSampling::Poisson => Some(RecordSampling::Poisson),
-        }
-    }
-
-    fn noise(&self) -> crate::Result<Option<NoiseRule>> {
-        Ok(match (self.sampling, self.calibration) {
-            (_, None) => None,
-            (AcsaSampling::OnePass, Some(Calibration::Theory)) => Some(NoiseRule::OnePass),
-            (AcsaSampling::OnePass, Some(Calibration::Experiment | Calibration::Accountant)) => {
-                return Err(crate::Error::config(
-                    "algorithm.calibration",
-                    "the one-pass algorithm has only Thm E.1's calibration; use \"theory\"",
-                ));
-            }
-            (_, Some(c)) => Some(NoiseRule::from(c)),
-        })
-    }
-
     /// The name the outputs use ("accelerated MB-SGD (one-pass)", with its calibration).
     pub fn label(&self) -> String {
         let base = match self.sampling {
@@ -158,6 +118,27 @@ impl AcceleratedSpec {
                 s[..1].make_ascii_uppercase();
                 s
             }
+        }
+    }
+}
+
+impl AcsaSampling {
+    fn setting(self) -> Setting {
+        match self {
+            AcsaSampling::OnePass => Setting::OnePass,
+            AcsaSampling::Erm | AcsaSampling::WithoutReplacement | AcsaSampling::Poisson => {
+                Setting::Erm
+            }
+        }
+    }
+
+    /// The record sampler of the ERM variants (`None` for one pass over disjoint batches).
+    fn record_sampling(self) -> Option<RecordSampling> {
+        match self {
+            AcsaSampling::OnePass => None,
+            AcsaSampling::Erm => Some(RecordSampling::WithReplacement),
+            AcsaSampling::WithoutReplacement => Some(RecordSampling::WithoutReplacement),
+            AcsaSampling::Poisson => Some(RecordSampling::Poisson),
         }
     }
 }
@@ -215,45 +196,46 @@ impl AcsaPlan {
     }
 }
 
-/// `kind = "accelerated-mb-sgd"`: checks the spec, calibrates every silo and resolves the
-/// schedule once.
+/// `kind = "accelerated-mb-sgd"` from its checked parameters: calibrates every silo and
+/// resolves the schedule once.
 pub(crate) fn plan(
     ctx: &BuildContext,
-    spec: &AcceleratedSpec,
+    spec: &AcceleratedParams,
 ) -> crate::Result<(AcsaPlan, Vec<SiloCalibration>)> {
-    let setting = spec.setting();
-    let noise = spec.noise()?;
+    let setting = spec.sampling.setting();
+    let noise = spec.noise;
+    let general = &spec.theory;
     let prep = prepare(
         ctx,
         setting,
         noise,
-        spec.smoothing,
-        &spec.constants,
-        spec.weights.as_deref(),
+        general.smoothing,
+        &general.constants,
+        general.weights.as_deref(),
     )?;
     let rounds = ctx.federation.rounds;
-    let strongly_convex = spec.constants.strong_convexity.is_some();
-    let batch = match (spec.batch_size, setting, spec.params) {
-        (Some(k), _, _) => BatchChoice::Explicit(k),
-        (None, Setting::OnePass, Params::Theory) => {
+    let strongly_convex = general.constants.strong_convexity.is_some();
+    let batch = match (general.batch, setting, general.params) {
+        (BatchRule::Given(k), _, _) => BatchChoice::Explicit(k),
+        (BatchRule::Rule, Setting::OnePass, Params::Theory) => {
             // Thm E.1's K; the run's R must fit in one pass (checked below).
             let inputs = TheoryInputs::from_context(
                 ctx,
                 setting,
                 noise,
-                &spec.constants,
+                &general.constants,
                 &prep.weights,
                 prep.smoothing,
                 Overrides {
-                    step_size: spec.step_size,
+                    step_size: general.step.given(),
                     regularization: spec.regularization,
                     ..Overrides::default()
                 },
             )?;
             BatchChoice::Explicit(super::theory::theory_params(&inputs)?.batch_size)
         }
-        (None, Setting::OnePass, Params::Explicit) => BatchChoice::OnePass { rounds },
-        (None, _, _) => BatchChoice::CommonRatio,
+        (BatchRule::Rule, Setting::OnePass, Params::Explicit) => BatchChoice::OnePass { rounds },
+        (BatchRule::Rule, Setting::MbSgd | Setting::Erm, _) => BatchChoice::CommonRatio,
     };
     let plans = plan_silos(
         ctx,
@@ -261,7 +243,7 @@ pub(crate) fn plan(
         prep.lipschitz,
         &prep.weights,
         batch,
-        spec.record_sampling().unwrap_or_default(),
+        spec.sampling.record_sampling().unwrap_or_default(),
     )?;
     if setting == Setting::OnePass {
         for p in &plans {
@@ -279,20 +261,17 @@ pub(crate) fn plan(
             }
         }
     }
-    let (mu, lambda, schedule, note) = match (spec.params, strongly_convex) {
-        (Params::Explicit, false) => {
-            let s = spec.step_size.ok_or_else(|| {
-                crate::Error::config(
-                    "algorithm.step_size",
-                    "required for convex losses unless params = \"theory\"",
-                )
-            })?;
-            if !(s.is_finite() && s > 0.0) {
-                return Err(crate::Error::config(
-                    "algorithm.step_size",
-                    format!("must be finite and > 0, got {s}"),
-                ));
-            }
+    let (mu, lambda, schedule, note) = match (general.params, strongly_convex, general.step) {
+        // Required here, not by the guard: a reproduction's grid may set η.
+        (Params::Explicit, false, StepRule::Rule) => {
+            return Err(ParamError::missing(
+                "step_size",
+                "for convex losses unless params = \"theory\"",
+            )
+            .into());
+        }
+        (Params::Explicit, false, StepRule::Given(s)) => {
+            let s = s.get();
             let lambda = spec.regularization.unwrap_or(0.0);
             (
                 lambda,
@@ -303,15 +282,15 @@ pub(crate) fn plan(
                 String::new(),
             )
         }
-        _ => {
+        (Params::Explicit, true, step) | (Params::Theory, _, step) => {
             let p = theory(
                 ctx,
                 setting,
                 noise,
-                &spec.constants,
+                &general.constants,
                 &prep,
                 &plans,
-                spec.step_size,
+                step.given(),
                 spec.regularization,
             )?;
             let schedule = p.acsa.clone().ok_or_else(|| {
@@ -319,7 +298,7 @@ pub(crate) fn plan(
             })?;
             let note = format!(
                 "; {} (Thm {}): lambda = {}, V^2 = {:?}, schedule = {:?}",
-                if spec.params == Params::Theory {
+                if general.params == Params::Theory {
                     "theory"
                 } else {
                     "multi-stage"
@@ -338,7 +317,7 @@ pub(crate) fn plan(
     let plan = AcsaPlan {
         silos: plans,
         smoothing: prep.smoothing,
-        sampling: spec.record_sampling(),
+        sampling: spec.sampling.record_sampling(),
         mu,
         lambda,
         schedule,

@@ -35,6 +35,7 @@ use dpfl_privacy::mechanism::GaussianMechanism;
 use dpfl_privacy::sampler::{BatchSampler, RecordSampling};
 use dpfl_privacy::{Delta, Epsilon, GaussianNoise, Neighbouring, PrivacyError, PrivacyEvent};
 
+use crate::algo::checked::ParamError;
 use crate::algo::context::{BuildContext, SiloCalibration};
 use crate::algo::half::{SiloHalf, SiloInfo};
 use crate::units::SiloId;
@@ -352,29 +353,18 @@ pub enum BatchChoice {
     Own,
 }
 
-/// N p_i for every silo, from `weights` (p_i > 0, Σ p_i = 1 within 1e-9), or all 1.
+/// N p_i for every silo, from `weights` (checked by `crate::algo::checked::weights`: each
+/// > 0, Σ p_i = 1), or all 1; one weight per silo.
 pub fn silo_weights(silos: usize, weights: Option<&[f64]>) -> crate::Result<Vec<f64>> {
     let Some(p) = weights else {
         return Ok(vec![1.0; silos]);
     };
     if p.len() != silos {
-        return Err(crate::Error::config(
-            "algorithm.weights",
+        return Err(ParamError::refused(
+            "weights",
             format!("has {} entries for {silos} silos", p.len()),
-        ));
-    }
-    if let Some(i) = p.iter().position(|&x| !(x.is_finite() && x > 0.0)) {
-        return Err(crate::Error::config(
-            format!("algorithm.weights[{i}]"),
-            format!("must be finite and > 0, got {}", p[i]),
-        ));
-    }
-    let s: f64 = p.iter().sum();
-    if (s - 1.0).abs() > 1e-9 {
-        return Err(crate::Error::config(
-            "algorithm.weights",
-            format!("must sum to 1, got {s}"),
-        ));
+        )
+        .into());
     }
     Ok(p.iter().map(|x| x * silos as f64).collect())
 }
@@ -604,8 +594,9 @@ mod tests {
             plans[1].mechanism().unwrap().unwrap(),
         );
         assert!((a.noise_multiplier() - b.noise_multiplier()).abs() < 1e-12);
-        assert!(silo_weights(2, Some(&[0.5, 0.4])).is_err());
-        assert!(silo_weights(2, Some(&[1.0, 0.0])).is_err());
+        // Positivity and the sum are the guard's (`checked::weights`); the count needs N.
+        assert!(crate::algo::checked::weights(Some(&[0.5, 0.4])).is_err());
+        assert!(crate::algo::checked::weights(Some(&[1.0, 0.0])).is_err());
         assert!(silo_weights(3, Some(&[0.5, 0.5])).is_err());
     }
 

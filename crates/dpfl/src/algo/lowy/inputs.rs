@@ -5,7 +5,23 @@ use serde::{Deserialize, Serialize};
 
 use super::calibration::NoiseRule;
 use super::multistage::AcsaSchedule;
+use crate::algo::checked::{ParamError, ParamGuard, non_negative, positive};
 use crate::algo::server::OutputRule;
+
+/// How an accelerated silo samples its records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum AcsaSampling {
+    /// Disjoint batches, one pass (Thm E.1: population loss, heterogeneous silos).
+    OnePass,
+    /// With replacement each round (Thm F.1: empirical risk).
+    #[serde(alias = "with-replacement")]
+    Erm,
+    /// ERM with a uniform K-subset each round.
+    WithoutReplacement,
+    /// ERM with Poisson sampling at rate K/n each round.
+    Poisson,
+}
 
 /// Whether missing parameters come from the theorems or must be given.
 #[derive(
@@ -48,6 +64,34 @@ pub struct Constants {
     /// V², the variance of the aggregated noisy gradient (default: Lemma E.3 / Thm F.1 bound).
     #[serde(default)]
     pub variance: Option<f64>,
+}
+
+/// Lowy & Razaviyayn's problem constants: β, μ, D and Δ > 0; φ, v and V² ≥ 0 (each only
+/// if given; a rule that needs a missing one says so when it runs).
+impl ParamGuard for Constants {
+    type Checked = Constants;
+    fn check(&self) -> Result<Constants, ParamError> {
+        for (name, v) in [
+            ("smoothness", self.smoothness),
+            ("strong_convexity", self.strong_convexity),
+            ("diameter", self.diameter),
+            ("gap", self.gap),
+        ] {
+            if let Some(v) = v {
+                positive(name, v).map_err(|e| e.under("constants"))?;
+            }
+        }
+        for (name, v) in [
+            ("phi", self.phi),
+            ("heterogeneity", self.heterogeneity),
+            ("variance", self.variance),
+        ] {
+            if let Some(v) = v {
+                non_negative(name, v).map_err(|e| e.under("constants"))?;
+            }
+        }
+        Ok(self.clone())
+    }
 }
 
 /// Which algorithm's theorem applies.

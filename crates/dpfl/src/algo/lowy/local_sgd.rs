@@ -180,14 +180,13 @@ impl LocalSgdPlan {
     }
 }
 
-/// Checks Local SGD's parameters and calibrates every silo once (App. I).
+/// Calibrates every silo once (App. I) from Local SGD's checked parameters.
 pub(crate) fn plan(
     ctx: &BuildContext,
-    step_size: StepSize,
-    calibration: Option<Calibration>,
-    local_steps: Option<usize>,
-    output: OutputRule,
+    params: &super::checked_params::LocalSgdParams,
 ) -> crate::Result<(LocalSgdPlan, Vec<SiloCalibration>)> {
+    let (step_size, calibration, output) = (params.step, params.rule, params.output);
+    let local_steps = params.local_steps.given();
     ctx.enforcing_oracle()?;
     let r = ctx.federation.rounds;
     let mut plan = LocalSgdPlan {
@@ -232,12 +231,6 @@ pub(crate) fn plan(
                 )
                 }
                 Calibration::Accountant => {
-                    if k == 0 {
-                        return Err(crate::Error::config(
-                            "algorithm.local_steps",
-                            "must be at least 1",
-                        ));
-                    }
                     // R·K single-record steps, each 1 of n with replacement: the minibatch
                     // search with K = 1 (σ = z·2L) over R·K "rounds".
                     let steps = r.checked_mul(k).ok_or_else(|| {
@@ -268,29 +261,26 @@ pub(crate) fn plan(
                     };
                     (sigma, formula)
                 }
+                // The guard refuses it: the paper gives Local SGD only App. I's noise.
                 Calibration::Theory => {
-                    return Err(crate::Error::config(
-                        "algorithm.calibration",
-                        "Local SGD has no theory rule (the paper gives it only App. I's noise); use \"experiment\" or \"accountant\"",
-                    ));
+                    return Err(crate::algo::checked::ParamError::refused(
+                        "calibration",
+                        "Local SGD has no theory rule",
+                    )
+                    .into());
                 }
             };
             (k, Some(sigma), formula)
         } else {
+            // Required here, not by the guard: a reproduction's grid may set K.
             let k = local_steps.ok_or_else(|| {
-                crate::Error::config(
-                    "algorithm.local_steps",
-                    "non-private Local SGD needs local_steps",
+                crate::algo::checked::ParamError::missing(
+                    "local_steps",
+                    "non-private Local SGD has no rule for K",
                 )
             })?;
             (k, None, "non-private".to_string())
         };
-        if k == 0 {
-            return Err(crate::Error::config(
-                "algorithm.local_steps",
-                "must be at least 1",
-            ));
-        }
         plan.silos.push(LocalSiloPlan {
             records: s.records,
             steps: k,

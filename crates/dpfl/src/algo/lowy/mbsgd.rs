@@ -26,8 +26,10 @@ use dpfl_privacy::{Mechanism, VectorMechanism};
 
 use super::calibration::SiloPlan;
 use super::calibration::{BatchChoice, Calibration, NoiseRule, plan_silos, report};
+use super::checked_params::{MbSgdParams, NoisyMbSgdParams};
 use super::params::{oracle, prepare, theory};
 use super::theory::{Constants, Params, Setting, Smoothing};
+use crate::algo::checked::{BatchRule, ParamError, StepRule};
 use crate::algo::context::{BuildContext, SiloCalibration};
 use crate::algo::gradient::{BatchSource, GradientSilo};
 use crate::algo::half::{ServerHalf, SiloHalf};
@@ -105,20 +107,25 @@ pub(crate) fn no_silo(silo: usize, silos: usize) -> crate::Error {
 /// `calibration`; the report keeps each rule's own formula (the accountant's per silo).
 pub(crate) fn plan(
     ctx: &BuildContext,
-    step_size: StepSize,
-    calibration: Option<Calibration>,
-    batch_size: Option<usize>,
-    output: OutputRule,
-    sampling: RecordSampling,
+    params: &MbSgdParams,
 ) -> crate::Result<(MbSgdPlan, Vec<SiloCalibration>)> {
+    let MbSgdParams {
+        step: step_size,
+        calibration,
+        batch,
+        output,
+        sampling,
+    } = *params;
     ctx.enforcing_oracle()?;
-    if calibration.is_none() && batch_size.is_none() {
-        return Err(crate::Error::config(
-            "algorithm.batch_size",
-            "non-private MB-SGD needs a batch size",
-        ));
+    // Required here, not by the guard: a reproduction's grid may set K.
+    if calibration.is_none() && batch == BatchRule::Rule {
+        return Err(
+            ParamError::missing("batch_size", "non-private MB-SGD has no batch-size rule").into(),
+        );
     }
-    let batch = batch_size.map_or(BatchChoice::Own, BatchChoice::Explicit);
+    let batch = batch
+        .given()
+        .map_or(BatchChoice::Own, BatchChoice::Explicit);
     let weights = vec![1.0; ctx.silos.len()];
     let noise = calibration.map(NoiseRule::from);
     let plans = plan_silos(ctx, noise, ctx.lipschitz, &weights, batch, sampling)?;
@@ -206,20 +213,21 @@ pub struct NoisyMbSgdSpec {
 /// theorems' rules, checked and calibrated once.
 pub(crate) fn plan_general(
     ctx: &BuildContext,
-    spec: &NoisyMbSgdSpec,
+    spec: &NoisyMbSgdParams,
 ) -> crate::Result<(MbSgdPlan, Vec<SiloCalibration>)> {
+    let general = &spec.theory;
     let noise = spec.calibration.map(NoiseRule::from);
     let prep = prepare(
         ctx,
         Setting::MbSgd,
         noise,
-        spec.smoothing,
-        &spec.constants,
-        spec.weights.as_deref(),
+        general.smoothing,
+        &general.constants,
+        general.weights.as_deref(),
     )?;
-    let batch = match spec.batch_size {
-        Some(k) => BatchChoice::Explicit(k),
-        None => BatchChoice::CommonRatio,
+    let batch = match general.batch {
+        BatchRule::Given(k) => BatchChoice::Explicit(k),
+        BatchRule::Rule => BatchChoice::CommonRatio,
     };
     let plans = plan_silos(
         ctx,
@@ -230,22 +238,23 @@ pub(crate) fn plan_general(
         spec.sampling,
     )?;
     let rounds = ctx.federation.rounds;
-    let (eta, output, note) = match spec.params {
-        Params::Explicit => {
-            let eta = spec.step_size.ok_or_else(|| {
-                crate::Error::config("algorithm.step_size", "required unless params = \"theory\"")
-            })?;
-            (eta, spec.output.unwrap_or_default(), String::new())
+    let (eta, output, note) = match (general.params, general.step) {
+        (Params::Explicit, StepRule::Given(eta)) => {
+            (eta.get(), spec.output.unwrap_or_default(), String::new())
         }
-        Params::Theory => {
+        // Required here, not by the guard: a reproduction's grid may set η.
+        (Params::Explicit, StepRule::Rule) => {
+            return Err(ParamError::missing("step_size", "give it, or params = \"theory\"").into());
+        }
+        (Params::Theory, step) => {
             let p = theory(
                 ctx,
                 Setting::MbSgd,
                 noise,
-                &spec.constants,
+                &general.constants,
                 &prep,
                 &plans,
-                spec.step_size,
+                step.given(),
                 None,
             )?;
             let eta = p.step_size.unwrap_or(f64::NAN);

@@ -7,7 +7,8 @@
 //!   (Algorithm 7: weights, per-silo K_i, smoothing, the theorems' rules); its server half
 //!   is the floor's `MbSgdServer` (the shuffle wing runs it too).
 //! - `acsa.rs` — `kind = "accelerated-mb-sgd"`; its server half is the floor's `AcsaServer`.
-//! - `wing.rs` — the `mb-sgd` and `local-sgd` configs and the wing's `Wing` impls.
+//! - `wing.rs` — the `mb-sgd` and `local-sgd` configs and the wing's `Wing` and `ParamGuard`
+//!   impls; `checked_params.rs` — the checked types the guards produce and planning takes.
 //! - `local_sgd.rs` — Local SGD / FedAvg and its ISRL-DP baseline.
 //! - `calibration.rs` — per-silo K_i and σ_i under theory | experiment | accountant (and
 //!   Thm E.1's one-pass rule); the one default-K rule.
@@ -24,6 +25,8 @@
 //! acsa_server}`) and its own files, never this wing: what two wings share moves down into
 //! the floor. It adds (1) its config struct implementing `crate::algo::wing::Wing` (in its
 //! `wing.rs`: label, privacy, noise-multiplier rule, knobs, audit view, requirements, plan)
+//! and `crate::algo::checked::ParamGuard` (its parameters checked once, from the shared
+//! blocks, into the type its `plan()` takes)
 //! and, in `crate::algo::spec`, its variant of `AlgorithmSpec` with its line in `with_wing!`
 //! and `from_config!`, and its plan's `WingPlan` variant; (2) its silo half (or a `BatchSource`/mechanism for the floor's `GradientSilo`) and
 //! server half, each reporting its round's privacy event; (3) its calibration with the
@@ -33,6 +36,7 @@
 
 pub mod acsa;
 pub mod calibration;
+pub mod checked_params;
 pub mod inputs;
 pub mod local_sgd;
 pub mod mbsgd;

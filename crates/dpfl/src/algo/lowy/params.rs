@@ -4,9 +4,9 @@
 
 use super::calibration::{NoiseRule, SiloPlan, silo_weights};
 use super::theory::{
-    Constants, Overrides, Setting, Smoothing, TheoryInputs, TheoryParams, smoothing_rule,
-    theory_params,
+    Constants, Overrides, Setting, TheoryInputs, TheoryParams, smoothing_rule, theory_params,
 };
+use crate::algo::checked::CheckedSmoothing;
 use crate::algo::context::BuildContext;
 
 impl TheoryInputs {
@@ -72,21 +72,15 @@ pub(crate) fn prepare(
     ctx: &BuildContext,
     setting: Setting,
     noise: Option<NoiseRule>,
-    smoothing: Option<Smoothing>,
+    smoothing: Option<CheckedSmoothing>,
     constants: &Constants,
     weights: Option<&[f64]>,
 ) -> crate::Result<Prepared> {
     let weights = silo_weights(ctx.silos.len(), weights)?;
     let beta = match smoothing {
         None => None,
-        Some(Smoothing::Beta(b)) if b.is_finite() && b > 0.0 => Some(b),
-        Some(Smoothing::Beta(b)) => {
-            return Err(crate::Error::config(
-                "algorithm.smoothing",
-                format!("must be finite and > 0, got {b}"),
-            ));
-        }
-        Some(Smoothing::Rule(_)) => Some(smoothing_rule(&TheoryInputs::from_context(
+        Some(CheckedSmoothing::Beta(b)) => Some(b),
+        Some(CheckedSmoothing::Theory) => Some(smoothing_rule(&TheoryInputs::from_context(
             ctx,
             setting,
             noise,

@@ -5,14 +5,19 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::acsa::{AcceleratedSpec, AcsaPlan};
-use super::calibration::Calibration;
+use dpfl_privacy::sampler::RecordSampling;
+
+use super::acsa::{AcceleratedSpec, AcsaPlan, AcsaSampling};
+use super::calibration::{Calibration, NoiseRule};
+pub use super::checked_params::{
+    AcceleratedParams, GeneralParams, LocalSgdParams, MbSgdParams, NoisyMbSgdParams,
+};
 use super::local_sgd::LocalSgdPlan;
 use super::mbsgd::{MbSgdPlan, NoisyMbSgdSpec};
+use crate::algo::checked::{BatchRule, ParamError, ParamGuard, non_negative, step_size};
 use crate::algo::context::BuildContext;
 use crate::algo::server::OutputRule;
 use crate::algo::wing::{AuditView, Knobs, NoiseMultiplier, Planned, Privacy, Requirements, Wing};
-use crate::units::StepSize;
 
 /// Minibatch SGD (Lowy & Razaviyayn Algorithm 2); private when `calibration` is set.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -32,7 +37,7 @@ pub struct MbSgdSpec {
     /// How each silo draws its K records per round: `with-replacement` (the paper's,
     /// default), `without-replacement` or `poisson` (rate K/n).
     #[serde(default)]
-    pub sampling: dpfl_privacy::sampler::RecordSampling,
+    pub sampling: RecordSampling,
 }
 
 /// Local SGD / FedAvg: K local single-sample steps, server averages models; private
@@ -69,6 +74,92 @@ impl LocalSgdSpec {
             (None, true) => Some(Calibration::Experiment),
             (None, false) => None,
         }
+    }
+}
+
+impl ParamGuard for MbSgdSpec {
+    type Checked = MbSgdParams;
+    fn check(&self) -> Result<MbSgdParams, ParamError> {
+        Ok(MbSgdParams {
+            step: step_size(self.step_size)?,
+            calibration: self.calibration,
+            batch: BatchRule::check("batch_size", self.batch_size)?,
+            output: self.output,
+            sampling: self.sampling,
+        })
+    }
+}
+
+impl ParamGuard for LocalSgdSpec {
+    type Checked = LocalSgdParams;
+    fn check(&self) -> Result<LocalSgdParams, ParamError> {
+        let rule = self.rule();
+        if rule == Some(Calibration::Theory) {
+            return Err(ParamError::refused(
+                "calibration",
+                "Local SGD has no theory rule (the paper gives it only App. I's noise); use \"experiment\" or \"accountant\"",
+            ));
+        }
+        Ok(LocalSgdParams {
+            step: step_size(self.step_size)?,
+            rule,
+            local_steps: BatchRule::check("local_steps", self.local_steps)?,
+            output: self.output,
+        })
+    }
+}
+
+impl ParamGuard for NoisyMbSgdSpec {
+    type Checked = NoisyMbSgdParams;
+    fn check(&self) -> Result<NoisyMbSgdParams, ParamError> {
+        let theory = GeneralParams::check(
+            self.params,
+            self.step_size,
+            self.batch_size,
+            self.smoothing,
+            self.weights.as_deref(),
+            &self.constants,
+        )?;
+        Ok(NoisyMbSgdParams {
+            calibration: self.calibration,
+            theory,
+            output: self.output,
+            sampling: self.sampling,
+        })
+    }
+}
+
+impl ParamGuard for AcceleratedSpec {
+    type Checked = AcceleratedParams;
+    fn check(&self) -> Result<AcceleratedParams, ParamError> {
+        let noise = match (self.sampling, self.calibration) {
+            (_, None) => None,
+            (AcsaSampling::OnePass, Some(Calibration::Theory)) => Some(NoiseRule::OnePass),
+            (AcsaSampling::OnePass, Some(Calibration::Experiment | Calibration::Accountant)) => {
+                return Err(ParamError::refused(
+                    "calibration",
+                    "the one-pass algorithm has only Thm E.1's calibration; use \"theory\"",
+                ));
+            }
+            (_, Some(c)) => Some(NoiseRule::from(c)),
+        };
+        let theory = GeneralParams::check(
+            self.params,
+            self.step_size,
+            self.batch_size,
+            self.smoothing,
+            self.weights.as_deref(),
+            &self.constants,
+        )?;
+        Ok(AcceleratedParams {
+            sampling: self.sampling,
+            noise,
+            theory,
+            regularization: self
+                .regularization
+                .map(|l| non_negative("regularization", l))
+                .transpose()?,
+        })
     }
 }
 
@@ -117,15 +208,8 @@ impl Wing for MbSgdSpec {
     fn audit_view(&self, _: &MbSgdPlan) -> AuditView {
         AuditView::Gradient { all_silos: false }
     }
-    fn plan(&self, ctx: &BuildContext) -> crate::Result<Planned<MbSgdPlan>> {
-        let (p, c) = super::mbsgd::plan(
-            ctx,
-            StepSize::new(self.step_size)?,
-            self.calibration,
-            self.batch_size,
-            self.output,
-            self.sampling,
-        )?;
+    fn plan(params: &MbSgdParams, ctx: &BuildContext) -> crate::Result<Planned<MbSgdPlan>> {
+        let (p, c) = super::mbsgd::plan(ctx, params)?;
         Ok(Planned::new(p, c))
     }
 }
@@ -167,14 +251,8 @@ impl Wing for LocalSgdSpec {
     fn audit_view(&self, _: &LocalSgdPlan) -> AuditView {
         AuditView::Model
     }
-    fn plan(&self, ctx: &BuildContext) -> crate::Result<Planned<LocalSgdPlan>> {
-        let (p, c) = super::local_sgd::plan(
-            ctx,
-            StepSize::new(self.step_size)?,
-            self.rule(),
-            self.local_steps,
-            self.output,
-        )?;
+    fn plan(params: &LocalSgdParams, ctx: &BuildContext) -> crate::Result<Planned<LocalSgdPlan>> {
+        let (p, c) = super::local_sgd::plan(ctx, params)?;
         Ok(Planned::new(p, c))
     }
 }
@@ -213,8 +291,8 @@ impl Wing for AcceleratedSpec {
     fn audit_view(&self, _: &AcsaPlan) -> AuditView {
         AuditView::Gradient { all_silos: false }
     }
-    fn plan(&self, ctx: &BuildContext) -> crate::Result<Planned<AcsaPlan>> {
-        let (p, c) = super::acsa::plan(ctx, self)?;
+    fn plan(params: &AcceleratedParams, ctx: &BuildContext) -> crate::Result<Planned<AcsaPlan>> {
+        let (p, c) = super::acsa::plan(ctx, params)?;
         Ok(Planned::new(p, c))
     }
 }
@@ -256,8 +334,8 @@ impl Wing for NoisyMbSgdSpec {
     fn audit_view(&self, _: &MbSgdPlan) -> AuditView {
         AuditView::Gradient { all_silos: false }
     }
-    fn plan(&self, ctx: &BuildContext) -> crate::Result<Planned<MbSgdPlan>> {
-        let (p, c) = super::mbsgd::plan_general(ctx, self)?;
+    fn plan(params: &NoisyMbSgdParams, ctx: &BuildContext) -> crate::Result<Planned<MbSgdPlan>> {
+        let (p, c) = super::mbsgd::plan_general(ctx, params)?;
         Ok(Planned::new(p, c))
     }
 }

@@ -1,9 +1,14 @@
 //! What a config file names for the DP-NormFedAvg family (Das et al.; digest §3, §5.3–5.4):
 //! the variant, the local optimiser, the step-size schedules η_k and β_k, and the QTDL /
-//! Binomial privacy settings. Every field is checked once, in [`NormFedAvgSpec::check`], with
-//! an error naming the field.
+//! Binomial privacy settings. Every field is checked once, by the spec's guard
+//! ([`ParamGuard`] → [`CheckedNormFedAvg`], what planning takes), with an error naming the
+//! field.
 
 use serde::{Deserialize, Serialize};
+
+use crate::algo::checked::{
+    ParamError, ParamGuard, at_least_one, non_negative, positive, unit_interval,
+};
 
 /// Which algorithm of the paper.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -73,27 +78,16 @@ impl Default for BetaSchedule {
     }
 }
 
-fn positive(field: &str, v: f64) -> crate::Result<()> {
-    if v.is_finite() && v > 0.0 {
-        Ok(())
-    } else {
-        Err(crate::Error::config(
-            field,
-            format!("must be finite and > 0, got {v}"),
-        ))
-    }
-}
-
 impl BetaSchedule {
     /// Checks the schedule's parameters, naming the field.
-    pub fn check(&self) -> crate::Result<()> {
-        let f = "algorithm.beta";
+    pub fn check(&self) -> Result<(), ParamError> {
+        let f = "beta";
         match self {
-            BetaSchedule::Constant { beta } => positive(f, *beta),
-            BetaSchedule::Proportional { factor } => positive(f, *factor),
+            BetaSchedule::Constant { beta } => positive(f, *beta).map(|_| ()),
+            BetaSchedule::Proportional { factor } => positive(f, *factor).map(|_| ()),
             BetaSchedule::Piecewise { from, values } => {
                 if from.is_empty() || from.len() != values.len() {
-                    return Err(crate::Error::config(
+                    return Err(ParamError::refused(
                         f,
                         format!(
                             "piecewise needs as many `from` rounds as `values` (≥ 1), got {} and {}",
@@ -103,18 +97,18 @@ impl BetaSchedule {
                     ));
                 }
                 if from[0] != 0 {
-                    return Err(crate::Error::config(
+                    return Err(ParamError::refused(
                         f,
                         "the first phase must start at round 0",
                     ));
                 }
                 if let Some(w) = from.windows(2).find(|w| w[0] >= w[1]) {
-                    return Err(crate::Error::config(
+                    return Err(ParamError::refused(
                         f,
                         format!("phase starts must increase: {} then {}", w[0], w[1]),
                     ));
                 }
-                values.iter().try_for_each(|v| positive(f, *v))
+                values.iter().try_for_each(|v| positive(f, *v).map(|_| ()))
             }
         }
     }
@@ -143,14 +137,9 @@ pub struct EtaSchedule {
 
 impl EtaSchedule {
     /// η₀ > 0 and decay ∈ (0, 1].
-    pub fn check(&self) -> crate::Result<()> {
-        positive("algorithm.step_size", self.eta0)?;
-        if !(self.decay > 0.0 && self.decay <= 1.0) {
-            return Err(crate::Error::config(
-                "algorithm.step_decay",
-                format!("must lie in (0, 1], got {}", self.decay),
-            ));
-        }
+    pub fn check(&self) -> Result<(), ParamError> {
+        positive("step_size", self.eta0)?;
+        unit_interval("step_decay", self.decay)?;
         Ok(())
     }
     /// η_k.
@@ -307,117 +296,123 @@ impl NormFedAvgSpec {
             (v, _) => v.label(),
         }
     }
+}
 
-    /// Checks every field against the variant.
-    pub fn check(&self) -> crate::Result<()> {
+/// A DP-NormFedAvg spec whose every field passed its guard: what planning takes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CheckedNormFedAvg(NormFedAvgSpec);
+
+impl CheckedNormFedAvg {
+    /// The checked spec.
+    pub fn spec(&self) -> &NormFedAvgSpec {
+        &self.0
+    }
+}
+
+/// Every field against the variant.
+impl ParamGuard for NormFedAvgSpec {
+    type Checked = CheckedNormFedAvg;
+    fn check(&self) -> Result<CheckedNormFedAvg, ParamError> {
         self.eta().check()?;
         self.beta.check()?;
-        if self.local_steps == 0 {
-            return Err(crate::Error::config(
-                "algorithm.local_steps",
-                "must be at least 1",
-            ));
-        }
-        if self.batch_size == 0 {
-            return Err(crate::Error::config(
-                "algorithm.batch_size",
-                "must be at least 1",
-            ));
-        }
+        at_least_one("local_steps", self.local_steps)?;
+        at_least_one("batch_size", self.batch_size)?;
         if !(self.momentum >= 0.0 && self.momentum < 1.0) {
-            return Err(crate::Error::config(
-                "algorithm.momentum",
-                format!("must lie in [0, 1), got {}", self.momentum),
-            ));
+            return Err(ParamError::OutOfRange {
+                field: "momentum".into(),
+                range: "[0, 1)",
+                value: self.momentum,
+            });
         }
-        if !(self.weight_decay.is_finite() && self.weight_decay >= 0.0) {
-            return Err(crate::Error::config(
-                "algorithm.weight_decay",
-                format!("must be finite and >= 0, got {}", self.weight_decay),
-            ));
-        }
+        non_negative("weight_decay", self.weight_decay)?;
         match (self.variant.is_private(), &self.privacy) {
-            (false, Some(_)) => Err(crate::Error::config(
-                "algorithm.privacy",
-                format!("{} is not private; remove `privacy`", self.variant.label()),
-            )),
-            (true, None) => Err(crate::Error::config(
-                "algorithm.privacy",
-                format!(
-                    "{} needs `privacy` (s, sensitivity, budget)",
-                    self.variant.label()
-                ),
-            )),
-            (true, Some(p)) => self.check_privacy(p),
-            (false, None) => Ok(()),
-        }
-    }
-
-    fn check_privacy(&self, p: &QuantPrivacy) -> crate::Result<()> {
-        if p.s == 0 || !p.s.is_power_of_two() || p.s > dpfl_privacy::qtdl::quantizer::MAX_S {
-            return Err(crate::Error::config(
-                "algorithm.privacy.s",
-                format!("must be a power of two in [1, 2^40], got {}", p.s),
-            ));
-        }
-        let (eps, delta) = match p.budget {
-            BudgetSpec::PerRound { epsilon, delta } | BudgetSpec::Total { epsilon, delta } => {
-                (epsilon, delta)
-            }
-        };
-        positive("algorithm.privacy.budget.epsilon", eps)?;
-        if !(delta > 0.0 && delta < 1.0) {
-            return Err(crate::Error::config(
-                "algorithm.privacy.budget.delta",
-                format!("must lie in (0, 1), got {delta}"),
-            ));
-        }
-        match p.sensitivity {
-            SensitivitySpec::WorstCase => {}
-            SensitivitySpec::Theorem3 { rho } if !(rho.is_finite() && rho > 1.0) => {
-                return Err(crate::Error::config(
-                    "algorithm.privacy.sensitivity.rho",
-                    format!("Theorem 3's growth constant must be finite and > 1, got {rho}"),
+            (false, Some(_)) => {
+                return Err(ParamError::refused(
+                    "privacy",
+                    format!("{} is not private; remove `privacy`", self.variant.label()),
                 ));
             }
-            SensitivitySpec::Mu { mu } if !(mu.is_finite() && mu > 0.0 && mu <= 2.0) => {
-                return Err(crate::Error::config(
-                    "algorithm.privacy.sensitivity.mu",
-                    format!("must lie in (0, 2] (μ = 2 is the trivial bound), got {mu}"),
-                ));
-            }
-            _ => {}
-        }
-        if let Variant::Clipping { clip } = self.variant {
-            if !(clip.is_finite() && clip > 0.0 && clip <= 1.0) {
-                return Err(crate::Error::config(
-                    "algorithm.variant.clip",
+            (true, None) => {
+                return Err(ParamError::missing(
+                    "privacy",
                     format!(
-                        "must lie in (0, 1] (the worst-case sensitivities assume coordinates \
-                         in [-1, 1]), got {clip}"
+                        "{} needs `privacy` (s, sensitivity, budget)",
+                        self.variant.label()
                     ),
                 ));
             }
-            if p.sensitivity != SensitivitySpec::WorstCase {
-                return Err(crate::Error::config(
-                    "algorithm.privacy.sensitivity",
-                    "clipping needs `worst-case`: Theorem 3 and eq. 6 are about unit vectors",
-                ));
-            }
+            (true, Some(p)) => check_privacy(self.variant, p)?,
+            (false, None) => {}
         }
-        if self.variant == Variant::Binomial && !matches!(p.budget, BudgetSpec::PerRound { .. }) {
-            return Err(crate::Error::config(
-                "algorithm.privacy.budget",
-                "the Binomial baseline is per-round only (experiment (i))",
+        Ok(CheckedNormFedAvg(self.clone()))
+    }
+}
+
+fn check_privacy(variant: Variant, p: &QuantPrivacy) -> Result<(), ParamError> {
+    if p.s == 0 || !p.s.is_power_of_two() || p.s > dpfl_privacy::qtdl::quantizer::MAX_S {
+        return Err(ParamError::refused(
+            "privacy.s",
+            format!("must be a power of two in [1, 2^40], got {}", p.s),
+        ));
+    }
+    let (eps, delta) = match p.budget {
+        BudgetSpec::PerRound { epsilon, delta } | BudgetSpec::Total { epsilon, delta } => {
+            (epsilon, delta)
+        }
+    };
+    positive("privacy.budget.epsilon", eps)?;
+    if !(delta > 0.0 && delta < 1.0) {
+        return Err(ParamError::OutOfRange {
+            field: "privacy.budget.delta".into(),
+            range: "(0, 1)",
+            value: delta,
+        });
+    }
+    match p.sensitivity {
+        SensitivitySpec::WorstCase => {}
+        SensitivitySpec::Theorem3 { rho } if !(rho.is_finite() && rho > 1.0) => {
+            return Err(ParamError::refused(
+                "privacy.sensitivity.rho",
+                format!("Theorem 3's growth constant must be finite and > 1, got {rho}"),
             ));
         }
-        Ok(())
+        SensitivitySpec::Mu { mu } if !(mu.is_finite() && mu > 0.0 && mu <= 2.0) => {
+            return Err(ParamError::OutOfRange {
+                field: "privacy.sensitivity.mu".into(),
+                range: "(0, 2] (μ = 2 is the trivial bound)",
+                value: mu,
+            });
+        }
+        SensitivitySpec::Theorem3 { .. } | SensitivitySpec::Mu { .. } => {}
     }
+    if let Variant::Clipping { clip } = variant {
+        if !(clip.is_finite() && clip > 0.0 && clip <= 1.0) {
+            return Err(ParamError::OutOfRange {
+                field: "variant.clip".into(),
+                range: "(0, 1] (the worst-case sensitivities assume coordinates in [-1, 1])",
+                value: clip,
+            });
+        }
+        if p.sensitivity != SensitivitySpec::WorstCase {
+            return Err(ParamError::refused(
+                "privacy.sensitivity",
+                "clipping needs `worst-case`: Theorem 3 and eq. 6 are about unit vectors",
+            ));
+        }
+    }
+    if variant == Variant::Binomial && !matches!(p.budget, BudgetSpec::PerRound { .. }) {
+        return Err(ParamError::refused(
+            "privacy.budget",
+            "the Binomial baseline is per-round only (experiment (i))",
+        ));
+    }
+    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::algo::checked::ParamGuard;
 
     #[test]
     fn schedules_follow_the_paper_and_refuse_bad_steps() {
@@ -459,7 +454,7 @@ mod tests {
             },
         ] {
             let e = bad.check().unwrap_err().to_string();
-            assert!(e.contains("algorithm.beta"), "{e}");
+            assert!(e.starts_with("beta"), "{e}");
         }
         assert!(
             EtaSchedule {
@@ -486,7 +481,7 @@ mod tests {
             s.check()
                 .unwrap_err()
                 .to_string()
-                .contains("algorithm.privacy")
+                .starts_with("privacy is required")
         );
         let p = QuantPrivacy {
             s: 4096,
@@ -500,8 +495,8 @@ mod tests {
         s.privacy = Some(p);
         s.check().unwrap();
         for (bad, field) in [
-            (QuantPrivacy { s: 0, ..p }, "algorithm.privacy.s"),
-            (QuantPrivacy { s: 48, ..p }, "algorithm.privacy.s"),
+            (QuantPrivacy { s: 0, ..p }, "privacy.s:"),
+            (QuantPrivacy { s: 48, ..p }, "privacy.s:"),
             (
                 QuantPrivacy {
                     budget: BudgetSpec::PerRound {

@@ -12,11 +12,14 @@ use dpfl_privacy::qtdl::accounting::Theorem2;
 use dpfl_privacy::qtdl::theorem1::{self, Theorem1};
 use dpfl_privacy::qtdl::{TruncatedDiscreteLaplace, binomial_mech};
 
-use super::config::{BudgetSpec, NormFedAvgSpec, QuantPrivacy, TdlCalibration, Variant};
+use super::config::{
+    BudgetSpec, CheckedNormFedAvg, NormFedAvgSpec, QuantPrivacy, TdlCalibration, Variant,
+};
 use super::halves::{Direction, NormFedAvgServer, NormFedAvgSilo};
 use super::local::LocalTrainer;
 use super::quantized::{Encoder, IntNoise, Layout, MessageAccounting};
 use super::sensitivity::{Sensitivities, sensitivities};
+use crate::algo::checked::ParamGuard;
 use crate::algo::context::{BuildContext, BuiltAlgorithm, SiloCalibration};
 use crate::algo::half::{ServerHalf, SiloHalf};
 
@@ -252,12 +255,21 @@ fn calibrate(
     })
 }
 
-/// Checks the spec and calibrates every silo once: the plan and its calibration report.
+/// Checks the spec (its guard, once) and calibrates every silo once: the plan and its
+/// calibration report.
 pub fn plan(
     ctx: &BuildContext,
     spec: &NormFedAvgSpec,
 ) -> crate::Result<(NormFedAvgPlan, Vec<SiloCalibration>)> {
-    spec.check()?;
+    plan_checked(ctx, &spec.check()?)
+}
+
+/// Calibrates every silo once from the checked spec.
+pub(crate) fn plan_checked(
+    ctx: &BuildContext,
+    spec: &CheckedNormFedAvg,
+) -> crate::Result<(NormFedAvgPlan, Vec<SiloCalibration>)> {
+    let spec = spec.spec();
     let d = ctx.oracle.model().num_params();
     check_init(ctx, d)?;
     // Calibrate every silo, then share the widest support (module docs of `quantized`).

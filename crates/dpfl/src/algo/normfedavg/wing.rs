@@ -2,7 +2,7 @@
 //! their discrete noise inside the silo (Theorem 1's truncated discrete Laplace, or the
 //! Binomial baseline), so they take no Gaussian multiplier.
 
-use super::config::NormFedAvgSpec;
+use super::config::{CheckedNormFedAvg, NormFedAvgSpec};
 use super::plan::NormFedAvgPlan;
 use crate::algo::context::BuildContext;
 use crate::algo::wing::{AuditView, Knobs, NoiseMultiplier, Planned, Privacy, Requirements, Wing};
@@ -47,8 +47,11 @@ impl Wing for NormFedAvgSpec {
     fn audit_view(&self, _: &NormFedAvgPlan) -> AuditView {
         AuditView::Gradient { all_silos: false }
     }
-    fn plan(&self, ctx: &BuildContext) -> crate::Result<Planned<NormFedAvgPlan>> {
-        let (p, c) = super::plan::plan(ctx, self)?;
+    fn plan(
+        params: &CheckedNormFedAvg,
+        ctx: &BuildContext,
+    ) -> crate::Result<Planned<NormFedAvgPlan>> {
+        let (p, c) = super::plan::plan_checked(ctx, params)?;
         Ok(Planned::new(p, c))
     }
 }

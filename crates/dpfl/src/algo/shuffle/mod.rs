@@ -42,6 +42,7 @@
 //!   shuffler; each silo's accumulator is noised before and after its batch.
 
 pub mod calibration;
+pub mod guard;
 pub mod moreau;
 pub mod pagd;
 pub mod pagd_preset;
@@ -69,6 +70,7 @@ use self::calibration::SdpCalibration;
 use self::plan::{PvecPlanned, ShuffleSilo};
 use self::pvec::{PvecServer, PvecSilo, Transport};
 use self::trust::{PvecTarget, ShufflerTrust, describe, plan_pvec, silo_guarantees};
+use crate::algo::checked::{at_most, one_pass_batch};
 use crate::algo::context::{BuildContext, BuiltAlgorithm, SiloCalibration, count_calibration};
 
 /// A wing's whole federation with its plan's silos and PVEC parameters.
@@ -159,15 +161,7 @@ impl SdpAcceleratedSpec {
         let n_min = ctx.silos.iter().map(|s| s.records).min().unwrap_or(0);
         let rounds = ctx.federation.rounds.max(1);
         let k = self.batch_size.unwrap_or(n_min / rounds);
-        if k == 0 || k * rounds > n_min {
-            return Err(crate::Error::config(
-                "algorithm.batch_size",
-                format!(
-                    "one pass of R = {rounds} rounds in batches of K = {k} needs 1 <= K and R·K <= min n_i = {n_min}"
-                ),
-            ));
-        }
-        Ok(k)
+        Ok(one_pass_batch(k, rounds, n_min)?)
     }
 }
 
@@ -312,13 +306,13 @@ pub(crate) fn pvec_halves(
     note: &str,
 ) -> crate::Result<Planned> {
     let n_silos = ctx.federation.silos;
-    let m_min = choice.min_participants.unwrap_or(participants(ctx));
-    if m_min == 0 || m_min > n_silos {
-        return Err(crate::Error::config(
-            "algorithm.min_participants",
-            format!("must lie in [1, N = {n_silos}], got {m_min}"),
-        ));
-    }
+    // M_min ≥ 1 is the guard's (`guard`); at most N needs the federation.
+    let m_min = at_most(
+        "min_participants",
+        choice.min_participants.unwrap_or(participants(ctx)),
+        "N",
+        n_silos,
+    )?;
     let (eps, delta) = smallest_budget(ctx)?;
     let (oracle, l2) = crate::algo::gradient::smoothed_oracle(ctx, choice.moreau)?;
     let target = PvecTarget {

@@ -35,6 +35,7 @@ use super::pvec::Transport;
 use super::robust::RobustSpec;
 use super::trust::{PvecTarget, ShufflerTrust, plan_pvec};
 use super::{Planned, PvecChoice, participants, pvec_halves, smallest_budget};
+use crate::algo::checked::{ParamError, one_pass_batch};
 use crate::algo::context::BuildContext;
 use crate::algo::gradient::{Smoothing, SmoothingRule};
 use crate::algo::half::ServerHalf;
@@ -168,17 +169,6 @@ pub struct Shape {
     pub note: String,
 }
 
-fn positive(field: &str, v: f64) -> crate::Result<f64> {
-    if v.is_finite() && v > 0.0 {
-        Ok(v)
-    } else {
-        Err(crate::Error::config(
-            format!("algorithm.{field}"),
-            format!("must be finite and > 0, got {v}"),
-        ))
-    }
-}
-
 /// Steps 1–3 of the module doc.
 pub fn shape(ctx: &BuildContext, t: &Tuning) -> crate::Result<Shape> {
     let eps = t.epsilon;
@@ -186,28 +176,17 @@ pub fn shape(ctx: &BuildContext, t: &Tuning) -> crate::Result<Shape> {
     let m = participants(ctx);
     let rounds = ctx.federation.rounds.max(1);
     let n_min = ctx.silos.iter().map(|s| s.records).min().unwrap_or(0);
-    let diameter = positive(
-        "diameter",
-        t.diameter.unwrap_or_else(|| ctx.projection.diameter()),
-    )
-    .map_err(|_| {
-        crate::Error::config(
-            "algorithm.diameter",
+    // D given is checked by the guard (`super::guard`); the projection's may be infinite.
+    let diameter = t.diameter.unwrap_or_else(|| ctx.projection.diameter());
+    if !diameter.is_finite() {
+        return Err(ParamError::missing(
+            "diameter",
             "the AC-SA schedule needs D: give diameter or a bounded projection",
         )
-    })?;
-    let n = (m * n_min).max(1) as f64;
-    if let Some(lambda) = t.strong_convexity {
-        positive("strong_convexity", lambda)?;
+        .into());
     }
+    let n = (m * n_min).max(1) as f64;
     let phases = match (t.phases, t.strong_convexity) {
-        // Refused, not silently one phase (issue 31).
-        (Some(0), _) => {
-            return Err(crate::Error::config(
-                "algorithm.phases",
-                "must be at least 1 (the number of AC-SA phases)",
-            ));
-        }
         (Some(k), _) => k,
         (None, Some(_)) => n.log2().max(1.0).log2().ceil().max(1.0) as usize,
         (None, None) => 1,
@@ -217,20 +196,15 @@ pub fn shape(ctx: &BuildContext, t: &Tuning) -> crate::Result<Shape> {
     let l = ctx.lipschitz;
     let (moreau, beta, lipschitz, smooth_note) = match t.smoothing {
         None => {
-            let beta = positive(
-                "smoothness",
-                t.smoothness.ok_or_else(|| {
-                    crate::Error::config(
-                        "algorithm.smoothness",
-                        "PAGD needs beta (smoothness) or Moreau smoothing (smoothing = \"theory\")",
-                    )
-                })?,
-            )?;
+            // The guard requires β without smoothing (and checks it).
+            let beta = t.smoothness.ok_or_else(|| {
+                ParamError::missing("smoothness", "or Moreau smoothing (smoothing = \"theory\")")
+            })?;
             (None, beta, l, String::new())
         }
         Some(s) => {
             let (b, how) = match s {
-                Smoothing::Beta(b) => (positive("smoothing", b)?, "given".to_string()),
+                Smoothing::Beta(b) => (b, "given".to_string()),
                 Smoothing::Rule(SmoothingRule::Theory) => (
                     super::moreau::theory_beta(eps, n_k, l, d, diameter, t.log_factor)?,
                     format!(
@@ -255,14 +229,7 @@ pub fn shape(ctx: &BuildContext, t: &Tuning) -> crate::Result<Shape> {
         Some(k) => k,
         None => ((b_theory / m as f64).ceil() as usize).clamp(1, k_max.max(1)),
     };
-    if k == 0 || k * rounds > n_min {
-        return Err(crate::Error::config(
-            "algorithm.batch_size",
-            format!(
-                "one pass of R = {rounds} rounds in batches of K = {k} needs 1 <= K and R·K <= min n_i = {n_min}"
-            ),
-        ));
-    }
+    one_pass_batch(k, rounds, n_min)?;
     let note = format!(
         "; AC-SA preset (Cheu et al. Thm 4.3{}): n = M min n_i = {n}, {phases} phase(s), D = {diameter}, beta = {beta:.4e}{smooth_note}, B = n^(3/5) d^(1/5) L^(2/5) [{}]^(2/5)/(eps^(2/5) beta^(2/5) D^(2/5)) = {b_theory:.1}, K = {k} per silo (B = M K = {}, at most min n_i/R = {k_max}; theorem's T = n/B = {:.0}, run's T = R = {rounds})",
         if phases > 1 { ", 4.8" } else { "" },

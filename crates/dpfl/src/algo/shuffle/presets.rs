@@ -2,6 +2,7 @@
 //! digest §5.2 item 5), rounded, clamped and explained for the run report.
 
 use super::{PgdSpec, PsgdSpec, participants, smallest_budget};
+use crate::algo::checked::{one_pass_batch, positive};
 use crate::algo::context::BuildContext;
 
 /// PSGD's K, η and the preset's explanation (Cheu et al. Thm 4.1, digest §2.4): B, then K =
@@ -19,14 +20,7 @@ pub fn psgd_preset(ctx: &BuildContext, spec: &PsgdSpec) -> crate::Result<(usize,
         Some(k) => k,
         None => ((b_theory / m as f64).ceil() as usize).clamp(1, k_max.max(1)),
     };
-    if k == 0 || k * rounds > n_min {
-        return Err(crate::Error::config(
-            "algorithm.batch_size",
-            format!(
-                "one pass of R = {rounds} rounds in batches of K = {k} needs 1 <= K and R·K <= min n_i = {n_min}"
-            ),
-        ));
-    }
+    one_pass_batch(k, rounds, n_min)?;
     let b = (m * k) as f64;
     let eta = match spec.step_size {
         Some(eta) => eta,
@@ -42,12 +36,8 @@ pub fn psgd_preset(ctx: &BuildContext, spec: &PsgdSpec) -> crate::Result<(usize,
                 / (ctx.lipschitz * (rounds as f64).sqrt() * (eps * b + d.sqrt() * ln))
         }
     };
-    if !(eta.is_finite() && eta > 0.0) {
-        return Err(crate::Error::config(
-            "algorithm.step_size",
-            format!("must be finite and > 0, got {eta}"),
-        ));
-    }
+    // Given, the guard checked it; the preset's must come out finite and > 0 too.
+    positive("step_size", eta)?;
     let note = format!(
         "; PSGD preset (Cheu et al. Thm 4.1): B = sqrt(d) ln(d/delta)/eps = {b_theory:.1}, K = {k} per silo (B = M K = {b}, at most min n_i/R = {k_max}), eta = {eta:.4e}{}",
         if spec.step_size.is_some() {
@@ -98,12 +88,8 @@ pub fn pgd_preset(ctx: &BuildContext, spec: &PgdSpec) -> crate::Result<((f64, f6
             diameter / (ctx.lipschitz * t.sqrt())
         }
     };
-    if !(eta.is_finite() && eta > 0.0) {
-        return Err(crate::Error::config(
-            "algorithm.step_size",
-            format!("must be finite and > 0, got {eta}"),
-        ));
-    }
+    // Given, the guard checked it; the preset's must come out finite and > 0 too.
+    positive("step_size", eta)?;
     let note = format!(
         "; PGD preset (Cheu et al. Alg. 5; digest 5.2 item 5): eps0 = eps/(2 sqrt(2T ln(2/delta))) = {eps0:.5}, delta0 = delta/(2T) = {delta0:.3e}, advanced composition over T = {t} rounds: eps = {total:.4}; eta = {eta:.4e}{}",
         if spec.step_size.is_some() {

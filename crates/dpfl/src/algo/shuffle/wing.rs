@@ -9,6 +9,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::guard::CheckedShuffle;
+pub use super::guard::ShuffleAlgorithm;
 use super::pagd_preset::PagdSpec;
 use super::pan::PanPrivateSpec;
 use super::plan::ShufflePlan;
@@ -24,24 +26,6 @@ use crate::algo::wing::{
 };
 use crate::units::StepSize;
 
-/// A shuffle-wing algorithm as a plan keeps it (the same `kind`-tagged form as the config).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "kebab-case", deny_unknown_fields)]
-pub enum ShuffleAlgorithm {
-    /// `sdp-mb-sgd`.
-    SdpMbSgd(SdpMbSgdSpec),
-    /// `sdp-accelerated-mb-sgd`.
-    SdpAcceleratedMbSgd(SdpAcceleratedSpec),
-    /// `psgd`.
-    Psgd(PsgdSpec),
-    /// `pgd`.
-    Pgd(PgdSpec),
-    /// `pagd`.
-    Pagd(PagdSpec),
-    /// `pan-private-acsa`.
-    PanPrivateAcsa(PanPrivateSpec),
-}
-
 /// What a shuffle wing's run is built from: its spec (the server half follows by closed
 /// forms) and its calibrated plan.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -52,7 +36,7 @@ pub struct ShuffleWingPlan {
     pub plan: ShufflePlan,
 }
 
-impl ShuffleAlgorithm {
+impl CheckedShuffle {
     /// The non-private server half behind the analyzer (closed forms only: a server half
     /// never adds noise).
     pub fn server_inner(&self, ctx: &BuildContext) -> crate::Result<Box<dyn ServerHalf>> {
@@ -64,7 +48,7 @@ impl ShuffleAlgorithm {
                 output,
             )))
         };
-        match self {
+        match self.algorithm() {
             ShuffleAlgorithm::SdpMbSgd(a) => sgd(a.step_size, a.output),
             ShuffleAlgorithm::SdpAcceleratedMbSgd(a) => {
                 // Checks R·K ≤ min n_i, as the AC-SA plan of this one-pass run did.
@@ -96,6 +80,30 @@ impl ShuffleAlgorithm {
         }
     }
 
+    /// Plans by building the whole federation once (the shuffle calibration needs the
+    /// realised protocol); other processes build their one half from the plan.
+    fn planned(self, ctx: &BuildContext) -> crate::Result<Planned<ShuffleWingPlan>> {
+        let inner = self.server_inner(ctx)?;
+        let (built, silos, pvec) = match self.algorithm() {
+            ShuffleAlgorithm::SdpMbSgd(a) => super::build_sdp_mbsgd(ctx, a, inner)?,
+            ShuffleAlgorithm::SdpAcceleratedMbSgd(a) => super::build_sdp_acsa(ctx, a, inner)?,
+            ShuffleAlgorithm::Psgd(a) => super::build_psgd(ctx, a, inner)?,
+            ShuffleAlgorithm::Pgd(a) => super::build_pgd(ctx, a, inner)?,
+            ShuffleAlgorithm::Pagd(a) => super::build_pagd(ctx, a, inner)?,
+            ShuffleAlgorithm::PanPrivateAcsa(a) => super::pan_plan::build_pan(ctx, a, inner)?,
+        };
+        Ok(Planned {
+            calibration: built.calibration.clone(),
+            plan: ShuffleWingPlan {
+                algorithm: self.into_algorithm(),
+                plan: ShufflePlan { silos, pvec },
+            },
+            built: Some(built),
+        })
+    }
+}
+
+impl ShuffleAlgorithm {
     /// The robust variant's honest fraction γ (PAGD only), which the quorum scales by.
     pub fn honest_fraction(&self) -> Option<f64> {
         match self {
@@ -119,31 +127,8 @@ impl ShuffleAlgorithm {
             ShuffleAlgorithm::PanPrivateAcsa(a) => a.requirements(),
         }
     }
-
-    /// Plans by building the whole federation once (the shuffle calibration needs the
-    /// realised protocol); other processes build their one half from the plan.
-    fn planned(self, ctx: &BuildContext) -> crate::Result<Planned<ShuffleWingPlan>> {
-        let inner = self.server_inner(ctx)?;
-        let (built, silos, pvec) = match &self {
-            ShuffleAlgorithm::SdpMbSgd(a) => super::build_sdp_mbsgd(ctx, a, inner)?,
-            ShuffleAlgorithm::SdpAcceleratedMbSgd(a) => super::build_sdp_acsa(ctx, a, inner)?,
-            ShuffleAlgorithm::Psgd(a) => super::build_psgd(ctx, a, inner)?,
-            ShuffleAlgorithm::Pgd(a) => super::build_pgd(ctx, a, inner)?,
-            ShuffleAlgorithm::Pagd(a) => super::build_pagd(ctx, a, inner)?,
-            ShuffleAlgorithm::PanPrivateAcsa(a) => super::pan_plan::build_pan(ctx, a, inner)?,
-        };
-        Ok(Planned {
-            calibration: built.calibration.clone(),
-            plan: ShuffleWingPlan {
-                algorithm: self,
-                plan: ShufflePlan { silos, pvec },
-            },
-            built: Some(built),
-        })
-    }
 }
 
-/// A shuffle-model algorithm's requirements: a shuffler and a fixed M.
 fn shuffled(transport: Transport) -> Requirements {
     Requirements {
         shuffler: true,
@@ -208,8 +193,11 @@ impl Wing for SdpMbSgdSpec {
             all_silos: trusted(self.shuffler),
         }
     }
-    fn plan(&self, ctx: &BuildContext) -> crate::Result<Planned<ShuffleWingPlan>> {
-        ShuffleAlgorithm::SdpMbSgd(self.clone()).planned(ctx)
+    fn plan(
+        params: &CheckedShuffle,
+        ctx: &BuildContext,
+    ) -> crate::Result<Planned<ShuffleWingPlan>> {
+        params.clone().planned(ctx)
     }
 }
 
@@ -249,8 +237,11 @@ impl Wing for SdpAcceleratedSpec {
             all_silos: trusted(self.shuffler),
         }
     }
-    fn plan(&self, ctx: &BuildContext) -> crate::Result<Planned<ShuffleWingPlan>> {
-        ShuffleAlgorithm::SdpAcceleratedMbSgd(self.clone()).planned(ctx)
+    fn plan(
+        params: &CheckedShuffle,
+        ctx: &BuildContext,
+    ) -> crate::Result<Planned<ShuffleWingPlan>> {
+        params.clone().planned(ctx)
     }
 }
 
@@ -290,8 +281,11 @@ impl Wing for PsgdSpec {
             all_silos: trusted(self.shuffler),
         }
     }
-    fn plan(&self, ctx: &BuildContext) -> crate::Result<Planned<ShuffleWingPlan>> {
-        ShuffleAlgorithm::Psgd(self.clone()).planned(ctx)
+    fn plan(
+        params: &CheckedShuffle,
+        ctx: &BuildContext,
+    ) -> crate::Result<Planned<ShuffleWingPlan>> {
+        params.clone().planned(ctx)
     }
 }
 
@@ -331,8 +325,11 @@ impl Wing for PgdSpec {
             all_silos: trusted(self.shuffler),
         }
     }
-    fn plan(&self, ctx: &BuildContext) -> crate::Result<Planned<ShuffleWingPlan>> {
-        ShuffleAlgorithm::Pgd(self.clone()).planned(ctx)
+    fn plan(
+        params: &CheckedShuffle,
+        ctx: &BuildContext,
+    ) -> crate::Result<Planned<ShuffleWingPlan>> {
+        params.clone().planned(ctx)
     }
 }
 
@@ -370,8 +367,11 @@ impl Wing for PagdSpec {
     fn audit_view(&self, _: &ShuffleWingPlan) -> AuditView {
         AuditView::Gradient { all_silos: false }
     }
-    fn plan(&self, ctx: &BuildContext) -> crate::Result<Planned<ShuffleWingPlan>> {
-        ShuffleAlgorithm::Pagd(self.clone()).planned(ctx)
+    fn plan(
+        params: &CheckedShuffle,
+        ctx: &BuildContext,
+    ) -> crate::Result<Planned<ShuffleWingPlan>> {
+        params.clone().planned(ctx)
     }
 }
 
@@ -412,8 +412,11 @@ impl Wing for PanPrivateSpec {
     fn audit_view(&self, _: &ShuffleWingPlan) -> AuditView {
         AuditView::Gradient { all_silos: false }
     }
-    fn plan(&self, ctx: &BuildContext) -> crate::Result<Planned<ShuffleWingPlan>> {
-        ShuffleAlgorithm::PanPrivateAcsa(self.clone()).planned(ctx)
+    fn plan(
+        params: &CheckedShuffle,
+        ctx: &BuildContext,
+    ) -> crate::Result<Planned<ShuffleWingPlan>> {
+        params.clone().planned(ctx)
     }
 }
 

@@ -4,7 +4,8 @@
 //! of Algorithm 3, the uncompressed baselines LDP-SGD and LDP-SVRG (§3.4), and Q-DPSGD-1
 //! (§3.5, `qdpsgd.rs`).
 //!
-//! - `spec.rs` — the config (`kind = "soteria-fl" | "cdp-sgd" | "ldp-sgd" | "ldp-svrg"`).
+//! - `spec.rs` — the config (`kind = "soteria-fl" | "cdp-sgd" | "ldp-sgd" | "ldp-svrg"`);
+//!   `guard.rs` — its parameter guard (issue 28 item 4) into the checked type `plan.rs` takes.
 //! - `plan.rs` — the checked, calibrated plan (σ_i calibrated once per run) and the halves
 //!   built from it, one per process.
 //! - `silo.rs` — the silo half: estimator, per-record clipping, noise, compression, shift s_i.
@@ -54,6 +55,7 @@
 #![warn(missing_docs)]
 
 pub mod calibration;
+pub mod guard;
 pub mod plan;
 pub mod qdpsgd;
 pub mod server;

@@ -18,10 +18,12 @@ use super::calibration::{
     CODE_DIRECT_FACTOR, CODE_SHIFTED_CONSTANT, Estimator, accountant_sigma, closed_form_sigma,
     default_batch, qdpsgd_code_sigma, round_event, shift_step,
 };
+use super::guard::CheckedSoteria;
 use super::qdpsgd::{QdpsgdServer, QdpsgdSilo};
 use super::server::SoteriaServer;
 use super::silo::{SiloNoise, SoteriaSilo};
 use super::spec::{Clipping, InitSpec, Method, NoiseCalibration, SoteriaSpec};
+use crate::algo::checked::{ParamGuard, at_most};
 use crate::algo::context::{BuildContext, BuiltAlgorithm, SiloCalibration};
 use crate::algo::half::{ServerHalf, SiloHalf};
 use crate::compress::{CompressorSpec, IndexEncoding};
@@ -69,20 +71,34 @@ pub struct SoteriaPlan {
     pub silos: Vec<SoteriaSiloPlan>,
 }
 
-/// Q-DPSGD-1's default consensus step (the authors' code's `epsilon=0.9`).
-pub const QDPSGD_CONSENSUS: f64 = 0.9;
+/// Q-DPSGD-1's default consensus step (its guard's, `super::guard`).
+pub use super::guard::QDPSGD_CONSENSUS;
 
 fn bad(field: &str, reason: impl Into<String>) -> crate::Error {
     crate::Error::config(format!("algorithm.{field}"), reason)
 }
 
-/// Checks `spec` for `method` on `ctx` and calibrates every silo once (module doc of
-/// [`super`] for the decisions).
+/// Checks `spec` for `method` (its guard, once) and calibrates every silo once on `ctx`
+/// (module doc of [`super`] for the decisions).
 pub fn plan(
     ctx: &BuildContext,
     method: Method,
     spec: &SoteriaSpec,
 ) -> crate::Result<(SoteriaPlan, Vec<SiloCalibration>)> {
+    let wing = super::guard::SoteriaWing {
+        method,
+        spec: spec.clone(),
+    };
+    plan_checked(ctx, &wing.check()?)
+}
+
+/// Calibrates every silo once from the checked parameters, checking what needs the
+/// federation (every silo answers; b ≤ m_i; the compressor at d; the continuous Gaussian).
+pub(crate) fn plan_checked(
+    ctx: &BuildContext,
+    params: &CheckedSoteria,
+) -> crate::Result<(SoteriaPlan, Vec<SiloCalibration>)> {
+    let (method, spec, est) = (params.method, &params.spec, params.estimator);
     let n = ctx.silos.len();
     let d = ctx.federation.dim;
     let t = ctx.federation.rounds;
@@ -95,42 +111,8 @@ pub fn plan(
             ),
         ));
     }
-    let est = match (method, spec.estimator) {
-        (Method::SoteriaFl, e) => e.unwrap_or_default(),
-        (Method::LdpSvrg, None | Some(Estimator::Svrg)) => Estimator::Svrg,
-        (Method::CdpSgd | Method::LdpSgd | Method::QDpsgd1, None | Some(Estimator::Sgd)) => {
-            Estimator::Sgd
-        }
-        (_, Some(e)) => {
-            return Err(bad(
-                "estimator",
-                format!("{e:?} is fixed by this kind; only soteria-fl takes an estimator"),
-            ));
-        }
-    };
-    // SAGA's table holds each record's gradient at the last round it was drawn: state that
-    // depends on every past round's secret draws. Lemma 3 charges each round as if its
-    // randomness were fresh, but the table term of round t reveals which records were drawn
-    // before, undoing the amplification those rounds were charged with, so no accountant here
-    // certifies the run (issue 27 finding 8). Refused when private; SVRG's snapshot is public.
-    if est == Estimator::Saga && spec.is_private() {
-        return Err(bad(
-            "estimator",
-            "SAGA's per-record gradient table is hidden state that SoteriaFL's Lemma 3 (a \
-             per-round split) does not cover, so dpfl cannot certify a private SAGA run; use \
-             estimator = \"svrg\" (or calibration = \"none\" for a non-private SAGA run)",
-        ));
-    }
-    let identity = CompressorSpec::Identity {};
     let comp_spec = match (method, &spec.compressor) {
-        (Method::LdpSgd | Method::LdpSvrg, None) => identity,
-        (Method::LdpSgd | Method::LdpSvrg, Some(c)) if *c == identity => identity,
-        (Method::LdpSgd | Method::LdpSvrg, Some(_)) => {
-            return Err(bad(
-                "compressor",
-                "LDP-SGD/LDP-SVRG are uncompressed; use cdp-sgd or soteria-fl",
-            ));
-        }
+        (Method::LdpSgd | Method::LdpSvrg, _) => CompressorSpec::Identity {},
         (_, Some(c)) => c.clone(),
         // k = ⌊d/20⌋ (the experiments' 5%), at least one coordinate.
         (_, None) => CompressorSpec::RandomK {
@@ -142,45 +124,12 @@ pub fn plan(
     let omega = comp_spec.build(d)?.omega();
     // LDP-SVRG is SoteriaFL-SVRG with ω = 0, where v = (1/n)Σ g_i exactly: run unshifted.
     let shifted = method == Method::SoteriaFl;
-    let gamma = match spec.shift_step {
-        Some(g) if !(g.is_finite() && g > 0.0 && g <= 1.0) => {
-            return Err(bad("shift_step", format!("must be in (0, 1], got {g}")));
-        }
-        Some(g) => g,
-        None => shift_step(omega),
-    };
-    let consensus = match (method, spec.consensus) {
-        (Method::QDpsgd1, None) => Some(QDPSGD_CONSENSUS),
-        (Method::QDpsgd1, Some(c)) if c.is_finite() && c > 0.0 && c <= 1.0 => Some(c),
-        (Method::QDpsgd1, Some(c)) => {
-            return Err(bad("consensus", format!("must be in (0, 1], got {c}")));
-        }
-        (_, None) => None,
-        (_, Some(_)) => return Err(bad("consensus", "only q-dpsgd-1 takes a consensus step")),
-    };
+    let gamma = spec.shift_step.unwrap_or_else(|| shift_step(omega));
+    let consensus = params.consensus;
     let g_clip = ctx.lipschitz;
     let aggregate = spec.clipping == Clipping::AggregateNoGuarantee;
-    if aggregate && method == Method::QDpsgd1 {
-        return Err(bad("clipping", "Q-DPSGD-1 clips per record only"));
-    }
     // The halves' oracle; built here so that a bad clip fails at planning.
     oracle(ctx, spec.clipping)?;
-    if let Some(c) = spec.noise_constant
-        && !(c.is_finite() && c > 0.0)
-    {
-        return Err(bad(
-            "noise_constant",
-            format!("must be finite and > 0, got {c}"),
-        ));
-    }
-    if let Some(InitSpec { std, .. }) = spec.init
-        && !(std.is_finite() && std >= 0.0)
-    {
-        return Err(bad(
-            "init.std",
-            format!("must be finite and >= 0, got {std}"),
-        ));
-    }
     if ctx.noise != dpfl_privacy::GaussianNoise::default() && spec.is_private() {
         // The events below are computed from the continuous σ; the discrete variant inflates σ.
         return Err(crate::Error::config(
@@ -217,12 +166,12 @@ pub fn plan(
             (Estimator::Gd, Some(b)) if b != m => {
                 return Err(bad("batch_size", "GD uses every record (b = m)"));
             }
-            (_, Some(0)) => return Err(bad("batch_size", "must be at least 1")),
             (_, Some(b)) if b > m => {
-                return Err(bad(
-                    "batch_size",
-                    format!("{b} exceeds silo {}'s {m} records", info.id),
-                ));
+                return Err(
+                    at_most("batch_size", b, &format!("silo {}'s m", info.id), m)
+                        .unwrap_err()
+                        .into(),
+                );
             }
             (_, Some(b)) => b,
             (Estimator::Sgd, None) if fixed.is_some() => {
@@ -236,14 +185,8 @@ pub fn plan(
         };
         let sampling = event_sampling(est, spec.sampling, m, b)?;
         if est == Estimator::Svrg {
-            let p = spec.snapshot_probability.unwrap_or(b as f64 / m as f64);
-            if !(p > 0.0 && p <= 1.0) {
-                return Err(bad(
-                    "snapshot_probability",
-                    format!("must be in (0, 1], got {p}"),
-                ));
-            }
-            coin_p = Some(p);
+            // Given, the guard checked it; the default b/m lies in (0, 1] as 1 ≤ b ≤ m.
+            coin_p = Some(spec.snapshot_probability.unwrap_or(b as f64 / m as f64));
         }
         let (sigma, formula) = match spec.calibration {
             NoiseCalibration::None => (0.0, "non-private".to_string()),

@@ -4,21 +4,14 @@
 //! only if no round is short: module doc of [`super::server`]).
 
 use super::calibration::Estimator;
+use super::guard::CheckedSoteria;
+pub use super::guard::SoteriaWing;
 use super::plan::SoteriaPlan;
 use super::spec::{Method, SoteriaSpec};
 use crate::algo::context::BuildContext;
 use crate::algo::wing::{
     AuditView, Knobs, NoiseMultiplier, Planned, Privacy, Requirements, Transport, Wing,
 };
-
-/// One SoteriaFL-wing algorithm: its method (the config's `kind`) and its parameters.
-#[derive(Debug, Clone, PartialEq)]
-pub struct SoteriaWing {
-    /// Which algorithm of the paper.
-    pub method: Method,
-    /// Its parameters.
-    pub spec: SoteriaSpec,
-}
 
 impl Wing for SoteriaWing {
     type Plan = SoteriaPlan;
@@ -90,8 +83,8 @@ impl Wing for SoteriaWing {
             }
         }
     }
-    fn plan(&self, ctx: &BuildContext) -> crate::Result<Planned<SoteriaPlan>> {
-        let (p, c) = super::plan::plan(ctx, self.method, &self.spec)?;
+    fn plan(params: &CheckedSoteria, ctx: &BuildContext) -> crate::Result<Planned<SoteriaPlan>> {
+        let (p, c) = super::plan::plan_checked(ctx, params)?;
         Ok(Planned::new(p, c))
     }
 }
