@@ -1,13 +1,23 @@
 #!/usr/bin/env bash
-# The test suite (what CI runs, via .ci/run): the cargo workspace, then the Python package —
-# its wheel built with maturin into a virtual environment and its pytest tests run, some of
-# them against the `dpfl` binary the cargo step built (target/debug/dpfl).
+# The test suite. `bash scripts/test.sh` is the contributor's suite (the README's test command):
+# the cargo workspace, then the Python package — its wheel built with maturin into a virtual
+# environment and its pytest tests run, some of them against the `dpfl` binary the cargo step
+# built (target/debug/dpfl) — without the tests marked `slow`.
+# `bash scripts/test.sh --long` is the longer suite: the Python tests marked `slow` (real Flower
+# simulations and SuperLink/SuperNode deployments, minutes each on 2 cores). CI (.ci/run) runs
+# both, the contributor's suite first.
 #
-# Needs network access to crates.io and PyPI only (maturin, numpy, pytest, pandas).
+# Needs network access to crates.io and PyPI only (maturin, numpy, pytest, pandas, flwr).
 # PYTHON picks the interpreter (default python3, >= 3.9); DPFL_SKIP_PYTHON=1 runs cargo only.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root="$(pwd)"
+suite=quick
+case "${1:-}" in
+  "") ;;
+  --long) suite=long ;;
+  *) echo "usage: bash scripts/test.sh [--long]" >&2; exit 2 ;;
+esac
 
 # The report test renders report.html in headless Chromium (crates/dpfl-cli/tests/report.rs);
 # install Debian's package when it is missing and we may (root with apt), else the test skips
@@ -18,7 +28,12 @@ if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt
     echo "chromium did not install: report.html is checked without a browser" >&2
 fi
 
-cargo test --workspace --locked
+if [ "$suite" = quick ]; then
+  cargo test --workspace --locked
+else
+  # The slow Python tests drive the CLI binary the quick suite's cargo step builds.
+  cargo build --locked --profile test -p dpfl-cli
+fi
 
 if [ "${DPFL_SKIP_PYTHON:-}" = 1 ]; then
   echo "DPFL_SKIP_PYTHON=1: Python package tests skipped" >&2
@@ -50,5 +65,6 @@ PATH="$venv/bin:$PATH" CARGO_TARGET_DIR="$root/target" MATURIN_PEP517_ARGS="--pr
   "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-build-isolation \
   --force-reinstall --no-deps ./python
 # From python/tests, not python/: the installed wheel is imported, not the source tree.
-(cd python/tests && DPFL_CLI="${DPFL_CLI:-$root/target/debug/dpfl}" "$venv/bin/python" -m pytest -q -p no:cacheprovider .)
-echo "python package: built and tested in $(( $(date +%s) - start )) s" >&2
+if [ "$suite" = quick ]; then marks="not slow"; else marks="slow"; fi
+(cd python/tests && DPFL_CLI="${DPFL_CLI:-$root/target/debug/dpfl}" "$venv/bin/python" -m pytest -q -p no:cacheprovider -m "$marks" .)
+echo "python package ($suite suite): built and tested in $(( $(date +%s) - start )) s" >&2

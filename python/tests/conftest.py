@@ -52,6 +52,6 @@ def _ledger_dir(tmp_path, monkeypatch):
 def pytest_configure(config):
     config.addinivalue_line(
         "markers",
-        "slow: over ~60 s here (real Flower runs on a 2-core machine); CI runs them, "
-        "`-m 'not slow'` skips them locally",
+        "slow: over ~60 s here (real Flower runs on a 2-core machine); the longer suite "
+        "(`bash scripts/test.sh --long`, which CI runs too) runs them, the test command skips them",
     )

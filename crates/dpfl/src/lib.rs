@@ -10,7 +10,8 @@
 //!   typed messages; one module per paper;
 //! * [`round`]: the round core both runners drive (participation, RNG streams, the silo step
 //!   with its one refusal rule, collection, the shuffle stage);
-//! * [`sim`]: the in-process simulator, a transport under the round core;
+//! * [`sim`]: the in-process simulator, a transport under the round core; [`run`]: how every
+//!   simulated run starts (requirements, ledger policy) and steps (the refusal rule);
 //! * [`units`]: checked newtypes for numbers that carry meaning (silo id, step size, clip).
 //!
 //! Experiments (TOML files, runs, outputs, reports), the papers' reproductions, the audit and
@@ -28,6 +29,7 @@ pub mod linalg;
 pub mod model;
 pub mod plan;
 pub mod round;
+pub mod run;
 pub mod sim;
 pub mod units;
 

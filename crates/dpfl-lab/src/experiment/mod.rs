@@ -33,6 +33,7 @@ use dpfl_privacy::DpRng;
 use dpfl_privacy::rng::Purpose;
 
 use dpfl::algo::AlgorithmSpec;
+use dpfl::run::{Ledgers, RunOptions};
 use dpfl::sim::Simulator;
 
 mod context;
@@ -88,60 +89,15 @@ fn start_run<'t>(
     let ctx = setup.context_with(trial.model.clone())?;
     let (plan, built) = dpfl::plan::Plan::with_halves(setup, algorithm, &ctx)?;
     let calibration = plan.calibration.clone();
-    let mut sim = Simulator::new(&trial.silos, built, spec.participation.clone(), seed)?;
-    let needs = plan.requirements();
-    // The shuffle model's theorems assume M_r = M fixed (Lowy & Razaviyayn §5).
-    if needs.fixed_participation
-        && !matches!(
-            spec.participation,
-            dpfl::round::Participation::All | dpfl::round::Participation::Fixed { .. }
-        )
-    {
-        return Err(dpfl::Error::config(
-            "participation",
-            "shuffle-model algorithms need a fixed number of silos per round (all or fixed)",
-        ));
-    }
-    if needs.shuffler {
-        sim = sim.with_shuffle(seed)?;
-    }
-    if spec.privacy.as_ref().is_some_and(|p| p.enforce_budget) && algorithm.is_private() {
-        let ledgers = ctx
-            .silos
-            .iter()
-            .map(|s| {
-                s.budget
-                    .map(|(eps, delta)| {
-                        let b = dpfl_privacy::ledger::Budget::new(
-                            eps.get(),
-                            delta.get(),
-                            dpfl_privacy::Neighbouring::ReplaceOne,
-                        )?;
-                        Ok::<_, dpfl::Error>(dpfl_privacy::ledger::Ledger::in_memory(
-                            b,
-                            dpfl_privacy::accountant::AccountantKind::Rdp,
-                        ))
-                    })
-                    .transpose()
-            })
-            .collect::<dpfl::Result<Vec<_>>>()?;
-        sim.attach_ledgers(ledgers)?;
-    }
+    let ledgers =
+        if spec.privacy.as_ref().is_some_and(|p| p.enforce_budget) && algorithm.is_private() {
+            Ledgers::Enforce
+        } else {
+            Ledgers::Record
+        };
+    let opts = RunOptions::seeded(spec.participation.clone(), seed, ledgers);
+    let sim = Simulator::start(&trial.silos, built, &ctx, &plan.requirements(), opts)?;
     Ok((sim, calibration, ctx))
-}
-
-/// A refusal by a silo's ledger in a simulated round: the plan does not fit the budget.
-fn refused(sim: &mut Simulator<'_>) -> dpfl::Result<()> {
-    // The round core leaves a refusing silo out of its round; a simulated experiment,
-    // though, plans every round within every silo's budget, so a refusal means the plan
-    // does not fit the budget: report it rather than finish a different experiment.
-    match sim.take_refusals().into_iter().next() {
-        None => Ok(()),
-        Some((silo, refusal)) => Err(match refusal.privacy {
-            Some(e) => e.into(),
-            None => dpfl::Error::Protocol(format!("silo {silo}: {refusal}")),
-        }),
-    }
 }
 
 /// Release 0 of one run, as [`train_one`] would make it (plan, halves, ledgers, first
@@ -169,8 +125,7 @@ pub fn release_zero(
         }
         other => other,
     };
-    sim.step().map_err(named)?;
-    refused(&mut sim).map_err(named)
+    sim.round().map(|_| ()).map_err(named)
 }
 
 /// Trains one algorithm on one trial's data. `seed` fixes the silos' and network's streams.
@@ -198,11 +153,10 @@ pub fn train_one(
             ))
         });
     for r in 0..spec.rounds {
-        let report = sim.step()?;
+        let report = sim.round()?;
         if let Some(t) = tracker.as_mut() {
             t.add_bits(report.message_bits);
         }
-        refused(&mut sim)?;
         if is_eval_round(r + 1, eval_every, spec.rounds) {
             let w = sim.output();
             curve.push((r + 1, sim.train_loss(model, &w), sim.test_metric(model, &w)));

@@ -33,9 +33,11 @@ use dpfl::algo::normfedavg::{
     BetaSchedule, BudgetSpec, NormFedAvgSpec, QuantPrivacy, SensitivitySpec, TdlCalibration,
     Variant, plan as wing_plan,
 };
+use dpfl::algo::wing::Wing;
 use dpfl::data::registry::{DataDirs, KnownDataset, Part};
 use dpfl::data::{Dataset, SiloData};
 use dpfl::model::{Activation, DeepMlp, GradientOracle, Model, Precision, Projection};
+use dpfl::run::{Ledgers, RunOptions};
 use dpfl::sim::{Participation, Simulator};
 use dpfl::units::SiloId;
 
@@ -348,10 +350,11 @@ pub fn run_checkpointed(
             let run = match checkpoint.and_then(|c| c.get(label, seed)) {
                 Some(run) => run,
                 None => {
-                    let participation = Participation::Fixed {
-                        m: plan.participants,
-                    };
-                    let mut sim = Simulator::new(&silos, built, participation, Some(seed))?;
+                    let m = plan.participants;
+                    let fixed = Participation::Fixed { m };
+                    let opts = RunOptions::seeded(fixed, Some(seed), Ledgers::Record);
+                    let mut sim =
+                        Simulator::start(&silos, built, &ctx, &spec.requirements(), opts)?;
                     let mut run = RunRows {
                         rows: Vec::new(),
                         bits_per_coordinate: f64::NAN,
@@ -369,7 +372,7 @@ pub fn run_checkpointed(
                         // A diverged run is a result (the noise overwhelms the step size),
                         // not a fault: it is recorded with its rows so far and the
                         // reproduction goes on with the next run.
-                        let report = match sim.step() {
+                        let report = match sim.round() {
                             Err(dpfl::Error::Diverged(why)) => {
                                 run.stopped = Some(format!(
                                     "diverged in round {} of {} (rows end at round {k}): {why}",

@@ -68,6 +68,7 @@ use dpfl::algo::{AlgorithmSpec, BuildContext};
 use dpfl::data::{Dataset, SiloData, Target};
 use dpfl::linalg::Matrix;
 use dpfl::model::{GradientOracle, LinearRegression, Projection};
+use dpfl::run::{Ledgers, RunOptions};
 use dpfl::sim::{Participation, Simulator};
 use dpfl_privacy::DpRng;
 use dpfl_privacy::rng::Purpose;
@@ -357,12 +358,16 @@ fn run_one(
         noise: Default::default(),
     };
     let built = spec.build(&ctx)?;
-    let mut sim = Simulator::new(&data, built, Participation::All, Some(7 + seed as u64))?;
-    if spec.needs_shuffler() {
-        sim = sim.with_shuffle(Some(11 + seed as u64))?;
-    }
+    // Streams as first run (silos 7 + seed, shuffler 11 + seed): the committed results stay.
+    let opts = RunOptions {
+        participation: Participation::All,
+        seed: Some(7 + seed as u64),
+        shuffle_seed: Some(11 + seed as u64),
+        ledgers: Ledgers::Record,
+    };
+    let mut sim = Simulator::start(&data, built, &ctx, &spec.requirements(), opts)?;
     for _ in 0..rounds {
-        sim.step()?;
+        sim.round()?;
     }
     let w = sim.output();
     let star = minimiser(plan.d);

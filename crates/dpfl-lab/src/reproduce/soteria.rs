@@ -51,6 +51,7 @@ use dpfl::data::registry::{DataDirs, KnownDataset, Part};
 use dpfl::data::{Dataset, SiloData};
 use dpfl::linalg::Matrix;
 use dpfl::model::{GradientOracle, Mlp, Model, NonconvexLogistic, Projection};
+use dpfl::run::{Ledgers, RunOptions};
 use dpfl::sim::{Participation, Simulator};
 use dpfl::units::SiloId;
 
@@ -454,17 +455,18 @@ pub fn run_unit(
         s.coin_seed = seed as u64;
     }
     let built = spec.build(&ctx)?;
-    let mut sim = Simulator::new(
-        &fed.silos,
-        built,
+    // The paper's noise presets are labelled, not certified, ε: recorded, certified after.
+    let opts = RunOptions::seeded(
         Participation::All,
         Some(1000 + seed as u64),
-    )?;
+        Ledgers::Record,
+    );
+    let mut sim = Simulator::start(&fed.silos, built, &ctx, &spec.requirements(), opts)?;
     // Run first, then evaluate every kept iterate (module doc).
     let mut kept = Vec::new();
     let mut bits = 0u64;
     for r in 1..=rounds {
-        bits += sim.step()?.message_bits;
+        bits += sim.round()?.message_bits;
         if evaluated(plan, r, rounds) {
             let c = sim.counters().unwrap_or_default();
             kept.push((r, bits, c, sim.output()));
@@ -591,10 +593,13 @@ pub fn spent_after_run(
     a: usize,
 ) -> dpfl::Result<Vec<Vec<PrivacyEvent>>> {
     let (eps, rounds, etas) = plan.settings[e];
-    let built = algorithm(a, etas[a], fed.init_std)?.build(&context(plan, fed, rounds, eps)?)?;
-    let mut sim = Simulator::new(&fed.silos, built, Participation::All, Some(1000))?;
+    let spec = algorithm(a, etas[a], fed.init_std)?;
+    let ctx = context(plan, fed, rounds, eps)?;
+    let built = spec.build(&ctx)?;
+    let opts = RunOptions::seeded(Participation::All, Some(1000), Ledgers::Record);
+    let mut sim = Simulator::start(&fed.silos, built, &ctx, &spec.requirements(), opts)?;
     for _ in 0..rounds {
-        sim.step()?;
+        sim.round()?;
     }
     Ok(sim.spent())
 }
