@@ -156,6 +156,32 @@ fn the_accountant_calibrated_reproduction_certifies_every_method_at_its_label() 
 }
 
 #[test]
+fn sgd_batch_sets_b_of_the_sgd_type_algorithms_only() {
+    // The official MNIST notebooks fix b = 128 for the SGD-type methods; Corollary 1's rule
+    // (the default) gives 10 here and 1 on MNIST. The SVRG methods keep m^{2/3}/4 = 54.
+    let mut plan = Plan::new("soteria-a9a", true).unwrap();
+    plan.with_sgd_batch(128).unwrap();
+    assert!(plan.with_sgd_batch(0).is_err());
+    let fed = soteria::load(&plan, None).unwrap();
+    let evals = |a: usize| {
+        let rows = soteria::run_unit(&plan, &fed, 0.0, 0, a, 0).unwrap();
+        rows.iter().find(|r| r.round == 1).unwrap().grad_evals
+    };
+    // grad_evals counts every silo's per-record gradients: 10 silos × b (SVRG: b twice, at
+    // x and at the snapshot, plus the snapshot's full pass when the coin says so).
+    for a in [0, 2, 3] {
+        assert_eq!(evals(a), 10 * 128, "{}", soteria::ALGORITHMS[a]);
+    }
+    let default = Plan::new("soteria-a9a", true).unwrap();
+    let rows = soteria::run_unit(&default, &fed, 0.0, 0, 2, 0).unwrap();
+    assert_eq!(
+        rows[0].grad_evals,
+        10 * 10,
+        "Corollary 1's b = 10 at epsilon 1"
+    );
+}
+
+#[test]
 fn soteria_mnist_quick_runs_when_the_data_is_present() {
     let dir = std::env::var_os("DPFL_DATA")
         .filter(|v| !v.is_empty())
@@ -201,4 +227,3 @@ fn soteria_a9a_full() {
     let privacy = soteria::privacy_table(&plan, &fed).unwrap();
     dpfl::reproduce::soteria_out::write(&plan, &rows, &bands, &privacy, &out).unwrap();
 }
-

@@ -84,7 +84,7 @@ pub(super) fn reproduce_soteria(args: &ReproduceArgs) -> anyhow::Result<()> {
     print_soteria(&plan, &bands, &privacy, files, total, start)
 }
 
-/// The plan with `--calibration`, `--clipping` and `--epsilons` applied.
+/// The plan with `--calibration`, `--clipping`, `--epsilons` and `--sgd-batch` applied.
 fn options(
     args: &ReproduceArgs,
     plan: reproduce::soteria::Plan,
@@ -103,6 +103,9 @@ fn options(
     let mut plan = plan.calibrated(calibration, clipping)?;
     if let Some(e) = &args.epsilons {
         plan.keep_epsilons(e)?;
+    }
+    if let Some(b) = args.sgd_batch {
+        plan.with_sgd_batch(b)?;
     }
     Ok(plan)
 }

@@ -460,7 +460,8 @@ fn planned(
     let (eps, rounds, etas) = plan.settings[e];
     let ctx = context(plan, fed, rounds, eps)?;
     let (cal, clip) = (plan.calibration, plan.clipping);
-    let key = format!("{a}|{eps}|{rounds}|{}|{cal:?}|{clip:?}", etas[a]);
+    let b = plan.sgd_batch;
+    let key = format!("{a}|{eps}|{rounds}|{}|{cal:?}|{clip:?}|{b:?}", etas[a]);
     let (c, w) = fed
         .plans
         .get(key, || plan.algorithm(a, etas[a], fed.init_std)?.plan(&ctx))?;

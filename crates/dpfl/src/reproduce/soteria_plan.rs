@@ -65,6 +65,12 @@ pub struct Plan {
     /// the default.
     #[serde(skip_serializing_if = "is_per_record")]
     pub clipping: Clipping,
+    /// b of the SGD-type algorithms (LDP-SGD, CDP-SGD, SoteriaFL-SGD); `None`: Corollary 1's
+    /// rule (`algo::soteria::calibration::default_batch`), which gives b = 1 (compressed) and
+    /// 4 (LDP-SGD) on MNIST, where the official code fixes 128 (digest §5.2). Serialised only
+    /// when set.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sgd_batch: Option<usize>,
 }
 
 impl Plan {
@@ -114,6 +120,7 @@ impl Plan {
             silos: 10,
             calibration: NoiseCalibration::PaperCode,
             clipping: Clipping::PerRecord,
+            sgd_batch: None,
         };
         if quick {
             plan.seeds = 2;
@@ -150,6 +157,15 @@ impl Plan {
         Ok(self)
     }
 
+    /// Sets b of the SGD-type algorithms (0 is refused).
+    pub fn with_sgd_batch(&mut self, b: usize) -> crate::Result<()> {
+        if b == 0 {
+            return Err(crate::Error::config("--sgd-batch", "must be at least 1"));
+        }
+        self.sgd_batch = Some(b);
+        Ok(())
+    }
+
     /// Keeps only the settings whose ε is in `epsilons` (a reduced run); an ε the plan does
     /// not have is an error naming the plan's.
     pub fn keep_epsilons(&mut self, epsilons: &[f64]) -> crate::Result<()> {
@@ -177,12 +193,17 @@ impl Plan {
     pub fn variant(&self) -> Option<String> {
         let mut v = Vec::new();
         match self.calibration {
-            NoiseCalibration::Accountant => v.push("every algorithm calibrated by the accountant"),
-            NoiseCalibration::None => v.push("non-private"),
+            NoiseCalibration::Accountant => {
+                v.push("every algorithm calibrated by the accountant".to_string())
+            }
+            NoiseCalibration::None => v.push("non-private".into()),
             _ => {}
         }
         if self.clipping == Clipping::AggregateNoGuarantee {
-            v.push("aggregate clipping (the code's; no guarantee)");
+            v.push("aggregate clipping (the code's; no guarantee)".into());
+        }
+        if let Some(b) = self.sgd_batch {
+            v.push(format!("SGD-type b = {b}"));
         }
         (!v.is_empty()).then(|| v.join(", "))
     }
@@ -213,7 +234,14 @@ impl Plan {
         eta: f64,
         init_std: Option<f64>,
     ) -> crate::Result<AlgorithmSpec> {
-        algorithm_spec(a, eta, init_std, self.calibration, self.clipping)
+        let mut spec = algorithm_spec(a, eta, init_std, self.calibration, self.clipping)?;
+        if let (Some(b), 0 | 2 | 3) = (self.sgd_batch, a)
+            && let AlgorithmSpec::LdpSgd(s) | AlgorithmSpec::CdpSgd(s) | AlgorithmSpec::SoteriaFl(s) =
+                &mut spec
+        {
+            s.batch_size = Some(b);
+        }
+        Ok(spec)
     }
 }
 
