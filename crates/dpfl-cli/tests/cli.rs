@@ -252,8 +252,8 @@ fn soteria_reproduction_at_the_accountants_epsilon() {
         assert_eq!(privacy["label"][i], "accountant target");
         assert_eq!(privacy["meets_label"][i], "true");
     }
-    let spread = certified.iter().cloned().fold(0.0f64, f64::max)
-        - certified.iter().cloned().fold(f64::INFINITY, f64::min);
+    let spread = certified.iter().copied().fold(0.0f64, f64::max)
+        - certified.iter().copied().fold(f64::INFINITY, f64::min);
     assert!(spread < 0.01, "{certified:?}");
     // final.csv: the label in `epsilon`, the certificate beside it, per algorithm.
     let fin = csv_columns(&d.join("final.csv"));
