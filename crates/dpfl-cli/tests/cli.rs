@@ -206,6 +206,87 @@ fn reproduce_rejects_unknown_ids_bad_trials_and_bad_specs() {
     assert_error(&out, 2, &["--spec", "normfedavg"]);
 }
 
+/// The CSV at `path` as header → column cells.
+fn csv_columns(path: &Path) -> std::collections::HashMap<String, Vec<String>> {
+    let mut r = csv::Reader::from_path(path).unwrap();
+    let header: Vec<String> = r.headers().unwrap().iter().map(str::to_string).collect();
+    let mut cols: std::collections::HashMap<String, Vec<String>> =
+        header.iter().map(|h| (h.clone(), Vec::new())).collect();
+    for rec in r.records() {
+        for (h, v) in header.iter().zip(rec.unwrap().iter()) {
+            cols.get_mut(h).unwrap().push(v.to_string());
+        }
+    }
+    cols
+}
+
+/// Issue 32 item 1: `dpfl reproduce soteria-a9a --quick --calibration accountant` gives the
+/// five algorithms one certified ε at or below the label, in privacy.csv, final.csv and
+/// provenance.json; the flags are refused where they do not apply.
+#[test]
+fn soteria_reproduction_at_the_accountants_epsilon() {
+    let d = tmpdir("soteria-certified");
+    let out = dpfl(&[
+        "reproduce",
+        "soteria-a9a",
+        "--quick",
+        "--quiet",
+        "--trials",
+        "1",
+        "--calibration",
+        "accountant",
+        "--out",
+        d.to_str().unwrap(),
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let privacy = csv_columns(&d.join("privacy.csv"));
+    assert_eq!(privacy["algorithm"].len(), 5);
+    let certified: Vec<f64> = privacy["certified_epsilon"]
+        .iter()
+        .map(|c| c.parse().unwrap())
+        .collect();
+    for (i, &c) in certified.iter().enumerate() {
+        assert!(c <= 1.0 && c > 0.99, "{}: {c}", privacy["algorithm"][i]);
+        assert_eq!(privacy["labelled_epsilon"][i], "1");
+        assert_eq!(privacy["label"][i], "accountant target");
+        assert_eq!(privacy["meets_label"][i], "true");
+    }
+    let spread = certified.iter().copied().fold(0.0f64, f64::max)
+        - certified.iter().copied().fold(f64::INFINITY, f64::min);
+    assert!(spread < 0.01, "{certified:?}");
+    // final.csv: the label in `epsilon`, the certificate beside it, per algorithm.
+    let fin = csv_columns(&d.join("final.csv"));
+    assert_eq!(fin["epsilon"], vec!["1"; 5]);
+    assert_eq!(fin["round"], vec!["25"; 5]);
+    let final_cert: Vec<f64> = fin["certified_epsilon"]
+        .iter()
+        .map(|c| c.parse().unwrap())
+        .collect();
+    assert_eq!(final_cert, certified);
+    let prov = std::fs::read_to_string(d.join("provenance.json")).unwrap();
+    assert!(
+        prov.contains("reproduce soteria-a9a --quick --trials 1 --calibration accountant"),
+        "{prov}"
+    );
+    assert!(
+        prov.contains("Accountant") || prov.contains("accountant"),
+        "{prov}"
+    );
+    let svg = std::fs::read_to_string(d.join("soteria-a9a-eps1.svg")).unwrap();
+    assert!(
+        svg.contains("calibrated by the accountant"),
+        "the title says so"
+    );
+    // The flags are the SoteriaFL reproductions' only, and a missing ε is named.
+    let out = dpfl(&["reproduce", "lowy-obesity", "--calibration", "accountant"]);
+    assert_error(&out, 2, &["--calibration", "soteria"]);
+    let out = dpfl(&["reproduce", "soteria-a9a", "--epsilons", "3", "--quiet"]);
+    assert_error(&out, 2, &["--epsilons", "epsilon 3", "[1.0, 5.0, 10.0]"]);
+    let out = dpfl(&["reproduce", "soteria-a9a", "--calibration", "closed-form"]);
+    assert_eq!(out.status.code(), Some(2));
+}
+
 /// `dpfl reproduce normfedavg-fmnist-fedavg --quick` end to end, when `DPFL_DATA` has
 /// Fashion-MNIST.
 #[test]

@@ -17,20 +17,18 @@ pub(super) fn reproduce_soteria(args: &ReproduceArgs) -> anyhow::Result<()> {
             dpfl::Error::config("--spec", "the SoteriaFL reproductions are built in").into(),
         );
     }
-    let mut plan = soteria::Plan::new(&args.id, args.quick)?;
+    let plan = soteria::Plan::new(&args.id, args.quick)?;
+    let mut plan = options(args, plan).map_err(crate::usage)?;
     if let Some(t) = args.trials {
         if t == 0 {
             return Err(dpfl::Error::config("--trials", "must be at least 1").into());
         }
         plan.seeds = t;
     }
-    let out_dir = args.out.clone().unwrap_or_else(|| {
-        PathBuf::from("results").join(if args.quick {
-            format!("{}-quick", args.id)
-        } else {
-            args.id.clone()
-        })
-    });
+    let out_dir = args
+        .out
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("results").join(plan.out_name()));
     let start = std::time::Instant::now();
     if args.rewrite {
         return rewrite_soteria(args, &plan, &out_dir);
@@ -84,6 +82,32 @@ pub(super) fn reproduce_soteria(args: &ReproduceArgs) -> anyhow::Result<()> {
     let mut files = soteria_out::write(&plan, &rows, &bands, &privacy, &out_dir)?;
     files.push(provenance(args, None, &plan, &out_dir)?);
     print_soteria(&plan, &bands, &privacy, files, total, start)
+}
+
+/// The plan with `--calibration`, `--clipping`, `--epsilons` and `--sgd-batch` applied.
+fn options(
+    args: &ReproduceArgs,
+    plan: reproduce::soteria::Plan,
+) -> dpfl::Result<reproduce::soteria::Plan> {
+    use dpfl::algo::soteria::{Clipping, NoiseCalibration};
+    // clap has checked the values.
+    let calibration = match args.calibration.as_deref() {
+        Some("accountant") => NoiseCalibration::Accountant,
+        Some("none") => NoiseCalibration::None,
+        _ => NoiseCalibration::PaperCode,
+    };
+    let clipping = match args.clipping.as_deref() {
+        Some("aggregate") => Clipping::AggregateNoGuarantee,
+        _ => Clipping::PerRecord,
+    };
+    let mut plan = plan.calibrated(calibration, clipping)?;
+    if let Some(e) = &args.epsilons {
+        plan.keep_epsilons(e)?;
+    }
+    if let Some(b) = args.sgd_batch {
+        plan.with_sgd_batch(b)?;
+    }
+    Ok(plan)
 }
 
 /// `--rewrite`: the outputs of the finished reproduction in `out_dir` from its `curves.csv`

@@ -52,6 +52,7 @@ pub mod shuffle_rates_out;
 pub mod soteria;
 pub mod soteria_checkpoint;
 pub mod soteria_out;
+pub mod soteria_plan;
 mod spec;
 mod summary;
 

@@ -4,7 +4,8 @@
 //!
 //! Setup, from the official code (digest §5.2): n = 10 silos of a label-sorted split into
 //! equal contiguous shards; δ = 1e-3; random-k with k = ⌊d/20⌋; the code's noise presets
-//! (`calibration = "paper-code"`), batch rules, T per ε and tuned step sizes; per-record draws
+//! (`calibration = "paper-code"`; or every σ calibrated by the accountant to the labelled ε,
+//! [`super::soteria_plan`]), batch rules, T per ε and tuned step sizes; per-record draws
 //! with replacement (the code's sampling); x⁰ ~ N(0, 0.2²) from seed 0 for a9a (the code's
 //! randn(d)/5), the network's own seeded initialisation for MNIST.
 //!
@@ -44,9 +45,14 @@ use serde::Serialize;
 use dpfl_privacy::PrivacyEvent;
 
 use super::privacy::RunPrivacy;
+pub use super::soteria_plan::{Experiment, Plan};
+use super::soteria_plan::{Plans, algorithm_spec};
 use crate::experiment::metrics::full_grad_norm_sq;
 use dpfl::algo::half::{FederationInfo, SiloInfo};
-use dpfl::algo::{AlgorithmSpec, BuildContext};
+use dpfl::algo::soteria::{Clipping, NoiseCalibration};
+use dpfl::algo::spec::WingPlan;
+use dpfl::algo::wing::Requirements;
+use dpfl::algo::{AlgorithmSpec, BuildContext, SiloCalibration};
 use dpfl::data::registry::{DataDirs, KnownDataset, Part};
 use dpfl::data::{Dataset, SiloData};
 use dpfl::linalg::Matrix;
@@ -64,101 +70,6 @@ pub const ALGORITHMS: [&str; 5] = [
     "SoteriaFL-SVRG",
 ];
 
-/// Which experiment.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub enum Experiment {
-    /// a9a (LIBSVM, 123 features), non-convex logistic regression (digest §5.2).
-    A9a,
-    /// MNIST with a one-hidden-layer MLP (digest §5.3).
-    Mnist,
-}
-
-/// One reproduction's plan.
-#[derive(Debug, Clone, Serialize)]
-pub struct Plan {
-    /// `soteria-a9a` or `soteria-mnist`.
-    pub id: String,
-    /// Which data set and model.
-    pub experiment: Experiment,
-    /// A `--quick` plan (fewer rounds, seeds and records).
-    pub quick: bool,
-    /// (ε, T, step sizes in [`ALGORITHMS`] order).
-    pub settings: Vec<(f64, usize, [f64; 5])>,
-    /// Runs per (ε, algorithm); the figures show mean and spread.
-    pub seeds: usize,
-    /// Records kept per silo (None: all; quick modes subsample).
-    pub per_silo: Option<usize>,
-    /// Evaluate every this many rounds.
-    pub eval_every: usize,
-    /// Per-record clip threshold C (the code's presets).
-    pub clip: f64,
-    /// δ of every silo.
-    pub delta: f64,
-    /// N, the silos (label-sorted shards).
-    pub silos: usize,
-}
-
-impl Plan {
-    /// The plan of `id` (`soteria-a9a` or `soteria-mnist`), full or `--quick`.
-    pub fn new(id: &str, quick: bool) -> dpfl::Result<Plan> {
-        // Tuned η of the official notebooks (digest §5.2 table).
-        let (experiment, settings, clip) = match id {
-            "soteria-a9a" => (
-                Experiment::A9a,
-                vec![
-                    (1.0, 25, [1.0, 1.0, 0.6, 0.6, 0.6]),
-                    (5.0, 100, [1.0, 1.0, 0.1, 0.3, 0.3]),
-                    (10.0, 150, [1.0, 1.0, 0.3, 0.6, 0.6]),
-                ],
-                0.5,
-            ),
-            "soteria-mnist" => (
-                Experiment::Mnist,
-                vec![
-                    (1.0, 150, [1.0, 1.0, 0.3, 0.6, 0.3]),
-                    (2.0, 200, [1.0, 1.0, 0.3, 0.6, 0.3]),
-                    (4.0, 300, [1.0, 1.0, 0.6, 1.0, 0.6]),
-                    (8.0, 500, [1.0, 1.0, 0.6, 1.0, 0.6]),
-                    (16.0, 1000, [1.0, 1.0, 0.6, 1.0, 0.6]),
-                ],
-                1.0,
-            ),
-            other => {
-                return Err(dpfl::Error::config(
-                    "id",
-                    format!(
-                        "unknown SoteriaFL reproduction {other:?}; known: soteria-a9a, soteria-mnist"
-                    ),
-                ));
-            }
-        };
-        let mut plan = Plan {
-            id: id.to_string(),
-            experiment,
-            quick,
-            settings,
-            seeds: 5,
-            per_silo: None,
-            eval_every: if experiment == Experiment::A9a { 1 } else { 10 },
-            clip,
-            delta: 1e-3,
-            silos: 10,
-        };
-        if quick {
-            plan.seeds = 2;
-            match experiment {
-                Experiment::A9a => plan.settings.truncate(1),
-                Experiment::Mnist => {
-                    plan.settings = vec![(4.0, 20, [1.0, 1.0, 0.6, 1.0, 0.6])];
-                    plan.per_silo = Some(200);
-                    plan.eval_every = 5;
-                }
-            }
-        }
-        Ok(plan)
-    }
-}
-
 /// The label-sorted federation and the model.
 pub struct Federation {
     /// The silos' label-sorted shards.
@@ -171,6 +82,8 @@ pub struct Federation {
     pub linear: Option<NonconvexLogistic>,
     /// The MNIST network again, for its fused one-pass evaluation ([`Mlp::evaluate`]).
     pub mlp: Option<Mlp>,
+    /// Each (setting, algorithm)'s calibrated plan, shared by the seeds.
+    pub plans: Plans,
 }
 
 /// Loads and prepares the data as the official code does (module doc).
@@ -197,6 +110,7 @@ pub fn load(plan: &Plan, data_dir: Option<&std::path::Path>) -> dpfl::Result<Fed
                 init_std: Some(0.2),
                 linear: Some(model),
                 mlp: None,
+                plans: Plans::default(),
             })
         }
         Experiment::Mnist => {
@@ -232,6 +146,7 @@ pub fn load(plan: &Plan, data_dir: Option<&std::path::Path>) -> dpfl::Result<Fed
                 init_std: None,
                 linear: None,
                 mlp: Some(mlp),
+                plans: Plans::default(),
             })
         }
     }
@@ -334,22 +249,16 @@ pub struct CurveRow {
     pub grad_evals: u64,
 }
 
-/// The config of algorithm `a` ([`ALGORITHMS`]) at step size `eta`.
+/// The config of algorithm `a` ([`ALGORITHMS`]) at step size `eta` with the code's presets
+/// and per-record clipping (the default plan's; [`Plan::algorithm`] for the others).
 pub fn algorithm(a: usize, eta: f64, init_std: Option<f64>) -> dpfl::Result<AlgorithmSpec> {
-    let kind = match a {
-        0 => "kind = \"ldp-sgd\"",
-        1 => "kind = \"ldp-svrg\"",
-        2 => "kind = \"cdp-sgd\"",
-        3 => "kind = \"soteria-fl\"\nestimator = \"sgd\"",
-        _ => "kind = \"soteria-fl\"\nestimator = \"svrg\"",
-    };
-    let init = init_std.map_or(String::new(), |s| {
-        format!("init = {{ std = {s}, seed = 0 }}\n")
-    });
-    let text = format!(
-        "{kind}\nstep_size = {eta}\ncalibration = \"paper-code\"\nsampling = \"with-replacement\"\n{init}"
-    );
-    toml::from_str(&text).map_err(|e| dpfl::Error::config("algorithm", e.to_string()))
+    algorithm_spec(
+        a,
+        eta,
+        init_std,
+        NoiseCalibration::PaperCode,
+        Clipping::PerRecord,
+    )
 }
 
 /// Runs every (ε, algorithm, seed) of the plan; `progress(done, total)`. Rows in the order
@@ -448,20 +357,20 @@ pub fn run_unit(
     a: usize,
     seed: usize,
 ) -> dpfl::Result<Vec<CurveRow>> {
-    let (eps, rounds, etas) = plan.settings[e];
-    let ctx = context(plan, fed, rounds, eps)?;
-    let mut spec = algorithm(a, etas[a], fed.init_std)?;
-    if let AlgorithmSpec::SoteriaFl(s) | AlgorithmSpec::LdpSvrg(s) = &mut spec {
-        s.coin_seed = seed as u64;
+    let (eps, rounds, _) = plan.settings[e];
+    let (ctx, calibration, mut wing) = planned(plan, fed, e, a)?;
+    // Only the SVRG coin's (public) seed differs between seeds: the spec's `coin_seed`.
+    if let WingPlan::Soteria(p) = &mut wing {
+        p.coin = p.coin.map(|(q, _)| (q, seed as u64));
     }
-    let built = spec.build(&ctx)?;
-    // The paper's noise presets are labelled, not certified, ε: recorded, certified after.
+    let built = wing.build(&ctx, calibration)?;
+    // Preset runs' labels are not their certificates: recorded, certified after (Record).
     let opts = RunOptions::seeded(
         Participation::All,
         Some(1000 + seed as u64),
         Ledgers::Record,
     );
-    let mut sim = Simulator::start(&fed.silos, built, &ctx, &spec.requirements(), opts)?;
+    let mut sim = Simulator::start(&fed.silos, built, &ctx, &needs(plan, fed, e, a)?, opts)?;
     // Run first, then evaluate every kept iterate (module doc).
     let mut kept = Vec::new();
     let mut bits = 0u64;
@@ -538,6 +447,31 @@ fn init_point(plan: &Plan, fed: &Federation) -> dpfl::Result<Vec<f64>> {
     Ok(spec.build(&context(plan, fed, 1, 1.0)?)?.server.output())
 }
 
+/// Algorithm `a` of setting `e` checked and calibrated once per reproduction (its seeds share
+/// it: [`Plans`]), with the context its halves are built on.
+fn planned(
+    plan: &Plan,
+    fed: &Federation,
+    e: usize,
+    a: usize,
+) -> dpfl::Result<(BuildContext, Vec<SiloCalibration>, WingPlan)> {
+    let (eps, rounds, etas) = plan.settings[e];
+    let ctx = context(plan, fed, rounds, eps)?;
+    let (cal, clip) = (plan.calibration, plan.clipping);
+    let b = plan.sgd_batch;
+    let key = format!("{a}|{eps}|{rounds}|{}|{cal:?}|{clip:?}|{b:?}", etas[a]);
+    let (c, w) = fed
+        .plans
+        .get(key, || plan.algorithm(a, etas[a], fed.init_std)?.plan(&ctx))?;
+    Ok((ctx, c, w))
+}
+
+/// What a run of algorithm `a` at setting `e` requires of its runner.
+fn needs(plan: &Plan, fed: &Federation, e: usize, a: usize) -> dpfl::Result<Requirements> {
+    let eta = plan.settings[e].2[a];
+    Ok(plan.algorithm(a, eta, fed.init_std)?.requirements())
+}
+
 /// The public facts every run of setting ε, T builds its halves from.
 fn context(plan: &Plan, fed: &Federation, rounds: usize, eps: f64) -> dpfl::Result<BuildContext> {
     let dim = fed.model.num_params();
@@ -578,10 +512,8 @@ pub fn run_events(
     e: usize,
     a: usize,
 ) -> dpfl::Result<Vec<Vec<PrivacyEvent>>> {
-    let (eps, rounds, etas) = plan.settings[e];
-    let ctx = context(plan, fed, rounds, eps)?;
-    let built = algorithm(a, etas[a], fed.init_std)?.build(&ctx)?;
-    Ok(dpfl::algo::context::run_events(&built.calibration))
+    let (_, calibration, _) = planned(plan, fed, e, a)?;
+    Ok(dpfl::algo::context::run_events(&calibration))
 }
 
 /// Every silo's events charged by the simulator in one run of algorithm `a` at setting `e`
@@ -592,25 +524,29 @@ pub fn spent_after_run(
     e: usize,
     a: usize,
 ) -> dpfl::Result<Vec<Vec<PrivacyEvent>>> {
-    let (eps, rounds, etas) = plan.settings[e];
-    let spec = algorithm(a, etas[a], fed.init_std)?;
-    let ctx = context(plan, fed, rounds, eps)?;
-    let built = spec.build(&ctx)?;
+    let rounds = plan.settings[e].1;
+    let (ctx, calibration, wing) = planned(plan, fed, e, a)?;
+    let built = wing.build(&ctx, calibration)?;
     let opts = RunOptions::seeded(Participation::All, Some(1000), Ledgers::Record);
-    let mut sim = Simulator::start(&fed.silos, built, &ctx, &spec.requirements(), opts)?;
+    let mut sim = Simulator::start(&fed.silos, built, &ctx, &needs(plan, fed, e, a)?, opts)?;
     for _ in 0..rounds {
         sim.round()?;
     }
     Ok(sim.spent())
 }
 
-/// What setting `e`'s label delivers for algorithm `a` (module [`super::privacy`]): the
-/// paper preset's ε label against the accountants' certificate at the plan's δ.
+/// What setting `e`'s label delivers for algorithm `a` (module [`super::privacy`]): the ε
+/// label (the paper preset's, or the accountant's target) against the accountants'
+/// certificate at the plan's δ; a non-private plan has neither.
 pub fn privacy(plan: &Plan, fed: &Federation, e: usize, a: usize) -> dpfl::Result<RunPrivacy> {
+    if plan.calibration == NoiseCalibration::None {
+        return Ok(RunPrivacy::non_private());
+    }
     let events = run_events(plan, fed, e, a)?;
+    let label = Some(plan.settings[e].0);
     Ok(RunPrivacy::account(
-        Some(plan.settings[e].0),
-        "paper preset",
+        label,
+        plan.label_kind(),
         plan.delta,
         &events,
     ))

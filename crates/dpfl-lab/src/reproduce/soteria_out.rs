@@ -6,12 +6,15 @@
 //! N, δ and the seeds; K differs per algorithm (the code's batch rules), so it says so.
 //! Every (ε label, algorithm) carries its certified ε and lower bound
 //! ([`super::privacy`]): columns of `bands.csv` and `final.csv`, one row of `privacy.csv`,
-//! the legend of its curve; a label the noise does not meet is called "labelled ε".
+//! the legend of its curve; a label the noise does not meet is called "labelled ε". A plan
+//! other than the presets' (accountant calibration, aggregate clipping, non-private) says
+//! so in the title ([`Plan::variant`]).
 
 use std::path::{Path, PathBuf};
 
 use super::privacy::RunPrivacy;
 use super::soteria::{ALGORITHMS, BandRow, CurveRow, Experiment, Plan, PrivacyRow, privacy_of};
+use crate::algo::soteria::NoiseCalibration;
 use crate::output::{atomic_write, csv_string};
 use crate::plot::{Figure, Panel, Point, Series, Spread};
 
@@ -226,7 +229,9 @@ pub fn figures(plan: &Plan, bands: &[BandRow], privacy: &[PrivacyRow]) -> Vec<(S
             let met = ALGORITHMS
                 .iter()
                 .all(|a| privacy_of(privacy, eps, a).is_some_and(RunPrivacy::meets_label));
-            let label = if met {
+            let label = if plan.calibration == NoiseCalibration::None {
+                format!("non-private; the ε = {eps} setting's T, b and η")
+            } else if met {
                 format!("ε = {eps}")
             } else {
                 format!(
@@ -234,8 +239,9 @@ pub fn figures(plan: &Plan, bands: &[BandRow], privacy: &[PrivacyRow]) -> Vec<(S
                 )
             };
             let title = format!(
-                "{} ({label}, mean ± 1 sd over seeds) — {}",
+                "{}{} ({label}, mean ± 1 sd over seeds) — {}",
                 plan.id,
+                plan.variant().map_or(String::new(), |v| format!(" [{v}]")),
                 crate::plot::setting_title(plan.silos, &[], Some(plan.delta), seeds)
             );
             let panels = match plan.experiment {
