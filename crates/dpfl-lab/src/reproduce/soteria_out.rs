@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 
 use super::privacy::RunPrivacy;
 use super::soteria::{ALGORITHMS, BandRow, CurveRow, Experiment, Plan, PrivacyRow, privacy_of};
-use crate::algo::soteria::NoiseCalibration;
+use dpfl::algo::soteria::NoiseCalibration;
 use crate::output::{atomic_write, csv_string};
 use crate::plot::{Figure, Panel, Point, Series, Spread};
 
