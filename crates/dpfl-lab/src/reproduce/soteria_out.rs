@@ -14,9 +14,9 @@ use std::path::{Path, PathBuf};
 
 use super::privacy::RunPrivacy;
 use super::soteria::{ALGORITHMS, BandRow, CurveRow, Experiment, Plan, PrivacyRow, privacy_of};
-use dpfl::algo::soteria::NoiseCalibration;
 use crate::output::{atomic_write, csv_string};
 use crate::plot::{Figure, Panel, Point, Series, Spread};
+use dpfl::algo::soteria::NoiseCalibration;
 
 /// `curves.csv`'s columns.
 const CURVES_COLUMNS: [&str; 11] = [
