@@ -57,6 +57,18 @@ fn stderr(o: &std::process::Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
+/// `dpfl train --quiet --config cfg --out out`.
+fn train_quiet(cfg: &Path, out: &Path) -> std::process::Output {
+    dpfl(&[
+        "train",
+        "--quiet",
+        "--config",
+        cfg.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ])
+}
+
 /// A checkpoint with a second, different line for a job already on an earlier line is
 /// refused on `--resume`, naming the file, the line and the earlier line (it was accepted
 /// and the later line silently replaced the job's results).
@@ -176,14 +188,7 @@ fn a_failed_train_keeps_what_finished_and_says_what_failed() {
         ),
     );
     let out = d.join("out");
-    let o = dpfl(&[
-        "train",
-        "--quiet",
-        "--config",
-        cfg.to_str().unwrap(),
-        "--out",
-        out.to_str().unwrap(),
-    ]);
+    let o = train_quiet(&cfg, &out);
     let err = stderr(&o);
     assert_eq!(o.status.code(), Some(1), "{err}");
     assert!(err.contains("budget exceeded"), "{err}");
@@ -546,14 +551,7 @@ fn a_refused_parameter_names_the_algorithm_index_and_label() {
         ),
     );
     let out = tmp.path().join("out");
-    let o = dpfl(&[
-        "train",
-        "--quiet",
-        "--config",
-        cfg.to_str().unwrap(),
-        "--out",
-        out.to_str().unwrap(),
-    ]);
+    let o = train_quiet(&cfg, &out);
     let err = stderr(&o);
     assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(
