@@ -5,9 +5,9 @@
 //! [`Simulator::start`] and step them with [`Simulator::round`], so none of them bypasses a check
 //! that another applies.
 
-use dpfl_privacy::Neighbouring;
 use dpfl_privacy::accountant::AccountantKind;
 use dpfl_privacy::ledger::{Budget, Ledger};
+use dpfl_privacy::{Delta, Epsilon, Neighbouring};
 
 use crate::algo::wing::Requirements;
 use crate::algo::{BuildContext, BuiltAlgorithm};
@@ -54,6 +54,14 @@ impl RunOptions {
     }
 }
 
+/// The ledger a simulated silo with `budget` holds under [`Ledgers::Enforce`]: replace-one,
+/// charged by RDP, in memory. Checks that judge a plan "as the run's ledger would" (`dpfl
+/// config check`) build theirs here, so the two cannot drift apart.
+pub fn silo_ledger((eps, delta): (Epsilon, Delta)) -> crate::Result<Ledger> {
+    let budget = Budget::new(eps.get(), delta.get(), Neighbouring::ReplaceOne)?;
+    Ok(Ledger::in_memory(budget, AccountantKind::Rdp))
+}
+
 impl<'a> Simulator<'a> {
     /// A run as every runner of a plan starts one: the simulator over `data`, refused when
     /// `needs` asks for a fixed number of silos per round and `opts.participation` is not
@@ -85,14 +93,7 @@ impl<'a> Simulator<'a> {
             let ledgers = ctx
                 .silos
                 .iter()
-                .map(|s| {
-                    s.budget
-                        .map(|(eps, delta)| {
-                            let b = Budget::new(eps.get(), delta.get(), Neighbouring::ReplaceOne)?;
-                            Ok::<_, crate::Error>(Ledger::in_memory(b, AccountantKind::Rdp))
-                        })
-                        .transpose()
-                })
+                .map(|s| s.budget.map(silo_ledger).transpose())
                 .collect::<crate::Result<Vec<_>>>()?;
             sim.attach_ledgers(ledgers)?;
         }

@@ -445,20 +445,13 @@ fn later_rounds(
         return Ok(());
     }
     for (i, c) in calibration.iter().enumerate() {
-        let (Some(event), Some((eps, delta))) =
-            (&c.run_event, ctx.silos.get(i).and_then(|s| s.budget))
+        let (Some(event), Some(budget)) = (&c.run_event, ctx.silos.get(i).and_then(|s| s.budget))
         else {
             continue;
         };
-        let budget = dpfl_privacy::ledger::Budget::new(
-            eps.get(),
-            delta.get(),
-            dpfl_privacy::Neighbouring::ReplaceOne,
-        )?;
-        let mut ledger = dpfl_privacy::ledger::Ledger::in_memory(
-            budget,
-            dpfl_privacy::accountant::AccountantKind::Rdp,
-        );
+        let delta = budget.1;
+        // The ledger `dpfl train`'s silo holds (`Ledgers::Enforce`).
+        let mut ledger = dpfl::run::silo_ledger(budget)?;
         let why = match ledger.charge(0, event) {
             Ok(_) => continue,
             Err(dpfl_privacy::PrivacyError::BudgetExceeded {

@@ -358,7 +358,7 @@ pub fn run_unit(
     seed: usize,
 ) -> dpfl::Result<Vec<CurveRow>> {
     let (eps, rounds, _) = plan.settings[e];
-    let (ctx, calibration, mut wing) = planned(plan, fed, e, a)?;
+    let (ctx, calibration, mut wing, needs) = planned(plan, fed, e, a)?;
     // Only the SVRG coin's (public) seed differs between seeds: the spec's `coin_seed`.
     if let WingPlan::Soteria(p) = &mut wing {
         p.coin = p.coin.map(|(q, _)| (q, seed as u64));
@@ -370,7 +370,7 @@ pub fn run_unit(
         Some(1000 + seed as u64),
         Ledgers::Record,
     );
-    let mut sim = Simulator::start(&fed.silos, built, &ctx, &needs(plan, fed, e, a)?, opts)?;
+    let mut sim = Simulator::start(&fed.silos, built, &ctx, &needs, opts)?;
     // Run first, then evaluate every kept iterate (module doc).
     let mut kept = Vec::new();
     let mut bits = 0u64;
@@ -448,28 +448,21 @@ fn init_point(plan: &Plan, fed: &Federation) -> dpfl::Result<Vec<f64>> {
 }
 
 /// Algorithm `a` of setting `e` checked and calibrated once per reproduction (its seeds share
-/// it: [`Plans`]), with the context its halves are built on.
+/// it: [`Plans`]), with the context its halves are built on and what it requires of its runner.
 fn planned(
     plan: &Plan,
     fed: &Federation,
     e: usize,
     a: usize,
-) -> dpfl::Result<(BuildContext, Vec<SiloCalibration>, WingPlan)> {
+) -> dpfl::Result<(BuildContext, Vec<SiloCalibration>, WingPlan, Requirements)> {
     let (eps, rounds, etas) = plan.settings[e];
     let ctx = context(plan, fed, rounds, eps)?;
     let (cal, clip) = (plan.calibration, plan.clipping);
     let b = plan.sgd_batch;
     let key = format!("{a}|{eps}|{rounds}|{}|{cal:?}|{clip:?}|{b:?}", etas[a]);
-    let (c, w) = fed
-        .plans
-        .get(key, || plan.algorithm(a, etas[a], fed.init_std)?.plan(&ctx))?;
-    Ok((ctx, c, w))
-}
-
-/// What a run of algorithm `a` at setting `e` requires of its runner.
-fn needs(plan: &Plan, fed: &Federation, e: usize, a: usize) -> dpfl::Result<Requirements> {
-    let eta = plan.settings[e].2[a];
-    Ok(plan.algorithm(a, eta, fed.init_std)?.requirements())
+    let spec = plan.algorithm(a, etas[a], fed.init_std)?;
+    let (c, w) = fed.plans.get(key, || spec.plan(&ctx))?;
+    Ok((ctx, c, w, spec.requirements()))
 }
 
 /// The public facts every run of setting ε, T builds its halves from.
@@ -512,7 +505,7 @@ pub fn run_events(
     e: usize,
     a: usize,
 ) -> dpfl::Result<Vec<Vec<PrivacyEvent>>> {
-    let (_, calibration, _) = planned(plan, fed, e, a)?;
+    let (_, calibration, _, _) = planned(plan, fed, e, a)?;
     Ok(dpfl::algo::context::run_events(&calibration))
 }
 
@@ -525,10 +518,10 @@ pub fn spent_after_run(
     a: usize,
 ) -> dpfl::Result<Vec<Vec<PrivacyEvent>>> {
     let rounds = plan.settings[e].1;
-    let (ctx, calibration, wing) = planned(plan, fed, e, a)?;
+    let (ctx, calibration, wing, needs) = planned(plan, fed, e, a)?;
     let built = wing.build(&ctx, calibration)?;
     let opts = RunOptions::seeded(Participation::All, Some(1000), Ledgers::Record);
-    let mut sim = Simulator::start(&fed.silos, built, &ctx, &needs(plan, fed, e, a)?, opts)?;
+    let mut sim = Simulator::start(&fed.silos, built, &ctx, &needs, opts)?;
     for _ in 0..rounds {
         sim.round()?;
     }
