@@ -382,3 +382,80 @@ fn the_pan_private_pair_is_charged_its_own_event_and_the_half_keeps_none() {
         .to_string();
     assert!(e.contains("privacy.mechanism"), "{e}");
 }
+
+#[test]
+fn the_trusted_shuffle_gaussian_is_charged_its_chain_at_its_own_sigma() {
+    use dpfl::algo::shuffle::calibration::{
+        SdpCalibration, SdpInputs, round_at, sdp_noise, shared_round,
+    };
+    use dpfl::algo::shuffle::honest::{HonestShuffle, HonestShuffleGaussian};
+    // 50 equal silos, K = 20 of n = 400 with replacement, R = 10, budget (2, 1e-5), L = 1
+    // (the federation clips at 1): every silo runs the chain's σ, each charged its chain's
+    // round (ε, δ) at that σ.
+    let (ctx, data) = federation(50, 400, 10, 2.0);
+    let spec: AlgorithmSpec = toml::from_str(
+        "kind = \"sdp-mb-sgd\"\nstep_size = 0.3\nbatch_size = 20\ncalibration = { kind = \"accountant\" }\nshuffler = \"trusted\"",
+    )
+    .unwrap();
+    let x = SdpInputs {
+        epsilon: 2.0,
+        delta: 1e-5,
+        records: 400,
+        batch_size: 20,
+        silos: 50,
+        participants: 50,
+        rounds: 10,
+        lipschitz: ctx.lipschitz,
+    };
+    let noise = sdp_noise(&x, SdpCalibration::Accountant).unwrap();
+    let (_, delta0) = noise.local.unwrap();
+    let planned = shared_round(&x, noise.sigma, delta0).unwrap();
+    let want = PrivacyEvent::EpsilonDelta {
+        epsilon: planned.round.0,
+        delta: planned.round.1,
+    };
+    let spent = charged(spec.build(&ctx).unwrap(), &data, true);
+    assert!(
+        spent.iter().all(|e| *e == want),
+        "{:?} vs {want:?}",
+        spent[0]
+    );
+
+    // The event is the mechanism's: the same silo with half the σ charges the chain at σ/2
+    // (a larger ε), and with a σ far below the chain's domain its own sampled Gaussian event.
+    let honest = HonestShuffle { chain: x, delta0 };
+    let sampling = RecordSampling::WithReplacement;
+    let silo = |sigma: f64| {
+        let gaussian = GaussianMechanism::new(sigma, 2.0 / 20.0).unwrap();
+        let noise = HonestShuffleGaussian::new(gaussian, honest).unwrap();
+        GradientSilo::with_noise(
+            oracle(),
+            BatchSource::sampled(sampling, 400, 20).unwrap(),
+            Some(Box::new(noise)),
+            1.0,
+        )
+        .round_event(Round::FIRST)
+        .unwrap()
+    };
+    assert_eq!(silo(noise.sigma), want);
+    let (e_half, d_half) = round_at(&x, noise.sigma / 2.0, delta0).unwrap();
+    assert!(e_half > planned.round.0, "{e_half} vs {:?}", planned.round);
+    assert_eq!(
+        silo(noise.sigma / 2.0),
+        PrivacyEvent::EpsilonDelta {
+            epsilon: e_half,
+            delta: d_half
+        }
+    );
+    let tiny = noise.sigma * 1e-5;
+    assert!(round_at(&x, tiny, delta0).is_err());
+    assert_eq!(
+        silo(tiny),
+        GaussianMechanism::new(tiny, 2.0 / 20.0)
+            .unwrap()
+            .sampled_event(Sampling::WithReplacement {
+                population: 400,
+                draws: 20
+            })
+    );
+}

@@ -16,6 +16,21 @@ use super::message::{Broadcast, Payload, Round, SiloMessage};
 use crate::data::Dataset;
 use crate::model::GradientOracle;
 
+/// A gradient silo's noise: a vector mechanism that reports the event of one round whose
+/// records were drawn by a sampling (the Gaussian's own sampled event, or the trusted
+/// shuffle's chain, `shuffle::honest`). A trait object, as [`Mechanism`]'s associated types
+/// are not object safe.
+pub trait GradientNoise: VectorMechanism {
+    /// What one round spends when its records are drawn by `sampling`.
+    fn round_event(&self, sampling: Sampling) -> PrivacyEvent;
+}
+
+impl GradientNoise for GaussianMechanism {
+    fn round_event(&self, sampling: Sampling) -> PrivacyEvent {
+        Mechanism::sampled_event(self, sampling)
+    }
+}
+
 /// Where a silo's records come from each round.
 #[derive(Debug, Clone)]
 pub enum BatchSource {
@@ -115,7 +130,7 @@ pub fn next_disjoint_batch<'a>(
 pub struct GradientSilo {
     oracle: GradientOracle,
     source: BatchSource,
-    mechanism: Option<GaussianMechanism>,
+    mechanism: Option<Box<dyn GradientNoise>>,
     /// N p_i (App. H.1); the mechanism's sensitivity already includes it.
     weight: f64,
     idx: Vec<usize>,
@@ -129,6 +144,21 @@ impl GradientSilo {
         oracle: GradientOracle,
         source: BatchSource,
         mechanism: Option<GaussianMechanism>,
+        weight: f64,
+    ) -> Self {
+        Self::with_noise(
+            oracle,
+            source,
+            mechanism.map(|m| Box::new(m) as Box<dyn GradientNoise>),
+            weight,
+        )
+    }
+
+    /// A gradient silo whose noise reports its own round event (`noise`; `None`: no noise).
+    pub fn with_noise(
+        oracle: GradientOracle,
+        source: BatchSource,
+        mechanism: Option<Box<dyn GradientNoise>>,
         weight: f64,
     ) -> Self {
         let d = oracle.model().num_params();
@@ -159,7 +189,7 @@ impl SiloHalf for GradientSilo {
     fn round_event(&self, _round: Round) -> Option<PrivacyEvent> {
         self.mechanism
             .as_ref()
-            .map(|m| m.sampled_event(self.source.sampling()))
+            .map(|m| m.round_event(self.source.sampling()))
     }
 
     fn respond(

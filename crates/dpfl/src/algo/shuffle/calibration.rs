@@ -54,7 +54,8 @@ pub enum SdpCalibration {
 }
 
 /// What one silo's calibration reads.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct SdpInputs {
     /// The silo's target ε (its whole run, R rounds) against the server given an honest
     /// shuffler.
@@ -294,11 +295,7 @@ pub struct SharedRound {
 /// own δ̂₀, checked forwards against its budget (refused, naming the numbers, if it fails:
 /// σ below the silo's own chain σ could do that).
 pub fn shared_round(x: &SdpInputs, sigma: f64, delta0: f64) -> crate::Result<SharedRound> {
-    check(x)?;
-    let z = sigma / (2.0 * x.lipschitz);
-    // A release that is (ε, δ)-DP is (ε', δ)-DP for ε' ≥ ε: a floor keeps FMT's bound defined.
-    let eps0 = dpfl_privacy::calibration::gaussian_epsilon(z, Delta::new(delta0)?)?.max(1e-9);
-    let (e, d) = round_guarantee(x, eps0, delta0, delta_a(x))?;
+    let (eps0, (e, d)) = local_and_round(x, sigma, delta0)?;
     let delta_r = x.delta / (2.0 * x.rounds as f64);
     if d > delta_r * (1.0 + 1e-9) || composed(e, x)? > x.epsilon * (1.0 + 1e-9) {
         return Err(bad(format!(
@@ -321,6 +318,29 @@ pub fn shared_round(x: &SdpInputs, sigma: f64, delta0: f64) -> crate::Result<Sha
         round: (e, d),
         total,
     })
+}
+
+/// The chain's (ε, δ) per round of a silo running the Gaussian σ at sensitivity 2L, measured
+/// at its δ̂₀, without the budget check of [`shared_round`]: the event a trusted-shuffler
+/// silo's mechanism reports (`super::honest`). Errors where the chain gives no guarantee.
+pub fn round_at(x: &SdpInputs, sigma: f64, delta0: f64) -> crate::Result<(f64, f64)> {
+    let (e, d) = local_and_round(x, sigma, delta0)?.1;
+    // Far below the planned σ, e^ε overflows and δ̂ with it: no guarantee, not an event.
+    if !(e.is_finite() && e >= 0.0 && d.is_finite() && (0.0..1.0).contains(&d)) {
+        return Err(bad(format!(
+            "no honest-shuffler guarantee at sigma = {sigma}: round ({e}, {d})"
+        )));
+    }
+    Ok((e, d))
+}
+
+/// ε₀' of the Gaussian σ at sensitivity 2L and δ̂₀, and the round guarantee it gives.
+fn local_and_round(x: &SdpInputs, sigma: f64, delta0: f64) -> crate::Result<(f64, (f64, f64))> {
+    check(x)?;
+    let z = sigma / (2.0 * x.lipschitz);
+    // A release that is (ε, δ)-DP is (ε', δ)-DP for ε' ≥ ε: a floor keeps FMT's bound defined.
+    let eps0 = dpfl_privacy::calibration::gaussian_epsilon(z, Delta::new(delta0)?)?.max(1e-9);
+    Ok((eps0, round_guarantee(x, eps0, delta0, delta_a(x))?))
 }
 
 /// The silo's own guarantee (no shuffler): R rounds of Sampled(K of n with replacement,

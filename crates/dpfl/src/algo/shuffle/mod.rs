@@ -43,6 +43,7 @@
 
 pub mod calibration;
 pub mod guard;
+pub mod honest;
 pub mod moreau;
 pub mod pagd;
 pub mod pagd_preset;

@@ -6,16 +6,13 @@
 
 use serde::{Deserialize, Serialize};
 
-use dpfl_privacy::PrivacyEvent;
-use dpfl_privacy::sampler::RecordSampling;
 use dpfl_privacy::shuffle::params::PvecParams;
 use dpfl_privacy::shuffle::protocol::Pvec;
 
+use super::honest::HonestShuffle;
 use super::pvec::{Against, PvecServer, PvecSilo, Transport, shuffle_err};
 use super::robust::{AbsentFilter, AbsentSilo, Behaviour, ExtremeSilo, NegatedModel};
-use super::trust::ChargedAs;
 use crate::algo::context::BuildContext;
-use crate::algo::gradient::{BatchSource, GradientSilo};
 use crate::algo::half::{ServerHalf, SiloHalf};
 use crate::model::GradientOracle;
 
@@ -33,9 +30,9 @@ pub enum ShuffleSilo {
         records: usize,
         /// K: records sampled per round.
         batch_size: usize,
-        /// The honest-shuffler round event the ledger charges instead of the Gaussian's own
-        /// (`shuffler = "trusted"`); `None`: the silo's own ISRL-DP event.
-        charged: Option<PrivacyEvent>,
+        /// `shuffler = "trusted"`: what the silo's mechanism computes its honest-shuffler
+        /// round event from (`super::honest`); `None`: the silo's own ISRL-DP event.
+        honest: Option<HonestShuffle>,
     },
     /// A PVEC silo: K records per round (one pass) or all of them (`full`, PGD).
     Pvec {
@@ -227,23 +224,15 @@ impl ShufflePlan {
                 sigma,
                 records,
                 batch_size,
-                charged,
-            } => {
-                let mechanism = ctx.gaussian(*sigma, 2.0 * ctx.lipschitz / *batch_size as f64)?;
-                let silo = GradientSilo::new(
-                    oracle,
-                    BatchSource::sampled(RecordSampling::WithReplacement, *records, *batch_size)?,
-                    Some(mechanism),
-                    1.0,
-                );
-                Ok(match charged {
-                    Some(event) => Box::new(ChargedAs {
-                        inner: silo,
-                        event: event.clone(),
-                    }),
-                    None => Box::new(silo),
-                })
-            }
+                honest,
+            } => Ok(Box::new(super::honest::gaussian_silo(
+                ctx,
+                oracle,
+                *sigma,
+                *records,
+                *batch_size,
+                *honest,
+            )?)),
             ShuffleSilo::Pvec {
                 records,
                 batch_size,

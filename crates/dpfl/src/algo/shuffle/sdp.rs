@@ -2,14 +2,12 @@
 //! Gaussian-noised minibatch gradient, amplified by shuffling (Feldman, McMillan & Talwar
 //! 2021). Under a trusted shuffler every silo runs one common σ ([`super::calibration`]).
 
-use dpfl_privacy::sampler::RecordSampling;
-
 use super::calibration::{SdpInputs, sdp_noise};
+use super::honest::{HonestShuffle, gaussian_silo};
 use super::plan::ShuffleSilo;
 use super::trust::ShufflerTrust;
 use super::{Planned, SdpMbSgdSpec, calibration, participants, trust};
 use crate::algo::context::{BuildContext, BuiltAlgorithm, SiloCalibration, count_calibration};
-use crate::algo::gradient::{BatchSource, GradientSilo};
 use crate::algo::half::{ServerHalf, SiloHalf};
 
 /// Shuffled Noisy MB-SGD's halves around `server` (an averaging server half).
@@ -75,17 +73,10 @@ pub(crate) fn build_sdp_mbsgd(
             Some((sigma, _)) => sigma,
         };
         let isrl = calibration::isrl_epsilon(&x, sigma)?;
-        // Sensitivity of the K-mean to one record: 2L/K (replace-one).
-        let mechanism = ctx.gaussian(sigma, 2.0 * ctx.lipschitz / spec.batch_size as f64)?;
-        let silo = GradientSilo::new(
-            oracle.clone(),
-            BatchSource::sampled(RecordSampling::WithReplacement, s.records, spec.batch_size)?,
-            Some(mechanism),
-            1.0,
-        );
         // Trusted: charge the honest-shuffler round guarantee of the common randomizer where
         // the chain computed one; under the theory rule there is none, so the silo's own
-        // event (at the common σ) is charged.
+        // event (at the common σ) is charged. Checked here against the budget; the silo's
+        // mechanism derives the event it charges from its own σ (`super::honest`).
         let shared = match (common, noise.local) {
             (Some(_), Some((_, delta0))) => {
                 Some(calibration::shared_round(&x, sigma, delta0).map_err(|e| {
@@ -99,9 +90,9 @@ pub(crate) fn build_sdp_mbsgd(
             (None, Some(e)) => format!("{:.4}", e.min(isrl)),
             (None, None) => "not computed (theory rule)".to_string(),
         };
-        let honest_round = shared.map(|r| dpfl_privacy::PrivacyEvent::EpsilonDelta {
-            epsilon: r.round.0,
-            delta: r.round.1,
+        let honest = shared.as_ref().map(|r| HonestShuffle {
+            chain: x,
+            delta0: r.delta0,
         });
         let charged = match (&shared, common) {
             (Some(r), Some((_, strictest))) => format!(
@@ -123,12 +114,16 @@ pub(crate) fn build_sdp_mbsgd(
             sigma,
             records: s.records,
             batch_size: spec.batch_size,
-            charged: honest_round.clone(),
+            honest,
         });
-        let half: Box<dyn SiloHalf> = match honest_round {
-            Some(event) => Box::new(trust::ChargedAs { inner: silo, event }),
-            None => Box::new(silo),
-        };
+        let half: Box<dyn SiloHalf> = Box::new(gaussian_silo(
+            ctx,
+            oracle.clone(),
+            sigma,
+            s.records,
+            spec.batch_size,
+            honest,
+        )?);
         report.push(SiloCalibration {
             silo: s.id,
             sigma,

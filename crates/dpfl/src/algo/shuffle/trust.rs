@@ -276,49 +276,6 @@ pub fn describe(
     )
 }
 
-/// A silo half whose ledger charges `event` instead of its mechanism's own event (Shuffled
-/// MB-SGD under `shuffler = "trusted"`: the honest-shuffler round guarantee).
-pub struct ChargedAs<S> {
-    /// The silo half that runs the mechanism (its noise is unchanged).
-    pub inner: S,
-    /// The event charged every round in place of `inner`'s own.
-    pub event: PrivacyEvent,
-}
-
-impl<S: crate::algo::half::SiloHalf> crate::algo::half::SiloHalf for ChargedAs<S> {
-    fn round_event(&self, _round: crate::algo::message::Round) -> Option<PrivacyEvent> {
-        Some(self.event.clone())
-    }
-    fn respond(
-        &mut self,
-        b: &crate::algo::message::Broadcast,
-        data: &crate::data::Dataset,
-        rng: &mut dpfl_privacy::DpRng,
-    ) -> crate::Result<crate::algo::message::SiloMessage> {
-        self.inner.respond(b, data, rng)
-    }
-    fn respond_reply(
-        &mut self,
-        b: &crate::algo::message::Broadcast,
-        data: &crate::data::Dataset,
-        rng: &mut dpfl_privacy::DpRng,
-    ) -> crate::Result<crate::algo::message::Reply> {
-        self.inner.respond_reply(b, data, rng)
-    }
-    fn noise_std(&self) -> f64 {
-        self.inner.noise_std()
-    }
-    fn state(&self) -> crate::algo::half::HalfState {
-        self.inner.state()
-    }
-    fn restore(&mut self, state: crate::algo::half::HalfState) -> crate::Result<()> {
-        self.inner.restore(state)
-    }
-    fn counters(&self) -> Option<crate::algo::half::SiloCounters> {
-        self.inner.counters()
-    }
-}
-
 /// The smallest σ (to 1e-9 relative) whose `epsilon_of(σ)` is at most `target`, by
 /// bisection from `start` upwards (the silo's own guarantee must meet its budget when the
 /// shuffler is untrusted).
