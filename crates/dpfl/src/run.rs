@@ -115,3 +115,53 @@ impl<'a> Simulator<'a> {
         }
     }
 }
+
+/// What a driven run does when a round diverges (`Error::Diverged`: the iterate left the
+/// finite numbers).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnDiverged {
+    /// The run fails with the divergence (`dpfl train`: a diverged model is no result).
+    Fail,
+    /// The run stops and reports it ([`Finished::Diverged`]): a reproduction records a
+    /// diverged run (the noise overwhelms the step size) as a result and goes on.
+    Stop,
+}
+
+/// How a driven run ended.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Finished {
+    /// Every round ran.
+    Completed,
+    /// Round `round` (from 1) diverged under [`OnDiverged::Stop`]; rounds before it completed.
+    Diverged {
+        /// The round that diverged, from 1.
+        round: usize,
+        /// Why.
+        why: String,
+    },
+}
+
+impl Simulator<'_> {
+    /// The one run loop (issue 28 item 3): rounds [`Self::rounds_done`]` + 1 ..= rounds`, each
+    /// under [`Self::round`]'s refusal rule, then `after_round(sim, round, report)` (`round`
+    /// from 1) for evaluation, checkpoints and progress. A run restored from a snapshot
+    /// continues where the snapshot stands. A divergence fails the run or stops it, as
+    /// `on_diverged` says; any other error fails it.
+    pub fn drive(
+        &mut self,
+        rounds: usize,
+        on_diverged: OnDiverged,
+        mut after_round: impl FnMut(&Self, usize, &RoundReport) -> crate::Result<()>,
+    ) -> crate::Result<Finished> {
+        for k in self.rounds_done()..rounds {
+            let report = match self.round() {
+                Err(crate::Error::Diverged(why)) if on_diverged == OnDiverged::Stop => {
+                    return Ok(Finished::Diverged { round: k + 1, why });
+                }
+                r => r?,
+            };
+            after_round(self, k + 1, &report)?;
+        }
+        Ok(Finished::Completed)
+    }
+}

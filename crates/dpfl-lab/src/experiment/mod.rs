@@ -33,7 +33,7 @@ use dpfl_privacy::DpRng;
 use dpfl_privacy::rng::Purpose;
 
 use dpfl::algo::AlgorithmSpec;
-use dpfl::run::{Ledgers, RunOptions};
+use dpfl::run::{Ledgers, OnDiverged, RunOptions};
 use dpfl::sim::Simulator;
 
 mod context;
@@ -152,21 +152,21 @@ pub fn train_one(
                 sim.silo_data(),
             ))
         });
-    for r in 0..spec.rounds {
-        let report = sim.round()?;
+    sim.drive(spec.rounds, OnDiverged::Fail, |sim, r, report| {
         if let Some(t) = tracker.as_mut() {
             t.add_bits(report.message_bits);
         }
-        if is_eval_round(r + 1, eval_every, spec.rounds) {
+        if is_eval_round(r, eval_every, spec.rounds) {
             let w = sim.output();
-            curve.push((r + 1, sim.train_loss(model, &w), sim.test_metric(model, &w)));
+            curve.push((r, sim.train_loss(model, &w), sim.test_metric(model, &w)));
             if let Some(t) = tracker.as_mut() {
                 let g = metrics::full_grad_norm_sq(model, &w, sim.silo_data());
                 extended.push(t.row(g, sim.counters()));
             }
         }
-        progress(r + 1);
-    }
+        progress(r);
+        Ok(())
+    })?;
     let w = sim.output();
     Ok(SingleRun {
         final_train_loss: sim.train_loss(model, &w),

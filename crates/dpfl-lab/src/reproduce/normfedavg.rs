@@ -37,7 +37,7 @@ use dpfl::algo::wing::Wing;
 use dpfl::data::registry::{DataDirs, KnownDataset, Part};
 use dpfl::data::{Dataset, SiloData};
 use dpfl::model::{Activation, DeepMlp, GradientOracle, Model, Precision, Projection};
-use dpfl::run::{Ledgers, RunOptions};
+use dpfl::run::{Finished, Ledgers, OnDiverged, RunOptions};
 use dpfl::sim::{Participation, Simulator};
 use dpfl::units::SiloId;
 
@@ -368,51 +368,49 @@ pub fn run_checkpointed(
                         }
                     }
                     let mut bits = run.rows.last().map_or(0.0, |r| r.bits_per_silo);
-                    for k in run.rows.len()..plan.rounds {
-                        // A diverged run is a result (the noise overwhelms the step size),
-                        // not a fault: it is recorded with its rows so far and the
-                        // reproduction goes on with the next run.
-                        let report = match sim.round() {
-                            Err(dpfl::Error::Diverged(why)) => {
-                                run.stopped = Some(format!(
-                                    "diverged in round {} of {} (rows end at round {k}): {why}",
-                                    k + 1,
-                                    plan.rounds
-                                ));
-                                if let Some(c) = checkpoint {
+                    // A diverged run is a result (the noise overwhelms the step size), not a
+                    // fault: it is recorded with its rows so far and the reproduction goes
+                    // on with the next run.
+                    let finished =
+                        sim.drive(plan.rounds, OnDiverged::Stop, |sim, round, report| {
+                            let k = round - 1;
+                            if report.participants > 0 {
+                                let per = report.message_bits as f64 / report.participants as f64;
+                                bits += per;
+                                run.bits_per_coordinate = per / d as f64;
+                            }
+                            let w = sim.output();
+                            run.rows.push(RoundRow {
+                                algorithm: label.clone(),
+                                seed,
+                                round: k + 1,
+                                train_loss: net.evaluate(&w, &loss_data).0,
+                                test_error: net.evaluate(&w, &test).1,
+                                bits_per_silo: bits,
+                            });
+                            if let Some(c) = checkpoint {
+                                if k + 1 < plan.rounds {
+                                    c.save(&InFlight {
+                                        algorithm: label.clone(),
+                                        seed,
+                                        done: run.clone(),
+                                        sim: sim.snapshot(),
+                                    })?;
+                                } else {
                                     c.record(label, seed, &run)?;
                                 }
-                                break;
                             }
-                            r => r?,
-                        };
-                        if report.participants > 0 {
-                            let per = report.message_bits as f64 / report.participants as f64;
-                            bits += per;
-                            run.bits_per_coordinate = per / d as f64;
-                        }
-                        let w = sim.output();
-                        run.rows.push(RoundRow {
-                            algorithm: label.clone(),
-                            seed,
-                            round: k + 1,
-                            train_loss: net.evaluate(&w, &loss_data).0,
-                            test_error: net.evaluate(&w, &test).1,
-                            bits_per_silo: bits,
-                        });
+                            after_round(label, seed, k + 1)
+                        })?;
+                    if let Finished::Diverged { round, why } = finished {
+                        run.stopped = Some(format!(
+                            "diverged in round {round} of {} (rows end at round {}): {why}",
+                            plan.rounds,
+                            round - 1
+                        ));
                         if let Some(c) = checkpoint {
-                            if k + 1 < plan.rounds {
-                                c.save(&InFlight {
-                                    algorithm: label.clone(),
-                                    seed,
-                                    done: run.clone(),
-                                    sim: sim.snapshot(),
-                                })?;
-                            } else {
-                                c.record(label, seed, &run)?;
-                            }
+                            c.record(label, seed, &run)?;
                         }
-                        after_round(label, seed, k + 1)?;
                     }
                     run
                 }

@@ -68,7 +68,7 @@ use dpfl::algo::{AlgorithmSpec, BuildContext};
 use dpfl::data::{Dataset, SiloData, Target};
 use dpfl::linalg::Matrix;
 use dpfl::model::{GradientOracle, LinearRegression, Projection};
-use dpfl::run::{Ledgers, RunOptions};
+use dpfl::run::{Ledgers, OnDiverged, RunOptions};
 use dpfl::sim::{Participation, Simulator};
 use dpfl_privacy::DpRng;
 use dpfl_privacy::rng::Purpose;
@@ -366,9 +366,7 @@ fn run_one(
         ledgers: Ledgers::Record,
     };
     let mut sim = Simulator::start(&data, built, &ctx, &spec.requirements(), opts)?;
-    for _ in 0..rounds {
-        sim.round()?;
-    }
+    sim.drive(rounds, OnDiverged::Fail, |_, _, _| Ok(()))?;
     let w = sim.output();
     let star = minimiser(plan.d);
     let sq: f64 = w.iter().zip(&star).map(|(a, b)| (a - b) * (a - b)).sum();

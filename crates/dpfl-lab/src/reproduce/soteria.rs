@@ -57,7 +57,7 @@ use dpfl::data::registry::{DataDirs, KnownDataset, Part};
 use dpfl::data::{Dataset, SiloData};
 use dpfl::linalg::Matrix;
 use dpfl::model::{GradientOracle, Mlp, Model, NonconvexLogistic, Projection};
-use dpfl::run::{Ledgers, RunOptions};
+use dpfl::run::{Ledgers, OnDiverged, RunOptions};
 use dpfl::sim::{Participation, Simulator};
 use dpfl::units::SiloId;
 
@@ -374,13 +374,14 @@ pub fn run_unit(
     // Run first, then evaluate every kept iterate (module doc).
     let mut kept = Vec::new();
     let mut bits = 0u64;
-    for r in 1..=rounds {
-        bits += sim.round()?.message_bits;
+    sim.drive(rounds, OnDiverged::Fail, |sim, r, report| {
+        bits += report.message_bits;
         if evaluated(plan, r, rounds) {
             let c = sim.counters().unwrap_or_default();
             kept.push((r, bits, c, sim.output()));
         }
-    }
+        Ok(())
+    })?;
     let ws: Vec<Vec<f64>> = kept.iter().map(|k| k.3.clone()).collect();
     let evals = evaluate(fed, &ws);
     let (mut sum_sq, mut count, mut prev) = (g0, 1usize, 0usize);
@@ -522,9 +523,7 @@ pub fn spent_after_run(
     let built = wing.build(&ctx, calibration)?;
     let opts = RunOptions::seeded(Participation::All, Some(1000), Ledgers::Record);
     let mut sim = Simulator::start(&fed.silos, built, &ctx, &needs, opts)?;
-    for _ in 0..rounds {
-        sim.round()?;
-    }
+    sim.drive(rounds, OnDiverged::Fail, |_, _, _| Ok(()))?;
     Ok(sim.spent())
 }
 
