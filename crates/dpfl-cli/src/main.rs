@@ -3,6 +3,10 @@
 //! Exit codes: 0 success; 1 the run failed (I/O, data, numerical); 2 bad usage or config
 //! (including a config or spec file named on the command line that cannot be read).
 //! Errors are one line on standard error, each cause printed once.
+//!
+//! `--json` (global) makes every result-printing subcommand print one JSON object;
+//! `dpfl completions SHELL` prints a shell's completions (clap_complete); `build.rs` embeds the
+//! git revision that every output's provenance names.
 
 // A binary has no outside: its modules' `pub` items are crate-visible by construction.
 #![allow(unreachable_pub)]

@@ -6,6 +6,8 @@
 //! Also: [`prepare_out_dir`], which checks an output directory *before* a run starts (a long
 //! reproduction must not be lost because `--out` names a file), and [`csv_string`], which
 //! writes CSV with a real CSV writer (a label with a comma or a quote stays one field).
+//! A run's whole output set (`train --out`, `federate --out`) goes through [`Staging`]: written
+//! aside and moved in only once whole, after checking that every entry can replace its target.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};

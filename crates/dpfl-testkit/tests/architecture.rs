@@ -2,9 +2,12 @@
 //! the map names a path that does not exist, or when a source folder of a crate is missing
 //! from the map.
 //!
-//! The map's code-map sections are headed `` ### `crates/<name>` `` (or `` ### `python/` ``);
-//! a bullet's paths are its backticked words ending in `.rs`, `.proto` or `/`, relative to the
-//! crate's `src/` or to the crate itself.
+//! The map's code-map sections are headed `` ### `crates/<name>` `` (or `` ### `python/` ``)
+//! for a crate and `` ### `crates/<name>/src/<folder>` `` for a source folder; a section's paths
+//! are its backticked words ending in `.rs`, `.proto` or `/`, relative to the section's folder,
+//! the crate's `src/` or the crate itself. A source folder is on the map when its own heading
+//! or any section of its crate names it. Every crate's own section (rust-analyzer's form) has
+//! at least one `Architecture Invariant:` line and one `API Boundary:` line.
 
 use std::path::{Path, PathBuf};
 
@@ -130,15 +133,48 @@ fn every_path_the_map_names_exists() {
     );
 }
 
+/// Whether a section's folder is a crate's (`crates/<name>` or `python`), not a source folder's.
+fn is_crate_section(dir: &Path) -> bool {
+    let Ok(rel) = dir.strip_prefix(root()) else {
+        return false;
+    };
+    let parts: Vec<_> = rel.components().collect();
+    match parts.as_slice() {
+        [c, _] => c.as_os_str() == "crates",
+        [p] => p.as_os_str() == "python",
+        _ => false,
+    }
+}
+
+/// Every path the sections of the crate at `krate` name, and each source folder heading of the
+/// crate as a path relative to its `src/` (`algo/shuffle/`).
+fn named_in_crate(secs: &[(PathBuf, String)], krate: &Path) -> Vec<String> {
+    let src = krate.join("src");
+    let mut named = Vec::new();
+    for (dir, text) in secs {
+        if !dir.starts_with(krate) {
+            continue;
+        }
+        named.extend(paths(text));
+        if let Ok(rel) = dir.strip_prefix(&src)
+            && !rel.as_os_str().is_empty()
+        {
+            named.push(format!("{}/", rel.display()));
+        }
+    }
+    named
+}
+
 #[test]
 fn every_source_folder_is_on_the_map() {
     let map = std::fs::read_to_string(root().join("ARCHITECTURE.md")).unwrap();
+    let secs = sections(&map);
     let mut unnamed = Vec::new();
-    for (dir, text) in sections(&map) {
+    for (dir, _) in secs.iter().filter(|(d, _)| is_crate_section(d)) {
         let src = dir.join("src");
         let mut folders = Vec::new();
         source_folders(&src, &src, &mut folders);
-        let named = paths(&text);
+        let named = named_in_crate(&secs, dir);
         for f in folders {
             // Named as `f` itself, by its tail, or as the folder of a named path
             // (`tdl/split.rs` names `qtdl/tdl/`).
@@ -169,6 +205,75 @@ fn every_source_folder_is_on_the_map() {
         "source folders ARCHITECTURE.md does not name:\n{}",
         unnamed.join("\n")
     );
+}
+
+/// The crate sections of `map` that lack an `Architecture Invariant:` or an `API Boundary:`
+/// line (rust-analyzer's form: what must always hold there, and what is public to whom).
+fn crates_without_invariant_or_boundary(map: &str) -> Vec<String> {
+    let mut missing = Vec::new();
+    for (dir, text) in sections(map) {
+        if !is_crate_section(&dir) {
+            continue;
+        }
+        let has = |label: &str| {
+            text.lines().any(|l| {
+                l.trim_start_matches(|c: char| c == '*' || c == '-' || c.is_whitespace())
+                    .starts_with(label)
+            })
+        };
+        let name = dir
+            .strip_prefix(root())
+            .unwrap_or(&dir)
+            .display()
+            .to_string();
+        for label in ["Architecture Invariant:", "API Boundary:"] {
+            if !has(label) {
+                missing.push(format!("{name}: no `{label}` line"));
+            }
+        }
+    }
+    missing
+}
+
+#[test]
+fn every_crate_has_an_invariant_and_a_boundary() {
+    let map = std::fs::read_to_string(root().join("ARCHITECTURE.md")).unwrap();
+    let crates = sections(&map)
+        .into_iter()
+        .filter(|(d, _)| is_crate_section(d))
+        .count();
+    // The six crates and python/.
+    assert!(crates >= 7, "crate sections found: {crates}");
+    let missing = crates_without_invariant_or_boundary(&map);
+    assert!(
+        missing.is_empty(),
+        "ARCHITECTURE.md crate sections without rust-analyzer's lines:\n{}",
+        missing.join("\n")
+    );
+}
+
+#[test]
+fn the_invariant_check_can_fail() {
+    // A crate section with both lines passes; one with a boundary only, and one whose
+    // invariant sits in a later folder section (not the crate's own), fail; a folder section
+    // needs neither.
+    let map = "## Code map\n\
+        ### `crates/dpfl-privacy`\nThe core.\n\n**Architecture Invariant:** no ML crate.\n\n\
+        **API Boundary:** everything public.\n\
+        ### `crates/dpfl`\n**API Boundary:** the halves.\n\
+        ### `crates/dpfl/src/algo`\n**Architecture Invariant:** floor below wings.\n\
+        ### `python/`\nArchitecture Invariant: one ledger type.\n\n\
+        - API Boundary: `dpfl._core`.\n";
+    assert_eq!(
+        crates_without_invariant_or_boundary(map),
+        vec!["crates/dpfl: no `Architecture Invariant:` line"]
+    );
+    // A source folder named only by its own heading counts as named in its crate.
+    let secs = sections(map);
+    let named = named_in_crate(&secs, &root().join("crates/dpfl"));
+    assert_eq!(named, vec!["algo/"]);
+    assert!(is_crate_section(&root().join("python")));
+    assert!(!is_crate_section(&root().join("crates/dpfl/src/algo")));
 }
 
 #[test]

@@ -11,6 +11,8 @@
 //! per-party builders ([`crate::plan::silo_half`]), the Lowy wing's plans (η) and
 //! [`crate::algo::SiloInfo`]. [`Round`] is the round of every message, half signature, round
 //! core call and stored state (re-exported as `crate::algo::Round`).
+//! Numbers become rounds through `Round::new` / `Round::checked`, the next round through the
+//! checked `Round::next`; `dpfl-net` turns a round into a `u32` only at the wire.
 
 use std::fmt;
 

@@ -5,6 +5,10 @@
 //! (server, silo, shuffler, certs), `prepare.rs` a trial's shards, federation and budget files
 //! for `dpfl federate`, `federate.rs` starting those processes and collecting their results;
 //! this file the error mapping and helpers they share.
+//!
+//! A process `dpfl federate` started watches a stdin pipe from it and exits when the pipe
+//! closes (no orphan outlives its federation); a federation file whose `[plan]` is of another
+//! algorithm than the one its `experiment` / `algorithm` name is refused.
 
 mod args;
 mod federate;

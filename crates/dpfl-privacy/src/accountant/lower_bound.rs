@@ -21,6 +21,9 @@
 //! one. Mass beyond the window is rounded down too or dropped (also optimistic). Composition is
 //! the `pld` module's FFT; its only pessimistic step (tail mass moved to +∞, ≤ 1e-15 per
 //! composition) is subtracted back through a margin on δ.
+//!
+//! Below δ = [`CROSS_CHECK_DELTA`] (1e-9) the FFT's round-off is no longer far below δ, so the
+//! bound is cross-checked against RDP's upper bound, and one above it is refused, never printed.
 
 use super::pld::Pmf;
 use super::sampled_pld::{OccurrenceLaw, PoissonPair};

@@ -21,6 +21,10 @@
 //! The neighbouring relation is a parameter of every accountant: an event's noise
 //! multiplier is relative to the sensitivity under that relation, and which sampling
 //! amplification theorems apply depends on it.
+//!
+//! Every accountant first flattens a composite event into its leaves (`leaves`): identical
+//! events are counted once with their number, and disjoint batches of one random partition
+//! compose in parallel (McSherry 2009), so a pass over a silo's records costs one use.
 
 pub mod approximate;
 pub mod composition;
