@@ -13,7 +13,7 @@ use crate::model::Projection;
 
 /// Server half of AC-SA (Algorithm 1 lines 3, 8–10); see the module doc.
 #[derive(Debug, Clone)]
-pub struct AcsaServer {
+pub(crate) struct AcsaServer {
     /// w_{r−1}, w_ag, w_md and g.
     it: AcsaIterates,
     /// Centre of the regulariser (the initial point).
@@ -28,7 +28,7 @@ pub struct AcsaServer {
 impl AcsaServer {
     /// `mu`: the modulus the update uses (λ for the regularised convex run, μ for the
     /// multi-stage run); `lambda`: the regulariser weight added to every gradient.
-    pub fn new(
+    pub(crate) fn new(
         init: Vec<f64>,
         projection: Projection,
         mu: f64,
@@ -80,8 +80,9 @@ impl AcsaServer {
         (a, eta)
     }
 
-    /// Iterations done and the schedule, for tests and reports.
-    pub fn iterations(&self) -> u64 {
+    /// Iterations done (tests).
+    #[cfg(test)]
+    pub(crate) fn iterations(&self) -> u64 {
         self.t
     }
 }

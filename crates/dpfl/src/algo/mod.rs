@@ -93,7 +93,7 @@
 //! }
 //! ```
 
-pub mod acsa_server;
+pub(crate) mod acsa_server;
 pub mod checked;
 pub mod context;
 pub mod gradient;
@@ -101,7 +101,7 @@ pub mod half;
 pub mod lowy;
 pub mod message;
 pub mod normfedavg;
-pub mod server;
+pub(crate) mod server;
 pub mod shuffle;
 pub mod soteria;
 pub mod spec;

@@ -37,7 +37,7 @@ pub enum OutputRule {
 
 /// Running average of iterates (γ_r = 1/R) or the last iterate.
 #[derive(Debug, Clone)]
-pub struct IterateOutput {
+pub(crate) struct IterateOutput {
     rule: OutputRule,
     sum: Vec<f64>,
     count: f64,
@@ -47,7 +47,7 @@ pub struct IterateOutput {
 
 impl IterateOutput {
     /// An accumulator of d-dimensional iterates under `rule`.
-    pub fn new(rule: OutputRule, d: usize) -> Self {
+    pub(crate) fn new(rule: OutputRule, d: usize) -> Self {
         let ring = match rule {
             OutputRule::AverageLast { k } => vec![0.0; k.get() * d],
             _ => Vec::new(),
@@ -60,7 +60,7 @@ impl IterateOutput {
         }
     }
     /// Records the iterate w_r that round r started from.
-    pub fn record(&mut self, w: &[f64]) {
+    pub(crate) fn record(&mut self, w: &[f64]) {
         match self.rule {
             // `sum` holds the running weighted average itself (no overflow for large r).
             OutputRule::Exponential { decay } => {
@@ -82,7 +82,7 @@ impl IterateOutput {
         self.count += 1.0;
     }
     /// The output given the current iterate.
-    pub fn output(&self, current: &[f64]) -> Vec<f64> {
+    pub(crate) fn output(&self, current: &[f64]) -> Vec<f64> {
         match self.rule {
             OutputRule::Last => current.to_vec(),
             OutputRule::Average if self.count == 0.0 => current.to_vec(),
@@ -108,7 +108,7 @@ impl IterateOutput {
         }
     }
     /// Writes the accumulator into a half's state.
-    pub fn save(&self, state: &mut HalfState) {
+    pub(crate) fn save(&self, state: &mut HalfState) {
         state.put("iterate_sum", &self.sum);
         state.put("iterate_count", &self.count);
         if !self.ring.is_empty() {
@@ -116,7 +116,7 @@ impl IterateOutput {
         }
     }
     /// Reads the accumulator back from a half's state.
-    pub fn load(&mut self, state: &HalfState) -> crate::Result<()> {
+    pub(crate) fn load(&mut self, state: &HalfState) -> crate::Result<()> {
         self.sum = state.vector("iterate_sum", self.sum.len())?;
         self.count = state.scalar("iterate_count")?;
         if !self.ring.is_empty() {
@@ -126,14 +126,18 @@ impl IterateOutput {
     }
     /// The state of a server half that is an iterate `w` plus this output rule (MB-SGD's and
     /// Local SGD's servers): one layout, written and read in one place.
-    pub fn state_with(&self, w: &[f64]) -> HalfState {
+    pub(crate) fn state_with(&self, w: &[f64]) -> HalfState {
         let mut s = HalfState::default();
         s.put("w", w);
         self.save(&mut s);
         s
     }
     /// Restores what [`IterateOutput::state_with`] wrote into `w` and this output rule.
-    pub fn restore_with(&mut self, w: &mut Vec<f64>, state: &HalfState) -> crate::Result<()> {
+    pub(crate) fn restore_with(
+        &mut self,
+        w: &mut Vec<f64>,
+        state: &HalfState,
+    ) -> crate::Result<()> {
         *w = state.vector("w", w.len())?;
         self.load(state)
     }
@@ -142,7 +146,7 @@ impl IterateOutput {
 /// The running weighted average of iterates with weights γ_r = (1 − ρ)^{−(r+1)}, r = 0, 1, …,
 /// kept as an average so that nothing overflows: after r+1 iterates the newest one has relative
 /// weight γ_r/Γ_r = (1 − q)/(1 − q^{r+1}) with q = 1 − ρ, computed with `ln_1p`/`exp_m1`.
-pub fn exponential_weight(decay: f64, count: f64) -> f64 {
+pub(crate) fn exponential_weight(decay: f64, count: f64) -> f64 {
     if decay <= 0.0 {
         return 1.0 / (count + 1.0);
     }
@@ -155,7 +159,7 @@ pub fn exponential_weight(decay: f64, count: f64) -> f64 {
 }
 
 /// g = (1/M_r) Σ messages, checked. Returns false if there were no messages.
-pub fn average_messages(
+pub(crate) fn average_messages(
     messages: &[SiloMessage],
     round: Round,
     g: &mut [f64],
@@ -180,7 +184,7 @@ pub fn average_messages(
 /// MB-SGD's server half (Lowy & Razaviyayn Algorithm 2 lines 9–11; also the server of the
 /// shuffle wing's SDP MB-SGD, PSGD and PGD): average, projected step, iterate averaging.
 #[derive(Debug, Clone)]
-pub struct MbSgdServer {
+pub(crate) struct MbSgdServer {
     w: Vec<f64>,
     step_size: StepSize,
     projection: Projection,
@@ -191,7 +195,7 @@ pub struct MbSgdServer {
 impl MbSgdServer {
     /// The server half: w_{r+1} = Π_W(w_r − η·mean of the round's messages), starting at `init`;
     /// `rule` says which iterate is output.
-    pub fn new(
+    pub(crate) fn new(
         init: Vec<f64>,
         step_size: StepSize,
         projection: Projection,
@@ -252,7 +256,7 @@ impl ServerHalf for MbSgdServer {
 /// and the aggregate w_ag ← α w + (1 − α) w_ag after the step, the restart w := w_ag, the
 /// output w_ag and the state entries `w` and `w_ag`.
 #[derive(Debug, Clone)]
-pub struct AcsaIterates {
+pub(crate) struct AcsaIterates {
     /// w (θ in Cheu et al.).
     pub w: Vec<f64>,
     /// w_ag, the output.
@@ -266,7 +270,7 @@ pub struct AcsaIterates {
 
 impl AcsaIterates {
     /// w = w_ag = Π_W(`init`).
-    pub fn new(init: Vec<f64>, projection: Projection) -> Self {
+    pub(crate) fn new(init: Vec<f64>, projection: Projection) -> Self {
         let mut w = init;
         projection.apply(&mut w);
         let d = w.len();
@@ -280,7 +284,7 @@ impl AcsaIterates {
     }
 
     /// w_md as the round's broadcast.
-    pub fn broadcast(&self, round: Round) -> Broadcast {
+    pub(crate) fn broadcast(&self, round: Round) -> Broadcast {
         Broadcast {
             round,
             point: self.md.clone(),
@@ -289,12 +293,16 @@ impl AcsaIterates {
     }
 
     /// g = the mean of the round's messages ([`average_messages`]); false for an empty round.
-    pub fn mean_gradient(&mut self, round: Round, messages: &[SiloMessage]) -> crate::Result<bool> {
+    pub(crate) fn mean_gradient(
+        &mut self,
+        round: Round,
+        messages: &[SiloMessage],
+    ) -> crate::Result<bool> {
         average_messages(messages, round, &mut self.g)
     }
 
     /// After the step to w: w ← Π_W(w), then w_ag ← α w + (1 − α) w_ag.
-    pub fn project_and_aggregate(&mut self, alpha: f64) {
+    pub(crate) fn project_and_aggregate(&mut self, alpha: f64) {
         self.projection.apply(&mut self.w);
         for (ag, w) in self.w_ag.iter_mut().zip(&self.w) {
             *ag = alpha * w + (1.0 - alpha) * *ag;
@@ -302,28 +310,28 @@ impl AcsaIterates {
     }
 
     /// A restart from the aggregate: w := w_ag.
-    pub fn restart(&mut self) {
+    pub(crate) fn restart(&mut self) {
         self.w.copy_from_slice(&self.w_ag);
     }
 
     /// The output w_ag.
-    pub fn output(&self) -> Vec<f64> {
+    pub(crate) fn output(&self) -> Vec<f64> {
         self.w_ag.clone()
     }
 
     /// The dimension d.
-    pub fn dim(&self) -> usize {
+    pub(crate) fn dim(&self) -> usize {
         self.w.len()
     }
 
     /// Puts `w` and `w_ag` into `state`.
-    pub fn put(&self, state: &mut HalfState) {
+    pub(crate) fn put(&self, state: &mut HalfState) {
         state.put("w", &self.w);
         state.put("w_ag", &self.w_ag);
     }
 
     /// Reads `w` and `w_ag` (each of dimension d) back.
-    pub fn restore(&mut self, state: &HalfState) -> crate::Result<()> {
+    pub(crate) fn restore(&mut self, state: &HalfState) -> crate::Result<()> {
         let d = self.w.len();
         self.w = state.vector("w", d)?;
         self.w_ag = state.vector("w_ag", d)?;

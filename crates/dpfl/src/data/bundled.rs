@@ -10,7 +10,7 @@
 use std::path::{Path, PathBuf};
 
 /// The pseudo-directory of embedded files in paths and messages.
-pub const PREFIX: &str = "<embedded>";
+pub(crate) const PREFIX: &str = "<embedded>";
 
 const FILES: [(&str, &[u8]); 4] = [
     (
@@ -32,7 +32,7 @@ const FILES: [(&str, &[u8]); 4] = [
 ];
 
 /// The pseudo-path of the embedded file `rel_path` (`/`-separated), if it is embedded.
-pub fn path_of(rel_path: &str) -> Option<PathBuf> {
+pub(crate) fn path_of(rel_path: &str) -> Option<PathBuf> {
     FILES
         .iter()
         .any(|(p, _)| *p == rel_path)
@@ -40,7 +40,7 @@ pub fn path_of(rel_path: &str) -> Option<PathBuf> {
 }
 
 /// The bytes behind a pseudo-path of [`path_of`].
-pub fn bytes(path: &Path) -> Option<&'static [u8]> {
+pub(crate) fn bytes(path: &Path) -> Option<&'static [u8]> {
     let rel = path.strip_prefix(PREFIX).ok()?;
     let rel: Vec<_> = rel.iter().map(|c| c.to_string_lossy()).collect();
     let rel = rel.join("/");

@@ -4,11 +4,11 @@
 //! implement `Clone`: the simulator moves each silo's data into that silo, and nothing on the
 //! server side can obtain a copy (see [`crate::algo`] for the trust boundary).
 
-pub mod bundled;
+pub(crate) mod bundled;
 pub mod csv;
 mod csv_table;
 pub mod idx;
-pub mod inspect;
+pub(crate) mod inspect;
 mod io;
 pub mod libsvm;
 pub mod limits;

@@ -54,11 +54,11 @@ use crate::algo::gradient::{BatchSource, GradientSilo};
 use crate::algo::half::{ServerHalf, SiloHalf};
 
 /// The AC-SA server half lives in the floor: the shuffle wing's Algorithm 6 runs it too.
-pub use crate::algo::acsa_server::AcsaServer;
+pub(crate) use crate::algo::acsa_server::AcsaServer;
 
 /// How an accelerated silo samples its records (kept with the wing's other inputs, so that
 /// the checked parameters can name it without importing this file).
-pub use super::inputs::AcsaSampling;
+pub(crate) use super::inputs::AcsaSampling;
 
 /// Accelerated Noisy MB-SGD as named in a config file:
 ///

@@ -62,7 +62,7 @@ pub enum Calibration {
 /// Which noise rule a silo uses: a configured [`Calibration`], or Thm E.1's one-pass rule.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
-pub enum NoiseRule {
+pub(crate) enum NoiseRule {
     /// Thm D.1 / F.1 / H.1: σ² = 256 L² R ln(2.5R/δ) ln(2/δ)/(n²ε²).
     Theory,
     /// App. I: σ² = 8 L² R ln(1/δ)/(n²ε²).
@@ -85,7 +85,7 @@ impl From<Calibration> for NoiseRule {
 
 impl NoiseRule {
     /// The formula with its citation, for reports.
-    pub fn formula(self) -> &'static str {
+    pub(crate) fn formula(self) -> &'static str {
         match self {
             NoiseRule::Theory => {
                 "sigma_i^2 = 256 L_i^2 R ln(2.5R/delta_i) ln(2/delta_i) / (n_i^2 eps_i^2) (Lowy & Razaviyayn Thm D.1/H.1)"
@@ -106,7 +106,7 @@ impl NoiseRule {
 /// The default K of one silo under `rule`: its own privacy minimum at R rounds (Thm D.1's
 /// bound rounded up; App. I's rule for the experiment and accountant rules), in [1, n].
 /// `None` where the rule gives none (one pass: K = ⌊n/R⌋ is a schedule, not a privacy bound).
-pub fn default_k(
+pub(crate) fn default_k(
     rule: NoiseRule,
     n: usize,
     rounds: usize,
@@ -137,7 +137,7 @@ pub struct Certified {
 /// continuous Gaussian, or the discrete Gaussian on the grid γ·ℤ of `dim`-vectors, whose
 /// event ([`GaussianMechanism::with_noise`]) carries the rounded sensitivity and the dimension.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct NoiseShape {
+pub(crate) struct NoiseShape {
     /// `privacy.mechanism`.
     pub noise: GaussianNoise,
     /// d, the message's length.
@@ -146,7 +146,7 @@ pub struct NoiseShape {
 
 impl NoiseShape {
     /// The shape of `ctx`'s mechanism on model-sized messages.
-    pub fn of(ctx: &BuildContext) -> Self {
+    pub(crate) fn of(ctx: &BuildContext) -> Self {
         NoiseShape {
             noise: ctx.noise,
             dim: ctx.federation.dim,
@@ -154,7 +154,7 @@ impl NoiseShape {
     }
 
     /// The continuous Gaussian (the closed forms' and the papers' mechanism).
-    pub fn continuous() -> Self {
+    pub(crate) fn continuous() -> Self {
         NoiseShape {
             noise: GaussianNoise::Gaussian,
             dim: 1,
@@ -166,7 +166,7 @@ impl NoiseShape {
 /// rule calibrates to the event of `sampling` K of n, R times, replace-one, of the mechanism
 /// `shape` says will run).
 #[allow(clippy::too_many_arguments)]
-pub fn silo_sigma(
+pub(crate) fn silo_sigma(
     rule: NoiseRule,
     l: f64,
     rounds: usize,
@@ -267,7 +267,7 @@ fn cached_calibration(
 }
 
 /// "K of n with replacement" and the like, for formulas in reports.
-pub fn sampling_label(s: &Sampling) -> String {
+pub(crate) fn sampling_label(s: &Sampling) -> String {
     match *s {
         Sampling::WithReplacement { population, draws } => {
             format!("K = {draws} of n = {population} with replacement")
@@ -339,7 +339,7 @@ impl SiloPlan {
 
 /// How the batch sizes are chosen.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub enum BatchChoice {
+pub(crate) enum BatchChoice {
     /// The same K for every silo.
     Explicit(usize),
     /// One pass in R rounds: K_i = ⌊n_i/R⌋.
@@ -355,7 +355,7 @@ pub enum BatchChoice {
 
 /// N p_i for every silo, from `weights` (checked by `crate::algo::checked::weights`: each
 /// > 0, Σ p_i = 1), or all 1; one weight per silo.
-pub fn silo_weights(silos: usize, weights: Option<&[f64]>) -> crate::Result<Vec<f64>> {
+pub(crate) fn silo_weights(silos: usize, weights: Option<&[f64]>) -> crate::Result<Vec<f64>> {
     let Some(p) = weights else {
         return Ok(vec![1.0; silos]);
     };
@@ -376,7 +376,7 @@ fn silo_err(s: &SiloInfo) -> impl Fn(PrivacyError) -> crate::Error + '_ {
 /// Per-silo K_i and σ_i (Algorithm 7 / Thm H.1, Thm E.1 for `NoiseRule::OnePass`, or the
 /// accountant for the run as `sampling` draws it). `lipschitz` is the L of the (possibly
 /// smoothed) loss; `weights` are N p_i.
-pub fn plan_silos(
+pub(crate) fn plan_silos(
     ctx: &BuildContext,
     noise: Option<NoiseRule>,
     lipschitz: f64,

@@ -36,7 +36,7 @@ pub enum Params {
     Theory,
 }
 
-pub use crate::algo::gradient::{Smoothing, SmoothingRule};
+pub(crate) use crate::algo::gradient::Smoothing;
 
 /// Problem constants the rules need and the data cannot provide (all optional; a rule that
 /// needs a missing one says so).
@@ -97,7 +97,7 @@ impl ParamGuard for Constants {
 /// Which algorithm's theorem applies.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
-pub enum Setting {
+pub(crate) enum Setting {
     /// Noisy MB-SGD (Algorithm 2 / 7): Thm D.1, D.2.
     MbSgd,
     /// One-Pass Accelerated Noisy MB-SGD (Algorithm 1, disjoint batches): Thm E.1.
@@ -108,7 +108,7 @@ pub enum Setting {
 
 /// Explicit values that replace the rules' results.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct Overrides {
+pub(crate) struct Overrides {
     /// R instead of the rule's.
     pub rounds: Option<usize>,
     /// K instead of the rule's.
@@ -123,7 +123,7 @@ pub struct Overrides {
 
 /// Everything the rules read.
 #[derive(Debug, Clone, PartialEq)]
-pub struct TheoryInputs {
+pub(crate) struct TheoryInputs {
     /// Which algorithm's theorem the rules follow.
     pub setting: Setting,
     /// `None` for a non-private run.
@@ -154,7 +154,7 @@ pub struct TheoryInputs {
 
 /// The rules' output.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct TheoryParams {
+pub(crate) struct TheoryParams {
     /// L̃ the rules used (2L after smoothing, times max N p_i).
     pub lipschitz: f64,
     /// β̃ the rules used, if any.

@@ -29,7 +29,7 @@ use crate::units::StepSize;
 /// A Local SGD silo (Lowy & Razaviyayn App. I): K single-sample clipped steps from the broadcast
 /// point, each noised for a private run; sends its local model.
 #[derive(Debug)]
-pub struct LocalSgdSilo {
+pub(crate) struct LocalSgdSilo {
     oracle: GradientOracle,
     step_size: StepSize,
     steps: usize,
@@ -80,7 +80,7 @@ impl SiloHalf for LocalSgdSilo {
 
 /// Server half of Local SGD: w_{r+1} = mean of the silos' models.
 #[derive(Debug, Clone)]
-pub struct ModelAverageServer {
+pub(crate) struct ModelAverageServer {
     w: Vec<f64>,
     out: IterateOutput,
     g: Vec<f64>,

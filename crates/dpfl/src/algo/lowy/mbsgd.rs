@@ -37,7 +37,7 @@ use crate::algo::server::OutputRule;
 
 /// MB-SGD's server half lives in the floor: the shuffle wing's SDP MB-SGD, PSGD and PGD run
 /// it too.
-pub use crate::algo::server::MbSgdServer;
+pub(crate) use crate::algo::server::MbSgdServer;
 use crate::units::StepSize;
 
 /// What an MB-SGD run's halves are built from, checked and calibrated once (both config

@@ -34,13 +34,19 @@
 //! `crates/dpfl/tests/import_graph.rs` fails if a wing imports another wing or the floor
 //! imports a wing.
 
-pub mod acsa;
-pub mod calibration;
-pub mod checked_params;
-pub mod inputs;
-pub mod local_sgd;
-pub mod mbsgd;
-pub mod multistage;
-pub mod params;
-pub mod theory;
+pub(crate) mod acsa;
+pub(crate) mod calibration;
+pub(crate) mod checked_params;
+pub(crate) mod inputs;
+pub(crate) mod local_sgd;
+pub(crate) mod mbsgd;
+pub(crate) mod multistage;
+pub(crate) mod params;
+pub(crate) mod theory;
 pub mod wing;
+
+// The wing's internals are crate-private (issue 28 item 5); the types the public
+// `AlgorithmSpec` and `WingPlan` hold are named here.
+pub use acsa::{AcceleratedSpec, AcsaPlan};
+pub use local_sgd::LocalSgdPlan;
+pub use mbsgd::{MbSgdPlan, NoisyMbSgdSpec};

@@ -24,10 +24,10 @@
 //! * q₀ := w₀ (the text's "q₀ = 0" contradicts its own input w₀).
 
 /// The schedule types live in the floor with the AC-SA server half that follows them.
-pub use crate::algo::acsa_server::{AcsaSchedule, AcsaStep, Stage};
+pub(crate) use crate::algo::acsa_server::{AcsaSchedule, Stage};
 
 /// The convex AC-SA constant γ = max{2β, √(V² R(R+1)(R+2)/(3D²))} (see the module doc).
-pub fn convex_gamma(beta: f64, variance: f64, diameter: f64, rounds: usize) -> f64 {
+pub(crate) fn convex_gamma(beta: f64, variance: f64, diameter: f64, rounds: usize) -> f64 {
     let r = rounds as f64;
     let noise = (variance * r * (r + 1.0) * (r + 2.0) / (3.0 * diameter * diameter)).sqrt();
     (2.0 * beta).max(if noise.is_finite() { noise } else { 0.0 })
@@ -38,7 +38,7 @@ pub fn convex_gamma(beta: f64, variance: f64, diameter: f64, rounds: usize) -> f
 ///
 /// R_k = ⌈max{4√(2β/μ), 128V²/(3μΔ2^{−(k+1)})}⌉,
 /// v_k = max{2β, [μV²/(3Δ2^{−(k−1)} R_k(R_k+1)(R_k+2))]^{1/2}}.
-pub fn multistage(
+pub(crate) fn multistage(
     beta: f64,
     mu: f64,
     variance: f64,
@@ -91,7 +91,7 @@ pub fn multistage(
 /// η = min{1/(2β), ln(max{2, μ² r₀ R²/c})/(μR)},   γ_r = (1 − μη)^{−(r+1)}.
 ///
 /// Returns η; the weights are [`crate::algo::server::OutputRule::Exponential`] with decay μη.
-pub fn stich_step(beta: f64, mu: f64, r0: f64, c: f64, rounds: usize) -> f64 {
+pub(crate) fn stich_step(beta: f64, mu: f64, r0: f64, c: f64, rounds: usize) -> f64 {
     let r = rounds as f64;
     let arg = (mu * mu * r0 * r * r / c).max(2.0);
     (1.0 / (2.0 * beta)).min(arg.ln() / (mu * r))

@@ -12,7 +12,7 @@ use crate::algo::context::BuildContext;
 impl TheoryInputs {
     /// The rules' inputs from a build context: the worst silo on each axis (smallest n_i, ε_i
     /// and δ_i), N, M, d, L and the projection's diameter.
-    pub fn from_context(
+    pub(crate) fn from_context(
         ctx: &BuildContext,
         setting: Setting,
         noise: Option<NoiseRule>,

@@ -48,8 +48,8 @@
 //!   otherwise; R up) and clamped to [1, n] and ≥ 1.
 
 use super::calibration::NoiseRule;
-pub use super::inputs::{
-    Constants, Overrides, Params, Setting, Smoothing, SmoothingRule, TheoryInputs, TheoryParams,
+pub(crate) use super::inputs::{
+    Constants, Overrides, Params, Setting, Smoothing, TheoryInputs, TheoryParams,
 };
 use super::multistage::{self, AcsaSchedule};
 use crate::algo::server::OutputRule;
@@ -145,7 +145,7 @@ impl Ctx<'_> {
 
 /// The smoothing parameter of Thm D.2 (Noisy MB-SGD) or Thm F.2 (accelerated ERM): the
 /// smallest β with L²/β at most the theorem's bound (see the module doc).
-pub fn smoothing_rule(inp: &TheoryInputs) -> crate::Result<f64> {
+pub(crate) fn smoothing_rule(inp: &TheoryInputs) -> crate::Result<f64> {
     let c = Ctx::new(inp)?;
     let (wmin, wmax) = inp.weight_range;
     let l = inp.lipschitz * wmax;
@@ -192,7 +192,7 @@ fn ceil_rounds(r: f64) -> Option<usize> {
 }
 
 /// The rules of Thms D.1/D.2, E.1 and F.1/F.2 (see the module doc for every decision).
-pub fn theory_params(inp: &TheoryInputs) -> crate::Result<TheoryParams> {
+pub(crate) fn theory_params(inp: &TheoryInputs) -> crate::Result<TheoryParams> {
     let c = Ctx::new(inp)?;
     let ov = inp.overrides;
     let (wmin, wmax) = inp.weight_range;

@@ -50,7 +50,7 @@ impl Direction {
 /// The silo half: E local steps, the update's direction, and (private variants) the
 /// quantized, integer-noised, t-bit packed message of its [`Encoder`] mechanism, whose event
 /// is the round's (every round uses all of the silo's records: no sampling amplification).
-pub struct NormFedAvgSilo {
+pub(crate) struct NormFedAvgSilo {
     pub(crate) local: LocalTrainer,
     pub(crate) direction: Direction,
     pub(crate) encoder: Option<Encoder>,
@@ -88,7 +88,7 @@ impl SiloHalf for NormFedAvgSilo {
 }
 
 /// w_{k+1} = w_k − (β_k/M) Σ g^{(i)}.
-pub struct NormFedAvgServer {
+pub(crate) struct NormFedAvgServer {
     pub(crate) w: Vec<f64>,
     pub(crate) spec: NormFedAvgSpec,
     pub(crate) layout: Option<Layout>,
@@ -98,11 +98,6 @@ pub struct NormFedAvgServer {
 }
 
 impl NormFedAvgServer {
-    /// Messages left out so far as malformed.
-    pub fn rejected(&self) -> u64 {
-        self.rejected
-    }
-
     fn add(&mut self, round: Round, m: &SiloMessage) -> Result<(), String> {
         if m.round != round {
             return Err(format!("message for round {} in round {round}", m.round));

@@ -47,12 +47,12 @@
 #![warn(missing_docs)]
 
 pub mod config;
-pub mod halves;
+pub(crate) mod halves;
 pub mod local;
 pub mod plan;
 pub mod quantized;
 pub mod sensitivity;
-pub mod wing;
+pub(crate) mod wing;
 
 pub use config::{
     BetaSchedule, BudgetSpec, NormFedAvgSpec, QuantPrivacy, SensitivitySpec, TdlCalibration,

@@ -42,33 +42,35 @@
 //!   shuffler; each silo's accumulator is noised before and after its batch.
 
 pub mod calibration;
-pub mod guard;
+pub(crate) mod guard;
 pub mod honest;
-pub mod moreau;
+pub(crate) mod moreau;
 pub mod pagd;
 pub mod pagd_preset;
 pub mod pan;
-pub mod pan_plan;
-pub mod plan;
+pub(crate) mod pan_plan;
+pub(crate) mod plan;
 mod presets;
 pub mod pvec;
 pub mod robust;
 mod sdp;
 pub mod trust;
-pub mod wing;
+pub(crate) mod wing;
 
 pub use pagd_preset::PagdSpec;
 pub(crate) use pagd_preset::build_pagd;
 pub use pan::PanPrivateSpec;
+pub use plan::{ShufflePlan, ShuffleSilo};
 pub use presets::{pgd_preset, psgd_preset};
 pub(crate) use sdp::build_sdp_mbsgd;
+pub use wing::ShuffleWingPlan;
 
 use serde::{Deserialize, Serialize};
 
 use dpfl_privacy::shuffle::params::{PvecRule, Scale};
 
 use self::calibration::SdpCalibration;
-use self::plan::{PvecPlanned, ShuffleSilo};
+use self::plan::PvecPlanned;
 use self::pvec::{PvecServer, PvecSilo, Transport};
 use self::trust::{PvecTarget, ShufflerTrust, describe, plan_pvec, silo_guarantees};
 use crate::algo::checked::{at_most, one_pass_batch};

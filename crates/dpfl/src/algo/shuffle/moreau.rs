@@ -10,8 +10,8 @@
 //!
 //! * The wing smooths through [`crate::model::Model::smoothed`]: the hinge loss
 //!   (`model/hinge.rs`) and the absolute loss |⟨θ, x⟩ − y| (`kind = "absolute"`,
-//!   `model/absolute.rs`) have closed-form proxes; [`absolute_prox`] and
-//!   [`absolute_envelope_grad`] expose the latter with hand-computed tests.
+//!   `model/absolute.rs`) have closed-form proxes; `absolute_prox` and
+//!   `absolute_envelope_grad` (test-only) check the latter against hand-computed values.
 //! * β: [`theory_beta`] (Thm 4.7), or a value from the config.
 //!
 //! Decisions on the digest's ambiguities: **prox domain** (§5.2 item 11) — unconstrained on
@@ -22,13 +22,16 @@
 
 #![warn(missing_docs)]
 
+#[cfg(test)]
 use crate::linalg::{axpy, dot};
+#[cfg(test)]
 use crate::model::AbsoluteLoss;
+#[cfg(test)]
 use crate::model::absolute_prox_step as absolute_step;
 
 /// Thm 4.7's β = ε^{2/3} n^{2/3} L / (d^{1/3} D ℓ^{2/3}) with ℓ the log factor (ln(d/δ) for
 /// PVEC, √ln(1/δ) pan-privately).
-pub fn theory_beta(
+pub(crate) fn theory_beta(
     epsilon: f64,
     users: f64,
     lipschitz: f64,
@@ -52,19 +55,22 @@ pub fn theory_beta(
 
 /// prox_{ℓ/β}(θ) for ℓ(θ) = |⟨θ, x⟩ − y| into `out` (the model's closed form,
 /// `model/absolute.rs`).
-pub fn absolute_prox(theta: &[f64], x: &[f64], y: f64, beta: f64, out: &mut [f64]) {
+#[cfg(test)]
+pub(crate) fn absolute_prox(theta: &[f64], x: &[f64], y: f64, beta: f64, out: &mut [f64]) {
     AbsoluteLoss::prox(theta, x, y, beta, out);
 }
 
 /// ∇ℓ_β(θ) = β(θ − prox_{ℓ/β}(θ)) = clamp(β r/q, −1, 1)·x for the absolute loss, into `out`.
-pub fn absolute_envelope_grad(theta: &[f64], x: &[f64], y: f64, beta: f64, out: &mut [f64]) {
+#[cfg(test)]
+pub(crate) fn absolute_envelope_grad(theta: &[f64], x: &[f64], y: f64, beta: f64, out: &mut [f64]) {
     let t = absolute_step(dot(theta, x) - y, dot(x, x), beta);
     out.iter_mut().for_each(|v| *v = 0.0);
     axpy(-beta * t, x, out);
 }
 
 /// ℓ_β(θ) for the absolute loss: the prox objective at the prox.
-pub fn absolute_envelope(theta: &[f64], x: &[f64], y: f64, beta: f64) -> f64 {
+#[cfg(test)]
+pub(crate) fn absolute_envelope(theta: &[f64], x: &[f64], y: f64, beta: f64) -> f64 {
     AbsoluteLoss::envelope(theta, x, y, beta)
 }
 

@@ -28,7 +28,7 @@ impl PanPrivateSpec {
 }
 
 /// K, the phases and the report of a pan-private run.
-pub fn pan_preset(
+pub(crate) fn pan_preset(
     ctx: &BuildContext,
     spec: &PanPrivateSpec,
 ) -> crate::Result<(super::pagd_preset::Shape, Vec<super::pagd::Phase>, f64)> {
@@ -51,7 +51,10 @@ pub fn pan_preset(
 }
 
 /// Pan-private AC-SA's server half.
-pub fn pan_server(ctx: &BuildContext, spec: &PanPrivateSpec) -> crate::Result<Box<dyn ServerHalf>> {
+pub(crate) fn pan_server(
+    ctx: &BuildContext,
+    spec: &PanPrivateSpec,
+) -> crate::Result<Box<dyn ServerHalf>> {
     let (_, phases, _) = pan_preset(ctx, spec)?;
     acsa_server(ctx, spec.constants, phases)
 }

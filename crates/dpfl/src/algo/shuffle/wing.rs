@@ -10,7 +10,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::guard::CheckedShuffle;
-pub use super::guard::ShuffleAlgorithm;
+pub(crate) use super::guard::ShuffleAlgorithm;
 use super::pagd_preset::PagdSpec;
 use super::pan::PanPrivateSpec;
 use super::plan::ShufflePlan;

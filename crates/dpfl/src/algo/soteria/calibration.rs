@@ -18,7 +18,7 @@ use dpfl_privacy::event::Sampling;
 use dpfl_privacy::{Delta, Epsilon, Neighbouring, PrivacyEvent};
 
 /// The shift step size of Theorem 3 / Lemma 7: γ = sqrt((1+2ω) / (2(1+ω)³)).
-pub fn shift_step(omega: f64) -> f64 {
+pub(crate) fn shift_step(omega: f64) -> f64 {
     ((1.0 + 2.0 * omega) / (2.0 * (1.0 + omega).powi(3))).sqrt()
 }
 
@@ -71,7 +71,7 @@ impl Estimator {
 /// SGD b = min(⌊mεG·sqrt(sqrt((1+ω)/n)/2) / sqrt((1+ω)d ln(1/δ))⌋, m) (Cor. 1 with L = 1, as
 /// the official code), SVRG ⌊m^{2/3}/4⌋ (Cor. 2), SAGA ⌊3m^{2/3}⌋ (Cor. 3), GD m; at least 1.
 #[allow(clippy::too_many_arguments)]
-pub fn default_batch(
+pub(crate) fn default_batch(
     est: Estimator,
     m: usize,
     silos: usize,
@@ -98,7 +98,7 @@ pub fn default_batch(
 /// Theorem 2's closed form (Theorem 4's for direct compression):
 /// σ_p = sqrt(c·(G_A²/4 + G_B²)·G²·T·ln(1/δ) / (m²ε²)), a standard deviation (the official
 /// code's `perturbation_variance` holds this std; digest ambiguity 5).
-pub fn closed_form_sigma(
+pub(crate) fn closed_form_sigma(
     c: f64,
     factor: f64,
     g: f64,
@@ -112,12 +112,12 @@ pub fn closed_form_sigma(
 
 /// The official code's constant for CDP-SGD and LDP-SGD: σ_p² = 8G²T ln(1/δ)/(m²ε²)
 /// (Theorem 4's form with c·G²/4 = 8G², i.e. not the c = 48 rule; digest §1.2).
-pub const CODE_DIRECT_FACTOR: f64 = 8.0;
+pub(crate) const CODE_DIRECT_FACTOR: f64 = 8.0;
 /// The official code's c = 48 for SoteriaFL (σ² = 48·(G_A²/4+G_B²)·G²T ln(1/δ)/(m²ε²)).
-pub const CODE_SHIFTED_CONSTANT: f64 = 48.0;
+pub(crate) const CODE_SHIFTED_CONSTANT: f64 = 48.0;
 
 /// Q-DPSGD-1's noise in the official code (digest §3.5): sqrt(16T(2 ln(1/δ)/ε + 1)/(m²ε)).
-pub fn qdpsgd_code_sigma(rounds: usize, m: usize, eps: f64, delta: f64) -> f64 {
+pub(crate) fn qdpsgd_code_sigma(rounds: usize, m: usize, eps: f64, delta: f64) -> f64 {
     (16.0 * rounds as f64 * (2.0 * (1.0 / delta).ln() / eps + 1.0) / ((m * m) as f64 * eps)).sqrt()
 }
 
@@ -126,7 +126,7 @@ pub fn qdpsgd_code_sigma(rounds: usize, m: usize, eps: f64, delta: f64) -> f64 {
 /// sampling); SVRG/SAGA the split of Lemma 3 (A: (2/3)σ², 4G/b, sampled; B: (1/3)σ², 2G/m).
 /// `aggregate_clip`: the official code's clipping of the whole estimator to G, whose only
 /// sound bound is sensitivity 2G per round without amplification.
-pub fn round_event(
+pub(crate) fn round_event(
     est: Estimator,
     sigma: f64,
     g: f64,
@@ -155,7 +155,7 @@ pub fn round_event(
 }
 
 /// (σ_A, σ_B) = (σ·sqrt(2/3), σ/sqrt(3)): Lemma 3's split, σ_A² + σ_B² = σ².
-pub fn split_sigma(sigma: f64) -> (f64, f64) {
+pub(crate) fn split_sigma(sigma: f64) -> (f64, f64) {
     (sigma * (2.0f64 / 3.0).sqrt(), sigma / 3.0f64.sqrt())
 }
 
@@ -165,7 +165,7 @@ pub fn split_sigma(sigma: f64) -> (f64, f64) {
 /// actually used, `accountant::sampled_pld`, composed with the full-batch Gaussian; RDP alone
 /// where that PLD has no rule); RDP for GD and aggregate clipping.
 #[allow(clippy::too_many_arguments)]
-pub fn accountant_sigma(
+pub(crate) fn accountant_sigma(
     est: Estimator,
     g: f64,
     b: usize,

@@ -54,14 +54,14 @@
 
 #![warn(missing_docs)]
 
-pub mod calibration;
-pub mod guard;
+pub(crate) mod calibration;
+pub(crate) mod guard;
 pub mod plan;
-pub mod qdpsgd;
-pub mod server;
+pub(crate) mod qdpsgd;
+pub(crate) mod server;
 pub mod silo;
-pub mod spec;
-pub mod wing;
+pub(crate) mod spec;
+pub(crate) mod wing;
 
 pub use calibration::Estimator;
 pub use spec::{Clipping, Method, NoiseCalibration, SoteriaSpec};

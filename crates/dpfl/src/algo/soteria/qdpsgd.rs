@@ -37,7 +37,7 @@ use crate::model::GradientOracle;
 
 /// The Q-DPSGD-1 silo half.
 #[derive(Debug)]
-pub struct QdpsgdSilo {
+pub(crate) struct QdpsgdSilo {
     oracle: GradientOracle,
     sampler: BatchSampler,
     m: usize,
@@ -62,7 +62,7 @@ impl QdpsgdSilo {
     /// The half of a silo with m records drawing b per round, with consensus step ε_c =
     /// `consensus` and local step η = `step_size` among `silos` silos.
     #[allow(clippy::too_many_arguments)]
-    pub fn new(
+    pub(crate) fn new(
         oracle: GradientOracle,
         sampler: BatchSampler,
         m: usize,
@@ -92,15 +92,10 @@ impl QdpsgdSilo {
             scratch: vec![0.0; d],
         }
     }
-
-    /// x_i (`None` before the first round).
-    pub fn model(&self) -> Option<&[f64]> {
-        self.x.as_deref()
-    }
 }
 
 /// x ← (1 − ε + ε/n)·x + ε·z̄ − (ε/n)·z − ε·η·g (digest §3.5).
-pub fn consensus_step(
+pub(crate) fn consensus_step(
     x: &mut [f64],
     zbar: &[f64],
     z: &[f64],
@@ -218,14 +213,14 @@ impl SiloHalf for QdpsgdSilo {
 
 /// The Q-DPSGD-1 server half: z̄ = mean_j z_j, broadcast as the next round's point.
 #[derive(Debug, Clone)]
-pub struct QdpsgdServer {
+pub(crate) struct QdpsgdServer {
     zbar: Vec<f64>,
     silos: usize,
 }
 
 impl QdpsgdServer {
     /// From x⁰ and the silo count.
-    pub fn new(init: Vec<f64>, silos: usize) -> Self {
+    pub(crate) fn new(init: Vec<f64>, silos: usize) -> Self {
         QdpsgdServer { zbar: init, silos }
     }
 }

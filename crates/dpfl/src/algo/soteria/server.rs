@@ -14,7 +14,7 @@ use crate::algo::server::average_messages;
 
 /// The server half of the wing (module doc): x ← x − η(s + mean v_i), s ← s + γ·mean v_i.
 #[derive(Debug, Clone)]
-pub struct SoteriaServer {
+pub(crate) struct SoteriaServer {
     x: Vec<f64>,
     step_size: f64,
     /// (γ, s) under shifted compression.
@@ -27,7 +27,7 @@ pub struct SoteriaServer {
 
 impl SoteriaServer {
     /// From x⁰, η, γ (`None`: direct compression), SVRG's coin (p, seed) and the silo count.
-    pub fn new(
+    pub(crate) fn new(
         init: Vec<f64>,
         step_size: f64,
         shift_step: Option<f64>,
@@ -43,10 +43,6 @@ impl SoteriaServer {
             silos,
             v: vec![0.0; d],
         }
-    }
-    /// The server shift s (`None` under direct compression).
-    pub fn shift(&self) -> Option<&[f64]> {
-        self.shift.as_ref().map(|(_, s)| s.as_slice())
     }
 }
 

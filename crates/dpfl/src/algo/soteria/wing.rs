@@ -5,7 +5,7 @@
 
 use super::calibration::Estimator;
 use super::guard::CheckedSoteria;
-pub use super::guard::SoteriaWing;
+pub(crate) use super::guard::SoteriaWing;
 use super::plan::SoteriaPlan;
 use super::spec::{Method, SoteriaSpec};
 use crate::algo::context::BuildContext;
