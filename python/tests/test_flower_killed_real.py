@@ -15,9 +15,13 @@ reply leaves, so
 * killed after the ledgers charged the round and before the write: the silo cannot know
   whether a reply left, so restarted it refuses the round (its state is older than its
   ledger) and the run fails visibly; its ledgers keep the charge;
-* the ServerApp killed mid-run: the run does not finish ``completed`` and writes no model;
-  running the plan again without the server's state is refused at round 0 by every silo,
-  with it the run continues after the last round saved and equals ``dpfl train``."""
+* the ServerApp killed mid-run: Flower fails the run ("No heartbeat received from the
+  task") and no model is written; running the plan again without the server's state is
+  refused at round 0 by every silo, with it the run continues after the last round saved and
+  equals ``dpfl train``.
+
+And a silo's budget holds across plans (one ledger per data set): a second plan whose first
+round would take the composition past the silo's own budget is refused and its run fails."""
 
 import hashlib
 import json
@@ -235,7 +239,9 @@ def test_a_serverapp_killed_mid_run_fails_the_run_and_resets_no_ledger(trained, 
         for pid in pids:
             os.kill(pid, signal.SIGKILL)
         first = f.wait(run, timeout=400)
-        assert first["status"] != "finished:completed", first
+        # Flower's SuperLink stops hearing the ServerApp and fails the run (about a minute here).
+        assert first["status"] == "finished:failed", first
+        assert "heartbeat" in str(first["status-details"]), first["status-details"]
         assert not (out / "model.npy").exists()
         digest = _digest()
         for s in range(3):
@@ -252,3 +258,22 @@ def test_a_serverapp_killed_mid_run_fails_the_run_and_resets_no_ledger(trained, 
         _equals_train(trained, out)
         for s in range(3):
             assert _ledger_rounds(tmp_path, digest, s) == ([0, 1, 2, 3], [0, 1, 2, 3])
+
+
+@pytest.mark.slow
+def test_a_second_plan_past_the_silos_budget_fails_the_run(tmp_path):
+    with Flower(tmp_path) as f:
+        f.superlink()
+        # Each silo's own budget, across every plan on its data: MB-SGD (ε 2.0 by PLD) fits;
+        # DP-NormFedAvg's first round (a (0.5, 1e-7) release) would take it to ≈ 2.36.
+        for s in range(3):
+            _start(f, tmp_path, s, **{"dpfl-epsilon": 2.2, "dpfl-delta": 1e-5})
+        app = _app(tmp_path)
+        first = f.run(app, run_config=f"dpfl-algorithm=0 dpfl-out='{tmp_path / 'a'}'", timeout=400)
+        assert first["status"] == "finished:completed", (first["status-details"], first["log"][-3000:])
+        data = [(tmp_path / f"ledgers-{s}" / f"silo-{s}.ledger.json").read_bytes() for s in range(3)]
+        second = f.run(app, run_config=f"dpfl-algorithm=2 dpfl-out='{tmp_path / 'b'}'", timeout=400)
+        assert second["status"] == "finished:failed", (second["status-details"], second["log"][-3000:])
+        assert "over the budget epsilon 2.2" in second["status-details"] + second["log"], second["log"][-3000:]
+        # Refused before anything was released: the data sets' ledgers are as the first plan left them.
+        assert [(tmp_path / f"ledgers-{s}" / f"silo-{s}.ledger.json").read_bytes() for s in range(3)] == data
