@@ -158,3 +158,7 @@ def test_one_ledger_per_data_set_composes_plans_and_enforces_the_budget_across_t
         _run(d, 2, rounds=1)
     with pytest.raises(dpfl.LedgerError, match="refusing to reset"):
         _run(d, 2, rounds=1, **{"dpfl-epsilon": 3.0, "dpfl-delta": 1e-5})
+    # The data set's ledger deleted while the plans' are there: refused, not a fresh budget.
+    (d / "silo-0.ledger.json").unlink()
+    with pytest.raises(dpfl.ConfigError, match="would restart the spend"):
+        _run(d, 1, rounds=1)

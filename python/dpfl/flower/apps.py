@@ -33,6 +33,8 @@ Where things come from (Flower's run config, ``[tool.flwr.app.config]``, and nod
   none is held to it, one asking another is refused). A second plan on the same data therefore
   starts where the first left the budget; nothing restarts it but a new ``dpfl-ledger-dir``
   or ``dpfl-data`` chosen by the operator (as ``dpfl silo --fresh`` needs an empty directory).
+  A data ledger missing while the directory holds plans this silo answered is refused (it
+  was deleted or moved, or an older dpfl kept one ledger per plan), never started at 0.
   Each plan keeps its own files in ``<dir>/<plan digest>/``: ``silo-<i>.ledger.json`` (its
   rounds and release cap R) and the half's state ``silo-<i>.state`` (generator position,
   SoteriaFL's shift, a one-pass position, the last round answered and its bytes), written
@@ -162,7 +164,17 @@ def _silo_files(context: Context, silo: int, digest: str) -> Tuple[Path, Path, P
         base.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise ConfigError(f"config field `dpfl-ledger-dir`: {root}: {e}") from None
-    return base / f"silo-{silo}.ledger.json", base / f"silo-{silo}.state", root / f"{data}.ledger.json"
+    data_ledger = root / f"{data}.ledger.json"
+    if not data_ledger.exists():
+        # Plans answered from this directory but no data set's ledger: it was deleted or moved
+        # (or an older dpfl kept one ledger per plan). A new one would start the spend at 0.
+        earlier = sorted(p for p in root.glob(f"*/silo-{silo}.ledger.json") if p.parent != base)
+        if earlier:
+            raise ConfigError(
+                f"config field `dpfl-data`: {data_ledger} does not exist, but silo {silo} answered plans from "
+                f"{root} ({earlier[0]}, ...): a new data ledger would restart the spend on these records; "
+                f"restore it, or move those plans' directories away to start the budget afresh on purpose")
+    return base / f"silo-{silo}.ledger.json", base / f"silo-{silo}.state", data_ledger
 
 
 def _epsilon_metrics(half: "halves.SiloHalf") -> Dict[str, Any]:
