@@ -108,7 +108,8 @@ def test_dp_normfedavg_silos_report_the_epsilon_dpfl_train_certifies(tmp_path, t
         assert m["dpfl_epsilon"] == m["dpfl_plan_epsilon"] == p["pld_epsilon"] > 0
         assert "dpfl_uncertified" not in m
     last = apps.round_epsilon(rounds[-1])
-    assert last == {"dpfl_epsilon": max(p["pld_epsilon"] for p in want)}
+    top = max(p["pld_epsilon"] for p in want)  # the round's max over silos, as train's summary
+    assert last == {"dpfl_epsilon": top, "dpfl_plan_epsilon": top}
     # halves_fixed.toml's DP-NormFedAvg: per-round δ = the run's δ, so from the second round on
     # no accountant certifies the releases (train's summary: null). The reply says so and the
     # round's max is no number, naming the silos, rather than a max over the others.
@@ -117,7 +118,8 @@ def test_dp_normfedavg_silos_report_the_epsilon_dpfl_train_certifies(tmp_path, t
     for m in rounds[-1].values():
         assert m["dpfl_uncertified"] == 1 and "dpfl_epsilon" not in m and "dpfl_plan_epsilon" not in m
     mixed = {**rounds[-1], "9": {"dpfl_epsilon": 0.5}}
-    assert apps.round_epsilon(mixed) == {"dpfl_epsilon": None, "uncertified": sorted(int(s) for s in rounds[-1])}
+    assert apps.round_epsilon(mixed) == {"dpfl_epsilon": None, "dpfl_plan_epsilon": None,
+                                         "uncertified": sorted(int(s) for s in rounds[-1])}
 
 
 def test_one_ledger_per_data_set_composes_plans_and_enforces_the_budget_across_them(tmp_path):

@@ -69,8 +69,8 @@ def _check_equals_train(trained, out, alg, saved, cli):
     last = {}
     for r in summary["rounds"]:
         last.update(r["silos"])
-        eps = [m["dpfl_epsilon"] for m in r["silos"].values()]
-        assert r["dpfl_epsilon"] == max(eps)  # a max, not a mean
+        for key in ("dpfl_epsilon", "dpfl_plan_epsilon"):
+            assert r[key] == max(m[key] for m in r["silos"].values())  # a max, not a mean
     plan = halves.Plan.from_experiment(EXP, alg)
     for s, p in enumerate(privacy):
         m = last[str(s)]

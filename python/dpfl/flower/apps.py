@@ -57,9 +57,10 @@ Metrics: each reply carries its silo's ε at its data ledger's δ for every plan
 train`` certifies) and for this plan alone (``dpfl_plan_epsilon``, ``dpfl_plan_rdp_epsilon``,
 ``dpfl_plan_pld_epsilon``: ``dpfl train``'s figures for the run). Where no accountant
 certifies the releases (e.g. (ε, δ) events whose δ's add up past the silo's δ) the reply says
-``dpfl_uncertified = 1`` and carries no ``dpfl_epsilon``; the server records the max per round
-over the participants, never a weighted mean, and no max at all (``null``, the silos named
-under ``uncertified``) when one of them is uncertified.
+``dpfl_uncertified = 1`` and carries no ``dpfl_epsilon``; the server records both maxima per
+round over the participants (``dpfl_epsilon``, ``dpfl_plan_epsilon`` in ``summary.json``),
+never a weighted mean, and no max at all (``null``, the silos named under ``uncertified``)
+when one of them is uncertified.
 """
 
 from __future__ import annotations
@@ -194,8 +195,10 @@ def round_epsilon(silo_metrics: Mapping[str, Mapping[str, Any]]) -> Dict[str, An
     """A round's ε over its participants' metrics: the max (never a mean), or ``None`` with the
     silos no accountant certifies (a max over the others would under-report)."""
     uncertified = sorted(int(s) for s, m in silo_metrics.items() if "dpfl_epsilon" not in m)
-    eps = [m["dpfl_epsilon"] for m in silo_metrics.values() if "dpfl_epsilon" in m]
-    out: Dict[str, Any] = {"dpfl_epsilon": None if uncertified or not eps else max(eps)}
+    out: Dict[str, Any] = {}
+    for key in ("dpfl_epsilon", "dpfl_plan_epsilon"):  # over the silos' data sets; this plan's
+        eps = [m[key] for m in silo_metrics.values() if key in m]
+        out[key] = None if len(eps) < len(silo_metrics) or not eps else max(eps)
     if uncertified:
         out["uncertified"] = uncertified
     return out
