@@ -22,7 +22,7 @@ transport (Flower, a queue, a file) can carry them. :func:`simulate` is that loo
   ``calibration`` (per silo ``sigma``, ``batch_size``, ``formula``, ``delta`` and ``epsilon``,
   the RDP ε certified for the whole run's event).
 * :class:`SiloHalf` ``(plan, silo, *, data=(X, y) | gradients=callable, ledger_path=None,
-  seed=None | "plan" | int, state=None)`` — ``step(broadcast) -> bytes`` charges the silo's
+  seed=None | "plan" | int, state=None, data_ledger=None, plan_id=None, budget=None)`` — ``step(broadcast) -> bytes`` charges the silo's
   ledger for the round's privacy event *before* its half reads data or draws noise (the
   round core's ``silo_step``, as in ``dpfl train`` and ``dpfl silo``); a refusal raises
   :class:`BudgetExceeded` and releases nothing; asked again for the last round it answered
@@ -33,9 +33,16 @@ transport (Flower, a queue, a file) can carry them. :func:`simulate` is that loo
   fresh OS key after a restore; a restored seeded silo continues its stream. A silo built
   without ``state`` on a durable ``ledger_path`` that records releases refuses if it is
   seeded (its stream would draw release 0's noise again) or its algorithm keeps silo state;
-  otherwise it continues after the ledger's last release. ``epsilon``: ε its ledger's
-  releases certify (RDP, replace-one, at the silo's δ: ``dpfl train``'s ``rdp_epsilon``);
-  ``round_event_epsilon``, ``releases``, ``last_round``.
+  otherwise it continues after the ledger's last release. ``data_ledger`` (a file) with
+  ``plan_id`` (a name of the plan, e.g. the SHA-256 of ``plan.to_json()``) is the silo's data
+  set's ledger, shared by every plan run on the same records: each round is charged there too,
+  under the plan's own release ids, and the silo's budget (``budget=(ε, δ)``, replace-one;
+  default the plan's when it enforces one; a budget the file records stays) is enforced over
+  all of them. ``epsilon``: ε its releases certify at the silo's δ, the tighter of
+  ``rdp_epsilon`` and ``pld_epsilon`` (``dpfl train``'s figures; with a data ledger, of every
+  plan's releases on the data), ``None`` where no accountant certifies them;
+  ``epsilons(plan=False)`` → (RDP, PLD, the tighter), ``plan=True`` for this plan's releases
+  alone; ``round_event_epsilon``, ``releases``, ``last_round``.
 * :class:`ServerHalf` ``(plan, *, seed=None | "plan" | int, state=None)`` —
   ``participants(r)`` (the plan's participation draw), ``broadcast(r)``,
   ``aggregate(r, messages)`` (messages in silo order; the shuffle stage first when
@@ -79,6 +86,7 @@ import numpy as np
 from ._core import (
     AlreadyReleased,
     BudgetExceeded,
+    ConfigError,
     Plan,
     ServerHalf,
     SiloHalf,
@@ -120,7 +128,7 @@ def simulate(
     plan has a seed, OS-seeded otherwise) and returns the final model: the loop every runner
     of the halves follows (the Flower apps too)."""
     if len(silos) != plan.silos:
-        raise ValueError(f"{len(silos)} silo halves for a plan of {plan.silos} silos")
+        raise ConfigError(f"config field `silos`: {len(silos)} silo halves for a plan of {plan.silos} silos")
     if server is None:
         server = ServerHalf(plan, seed="plan" if plan.seed is not None else None)
     total = plan.rounds if rounds is None else rounds

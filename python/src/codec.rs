@@ -8,7 +8,7 @@ use serde::de::DeserializeOwned;
 
 use dpfl::algo::{Broadcast, Reply, Round};
 
-use crate::errors::RunError;
+use crate::errors::{RunError, config};
 use pyo3::PyResult;
 
 pub const BROADCAST: &[u8; 6] = b"dpflB\x01";
@@ -34,19 +34,24 @@ pub fn encode<T: Serialize>(magic: &[u8; 6], value: &T) -> PyResult<Vec<u8>> {
     Ok(out)
 }
 
-/// The value `encode(magic, _)` wrote, or an error naming what was expected.
+/// The value `encode(magic, _)` wrote, or an error naming what was expected: a state is
+/// the caller's argument (`state=`: a [`ConfigError`]), a message the transport's
+/// ([`RunError`]).
 pub fn decode<T: DeserializeOwned>(magic: &[u8; 6], bytes: &[u8]) -> PyResult<T> {
     let what = name(magic);
+    let fail = |reason: String| match magic {
+        SILO_STATE | SERVER_STATE => config("state", reason),
+        _ => RunError::new_err(reason),
+    };
     let body = bytes.strip_prefix(&magic[..]).ok_or_else(|| {
-        RunError::new_err(format!(
+        fail(format!(
             "not {what} of dpfl.halves (its bytes do not start with {:?})",
             String::from_utf8_lossy(magic)
         ))
     })?;
-    let (v, rest) =
-        postcard::take_from_bytes(body).map_err(|e| RunError::new_err(format!("{what}: {e}")))?;
+    let (v, rest) = postcard::take_from_bytes(body).map_err(|e| fail(format!("{what}: {e}")))?;
     if !rest.is_empty() {
-        return Err(RunError::new_err(format!(
+        return Err(fail(format!(
             "{what}: {} bytes after the value",
             rest.len()
         )));

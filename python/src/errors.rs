@@ -2,9 +2,10 @@
 //! account.rs `privacy`).
 
 use dpfl_privacy::PrivacyError;
-use pyo3::PyErr;
 use pyo3::create_exception;
-use pyo3::exceptions::PyException;
+use pyo3::exceptions::{PyException, PyTypeError};
+use pyo3::prelude::*;
+use pyo3::types::PyInt;
 
 create_exception!(
     _core,
@@ -45,6 +46,23 @@ create_exception!(
     BudgetExceeded,
     "The silo already released this round (or a later one); nothing was released."
 );
+
+/// An integer argument in `0..=T::MAX`: a negative or too large one is a [`ConfigError`]
+/// naming `field` (PyO3's own extraction would raise `OverflowError`); a non-integer stays a
+/// `TypeError`, as in any Python function.
+pub fn uint_arg<T: TryFrom<u64>>(field: &str, v: &Bound<'_, PyAny>) -> PyResult<T> {
+    if let Ok(n) = v.extract::<u64>() {
+        return T::try_from(n).map_err(|_| config(field, format!("{n} is too large")));
+    }
+    match v.extract::<i64>() {
+        Ok(n) => Err(config(field, format!("{n} is negative"))),
+        Err(_) if v.is_instance_of::<PyInt>() => Err(config(field, "too large for 64 bits")),
+        Err(_) => Err(PyTypeError::new_err(format!(
+            "{field}: an integer, got {}",
+            v.get_type().name()?
+        ))),
+    }
+}
 
 /// `config field `{field}`: {reason}`, as `dpfl::Error::Config` displays.
 pub fn config(field: &str, reason: impl Into<String>) -> PyErr {

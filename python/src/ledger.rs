@@ -59,7 +59,10 @@ impl Ledger {
         let nb = self::neighbouring("neighbouring", neighbouring)?;
         let budget = Budget::new(epsilon, delta, nb).map_err(ledger_error)?;
         let inner = match path {
-            Some(p) => Inner::open(&p, budget, acc).map_err(ledger_error)?,
+            Some(p) => {
+                crate::data_ledger::check_path("path", &p)?;
+                Inner::open(&p, budget, acc).map_err(ledger_error)?
+            }
             None => Inner::in_memory(budget, acc),
         };
         Ok(Ledger {

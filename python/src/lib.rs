@@ -9,6 +9,7 @@
 
 mod accounting;
 mod codec;
+mod data_ledger;
 mod errors;
 mod ledger;
 mod mechanisms;

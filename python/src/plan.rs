@@ -18,7 +18,7 @@ use dpfl_lab::experiment::{self, ExperimentSpec};
 use dpfl_privacy::accountant::AccountantKind;
 use dpfl_privacy::{Delta, Neighbouring, PrivacyEvent};
 
-use crate::errors::{ConfigError, config, dpfl_error, one_line};
+use crate::errors::{ConfigError, config, dpfl_error, one_line, uint_arg};
 
 /// The text format of [`Plan::to_json`].
 const FORMAT: &str = "dpfl-plan/1";
@@ -31,12 +31,20 @@ pub struct Plan {
     pub(crate) seed: Option<u64>,
 }
 
-/// `obj` as JSON text, through Python's `json` (a dict, list or scalar).
-pub(crate) fn to_json_text(obj: &Bound<'_, PyAny>) -> PyResult<String> {
+/// `obj` as JSON text, through Python's `json` (a dict, list or scalar); what `json` cannot
+/// write is a [`ConfigError`] naming `field`.
+pub(crate) fn to_json_text(field: &str, obj: &Bound<'_, PyAny>) -> PyResult<String> {
     obj.py()
         .import("json")?
-        .call_method1("dumps", (obj,))?
+        .call_method1("dumps", (obj,))
+        .map_err(|e| config(field, format!("not JSON data: {e}")))?
         .extract()
+}
+
+fn opt_seed(v: Option<&Bound<'_, PyAny>>) -> PyResult<Option<u64>> {
+    v.filter(|s| !s.is_none())
+        .map(|s| uint_arg("seed", s))
+        .transpose()
 }
 
 fn parse<T: serde::de::DeserializeOwned>(field: &str, text: &str) -> PyResult<T> {
@@ -149,14 +157,16 @@ impl Plan {
     /// experiment's seed, or `seed`, through the same derivation): halves built from it and
     /// seeded with `"plan"` reproduce `dpfl train`'s model bit for bit.
     #[staticmethod]
-    #[pyo3(signature = (path, algorithm=0, seed=None, data_dir=None))]
+    #[pyo3(signature = (path, algorithm=None, seed=None, data_dir=None))]
     fn from_experiment(
         py: Python<'_>,
         path: PathBuf,
-        algorithm: usize,
-        seed: Option<u64>,
+        algorithm: Option<&Bound<'_, PyAny>>,
+        seed: Option<&Bound<'_, PyAny>>,
         data_dir: Option<PathBuf>,
     ) -> PyResult<Self> {
+        let algorithm: usize = algorithm.map_or(Ok(0), |a| uint_arg("algorithm", a))?;
+        let seed = opt_seed(seed)?;
         let (spec, trial, trial_seed) = load_trial(py, &path, seed, data_dir.as_deref())?;
         let alg = spec.algorithms.get(algorithm).ok_or_else(|| {
             config(
@@ -188,21 +198,29 @@ impl Plan {
     #[allow(clippy::too_many_arguments)]
     fn build(
         algorithm: &Bound<'_, PyAny>,
-        dim: usize,
-        records: Vec<usize>,
+        dim: &Bound<'_, PyAny>,
+        records: &Bound<'_, PyAny>,
         epsilon: Option<&Bound<'_, PyAny>>,
         delta: Option<&Bound<'_, PyAny>>,
         clip: f64,
-        rounds: usize,
+        rounds: &Bound<'_, PyAny>,
         participation: Option<&Bound<'_, PyAny>>,
         lipschitz: Option<f64>,
-        seed: Option<u64>,
+        seed: Option<&Bound<'_, PyAny>>,
         noise_multiplier: Option<f64>,
         mechanism: Option<&Bound<'_, PyAny>>,
         projection: Option<&Bound<'_, PyAny>>,
         enforce_budget: bool,
     ) -> PyResult<Self> {
-        let alg: AlgorithmSpec = parse("algorithm", &to_json_text(algorithm)?)?;
+        let alg: AlgorithmSpec = parse("algorithm", &to_json_text("algorithm", algorithm)?)?;
+        let (dim, rounds): (usize, usize) = (uint_arg("dim", dim)?, uint_arg("rounds", rounds)?);
+        let seed = opt_seed(seed)?;
+        let records = records
+            .try_iter()
+            .map_err(|_| config("records", "a list of one record count per silo"))?
+            .enumerate()
+            .map(|(i, r)| uint_arg::<usize>(&format!("records[{i}]"), &r?))
+            .collect::<PyResult<Vec<usize>>>()?;
         let n = records.len();
         if n == 0 {
             return Err(config("records", "no silos"));
@@ -252,15 +270,15 @@ impl Plan {
             .collect::<PyResult<Vec<_>>>()?;
         let participation: Participation = match participation {
             None => Participation::default(),
-            Some(p) => parse("participation", &to_json_text(p)?)?,
+            Some(p) => parse("participation", &to_json_text("participation", p)?)?,
         };
         let projection: Projection = match projection {
             None => Projection::None,
-            Some(p) => parse("projection", &to_json_text(p)?)?,
+            Some(p) => parse("projection", &to_json_text("projection", p)?)?,
         };
         let noise = match mechanism {
             None => Default::default(),
-            Some(m) => parse("mechanism", &to_json_text(m)?)?,
+            Some(m) => parse("mechanism", &to_json_text("mechanism", m)?)?,
         };
         let setup = Setup {
             model: ModelSpec::External { params: dim },

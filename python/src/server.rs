@@ -21,7 +21,7 @@ use dpfl_privacy::DpRng;
 use dpfl_privacy::rng::RngState;
 
 use crate::codec;
-use crate::errors::{RunError, config, dpfl_error};
+use crate::errors::{RunError, config, dpfl_error, uint_arg};
 use crate::plan::Plan;
 use crate::silo::seed_of;
 
@@ -153,12 +153,17 @@ impl ServerHalf {
     }
 
     /// The silos taking part in round `round`, in silo order (the plan's participation draw).
-    fn participants(&self, round: u32) -> PyResult<Vec<usize>> {
-        self.lock()?.participants(round)
+    fn participants(&self, round: &Bound<'_, PyAny>) -> PyResult<Vec<usize>> {
+        self.lock()?.participants(uint_arg("round", round)?)
     }
 
     /// The broadcast of round `round` (the same bytes if asked again).
-    fn broadcast<'py>(&self, py: Python<'py>, round: u32) -> PyResult<Bound<'py, PyBytes>> {
+    fn broadcast<'py>(
+        &self,
+        py: Python<'py>,
+        round: &Bound<'_, PyAny>,
+    ) -> PyResult<Bound<'py, PyBytes>> {
+        let round: u32 = uint_arg("round", round)?;
         let mut core = self.lock()?;
         core.check_round(round, "the broadcast")?;
         if let Some((r, b)) = &core.sent
@@ -175,7 +180,13 @@ impl ServerHalf {
     /// Aggregates round `round`'s messages (bytes of `SiloHalf.step`, one per answering silo,
     /// in silo order): the shuffle stage first when the plan requires a shuffler; a round
     /// short of a participant is refused when the plan requires every silo.
-    fn aggregate(&self, py: Python<'_>, round: u32, messages: Vec<Vec<u8>>) -> PyResult<()> {
+    fn aggregate(
+        &self,
+        py: Python<'_>,
+        round: &Bound<'_, PyAny>,
+        messages: Vec<Vec<u8>>,
+    ) -> PyResult<()> {
+        let round: u32 = uint_arg("round", round)?;
         let mut guard = self.lock()?;
         let core = &mut *guard;
         // The draw belongs to the round whether or not it was asked for (the stream stays

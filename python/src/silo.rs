@@ -32,6 +32,7 @@ use dpfl_privacy::rng::RngState;
 use dpfl_privacy::{Neighbouring, PrivacyEvent};
 
 use crate::codec;
+use crate::data_ledger::{DataLedger, Ledgers};
 use crate::errors::{
     AlreadyReleased, BudgetExceeded, ConfigError, LedgerError, RunError, config, dpfl_error,
     one_line,
@@ -70,14 +71,21 @@ struct Saved {
     ledger: Option<Vec<u8>>,
 }
 
+/// (RDP ε, PLD ε, the tighter of the two), each `None` where it cannot be certified.
+type Eps3 = (Option<f64>, Option<f64>, Option<f64>);
+
 struct Core {
     silo: u32,
     dim: usize,
+    /// δ the silo's ε is read at: its data ledger's budget's, else the plan's silo δ.
     delta: Option<f64>,
+    plan_delta: Option<f64>,
     half: Box<dyn Half>,
     data: Dataset,
     rng: DpRng,
     ledger: Ledger,
+    /// The silo's data set's ledger across plans (`data_ledger=`), if it keeps one.
+    data_ledger: Option<DataLedger>,
     memory: Option<MemStore>,
     external: Option<Arc<ExternalModel>>,
     last: Option<(u32, Option<Vec<u8>>)>,
@@ -175,22 +183,34 @@ impl SiloHalf {
     /// user's own model (a plan from `Plan.build`). `seed`: `None` (OS), `"plan"` or an int.
     /// `ledger_path`: a durable ledger file (created when missing); without it the ledger is
     /// in memory and its value part of `state()`. `state`: bytes of an earlier `state()`.
+    /// `data_ledger` (with `plan_id`, e.g. the plan's digest): the silo's data set's ledger,
+    /// shared by every plan run on the same records (`data_ledger.rs`); `budget` = (ε, δ) the
+    /// silo's own, replace-one (default: the plan's when it enforces one).
     #[new]
     #[allow(clippy::too_many_arguments)]
-    #[pyo3(signature = (plan, silo, *, data=None, gradients=None, ledger_path=None, seed=None, state=None))]
+    #[pyo3(signature = (plan, silo, *, data=None, gradients=None, ledger_path=None, seed=None,
+                        state=None, data_ledger=None, plan_id=None, budget=None))]
     fn new(
         py: Python<'_>,
         plan: &Plan,
-        silo: u32,
+        silo: &Bound<'_, PyAny>,
         data: Option<&Bound<'_, PyAny>>,
         gradients: Option<Py<PyAny>>,
         ledger_path: Option<PathBuf>,
         seed: Option<&Bound<'_, PyAny>>,
         state: Option<Vec<u8>>,
+        data_ledger: Option<PathBuf>,
+        plan_id: Option<String>,
+        budget: Option<(f64, f64)>,
     ) -> PyResult<Self> {
+        let silo: u32 = crate::errors::uint_arg("silo", silo)?;
+        if let Some(path) = &ledger_path {
+            crate::data_ledger::check_path("ledger_path", path)?;
+        }
         let p = &plan.inner;
         let n_silos = p.silos();
-        let id = SiloId::checked(silo as usize, n_silos).map_err(dpfl_error)?;
+        let id =
+            SiloId::checked(silo as usize, n_silos).map_err(|e| config("silo", one_line(&e)))?;
         let info = &p.setup.silos[silo as usize];
         let dim = plan.dim_checked()?;
         let seed = seed_of(plan, seed)?;
@@ -227,16 +247,38 @@ impl SiloHalf {
                 ));
             }
         };
-        let budget = if p.setup.enforce_budget && p.algorithm.is_private() {
-            info.budget
-                .map(|(e, d)| Budget::new(e.get(), d.get(), Neighbouring::ReplaceOne))
-                .transpose()
-                .map_err(|e| crate::errors::privacy("budget", e))?
-        } else {
-            None
+        let budget = match budget {
+            Some((e, d)) => Some((e, d)),
+            None if p.setup.enforce_budget => info.budget.map(|(e, d)| (e.get(), d.get())),
+            None => None,
+        }
+        .filter(|_| p.algorithm.is_private())
+        .map(|(e, d)| Budget::new(e, d, Neighbouring::ReplaceOne))
+        .transpose()
+        .map_err(|e| crate::errors::privacy("budget", e))?;
+        // With a data ledger the budget is enforced there, over every plan; the plan's own
+        // ledger keeps its release cap R and the rounds it answered.
+        let data_ledger = match (data_ledger, plan_id) {
+            (Some(path), Some(id)) => Some(DataLedger::open(
+                &path,
+                &id,
+                Limits {
+                    budget,
+                    accountant: AccountantKind::Rdp,
+                    max_releases: None,
+                },
+            )?),
+            (None, None) => None,
+            _ => {
+                return Err(config(
+                    "data_ledger",
+                    "data_ledger and plan_id go together (plan_id names the plan in the data \
+                     set's ledger: its digest)",
+                ));
+            }
         };
         let limits = Limits {
-            budget,
+            budget: budget.filter(|_| data_ledger.is_none()),
             accountant: AccountantKind::Rdp,
             max_releases: Some(p.setup.rounds),
         };
@@ -269,14 +311,20 @@ impl SiloHalf {
                 ));
             }
         };
+        let delta = match data_ledger.as_ref().and_then(|d| d.ledger.budget()) {
+            Some(b) if plan.delta_of(silo as usize).is_some() => Some(b.delta()),
+            _ => plan.delta_of(silo as usize),
+        };
         let mut core = Core {
             silo,
             dim,
-            delta: plan.delta_of(silo as usize),
+            delta,
+            plan_delta: plan.delta_of(silo as usize),
             half,
             data,
             rng: round::silo_rng(seed, silo).map_err(dpfl_error)?,
             ledger,
+            data_ledger,
             memory,
             external,
             last: None,
@@ -374,13 +422,18 @@ impl SiloHalf {
         let Core {
             half,
             ledger,
+            data_ledger,
             data,
             rng,
             ..
         } = core;
         let answer = py.detach(|| {
             let mut spent = Vec::new();
-            round::silo_step(half.as_mut(), ledger, &mut spent, &b, data, rng, dim)
+            let mut ledgers = Ledgers {
+                plan: ledger,
+                data: data_ledger.as_mut(),
+            };
+            round::silo_step(half.as_mut(), &mut ledgers, &mut spent, &b, data, rng, dim)
         });
         if let Some(e) = core.external.as_ref().and_then(|m| m.take_error()) {
             core.failed = Some(format!("round {r}: {e}"));
@@ -432,26 +485,35 @@ impl SiloHalf {
     /// ε this silo's ledger certifies for its releases so far, at the silo's δ (replace-one):
     /// the tighter of RDP and PLD, `dpfl train`'s certified ε; `None` when neither
     /// accountant can account the events (e.g. (ε, δ) events whose δ's exceed the silo's).
+    /// With a data ledger: every plan's releases on the silo's data (at its budget's δ).
     #[getter]
     fn epsilon(&self, py: Python<'_>) -> PyResult<Option<f64>> {
-        let rdp = self.accounted(py, AccountantKind::Rdp)?;
-        let pld = self.accounted(py, AccountantKind::Pld)?;
-        Ok(match (rdp, pld) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        })
+        Ok(self.epsilons(py, false)?.2)
     }
 
     /// The RDP accountant's ε of the ledger's releases (`dpfl train`'s `rdp_epsilon`).
     #[getter]
     fn rdp_epsilon(&self, py: Python<'_>) -> PyResult<Option<f64>> {
-        self.accounted(py, AccountantKind::Rdp)
+        self.accounted(py, AccountantKind::Rdp, false)
     }
 
     /// The PLD accountant's ε of the ledger's releases (`dpfl train`'s `pld_epsilon`).
     #[getter]
     fn pld_epsilon(&self, py: Python<'_>) -> PyResult<Option<f64>> {
-        self.accounted(py, AccountantKind::Pld)
+        self.accounted(py, AccountantKind::Pld, false)
+    }
+
+    /// (RDP ε, PLD ε, the tighter) of this plan's releases alone (`plan=True`, at the plan's
+    /// silo δ: `dpfl train`'s figures for the run) or of the ledger `epsilon` reads.
+    #[pyo3(signature = (plan=false))]
+    fn epsilons(&self, py: Python<'_>, plan: bool) -> PyResult<Eps3> {
+        let rdp = self.accounted(py, AccountantKind::Rdp, plan)?;
+        let pld = self.accounted(py, AccountantKind::Pld, plan)?;
+        let best = match (rdp, pld) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        Ok((rdp, pld, best))
     }
 
     /// ε of the next round's event alone at the silo's δ (the tighter of RDP and PLD; `None`
@@ -494,14 +556,18 @@ impl SiloHalf {
 }
 
 impl SiloHalf {
-    /// `kind`'s ε of the ledger's releases at the silo's δ, `None` where it cannot account
-    /// them; 0 without a δ (a non-private silo).
-    fn accounted(&self, py: Python<'_>, kind: AccountantKind) -> PyResult<Option<f64>> {
+    /// `kind`'s ε at the silo's δ of the data ledger's releases (every plan's), or of the
+    /// plan's ledger's (`plan`, or no data ledger, at the plan's δ); `None` where it cannot
+    /// account them; 0 without a δ (a non-private silo).
+    fn accounted(&self, py: Python<'_>, kind: AccountantKind, plan: bool) -> PyResult<Option<f64>> {
         let core = self.lock(py)?;
-        let Some(d) = core.delta else {
+        let (ev, delta) = match (&core.data_ledger, plan) {
+            (Some(d), false) => (events(&d.ledger), core.delta),
+            _ => (events(&core.ledger), core.plan_delta),
+        };
+        let Some(d) = delta else {
             return Ok(Some(0.0));
         };
-        let ev = events(&core.ledger);
         drop(core);
         Ok(py.detach(|| Plan::epsilon_by(kind, &ev, d).ok()))
     }

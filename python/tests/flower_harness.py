@@ -133,6 +133,10 @@ class Flower:
             timeout: float = 300) -> Dict[str, object]:
         """``flwr run`` the app and wait until the run finishes: its ``flwr ls`` entry (with
         ``status``) and its log (``flwr log --show``)."""
+        return self.wait(self.start(app, federation_config=federation_config, run_config=run_config), timeout)
+
+    def start(self, app: Path, *, federation_config: Optional[str] = None, run_config: Optional[str] = None) -> int:
+        """``flwr run`` the app; its run id (the run goes on)."""
         args = ["run", str(app), "test", "--format", "json"]
         if federation_config:
             args += ["--federation-config", federation_config]
@@ -140,7 +144,10 @@ class Flower:
             args += ["--run-config", run_config]
         r = self.flwr(*args)
         assert r.returncode == 0, f"flwr run failed ({r.returncode}):\n{r.stdout}\n{r.stderr}"
-        run_id = int(json.loads(r.stdout)["run-id"])
+        return int(json.loads(r.stdout)["run-id"])
+
+    def wait(self, run_id: int, timeout: float = 300) -> Dict[str, object]:
+        """Waits until run ``run_id`` finishes: its ``flwr ls`` entry and its log."""
         deadline = time.monotonic() + timeout
         while True:
             info = self.status(run_id)

@@ -69,16 +69,19 @@ def _check_equals_train(trained, out, alg, saved, cli):
     last = {}
     for r in summary["rounds"]:
         last.update(r["silos"])
-        eps = [m["dpfl_epsilon"] for m in r["silos"].values() if "dpfl_epsilon" in m]
-        assert r["dpfl_epsilon"] == (max(eps) if eps else None)  # a max, not a mean
+        for key in ("dpfl_epsilon", "dpfl_plan_epsilon"):
+            assert r[key] == max(m[key] for m in r["silos"].values())  # a max, not a mean
     plan = halves.Plan.from_experiment(EXP, alg)
     for s, p in enumerate(privacy):
         m = last[str(s)]
-        # Each silo's ledger certifies what train's summary reports for it, accountant by
-        # accountant, and its ε is the tighter of the two.
-        assert m.get("dpfl_rdp_epsilon") == p["rdp_epsilon"] and m.get("dpfl_pld_epsilon") == p["pld_epsilon"], (s, m, p)
+        # Each silo's ledger certifies for this plan what train's summary reports for it,
+        # accountant by accountant, and its ε is the tighter of the two (every algorithm of
+        # flower.toml is certified, DP-NormFedAvg by PLD).
+        assert m.get("dpfl_plan_rdp_epsilon") == p["rdp_epsilon"] and m["dpfl_plan_pld_epsilon"] == p["pld_epsilon"], (s, m, p)
         certified = [e for e in (p["rdp_epsilon"], p["pld_epsilon"]) if e is not None]
-        assert m.get("dpfl_epsilon") == (min(certified) if certified else None)
+        assert m["dpfl_plan_epsilon"] == min(certified)
+        # Over its data set (every plan these SuperNodes ran on it): at least the plan's.
+        assert m["dpfl_epsilon"] >= m["dpfl_plan_epsilon"]
         if p["rdp_epsilon"] is None:
             continue
         # ... the RDP figure being the accountant's on the plan's run event for the silo.
@@ -88,7 +91,7 @@ def _check_equals_train(trained, out, alg, saved, cli):
         args = _account_args(json.loads(c["run_event"]))
         if args is not None:  # the CLI's flags cover this event's shape: ask `dpfl account` itself
             got = cli.json("account", *args, "--delta", repr(c["delta"]), "--accountant", "rdp")
-            assert m["dpfl_rdp_epsilon"] == got["rdp_epsilon"]
+            assert m["dpfl_plan_rdp_epsilon"] == got["rdp_epsilon"]
     return summary
 
 

@@ -1,6 +1,6 @@
 """dpfl.halves: every algorithm's halves from Python. A seeded run over the halves of
 ``Plan.from_experiment`` equals ``dpfl train``'s saved model bit for bit and its ledgers the
-summary's ε; a restored silo continues its stream and never repeats noise; a user's own model
+summary's ε (every kind of the four papers: 19 cases); a restored silo continues its stream and never repeats noise; a user's own model
 (a numpy gradients callable) trains as the built-in model does."""
 
 import json
@@ -18,6 +18,7 @@ ALL = HERE / "halves_all.toml"
 FIXED = HERE / "halves_fixed.toml"
 MORE = HERE / "halves_more.toml"
 PAN = HERE / "halves_pan.toml"
+REST = HERE / "halves_rest.toml"
 
 # (experiment, algorithm index, saved model directory): MB-SGD (3 of 4 silos a round),
 # SoteriaFL-SGD (random-k, every silo every round), DP-NormFedAvg (QTDL, t-bit messages) and
@@ -33,12 +34,17 @@ CASES = [
 MORE_CASES = [(MORE, a, saved) for a, saved in enumerate([
     "1-ac-sa", "2-local-sgd", "3-soteriafl-svrg", "4-cdp-sgd", "5-ldp-sgd", "6-q-dpsgd-1",
     "7-pgd", "8-pagd", "9-sdp-ac-sa"])] + [(PAN, 0, "1-pan-private-ac-sa")]
+# The rest: noisy MB-SGD (Algorithm 7), AC-SA's multi-stage schedule (strongly convex, App.
+# E.1), DP-NormFedAvg with the Binomial encoder, LDP-SVRG.
+REST_CASES = [(REST, a, saved) for a, saved in enumerate([
+    "1-noisy-mb-sgd", "2-ac-sa-multi-stage", "3-dp-normfedavg-binomial", "4-ldp-svrg"])]
+ALL_CASES = CASES + MORE_CASES + REST_CASES
 
 
 @pytest.fixture(scope="module")
 def trained(cli, tmp_path_factory):
     out = {}
-    for exp in (ALL, FIXED, MORE, PAN):
+    for exp in (ALL, FIXED, MORE, PAN, REST):
         d = tmp_path_factory.mktemp(exp.stem)
         r = cli.run("train", "--config", str(exp), "--out", str(d), "--quiet", "--force")
         assert r.returncode == 0, r.stderr
@@ -51,8 +57,7 @@ def silo_halves(plan, exp, **kw):
     return [h.SiloHalf(plan, i, data=data[i], seed="plan", **kw) for i in range(plan.silos)]
 
 
-@pytest.mark.parametrize("exp,alg,saved", CASES + MORE_CASES,
-                         ids=[c[2] for c in CASES + MORE_CASES])
+@pytest.mark.parametrize("exp,alg,saved", ALL_CASES, ids=[c[2] for c in ALL_CASES])
 def test_halves_equal_dpfl_train_bit_for_bit(trained, exp, alg, saved):
     plan = h.Plan.from_experiment(exp, alg)
     silos = silo_halves(plan, exp)
@@ -66,6 +71,10 @@ def test_halves_equal_dpfl_train_bit_for_bit(trained, exp, alg, saved):
     for s, want in zip(silos, summary["privacy"]):
         assert s.rdp_epsilon == want["rdp_epsilon"]
         assert s.pld_epsilon == want["pld_epsilon"]
+    if (exp, alg) == (REST, 1):  # AC-SA on a strongly convex loss: App. E.1's stages
+        assert "schedule.MultiStage" in plan.to_json()
+    if (exp, alg) == (REST, 2):  # the Binomial's per-round δ fits the run's: PLD certifies
+        assert all(s.pld_epsilon is not None and s.epsilon == s.pld_epsilon for s in silos)
     # Every silo answered the rounds it was drawn for, and the ledgers charged exactly those.
     per_round = 3 if exp == FIXED else plan.silos
     assert sum(len(s.releases) for s in silos) == plan.rounds * per_round

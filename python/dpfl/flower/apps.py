@@ -24,12 +24,23 @@ Where things come from (Flower's run config, ``[tool.flwr.app.config]``, and nod
   bit for bit), an integer, or absent (the operating system's generator: deployments).
 * the silo: node config ``dpfl-silo``, else ``silo``, else ``partition-id`` (a simulation's).
 * the silo's files: node config ``dpfl-ledger-dir``, else ``$DPFL_LEDGER_DIR``, else
-  ``~/.dpfl/ledgers``; the ledger is ``<dir>/<plan digest>/silo-<i>.ledger.json`` and the
-  half's state (generator position, SoteriaFL's shift, a one-pass position, the last round
-  answered and its bytes) ``silo-<i>.state`` beside it, written (temporary file, flush,
-  rename) before the reply leaves, and kept in ``context.state`` too. A SuperNode killed and
-  restarted rebuilds the half from them: it continues its stream and ledger, never resets or
-  repeats noise. One ledger per (silo, plan): dpfl does not compose a silo's different plans.
+  ``~/.dpfl/ledgers``. **One ledger per data set, across plans**: ``<dir>/<data>.ledger.json``
+  (``<data>`` = node config ``dpfl-data``, a name for the silo's records, default
+  ``silo-<i>``) holds the releases of every plan run on those records, composed together,
+  and enforces the silo's budget over all of them: node config ``dpfl-epsilon`` and
+  ``dpfl-delta`` (the silo operator's own, replace-one, as ``dpfl silo --budget``), else the
+  plan's when it sets ``[privacy] enforce_budget``; a budget once recorded stays (a plan asking
+  none is held to it, one asking another is refused). A second plan on the same data therefore
+  starts where the first left the budget; nothing restarts it but a new ``dpfl-ledger-dir``
+  or ``dpfl-data`` chosen by the operator (as ``dpfl silo --fresh`` needs an empty directory).
+  A data ledger missing while the directory holds plans this silo answered is refused (it
+  was deleted or moved, or an older dpfl kept one ledger per plan), never started at 0.
+  Each plan keeps its own files in ``<dir>/<plan digest>/``: ``silo-<i>.ledger.json`` (its
+  rounds and release cap R) and the half's state ``silo-<i>.state`` (generator position,
+  SoteriaFL's shift, a one-pass position, the last round answered and its bytes), written
+  (temporary file, flush, rename) before the reply leaves, and kept in ``context.state`` too.
+  A SuperNode killed and restarted rebuilds the half from them: it continues its stream and
+  ledgers, never resets or repeats noise (a round asked again gets the bytes it sent).
 * server side: ``dpfl-out`` (a directory: ``model.npy`` and ``summary.json``),
   ``dpfl-server-state`` (a file: the server half's state after every round; a run finding it
   continues from it), ``dpfl-stop-after`` (stop after that many rounds: a run in parts),
@@ -37,9 +48,19 @@ Where things come from (Flower's run config, ``[tool.flwr.app.config]``, and nod
 
 A refusal (budget, a round answered already, a plan that differs) or any failed or missing
 reply raises :class:`~dpfl.flower.RoundFailed` in the ServerApp: the run ends ``failed``.
-Metrics: each reply carries its silo's ledger ε (``dpfl_epsilon``: the tighter of
-``dpfl_rdp_epsilon`` and ``dpfl_pld_epsilon``, as ``dpfl train`` certifies); the server logs
-and records the max per round, never a weighted mean.
+A ServerApp killed mid-run leaves the run unfinished (Flower marks it failed, no model is
+written); the silos' ledgers keep every round they answered, so running the plan again
+(without ``dpfl-server-state``) is refused at round 0 and with it continues after the last
+round the server saved.
+Metrics: each reply carries its silo's ε at its data ledger's δ for every plan on its data
+(``dpfl_epsilon``: the tighter of ``dpfl_rdp_epsilon`` and ``dpfl_pld_epsilon``, as ``dpfl
+train`` certifies) and for this plan alone (``dpfl_plan_epsilon``, ``dpfl_plan_rdp_epsilon``,
+``dpfl_plan_pld_epsilon``: ``dpfl train``'s figures for the run). Where no accountant
+certifies the releases (e.g. (ε, δ) events whose δ's add up past the silo's δ) the reply says
+``dpfl_uncertified = 1`` and carries no ``dpfl_epsilon``; the server records both maxima per
+round over the participants (``dpfl_epsilon``, ``dpfl_plan_epsilon`` in ``summary.json``),
+never a weighted mean, and no max at all (``null``, the silos named under ``uncertified``)
+when one of them is uncertified.
 """
 
 from __future__ import annotations
@@ -57,7 +78,7 @@ from flwr.clientapp import ClientApp
 from flwr.serverapp import Grid, ServerApp
 
 from .. import halves
-from .._core import DpflError
+from .._core import ConfigError
 from .client import default_ledger_dir, locked
 from .strategy import RoundFailed
 
@@ -90,30 +111,97 @@ def plan_of(config: Mapping[str, Any]) -> Tuple["halves.Plan", str]:
                     plan = halves.Plan.from_federation(path)
                 _PLANS[ck] = (plan, hashlib.sha256(plan.to_json().encode()).hexdigest())
             return _PLANS[ck]
-    raise DpflError("the run config names no plan: set dpfl-plan, dpfl-experiment or dpfl-federation")
+    raise ConfigError("the run config names no plan: set dpfl-plan, dpfl-experiment or dpfl-federation")
+
+
+def _int(where: str, key: str, value: Any) -> int:
+    try:
+        v = int(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"config field `{key}` ({where}): {value!r} is not an integer") from None
+    if v < 0:
+        raise ConfigError(f"config field `{key}` ({where}): {v} is negative")
+    return v
 
 
 def _seed(config: Mapping[str, Any]) -> Any:
     s = config.get("dpfl-seed")
     if s is None or s == "os":
         return None
-    return "plan" if s == "plan" else int(s)
+    return "plan" if s == "plan" else _int("run config", "dpfl-seed", s)
 
 
 def _silo_of(context: Context) -> int:
     nc = context.node_config
     for key in ("dpfl-silo", "silo", "partition-id"):
         if key in nc:
-            return int(nc[key])
-    raise DpflError("this SuperNode's node config names no silo: --node-config 'silo=<i>'")
+            return _int("node config", key, nc[key])
+    raise ConfigError("this SuperNode's node config names no silo: --node-config 'silo=<i>'")
 
 
-def _silo_files(context: Context, silo: int, digest: str) -> Tuple[Path, Path]:
-    d = context.node_config.get("dpfl-ledger-dir")
+def _budget(context: Context) -> Optional[Tuple[float, float]]:
+    """The silo operator's own budget (node config ``dpfl-epsilon`` and ``dpfl-delta``)."""
+    nc = context.node_config
+    got = [nc.get(k) for k in ("dpfl-epsilon", "dpfl-delta")]
+    if got == [None, None]:
+        return None
+    try:
+        e, d = (float(v) for v in got)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise ConfigError(f"config field `dpfl-epsilon`/`dpfl-delta` (node config): two numbers, got {got}") from None
+    return e, d
+
+
+def _silo_files(context: Context, silo: int, digest: str) -> Tuple[Path, Path, Path]:
+    """(the plan's ledger, the half's state, the data set's ledger) of this silo."""
+    nc = context.node_config
+    d = nc.get("dpfl-ledger-dir")
     root = Path(str(d)) if d else default_ledger_dir()
+    data = str(nc.get("dpfl-data", f"silo-{silo}"))
+    if not data or "/" in data or "\\" in data or data.startswith("."):
+        raise ConfigError(f"config field `dpfl-data` (node config): {data!r} must name a file (no '/', not hidden)")
     base = root / digest[:16]
-    base.mkdir(parents=True, exist_ok=True)
-    return base / f"silo-{silo}.ledger.json", base / f"silo-{silo}.state"
+    try:
+        base.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise ConfigError(f"config field `dpfl-ledger-dir`: {root}: {e}") from None
+    data_ledger = root / f"{data}.ledger.json"
+    if not data_ledger.exists():
+        # Plans answered from this directory but no data set's ledger: it was deleted or moved
+        # (or an older dpfl kept one ledger per plan). A new one would start the spend at 0.
+        earlier = sorted(p for p in root.glob(f"*/silo-{silo}.ledger.json") if p.parent != base)
+        if earlier:
+            raise ConfigError(
+                f"config field `dpfl-data`: {data_ledger} does not exist, but silo {silo} answered plans from "
+                f"{root} ({earlier[0]}, ...): a new data ledger would restart the spend on these records; "
+                f"restore it, or move those plans' directories away to start the budget afresh on purpose")
+    return base / f"silo-{silo}.ledger.json", base / f"silo-{silo}.state", data_ledger
+
+
+def _epsilon_metrics(half: "halves.SiloHalf") -> Dict[str, Any]:
+    """The silo's ε over its data (every plan) and for this plan (module docs)."""
+    metrics: Dict[str, Any] = {"dpfl_releases": len(half.releases)}
+    for prefix, plan in (("dpfl", False), ("dpfl_plan", True)):
+        rdp, pld, best = half.epsilons(plan)
+        for key, eps in ((f"{prefix}_rdp_epsilon", rdp), (f"{prefix}_pld_epsilon", pld), (f"{prefix}_epsilon", best)):
+            if eps is not None:
+                metrics[key] = float(eps)
+    if "dpfl_epsilon" not in metrics:
+        metrics["dpfl_uncertified"] = 1
+    return metrics
+
+
+def round_epsilon(silo_metrics: Mapping[str, Mapping[str, Any]]) -> Dict[str, Any]:
+    """A round's ε over its participants' metrics: the max (never a mean), or ``None`` with the
+    silos no accountant certifies (a max over the others would under-report)."""
+    uncertified = sorted(int(s) for s, m in silo_metrics.items() if "dpfl_epsilon" not in m)
+    out: Dict[str, Any] = {}
+    for key in ("dpfl_epsilon", "dpfl_plan_epsilon"):  # over the silos' data sets; this plan's
+        eps = [m[key] for m in silo_metrics.values() if key in m]
+        out[key] = None if len(eps) < len(silo_metrics) or not eps else max(eps)
+    if uncertified:
+        out["uncertified"] = uncertified
+    return out
 
 
 def _write_atomic(path: Path, data: bytes) -> None:
@@ -136,16 +224,17 @@ def silo_step(msg: Message, context: Context, load: Load) -> Message:
     plan, digest = plan_of(context.run_config)
     silo = _silo_of(context)
     if cfg.get("plan") != digest:
-        raise DpflError(
+        raise ConfigError(
             f"silo {silo}: the server's plan ({str(cfg.get('plan'))[:16]}) is not this silo's "
             f"({digest[:16]}): refused"
         )
     if msg.metadata.message_type == MessageType.QUERY:
         return Message(RecordDict({_CFG: ConfigRecord({"silo": silo, "plan": digest})}), reply_to=msg)
     if int(cfg["silo"]) != silo:
-        raise DpflError(f"a message for silo {cfg['silo']} reached silo {silo}")
-    ledger, state_path = _silo_files(context, silo, digest)
-    with locked(ledger):
+        raise ConfigError(f"a message for silo {cfg['silo']} reached silo {silo}")
+    ledger, state_path, data_ledger = _silo_files(context, silo, digest)
+    # The data set's ledger is shared by every plan on it: one step at a time across them.
+    with locked(data_ledger):
         saved = context.state.config_records.get(_CFG)
         state = saved["state"] if saved is not None and "state" in saved else None
         if state is None and state_path.exists():
@@ -154,26 +243,20 @@ def silo_step(msg: Message, context: Context, load: Load) -> Message:
             # The server saw this silo answer earlier in this run, yet its state is nowhere:
             # its files are not where they were (a Ray cluster without shared storage, a wiped
             # disk). A fresh half would start a fresh ledger (and a seeded one its stream).
-            raise DpflError(
+            raise ConfigError(
                 f"silo {silo} answered earlier in this run but its state is neither in context.state nor at "
                 f"{state_path}: refusing to start afresh (on a Ray cluster DPFL_LEDGER_DIR must be shared storage)"
             )
         got = load(silo, context)
         source = {"gradients": got} if callable(got) else {"data": got}
         half = halves.SiloHalf(plan, silo, ledger_path=str(ledger), seed=_seed(context.run_config),
-                               state=state, **source)
+                               state=state, data_ledger=str(data_ledger), plan_id=digest,
+                               budget=_budget(context), **source)
         out = half.step(_record_bytes(msg.content))
         new_state = half.state()
         _write_atomic(state_path, new_state)
         context.state[_CFG] = ConfigRecord({"state": new_state})
-    # The ledger's ε at the silo's δ: the tighter of RDP and PLD (dpfl train's certified ε).
-    metrics: Dict[str, Any] = {"dpfl_releases": len(half.releases)}
-    for key, eps in (("dpfl_rdp_epsilon", half.rdp_epsilon), ("dpfl_pld_epsilon", half.pld_epsilon)):
-        if eps is not None:
-            metrics[key] = float(eps)
-    certified = [v for k, v in metrics.items() if k.endswith("_epsilon")]
-    if certified:
-        metrics["dpfl_epsilon"] = min(certified)
+    metrics = _epsilon_metrics(half)
     return Message(RecordDict({_CFG: ConfigRecord({"silo": silo}), _PAYLOAD: _bytes_record(out),
                                "metrics": MetricRecord(metrics)}), reply_to=msg)
 
@@ -269,10 +352,10 @@ def run_server(grid: Grid, context: Context) -> Optional[np.ndarray]:
         server.aggregate(r, [_record_bytes(replies[i].content) for i in ids])
         answered.update(ids)
         silo_metrics = {str(i): dict(replies[i].content.metric_records["metrics"]) for i in ids}
-        eps = [m["dpfl_epsilon"] for m in silo_metrics.values() if "dpfl_epsilon" in m]
-        rounds.append({"round": r, "participants": ids, "dpfl_epsilon": max(eps) if eps else None,
-                       "silos": silo_metrics})
-        print(f"dpfl round {r + 1}/{plan.rounds}: {len(ids)} silos, max epsilon {rounds[-1]['dpfl_epsilon']}", flush=True)
+        eps = round_epsilon(silo_metrics)
+        rounds.append({"round": r, "participants": ids, **eps, "silos": silo_metrics})
+        shown = eps["dpfl_epsilon"] if "uncertified" not in eps else f"not certified (silos {eps['uncertified']})"
+        print(f"dpfl round {r + 1}/{plan.rounds}: {len(ids)} silos, max epsilon {shown}", flush=True)
         if state_path is not None:
             _write_atomic(state_path, bytes(server.state()))
     model = server.output() if server.round >= plan.rounds else None
@@ -300,4 +383,4 @@ def server_app() -> ServerApp:
     return app
 
 
-__all__ = ["plan_of", "run_server", "server_app", "silo_app", "silo_mod", "silo_step"]
+__all__ = ["plan_of", "round_epsilon", "run_server", "server_app", "silo_app", "silo_mod", "silo_step"]

@@ -50,7 +50,7 @@ from flwr.client import NumPyClient
 
 from .._checks import uint
 # One class each for every silo of the package (dpfl.halves raises them too).
-from .._core import AlreadyReleased, BudgetExceeded, DpflError, Ledger, LedgerError
+from .._core import AlreadyReleased, BudgetExceeded, ConfigError, DpflError, Ledger, LedgerError, RunError
 from ..accounting import calibrate
 from ..events import DpEvent, GaussianDpEvent, PoissonSampledDpEvent, SelfComposedDpEvent
 from ..mechanisms import GaussianMechanism
@@ -123,12 +123,14 @@ class DpflClient(NumPyClient):
     ) -> None:
         modes = [x is not None for x in (update_clip, sensitivity, example_clip)]
         if sum(modes) != 1:
-            raise ValueError("give exactly one of update_clip, sensitivity (per-update) and example_clip (per-step)")
+            raise ConfigError("config field `update_clip`: give exactly one of update_clip, sensitivity (per-update) "
+                              "and example_clip (per-step)")
         bound = next(x for x in (update_clip, sensitivity, example_clip) if x is not None)
         if not (np.isfinite(bound) and bound > 0):
-            raise ValueError(f"update_clip / sensitivity / example_clip must be finite and > 0, got {bound}")
+            name = ("update_clip", "sensitivity", "example_clip")[modes.index(True)]
+            raise ConfigError(f"config field `{name}`: must be finite and > 0, got {bound}")
         if rounds < 1:
-            raise ValueError(f"rounds must be at least 1, got {rounds}")
+            raise ConfigError(f"config field `rounds`: must be at least 1, got {rounds}")
         self.client = client
         self.epsilon, self.delta, self.rounds = float(epsilon), float(delta), int(rounds)
         self.update_clip = update_clip
@@ -137,9 +139,11 @@ class DpflClient(NumPyClient):
         self.per_step = example_clip is not None
         if self.per_step:
             if batch_size is None or records is None or not 0 < batch_size <= records:
-                raise ValueError("per-step mode needs 0 < batch_size <= records")
+                raise ConfigError(f"config field `batch_size`: per-step mode needs 0 < batch_size <= records, got "
+                                  f"{batch_size} and {records}")
             if local_steps < 1 or not learning_rate > 0:
-                raise ValueError("per-step mode needs local_steps >= 1 and learning_rate > 0")
+                raise ConfigError(f"config field `local_steps`/`learning_rate`: per-step mode needs local_steps >= 1 "
+                                  f"and learning_rate > 0, got {local_steps} and {learning_rate}")
             self.records, self.local_steps = int(records), int(local_steps)
             self.rate = batch_size / records
             self.learning_rate = float(learning_rate)
@@ -238,7 +242,7 @@ class DpflClient(NumPyClient):
     def _per_update(self, parameters, received, config, mechanism):
         new, num_examples, metrics = self.client.fit(parameters, config)
         if [np.shape(p) for p in new] != [np.shape(p) for p in received]:
-            raise ValueError("the wrapped client's fit returned parameters of other shapes")
+            raise RunError("the wrapped client's fit returned parameters of other shapes")
         update = np.concatenate([(np.asarray(n, dtype="f8") - r).ravel() for n, r in zip(new, received)])
         if self.update_clip is not None:
             norm = float(np.linalg.norm(update))
@@ -263,7 +267,7 @@ class DpflClient(NumPyClient):
                 per = grads_of(_unflatten(received, theta), idx)
                 g = np.concatenate([np.asarray(a, dtype="f8").reshape(idx.size, -1) for a in per], axis=1)
                 if g.shape != (idx.size, theta.size):
-                    raise ValueError(f"per_example_gradients returned {g.shape}, want {(idx.size, theta.size)}")
+                    raise RunError(f"per_example_gradients returned {g.shape}, want {(idx.size, theta.size)}")
                 norms = np.linalg.norm(g, axis=1, keepdims=True)
                 g = g * np.minimum(1.0, self.sensitivity / np.maximum(norms, 1e-300))
                 total = g.sum(axis=0)
