@@ -26,7 +26,7 @@ use dpfl::linalg::Matrix;
 use dpfl::{Error, Result};
 
 /// The column of a features CSV (`synthetic` models) holding the target.
-pub const FEATURES_TARGET: &str = "target";
+pub(crate) const FEATURES_TARGET: &str = "target";
 
 /// The shape of IDX images a model was trained on.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

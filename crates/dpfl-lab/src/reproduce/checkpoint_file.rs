@@ -24,13 +24,13 @@ use sha2::{Digest, Sha256};
 use dpfl::{Error, Result};
 
 /// A checkpoint's first line.
-pub trait Header: Serialize + DeserializeOwned + PartialEq {
+pub(crate) trait Header: Serialize + DeserializeOwned + PartialEq {
     /// The format tag, checked before anything else.
     fn format(&self) -> &str;
 }
 
 /// The SHA-256 (hex) of `value`'s JSON: a plan's fingerprint for a header.
-pub fn fingerprint(value: &impl Serialize) -> Result<String> {
+pub(crate) fn fingerprint(value: &impl Serialize) -> Result<String> {
     let json =
         serde_json::to_string(value).map_err(|e| Error::data("reproduction", e.to_string()))?;
     Ok(Sha256::digest(json.as_bytes())
@@ -40,29 +40,34 @@ pub fn fingerprint(value: &impl Serialize) -> Result<String> {
 }
 
 /// An IEEE double as 16 hex digits of its bits (exact, NaN-safe).
-pub fn hex(v: f64) -> String {
+pub(crate) fn hex(v: f64) -> String {
     format!("{:016x}", v.to_bits())
 }
 
 /// The inverse of [`hex`].
-pub fn unhex(s: &str) -> Option<f64> {
+pub(crate) fn unhex(s: &str) -> Option<f64> {
     u64::from_str_radix(s, 16).ok().map(f64::from_bits)
 }
 
 /// The line each unit of work was first read from: a second line for the same unit is
 /// refused (issue 31: two conflicting lines for one job were accepted and the later one
 /// silently changed the results). Every unit is appended once, when it finishes.
-pub struct Lines<K>(std::collections::HashMap<K, usize>);
+pub(crate) struct Lines<K>(std::collections::HashMap<K, usize>);
 
 impl<K: std::hash::Hash + Eq> Lines<K> {
     /// No line read yet.
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Lines(std::collections::HashMap::new())
     }
 
     /// Records that `unit` (named `what` in the message) is on line `line`; an error naming
     /// both lines if an earlier line holds it.
-    pub fn first(&mut self, unit: K, line: usize, what: &str) -> std::result::Result<(), String> {
+    pub(crate) fn first(
+        &mut self,
+        unit: K,
+        line: usize,
+        what: &str,
+    ) -> std::result::Result<(), String> {
         match self.0.insert(unit, line) {
             Some(earlier) => Err(format!(
                 "{what} is also on line {earlier}: a checkpoint holds each finished run once \
@@ -80,7 +85,7 @@ impl<K: std::hash::Hash + Eq> Default for Lines<K> {
 }
 
 /// An open checkpoint file that finished units are appended to.
-pub struct AppendLog {
+pub(crate) struct AppendLog {
     path: PathBuf,
     file: Mutex<(std::fs::File, Instant)>,
 }
@@ -90,7 +95,7 @@ impl AppendLog {
     /// is parsed as an `R` and handed to `row` with its 1-based line number; `row`'s error
     /// text becomes a parse error at that line. `mismatch` completes "`path` was written for
     /// …" when the header names another plan.
-    pub fn open<H: Header, R: DeserializeOwned>(
+    pub(crate) fn open<H: Header, R: DeserializeOwned>(
         path: &Path,
         header: &H,
         resume: bool,
@@ -170,12 +175,12 @@ impl AppendLog {
     }
 
     /// The file, for messages.
-    pub fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         &self.path
     }
 
     /// Appends one line (one write of the whole line).
-    pub fn append(&self, line: &impl Serialize) -> Result<()> {
+    pub(crate) fn append(&self, line: &impl Serialize) -> Result<()> {
         let text = serde_json::to_string(line)
             .map_err(|e| Error::data("checkpoint", e.to_string()))?
             + "\n";
@@ -193,7 +198,7 @@ impl AppendLog {
     }
 
     /// Deletes the file (after the outputs it fed are written).
-    pub fn remove(self) -> Result<()> {
+    pub(crate) fn remove(self) -> Result<()> {
         std::fs::remove_file(&self.path).map_err(|source| Error::Io {
             path: self.path.clone(),
             source,

@@ -37,12 +37,12 @@
 //! bit-for-bit the same for a seed whatever the number of threads.
 
 pub mod checkpoint;
-pub mod checkpoint_file;
+pub(crate) mod checkpoint_file;
 mod grid;
 pub mod newton;
 pub mod normfedavg;
 pub mod normfedavg_checkpoint;
-pub mod normfedavg_plot;
+pub(crate) mod normfedavg_plot;
 mod output;
 pub mod plan_privacy;
 pub mod plot;
@@ -52,7 +52,7 @@ pub mod shuffle_rates_out;
 pub mod soteria;
 pub mod soteria_checkpoint;
 pub mod soteria_out;
-pub mod soteria_plan;
+pub(crate) mod soteria_plan;
 mod spec;
 mod summary;
 

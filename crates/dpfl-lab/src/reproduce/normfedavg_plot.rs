@@ -59,7 +59,7 @@ fn mean_curves(rows: &[RoundRow]) -> Vec<(String, Vec<[f64; 4]>)> {
 /// Writes `<id>.svg` and `<id>.png` into `dir`: four panels (loss and error against rounds
 /// and against bits), drawn by the one plotting helper ([`crate::plot`]); each legend entry
 /// carries its algorithm's certified ε (`privacy`, by label; [`super::privacy`]).
-pub fn write_figure(
+pub(crate) fn write_figure(
     id: &str,
     rows: &[RoundRow],
     privacy: &[(String, RunPrivacy)],

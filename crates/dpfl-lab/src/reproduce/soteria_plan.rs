@@ -255,7 +255,7 @@ fn is_per_record(c: &Clipping) -> bool {
 
 /// The config of algorithm `a` ([`super::soteria::ALGORITHMS`]) at step size `eta`: draws
 /// with replacement (the code's sampling), x⁰ ~ N(0, `init_std`²) from seed 0 if given.
-pub fn algorithm_spec(
+pub(crate) fn algorithm_spec(
     a: usize,
     eta: f64,
     init_std: Option<f64>,

@@ -63,7 +63,7 @@ fn split(event: &PrivacyEvent) -> Result<(ApproxLeaves, Option<PrivacyEvent>)> {
 }
 
 /// Whether `event` contains an (ε, δ) leaf with δ > 0 (which plain RDP refuses).
-pub fn has_approximate(event: &PrivacyEvent) -> Result<bool> {
+pub(crate) fn has_approximate(event: &PrivacyEvent) -> Result<bool> {
     Ok(!split(event)?.0.is_empty())
 }
 
@@ -71,7 +71,7 @@ pub fn has_approximate(event: &PrivacyEvent) -> Result<bool> {
 /// events plus min(ε_i, αε_i²/2) per (ε_i, δ_i) event, converted at δ − Σδ_i; `f64::INFINITY`
 /// if the events' own δ leave nothing of `delta`. Errors on any numerical failure (never a
 /// smaller ε).
-pub fn approximate_rdp_epsilon(
+pub(crate) fn approximate_rdp_epsilon(
     neighbouring: Neighbouring,
     event: &PrivacyEvent,
     delta: Delta,

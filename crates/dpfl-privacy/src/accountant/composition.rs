@@ -34,7 +34,7 @@ use crate::params::Delta;
 
 /// The composition theorem a [`CompositionAccountant`] applies to a run's (ε, δ) leaves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Rule {
+pub(crate) enum Rule {
     /// Basic composition: the ε and δ of the steps add up (Dwork & Roth Thm 3.16).
     Basic,
     /// Advanced composition: the better of Dwork & Roth Thm 3.20 (ε₀√(2k ln(1/δ̃)) + kε₀(e^ε₀ − 1))
@@ -66,7 +66,7 @@ enum Cost {
 /// per-step δ₀ split off the target δ), then composed by its [`Rule`]. Looser than RDP or PLD;
 /// there as the papers' baseline.
 #[derive(Debug, Clone)]
-pub struct CompositionAccountant {
+pub(crate) struct CompositionAccountant {
     rule: Rule,
     neighbouring: Neighbouring,
 }
@@ -74,7 +74,7 @@ pub struct CompositionAccountant {
 impl CompositionAccountant {
     /// An accountant composing by `rule`; `neighbouring` fixes the sensitivity noise multipliers
     /// refer to.
-    pub fn new(rule: Rule, neighbouring: Neighbouring) -> Self {
+    pub(crate) fn new(rule: Rule, neighbouring: Neighbouring) -> Self {
         CompositionAccountant { rule, neighbouring }
     }
 
@@ -164,7 +164,7 @@ impl CompositionAccountant {
     }
 
     /// ε at δ (rounded up); δ must leave room for the events' own δ.
-    pub fn epsilon(&self, event: &PrivacyEvent, delta: Delta) -> Result<f64> {
+    pub(crate) fn epsilon(&self, event: &PrivacyEvent, delta: Delta) -> Result<f64> {
         let ls = leaves(event)?;
         let mut fixed: Vec<(f64, f64, u64)> = Vec::new();
         let mut noise: Vec<(Cost, u64)> = Vec::new();

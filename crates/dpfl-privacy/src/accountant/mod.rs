@@ -26,8 +26,8 @@
 //! events are counted once with their number, and disjoint batches of one random partition
 //! compose in parallel (McSherry 2009), so a pass over a silo's records costs one use.
 
-pub mod approximate;
-pub mod composition;
+pub(crate) mod approximate;
+pub(crate) mod composition;
 pub mod gaussian;
 pub mod lower_bound;
 mod memo;
@@ -39,7 +39,7 @@ mod rdp_wr;
 mod sampled_discrete;
 pub mod sampled_pld;
 pub(crate) mod special;
-pub mod zcdp;
+pub(crate) mod zcdp;
 
 use serde::{Deserialize, Serialize};
 

@@ -21,7 +21,7 @@ const NAME: &str = "zcdp";
 /// The ρ-zCDP accountant (Bun & Steinke 2016): costs add in ρ and convert once to (ε, δ); it
 /// refuses sampled events (zCDP has no amplification by subsampling) and (ε, δ > 0) events.
 #[derive(Debug, Clone)]
-pub struct ZcdpAccountant {
+pub(crate) struct ZcdpAccountant {
     // zCDP costs here do not depend on the relation: noise multipliers are relative to the
     // sensitivity under it, and no sampling rule is applied.
     _neighbouring: Neighbouring,
@@ -30,14 +30,14 @@ pub struct ZcdpAccountant {
 impl ZcdpAccountant {
     /// A zCDP accountant; the relation does not change zCDP costs (noise multipliers are already
     /// relative to its sensitivity).
-    pub fn new(neighbouring: Neighbouring) -> Self {
+    pub(crate) fn new(neighbouring: Neighbouring) -> Self {
         ZcdpAccountant {
             _neighbouring: neighbouring,
         }
     }
 
     /// ρ of `event`.
-    pub fn rho(&self, event: &PrivacyEvent) -> Result<f64> {
+    pub(crate) fn rho(&self, event: &PrivacyEvent) -> Result<f64> {
         let mut rho = 0.0;
         for Leaf { event, count } in leaves(event)? {
             let r = match &event {
@@ -81,14 +81,14 @@ impl ZcdpAccountant {
     }
 
     /// ε at δ: ρ + 2√(ρ log(1/δ)) (Bun & Steinke 2016, Prop. 1.3).
-    pub fn epsilon(&self, event: &PrivacyEvent, delta: Delta) -> Result<f64> {
+    pub(crate) fn epsilon(&self, event: &PrivacyEvent, delta: Delta) -> Result<f64> {
         let rho = self.rho(event)?;
         Ok(round_up(rho_to_epsilon(rho, delta.get())))
     }
 }
 
 /// Bun & Steinke 2016, Prop. 1.3.
-pub fn rho_to_epsilon(rho: f64, delta: f64) -> f64 {
+pub(crate) fn rho_to_epsilon(rho: f64, delta: f64) -> f64 {
     rho + 2.0 * (rho * (1.0 / delta).ln()).sqrt()
 }
 

@@ -11,7 +11,7 @@ use super::tdl::TruncatedDiscreteLaplace;
 
 /// The worst case over all neighbouring pairs.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct BruteForce {
+pub(crate) struct BruteForce {
     /// max ln(P(z)/P'(z)) over outputs both can produce.
     pub max_log_ratio: f64,
     /// max P(outputs q' + Y cannot produce).
@@ -23,7 +23,7 @@ pub struct BruteForce {
 }
 
 /// Runs the check; refuses more than ~10^8 elementary steps.
-pub fn brute_force(
+pub(crate) fn brute_force(
     tdl: &TruncatedDiscreteLaplace,
     s: u64,
     d: u32,

@@ -28,7 +28,8 @@
 pub mod accounting;
 pub mod binomial_mech;
 pub(crate) mod bits;
-pub mod brute;
+#[cfg(test)]
+pub(crate) mod brute;
 pub mod quantizer;
 pub mod tdl;
 pub mod theorem1;
