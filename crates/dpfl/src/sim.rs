@@ -65,6 +65,16 @@ pub struct SimSnapshot {
     pub spent: Vec<Vec<PrivacyEvent>>,
 }
 
+/// What the silos released in the last round, kept when [`Simulator::keep_released`] is on
+/// (the audit reads the released messages as the server would).
+#[derive(Debug, Clone)]
+pub struct Released {
+    /// The round's broadcast.
+    pub broadcast: crate::algo::Broadcast,
+    /// Each answering silo's messages (silo order; refusals absent), before any shuffle.
+    pub replies: Vec<(u32, Vec<crate::algo::SiloMessage>)>,
+}
+
 /// Runs one algorithm over silos.
 pub struct Simulator<'a> {
     silos: Vec<Silo<'a>>,
@@ -78,6 +88,9 @@ pub struct Simulator<'a> {
     shuffler: Option<DpRng>,
     /// The last round's refusals, with why.
     refusals: Vec<(u32, Refusal)>,
+    /// The last round's released messages, when kept.
+    released: Option<Released>,
+    keep_released: bool,
 }
 
 impl<'a> Simulator<'a> {
@@ -120,6 +133,8 @@ impl<'a> Simulator<'a> {
             dim,
             shuffler: None,
             refusals: Vec::new(),
+            released: None,
+            keep_released: false,
             server: algorithm.server,
             participation,
             network_rng: participation_rng(seed)?,
@@ -167,8 +182,19 @@ impl<'a> Simulator<'a> {
             })
             .collect();
         let mut collected = Collected::default();
+        let mut replies = Vec::new();
         for (i, a) in answers {
-            collected.push(i, a?);
+            let a = a?;
+            if let (true, SiloAnswer::Reply(reply)) = (self.keep_released, &a) {
+                replies.push((i, reply.messages.clone()));
+            }
+            collected.push(i, a);
+        }
+        if self.keep_released {
+            self.released = Some(Released {
+                broadcast: b.clone(),
+                replies,
+            });
         }
         collected.aggregate(self.server.as_mut(), r, self.shuffler.as_mut())?;
         self.round = r
@@ -182,6 +208,17 @@ impl<'a> Simulator<'a> {
             message_bits: collected.bits,
             refused,
         })
+    }
+
+    /// From now on, keep each round's released messages ([`Self::released`]): a copy of every
+    /// message, for an observer that reads what the server reads (the audit).
+    pub fn keep_released(&mut self) {
+        self.keep_released = true;
+    }
+
+    /// The last round's released messages, if [`Self::keep_released`] was on for it.
+    pub fn released(&self) -> Option<&Released> {
+        self.released.as_ref()
     }
 
     /// The last round's refusals (silo, why), taken out.

@@ -38,7 +38,7 @@ use dpfl::model::{Metric, Model};
 
 /// `inner` with gradient canaries on features `first..` (module doc).
 #[derive(Debug)]
-pub struct CanaryModel {
+pub(crate) struct CanaryModel {
     inner: Arc<dyn Model>,
     first: usize,
     /// Canary j's parameter: one that only input feature `first + j` moves ([`Self::new`]):
@@ -62,7 +62,7 @@ impl CanaryModel {
     /// below its zero output layer). Ownership only matters for the audit's power: whatever
     /// parameter is read, the bound stays a valid lower bound (any score of the released
     /// messages is post-processing).
-    pub fn new(inner: Arc<dyn Model>, first: usize, m: usize) -> dpfl::Result<Self> {
+    pub(crate) fn new(inner: Arc<dyn Model>, first: usize, m: usize) -> dpfl::Result<Self> {
         let (d, p) = (inner.num_features(), inner.num_params());
         if first + m > d {
             return Err(dpfl::Error::config(
@@ -138,7 +138,7 @@ impl CanaryModel {
     }
 
     /// Canary j's parameter index (the coordinate the auditor reads).
-    pub fn param(&self, j: usize) -> usize {
+    pub(crate) fn param(&self, j: usize) -> usize {
         self.param[j]
     }
 

@@ -12,8 +12,9 @@
 //!   gradient canaries): the silo half samples, clips (at the calibrated L, so exactly ±L) and
 //!   noises it like any record, every time the sampler draws it. Nothing else in the
 //!   algorithm is changed.
-//! * **White box on silo 0's messages, decoded.** Every round runs every silo's half through
-//!   the round core's silo step and the server half's aggregation; silo 0's released messages
+//! * **White box on silo 0's messages, decoded.** The run is the simulator's, started and
+//!   driven by `dpfl::run` like every other run (every silo every round, events recorded),
+//!   with each round's released messages kept for the auditor; silo 0's released messages
 //!   are what the auditor sees (what the server sees; under a trusted shuffler, only what the
 //!   shuffled multiset reveals). [`score`] decodes every payload kind — dense, sparse and
 //!   seeded random-k, quantised, DP-NormFedAvg's t-bit integers, PVEC's counts — into u_t in
@@ -62,9 +63,9 @@
 
 #![warn(missing_docs)]
 
-pub mod bound;
-pub mod canary;
-pub mod score;
+pub(crate) mod bound;
+pub(crate) mod canary;
+pub(crate) mod score;
 
 use std::time::Instant;
 
@@ -72,9 +73,12 @@ use dpfl_privacy::DpRng;
 use dpfl_privacy::rng::Purpose;
 
 use crate::experiment::{ExperimentSpec, TrialData, build_context, prepare_trial};
+use dpfl::algo::SiloMessage;
 use dpfl::data::{Dataset, SiloData};
 use dpfl::linalg::Matrix;
-use dpfl::round::{self, NoLedger, SiloAnswer};
+use dpfl::round::Participation;
+use dpfl::run::{Ledgers, OnDiverged, RunOptions};
+use dpfl::sim::Simulator;
 use dpfl::{Error, Result};
 
 pub use bound::{Guesses, epsilon_lower_bound, p_value};
@@ -405,50 +409,33 @@ pub fn audit(
         }
         (_, wing) => (wing, whole),
     };
-    let mut built = match whole {
+    let built = match whole {
         Some(b) => b,
         None => wing.build(&ctx, calibration)?,
     };
-    let mut rngs = (0..trial.silos.len() as u32)
-        .map(|i| round::silo_rng(Some(opts.seed), i))
-        .collect::<Result<Vec<_>>>()?;
+    // The one run loop, every silo every round, events recorded (the audit certifies them
+    // afterwards); the released messages are kept for the auditor.
+    let needs = entry.spec.requirements();
+    let run = RunOptions::seeded(Participation::All, Some(opts.seed), Ledgers::Record);
+    let mut sim = Simulator::start(&trial.silos, built, &ctx, &needs, run)?;
+    sim.keep_released();
     // Σ_t u_t[p_j] and the centred observation of largest magnitude ([`Score`]).
     let mut sums = vec![0.0; m];
     let mut maxima = vec![0.0f64; m];
     let mut seen_now = vec![0.0; m];
-    let mut spent0 = Vec::new();
     let mut u = vec![0.0; dim];
-    for r in 0..spec.rounds {
-        let r = dpfl::algo::Round::checked(r)?;
-        let b = built.server.broadcast(r);
-        let mut collected = round::Collected::default();
-        let mut own = Vec::new();
-        for (i, half) in built.silos.iter_mut().enumerate() {
-            let mut spent = Vec::new();
-            let answer = round::silo_step(
-                half.as_mut(),
-                &mut NoLedger,
-                &mut spent,
-                &b,
-                &trial.silos[i].train,
-                &mut rngs[i],
-                dim,
-            )?;
-            if let (0, SiloAnswer::Reply(reply)) = (i, &answer) {
-                own.clone_from(&reply.messages);
-            }
-            if i == 0 {
-                spent0.extend(spent);
-            }
-            collected.push(i as u32, answer);
-        }
-        let seen = if view.all_silos() {
-            &collected.messages
-        } else {
-            &own
-        };
+    sim.drive(spec.rounds, OnDiverged::Fail, |sim, _, _| {
+        let released = sim
+            .released()
+            .ok_or_else(|| Error::Protocol("the audited round kept no messages".into()))?;
+        let seen: Vec<SiloMessage> = released
+            .replies
+            .iter()
+            .filter(|(i, _)| view.all_silos() || *i == 0)
+            .flat_map(|(_, m)| m.iter().cloned())
+            .collect();
         if !seen.is_empty() {
-            view.observe(&b, seen, &mut u)?;
+            view.observe(&released.broadcast, &seen, &mut u)?;
             // The decoded update on canary j's own parameter.
             for (v, &k) in seen_now.iter_mut().zip(&params) {
                 *v = u[k];
@@ -462,8 +449,9 @@ pub fn audit(
                 }
             }
         }
-        collected.aggregate(built.server.as_mut(), r, None)?;
-    }
+        Ok(())
+    })?;
+    let spent0 = sim.spent().into_iter().next().unwrap_or_default();
     // Bonferroni over the scores computed: each bound at β / (number of scores).
     let parts = opts.score.parts();
     let beta = (1.0 - opts.confidence) / parts.len() as f64;

@@ -49,7 +49,7 @@ use dpfl::algo::{AlgorithmSpec, Round};
 
 /// How the auditor decodes a round's released messages (module doc).
 #[derive(Debug, Clone, PartialEq)]
-pub enum View {
+pub(crate) enum View {
     /// The decoded messages are gradient-like updates (dense, sparse, compressed, packed).
     Gradient {
         /// Sum over every silo's messages (trusted shuffler) instead of silo 0's.
@@ -74,7 +74,11 @@ pub enum View {
 impl View {
     /// The view for `spec` as planned in `wing`, for models of `dim` parameters (the wing's
     /// [`dpfl::algo::wing::Wing::audit_view`]).
-    pub fn for_algorithm(spec: &AlgorithmSpec, wing: &WingPlan, dim: usize) -> dpfl::Result<Self> {
+    pub(crate) fn for_algorithm(
+        spec: &AlgorithmSpec,
+        wing: &WingPlan,
+        dim: usize,
+    ) -> dpfl::Result<Self> {
         Ok(match spec.audit_view(wing)? {
             AuditView::Gradient { all_silos } => View::Gradient { all_silos },
             AuditView::Model => View::Model,
@@ -87,7 +91,7 @@ impl View {
     }
 
     /// A short description for the report.
-    pub fn describe(&self) -> &'static str {
+    pub(crate) fn describe(&self) -> &'static str {
         match self {
             View::Gradient { all_silos: false } => "silo 0's decoded messages",
             View::Gradient { all_silos: true } => {
@@ -103,7 +107,7 @@ impl View {
     }
 
     /// Whether the view reads every silo's messages.
-    pub fn all_silos(&self) -> bool {
+    pub(crate) fn all_silos(&self) -> bool {
         matches!(
             self,
             View::Gradient { all_silos: true } | View::PvecCounts { all_silos: true }
@@ -112,7 +116,7 @@ impl View {
 
     /// u_t of round `b.round` from `messages` (silo 0's, or all silos' if
     /// [`Self::all_silos`]), written over `out` (length d).
-    pub fn observe(
+    pub(crate) fn observe(
         &mut self,
         b: &Broadcast,
         messages: &[SiloMessage],
