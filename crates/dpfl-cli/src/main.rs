@@ -131,7 +131,23 @@ fn command() -> clap::Command {
     negatives(Cli::command())
 }
 
+/// `dpfl … | head`: standard output closed early. Rust's print macros panic on a broken pipe
+/// (std ignores SIGPIPE so that socket writes return errors instead); a command-line tool stops
+/// quietly instead, with the shell's code for a death by SIGPIPE (128 + 13). Only that panic is
+/// taken over: every other panic keeps the default report.
+fn quiet_on_broken_stdout() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let msg = info.payload_as_str().unwrap_or("");
+        if msg.starts_with("failed printing to stdout") && msg.contains("Broken pipe") {
+            std::process::exit(141);
+        }
+        default(info);
+    }));
+}
+
 fn main() -> ExitCode {
+    quiet_on_broken_stdout();
     dpfl_lab::provenance::set_revision(env!("DPFL_GIT_REVISION"));
     // Usage errors are one line (the rest of clap's message is a usage hint), exit code 2.
     let parsed = command()

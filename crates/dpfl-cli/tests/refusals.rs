@@ -559,3 +559,31 @@ fn a_refused_parameter_names_the_algorithm_index_and_label() {
         "{err}"
     );
 }
+
+#[test]
+fn a_closed_standard_output_ends_the_command_quietly() {
+    // `dpfl account … | head -0`: the reader is gone before dpfl prints. Rust's print
+    // macros panic on the broken pipe; dpfl stops with 141 (128 + SIGPIPE) and no panic
+    // report.
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_dpfl"))
+        .args([
+            "account",
+            "--mechanism",
+            "gaussian",
+            "--noise-multiplier",
+            "1.0",
+            "--steps",
+            "10",
+            "--delta",
+            "1e-5",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(141), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+}
