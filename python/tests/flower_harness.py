@@ -207,3 +207,12 @@ def write_app(root: Path, name: str, *, server: str, client: str, config: Dict[s
         [tool.flwr.app.config]
         """) + "\n".join(lines) + "\n")
     return app
+
+
+def train_once(cli, tmp_path_factory, exp: Path) -> Path:
+    """`dpfl train` of `exp` into a fresh directory (a module fixture's body): the models and
+    ledgers every Flower run of `exp` must equal."""
+    d = tmp_path_factory.mktemp("train")
+    r = cli.run("train", "--config", str(exp), "--out", str(d), "--quiet", "--force")
+    assert r.returncode == 0, r.stderr
+    return d

@@ -15,7 +15,7 @@ pytest.importorskip("flwr")
 pytest.importorskip("ray")
 
 import dpfl  # noqa: E402
-from flower_harness import Flower, write_app  # noqa: E402
+from flower_harness import Flower, train_once, write_app  # noqa: E402
 
 halves = pytest.importorskip("dpfl.halves")
 
@@ -53,10 +53,7 @@ def _app(root):
 
 @pytest.fixture(scope="module")
 def trained(cli, tmp_path_factory):
-    d = tmp_path_factory.mktemp("train")
-    r = cli.run("train", "--config", str(EXP), "--out", str(d), "--quiet", "--force")
-    assert r.returncode == 0, r.stderr
-    return d
+    return train_once(cli, tmp_path_factory, EXP)
 
 
 def _check_equals_train(trained, out, alg, saved, cli):

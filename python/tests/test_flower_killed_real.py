@@ -37,7 +37,7 @@ pytest.importorskip("flwr")
 
 import dpfl  # noqa: E402
 import dpfl.halves  # noqa: E402
-from flower_harness import Flower, _descendants, write_app  # noqa: E402
+from flower_harness import Flower, _descendants, train_once, write_app  # noqa: E402
 
 EXP = pathlib.Path(__file__).parent / "flower.toml"
 ALG, SAVED = 1, "2-soteriafl-sgd"  # SoteriaFL-SGD: its silos keep a shift besides the stream
@@ -128,10 +128,7 @@ def _app(root):
 
 @pytest.fixture(scope="module")
 def trained(cli, tmp_path_factory):
-    d = tmp_path_factory.mktemp("train")
-    r = cli.run("train", "--config", str(EXP), "--out", str(d), "--quiet", "--force")
-    assert r.returncode == 0, r.stderr
-    return d
+    return train_once(cli, tmp_path_factory, EXP)
 
 
 def _wait(path, what, f, timeout=240):
