@@ -114,7 +114,8 @@ def test_training_curves_are_written(trained):
     svg = (d / "out" / "curves.svg").read_text()
     assert "training loss against rounds" in svg and "ISRL-DP MB-SGD" in svg
     assert "N = 3 silos" in svg
-    assert (d / "out" / "curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # The wheel builds dpfl-lab without its `png` feature (python/Cargo.toml): SVG only.
+    assert not (d / "out" / "curves.png").exists()
 
 
 def test_errors_name_file_line_and_column(tmp_path):

@@ -1,6 +1,7 @@
 //! The one plotting helper: every figure dpfl draws (training curves of `dpfl train` and
 //! `dpfl federate`, the Lowy & Razaviyayn ε figures, the SoteriaFL round/bit figures) is a
-//! [`Figure`] of [`Panel`]s drawn here with `plotters`, as SVG and (optionally) PNG. Text is
+//! [`Figure`] of [`Panel`]s drawn here with `plotters`, as SVG and (optionally, with the
+//! crate's default `png` feature, which the Python extension leaves off) PNG. Text is
 //! laid out with `ab_glyph` and the DejaVu Sans font embedded in the crate (`assets/`,
 //! Bitstream Vera licence), so no system fonts or font libraries are needed.
 //!
@@ -230,7 +231,8 @@ pub fn trivial_metric(silos: &[dpfl::data::SiloData], classification: bool) -> O
     }
 }
 
-/// Writes `dir/<stem>.svg` (and `dir/<stem>.png` when `png`); returns the files written.
+/// Writes `dir/<stem>.svg` (and `dir/<stem>.png` when `png` and the crate's `png` feature is
+/// on); returns the files written.
 pub fn write(fig: &Figure, dir: &Path, stem: &str, png: bool) -> dpfl::Result<Vec<PathBuf>> {
     write_with(fig, dir, stem, png, Style::default())
 }
@@ -254,26 +256,50 @@ pub fn write_with(
     }
     crate::output::atomic_write(&svg, text.as_bytes())?;
     let mut written = vec![svg];
-    if png {
-        let png = dir.join(format!("{stem}.png"));
-        crate::output::replace_with(&png, |tmp| {
-            // The bitmap backend picks the encoder from the extension: keep `.png` last.
-            let tmp_png = tmp.with_extension("png");
-            {
-                let s = style.scale.max(1);
-                let root =
-                    BitMapBackend::new(&tmp_png, (size.0 * s, size.1 * s)).into_drawing_area();
-                draw(&root, fig, style)?;
-                root.present().map_err(plot_err)?;
-            }
-            std::fs::rename(&tmp_png, tmp).map_err(|source| dpfl::Error::Io {
-                path: png.clone(),
-                source,
-            })
-        })?;
-        written.push(png);
+    if png && let Some(path) = write_png(fig, dir, stem, size, style)? {
+        written.push(path);
     }
     Ok(written)
+}
+
+/// `dir/<stem>.png` at `style.scale` times the SVG's pixels.
+#[cfg(feature = "png")]
+fn write_png(
+    fig: &Figure,
+    dir: &Path,
+    stem: &str,
+    size: (u32, u32),
+    style: Style,
+) -> dpfl::Result<Option<PathBuf>> {
+    let png = dir.join(format!("{stem}.png"));
+    crate::output::replace_with(&png, |tmp| {
+        // The bitmap backend picks the encoder from the extension: keep `.png` last.
+        let tmp_png = tmp.with_extension("png");
+        {
+            let s = style.scale.max(1);
+            let root = BitMapBackend::new(&tmp_png, (size.0 * s, size.1 * s)).into_drawing_area();
+            draw(&root, fig, style)?;
+            root.present().map_err(plot_err)?;
+        }
+        std::fs::rename(&tmp_png, tmp).map_err(|source| dpfl::Error::Io {
+            path: png.clone(),
+            source,
+        })
+    })?;
+    Ok(Some(png))
+}
+
+/// Without the `png` feature (the Python extension's build, which then compiles no image
+/// codecs) only the SVG is written; report.html inlines the SVG, so it is complete either way.
+#[cfg(not(feature = "png"))]
+fn write_png(
+    _fig: &Figure,
+    _dir: &Path,
+    _stem: &str,
+    _size: (u32, u32),
+    _style: Style,
+) -> dpfl::Result<Option<PathBuf>> {
+    Ok(None)
 }
 
 fn draw<DB: DrawingBackend>(
@@ -604,6 +630,9 @@ mod tests {
         assert_eq!(trivial_metric(&[silo(&[1.0], &[])], true), None);
     }
 
+    // Without `png` (the Python extension's build) only the SVG is written: tested through the
+    // real wheel (python/tests/test_own_data.py); here dpfl-testkit turns the feature on.
+    #[cfg(feature = "png")]
     #[test]
     fn writes_svg_and_png_with_reference_and_log_axis() {
         let mut p = panel(2);

@@ -47,9 +47,13 @@ mod output;
 pub mod paths;
 pub(crate) mod preprocessing;
 pub mod reference;
+// report.html (minijinja): the CLI's `train --out`, `federate` and `serve`; the Python
+// extension builds without the `report` feature (issue 29 item 6).
+#[cfg(feature = "report")]
 pub mod report;
 pub mod saved;
 pub(crate) mod server_facts;
+#[cfg(feature = "report")]
 pub mod server_report;
 mod silo_privacy;
 mod spec;
