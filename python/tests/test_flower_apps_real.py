@@ -172,3 +172,50 @@ def test_a_killed_supernode_restarts_without_resetting_its_ledger_or_repeating_n
     again = f.run(app, run_config=f"dpfl-algorithm={alg} dpfl-out='{tmp_path / 'again'}'", timeout=300)
     assert again["status"] == "finished:failed", (again["status-details"], again["log"][-4000:])
     assert "round 0" in again["status-details"] + again["log"], again
+
+
+# A user's own model on Flower: the numpy example's logistic gradients callable in every
+# SuperNode (`load` returns the callable instead of data), the plan from `Plan.build` handed to
+# both sides as a `Plan.to_json` file.
+EXAMPLES = pathlib.Path(__file__).resolve().parent.parent / "examples"
+OWN_CLIENT = f"""
+import sys
+sys.path.insert(0, {str(EXAMPLES)!r})
+from own_model_numpy import logistic_gradients, make_silos
+from dpfl.flower.apps import silo_app
+
+DATA = make_silos()
+app = silo_app(lambda silo, context: logistic_gradients(*DATA[silo]))
+"""
+
+
+@pytest.mark.slow  # one simulation: about a minute here
+def test_an_own_numpy_model_in_a_real_ray_simulation_equals_halves_simulate(tmp_path):
+    import sys
+    sys.path.insert(0, str(EXAMPLES))
+    from own_model_numpy import logistic_gradients, make_silos
+
+    data = make_silos()
+    plan = halves.Plan.build(
+        {"kind": "mb-sgd", "calibration": "accountant", "step_size": 1.0, "batch_size": 40},
+        dim=data[0][0].shape[1], records=[len(y) for _, y in data], epsilon=2.0, delta=1e-5,
+        clip=1.0, rounds=5, seed=3)
+    (tmp_path / "plan.json").write_text(plan.to_json())
+    silos = [halves.SiloHalf(plan, i, gradients=logistic_gradients(X, y), seed="plan")
+             for i, (X, y) in enumerate(data)]
+    want = halves.simulate(plan, silos)
+    app = write_app(tmp_path, "dpflownmodelapp", server=SERVER, client=OWN_CLIENT, config={
+        "dpfl-plan": str(tmp_path / "plan.json"), "dpfl-seed": "plan", "dpfl-out": "",
+        "dpfl-server-state": "", "dpfl-stop-after": 1000, "dpfl-timeout": 300})
+    out = tmp_path / "out"
+    with Flower(tmp_path / "flower") as f:
+        f.env["DPFL_LEDGER_DIR"] = str(tmp_path / "ledgers")
+        f.superlink(simulation=True)
+        run = f.run(app, federation_config="num-supernodes=3", run_config=f"dpfl-out='{out}'", timeout=300)
+    assert run["status"] == "finished:completed", (run["status-details"], run["log"][-4000:])
+    model = np.load(out / "model.npy")
+    assert np.any(want != 0) and np.array_equal(model.view(np.uint64), want.view(np.uint64)), (model, want)
+    # Each silo's ledger holds the plan's 5 rounds, certified at the silo's budget.
+    summary = json.loads((out / "summary.json").read_text())
+    eps = [m["dpfl_plan_epsilon"] for m in summary["rounds"][-1]["silos"].values()]
+    assert len(eps) == 3 and all(e == pytest.approx(s.epsilon, rel=1e-12) for e, s in zip(eps, silos)), (eps, [s.epsilon for s in silos])
