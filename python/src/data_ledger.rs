@@ -21,7 +21,7 @@
 use std::path::{Path, PathBuf};
 
 use dpfl::algo::Round;
-use dpfl::round::{self, ChargeError, Refusal};
+use dpfl::round::{self, ChargeError};
 use dpfl_privacy::PrivacyError;
 use dpfl_privacy::ledger::{Budget, FileStore, Ledger, LedgerStore, Limits};
 use pyo3::prelude::*;
@@ -138,20 +138,6 @@ fn stored_budget(path: &Path) -> PyResult<Option<Budget>> {
     }
 }
 
-/// A ledger failure as the round core sees it: a budget or cap refusal, or a failure.
-fn charge_error(round: Round, e: PrivacyError) -> ChargeError {
-    match e {
-        PrivacyError::BudgetExceeded { .. } | PrivacyError::ReleaseCapReached { .. } => {
-            ChargeError::Refused(Refusal {
-                round,
-                reason: e.to_string(),
-                privacy: Some(e),
-            })
-        }
-        other => ChargeError::Failed(Box::new(other)),
-    }
-}
-
 /// The plan's ledger and, when the silo keeps one, its data set's (module docs).
 pub(crate) struct Ledgers<'a> {
     pub(crate) plan: &'a mut Ledger,
@@ -173,7 +159,7 @@ impl round::Ledger for Ledgers<'_> {
             && !charged
             && self.plan.releases().count() >= max
         {
-            return Err(charge_error(
+            return Err(ChargeError::from_ledger(
                 round,
                 PrivacyError::ReleaseCapReached { release: r, max },
             ));
@@ -181,7 +167,7 @@ impl round::Ledger for Ledgers<'_> {
         let id = data.id(round);
         data.ledger
             .charge(id, event)
-            .map_err(|e| charge_error(round, e))?;
+            .map_err(|e| ChargeError::from_ledger(round, e))?;
         round::Ledger::charge(self.plan, round, event)
     }
 }

@@ -67,6 +67,23 @@ pub enum ChargeError {
     Failed(Box<dyn std::error::Error + Send + Sync>),
 }
 
+impl ChargeError {
+    /// A `dpfl-privacy` ledger's error at round `round`: past (ε_i, δ_i) or past the release
+    /// cap is a refusal; any other error (storage, a conflicting re-charge) a failure.
+    pub fn from_ledger(round: Round, e: PrivacyError) -> Self {
+        match e {
+            PrivacyError::BudgetExceeded { .. } | PrivacyError::ReleaseCapReached { .. } => {
+                ChargeError::Refused(Refusal {
+                    round,
+                    reason: e.to_string(),
+                    privacy: Some(e),
+                })
+            }
+            other => ChargeError::Failed(Box::new(other)),
+        }
+    }
+}
+
 /// A silo's privacy ledger as the silo step needs it: charge round `round`'s event before any
 /// release, durably if the ledger is durable; charging a round again with the same event
 /// spends nothing. Storage is the implementor's: in memory in the simulator, durable cells in
@@ -90,17 +107,9 @@ impl Ledger for NoLedger {
 /// failure of the silo.
 impl Ledger for dpfl_privacy::ledger::Ledger {
     fn charge(&mut self, round: Round, event: &PrivacyEvent) -> Result<(), ChargeError> {
-        match dpfl_privacy::ledger::Ledger::charge(self, u64::from(round), event) {
-            Ok(_) => Ok(()),
-            Err(
-                e @ (PrivacyError::BudgetExceeded { .. } | PrivacyError::ReleaseCapReached { .. }),
-            ) => Err(ChargeError::Refused(Refusal {
-                round,
-                reason: e.to_string(),
-                privacy: Some(e),
-            })),
-            Err(e) => Err(ChargeError::Failed(Box::new(e))),
-        }
+        dpfl_privacy::ledger::Ledger::charge(self, u64::from(round), event)
+            .map(|_| ())
+            .map_err(|e| ChargeError::from_ledger(round, e))
     }
 }
 

@@ -60,11 +60,6 @@ impl HonestShuffleGaussian {
         })
     }
 
-    /// The Gaussian this mechanism draws from.
-    pub fn gaussian(&self) -> &GaussianMechanism {
-        &self.gaussian
-    }
-
     fn own_sampling(&self) -> Sampling {
         Sampling::WithReplacement {
             population: self.honest.chain.records as u64,
