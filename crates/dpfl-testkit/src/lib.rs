@@ -13,6 +13,7 @@
 
 pub mod audit;
 pub mod experiment;
+pub mod laplace_mbsgd;
 
 use std::sync::{Arc, Mutex};
 

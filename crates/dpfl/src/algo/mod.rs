@@ -9,6 +9,8 @@
 //!   spec.rs      AlgorithmSpec: the serde enum of what a config file names; one exhaustive
 //!      │         match hands each question to the variant's Wing (no fallback arm);
 //!      │         WingPlan: each wing's checked, calibrated parameters (serialisable)
+//!   registry.rs  wings defined outside dpfl: AlgorithmSpec::Custom / WingPlan::Custom, the
+//!      │         object-safe face of Wing and the table of registered kinds
 //!   lowy/        Lowy & Razaviyayn (ICLR 2023): MB-SGD (Alg. 2/7), AC-SA (Alg. 1), Local SGD,
 //!      │         per-silo calibration, the theorems' parameter rules
 //!   normfedavg/  Das et al.: DP-NormFedAvg (Alg. 2), NormFedAvg, FedAvg (Alg. 3), clipping
@@ -101,6 +103,7 @@ pub mod half;
 pub mod lowy;
 pub mod message;
 pub mod normfedavg;
+pub mod registry;
 pub(crate) mod server;
 pub mod shuffle;
 pub mod soteria;

@@ -3,6 +3,12 @@
 //! [`AlgorithmSpec`] is only the serde enum of the configs: every question about an algorithm
 //! (label, privacy, noise multiplier, grid knobs, requirements, audit view, plan) goes through
 //! one exhaustive match (`with_wing!`) to the variant's [`Wing`] (issue 28 item 1).
+//!
+//! A wing defined outside this crate is [`AlgorithmSpec::Custom`], registered under its own
+//! `kind` with [`AlgorithmSpec::register`] (issue 28 item 6; `registry.rs`): reading a config
+//! looks the kind up among the registered ones first (a registered kind is never a built-in
+//! one), and the built-in kinds are read by the derived code (`#[serde(remote = "Self")]`
+//! keeps the derive and lets the trait impls below add the registry).
 
 use serde::{Deserialize, Serialize};
 
@@ -11,13 +17,16 @@ use super::context::{BuildContext, BuiltAlgorithm, SiloCalibration};
 use super::half::{ServerHalf, SiloHalf};
 use super::lowy;
 use super::normfedavg;
+use super::registry::{self, CustomPlan, CustomSpec, ExternalWing};
 use super::shuffle;
 use super::soteria;
 use super::wing::{AuditView, Knobs, NoiseMultiplier, Planned, Privacy, Requirements, Wing};
 
 /// An algorithm as named in a config file.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(remote = "Self")]
 #[serde(tag = "kind", rename_all = "kebab-case", deny_unknown_fields)]
+#[schemars(rename = "AlgorithmSpec")]
 pub enum AlgorithmSpec {
     /// Minibatch SGD (Lowy & Razaviyayn Algorithm 2); private when `calibration` is set.
     MbSgd(lowy::wing::MbSgdSpec),
@@ -62,6 +71,82 @@ pub enum AlgorithmSpec {
     /// models and send them compressed; see [`soteria::qdpsgd`].
     #[serde(rename = "q-dpsgd-1")]
     QDpsgd1(soteria::SoteriaSpec),
+    /// A wing defined outside this crate, under the `kind` it was registered with
+    /// ([`AlgorithmSpec::register`]); not in the config reference (each program registers
+    /// its own).
+    #[serde(skip)]
+    Custom(CustomSpec),
+}
+
+impl Serialize for AlgorithmSpec {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        // A registered wing writes its own kind; the built-in kinds are the derive's.
+        if let AlgorithmSpec::Custom(c) = self {
+            return c.serialize(s);
+        }
+        AlgorithmSpec::serialize(self, s)
+    }
+}
+
+impl<'de> Deserialize<'de> for AlgorithmSpec {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        let mut value = serde_json::Value::deserialize(d)?;
+        let kind = value
+            .get("kind")
+            .and_then(serde_json::Value::as_str)
+            .map(str::to_owned);
+        if let Some(kind) = kind.filter(|k| registry::is_registered(k))
+            && let Some(m) = value.as_object_mut()
+        {
+            m.remove("kind");
+            if let Some(spec) = registry::read_spec(&kind, value) {
+                return spec.map(AlgorithmSpec::Custom).map_err(D::Error::custom);
+            }
+            return Err(D::Error::custom(format!(
+                "`{kind}` is no longer registered"
+            )));
+        }
+        // serde_json's value holds no NaN: a TOML `nan` arrives as null and is refused here
+        // as a wrong type, never read as a number.
+        AlgorithmSpec::deserialize(value).map_err(D::Error::custom)
+    }
+}
+
+/// The error of a probe that reads only a kind ([`is_builtin`]).
+#[derive(Debug)]
+enum Probe {
+    UnknownKind,
+    Other,
+}
+
+impl std::fmt::Display for Probe {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{self:?}")
+    }
+}
+
+impl std::error::Error for Probe {}
+
+impl serde::de::Error for Probe {
+    fn custom<T: std::fmt::Display>(_: T) -> Self {
+        Probe::Other
+    }
+    fn unknown_variant(_: &str, _: &'static [&'static str]) -> Self {
+        Probe::UnknownKind
+    }
+}
+
+/// Whether `kind` names a built-in algorithm: the derived reader, given only the kind, fails
+/// for any other reason than an unknown kind (a missing field) or succeeds. No kind list to
+/// keep.
+fn is_builtin(kind: &str) -> bool {
+    let only_kind =
+        serde::de::value::MapDeserializer::<_, Probe>::new(std::iter::once(("kind", kind)));
+    !matches!(
+        AlgorithmSpec::deserialize(only_kind),
+        Err(Probe::UnknownKind)
+    )
 }
 
 /// Binds `$w` to the [`Wing`] of `$spec`'s variant and evaluates `$body`: the one exhaustive
@@ -107,11 +192,20 @@ macro_rules! with_wing {
                 let $w = &soteria(Method::QDpsgd1, s);
                 $body
             }
+            AlgorithmSpec::Custom($w) => $body,
         }
     }};
 }
 
 impl AlgorithmSpec {
+    /// Registers the wing `W`, defined outside this crate, under `W::KIND` for this program:
+    /// from then on a config with that kind reads as [`AlgorithmSpec::Custom`] (experiment
+    /// files, plans, federation files). A built-in kind, a malformed one, or one taken by
+    /// another type is refused; registering `W` again is a no-op.
+    pub fn register<W: ExternalWing>() -> crate::Result<()> {
+        registry::insert::<W>(is_builtin)
+    }
+
     /// A short label (used when a config gives none).
     pub fn default_label(&self) -> String {
         with_wing!(self, w => w.label())
@@ -223,7 +317,7 @@ fn checked_plan<W: Wing>(w: &W, ctx: &BuildContext) -> crate::Result<Planned<W::
 
 /// `wing`'s part for `spec`'s wing; an error if the plan is another wing's.
 fn part<'a, P: WingPart>(wing: &'a WingPlan, spec: &AlgorithmSpec) -> crate::Result<&'a P> {
-    P::of(wing).ok_or_else(|| {
+    P::of(wing).filter(|p| p.fits(spec)).ok_or_else(|| {
         crate::Error::config(
             "plan",
             format!("the plan is not one of {}", spec.default_label()),
@@ -235,6 +329,26 @@ fn part<'a, P: WingPart>(wing: &'a WingPlan, spec: &AlgorithmSpec) -> crate::Res
 trait WingPart: Sized {
     fn into_wing_plan(self) -> WingPlan;
     fn of(wing: &WingPlan) -> Option<&Self>;
+    /// Whether the plan is `spec`'s (one variant per wing says it, but for registered wings,
+    /// which share one).
+    fn fits(&self, _spec: &AlgorithmSpec) -> bool {
+        true
+    }
+}
+
+impl WingPart for CustomPlan {
+    fn into_wing_plan(self) -> WingPlan {
+        WingPlan::Custom(self)
+    }
+    fn of(wing: &WingPlan) -> Option<&Self> {
+        let WingPlan::Custom(p) = wing else {
+            return None;
+        };
+        Some(p)
+    }
+    fn fits(&self, spec: &AlgorithmSpec) -> bool {
+        matches!(spec, AlgorithmSpec::Custom(c) if c.kind() == self.kind())
+    }
 }
 
 impl WingPart for lowy::mbsgd::MbSgdPlan {
@@ -332,6 +446,7 @@ from_config!(
     Pagd(shuffle::PagdSpec),
     PanPrivateAcsa(shuffle::PanPrivateSpec),
     NormFedAvg(normfedavg::NormFedAvgSpec),
+    Custom(CustomSpec),
 );
 
 impl From<soteria::wing::SoteriaWing> for AlgorithmSpec {
@@ -363,6 +478,8 @@ pub enum WingPlan {
     Shuffle(Box<shuffle::wing::ShuffleWingPlan>),
     /// The DP-NormFedAvg family.
     NormFedAvg(Box<normfedavg::plan::NormFedAvgPlan>),
+    /// A registered wing's plan (`registry.rs`).
+    Custom(CustomPlan),
 }
 
 /// The Lowy & Razaviyayn wing's plans.
@@ -387,6 +504,7 @@ impl WingPlan {
             WingPlan::Soteria(p) => p.silos.len(),
             WingPlan::Shuffle(p) => p.plan.silos.len(),
             WingPlan::NormFedAvg(p) => p.silos.len(),
+            WingPlan::Custom(p) => p.silos(),
         }
     }
 
@@ -399,6 +517,7 @@ impl WingPlan {
                 Some(p.plan.quorum(participants, p.algorithm.honest_fraction()))
             }
             WingPlan::Lowy(_) | WingPlan::Soteria(_) | WingPlan::NormFedAvg(_) => None,
+            WingPlan::Custom(p) => p.quorum(participants),
         }
     }
 
@@ -412,6 +531,7 @@ impl WingPlan {
             // A plan read from a federation file passes the guard before its server is built.
             WingPlan::Shuffle(p) => p.plan.server_half(p.algorithm.check()?.server_inner(ctx)?),
             WingPlan::NormFedAvg(p) => p.server_half(ctx),
+            WingPlan::Custom(p) => p.server_half(ctx),
         }
     }
 
@@ -424,6 +544,7 @@ impl WingPlan {
             WingPlan::Soteria(p) => p.silo_half(ctx, silo),
             WingPlan::Shuffle(p) => p.plan.silo_half(ctx, silo),
             WingPlan::NormFedAvg(p) => p.silo_half(ctx, silo),
+            WingPlan::Custom(p) => p.silo_half(ctx, silo),
         }
     }
 

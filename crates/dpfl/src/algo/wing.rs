@@ -10,6 +10,28 @@
 //!
 //! A wing implements [`Wing`] in its own folder (`lowy/wing.rs`, `shuffle/wing.rs`, …); this
 //! file is part of the floor and imports no wing.
+//!
+//! # A wing outside this crate (issue 28 item 6)
+//!
+//! A crate that depends on `dpfl` cannot add a variant to `AlgorithmSpec` or `WingPlan`, so
+//! each of them has one variant for every wing defined elsewhere, `Custom`, and the decision is
+//! a **registry** (`registry.rs`), not a kind list: the outside wing's config implements
+//! [`Wing`] and `registry::ExternalWing` (its `KIND`), its plan `registry::WingHalves` (build
+//! one half each, serialisable), and a program calls `AlgorithmSpec::register::<W>()` once.
+//! From then on `kind = "<KIND>"` reads as `AlgorithmSpec::Custom` wherever an
+//! `AlgorithmSpec` is read (experiment files, reproduction specs, the plan in a federation
+//! file), and its plan as `WingPlan::Custom`; both answer every question through the same
+//! exhaustive one-line-per-variant delegation as the built-in wings, so the runners (the
+//! simulator's `Simulator::drive`, `dpfl-net`'s server and silos, the lab's grids) run it
+//! without knowing it. What a registered wing must do is what a built-in one must: say its
+//! [`Privacy`] (no default), take its noise from a mechanism that reports its own event (the
+//! round core charges the silo's ledger from `SiloHalf::round_event`), and give its server
+//! half public facts only. A registered kind never shadows a built-in one (refused at
+//! registration), and a program that did not register it (the `dpfl` binary) refuses the
+//! config naming the kind. The testkit's `laplace_mbsgd/` folder is the proof: a new wing in
+//! one folder plus one `mod` line.
+
+use serde::{Deserialize, Serialize};
 
 use super::checked::ParamGuard;
 use super::context::{BuildContext, BuiltAlgorithm, SiloCalibration};
@@ -60,8 +82,10 @@ pub struct Knobs {
     pub app_i_batch_floor: bool,
 }
 
-/// How an auditor decodes a round's released messages (`audit::score::View`).
-#[derive(Debug, Clone, Copy, PartialEq)]
+/// How an auditor decodes a round's released messages (`audit::score::View`). Serialisable:
+/// a registered wing's plan carries the view its wing gave (`registry::CustomPlan`).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
 pub enum AuditView {
     /// Gradient-like updates (dense, sparse, compressed, packed).
     Gradient {
