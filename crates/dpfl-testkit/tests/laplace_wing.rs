@@ -6,6 +6,7 @@
 
 use dpfl::algo::AlgorithmSpec;
 use dpfl::algo::spec::WingPlan;
+use dpfl::algo::wing::Wing;
 use dpfl::run::{Finished, Ledgers, OnDiverged, RunOptions};
 use dpfl::sim::{Participation, Simulator};
 use dpfl_lab::experiment::{ExperimentSpec, prepare_trial, setup};
@@ -54,7 +55,7 @@ fn registration_refuses_a_builtin_kind_and_reads_its_own() {
             self.0.check()
         }
     }
-    impl dpfl::algo::wing::Wing for Squatter {
+    impl Wing for Squatter {
         type Plan = LaplacePlan;
         fn label(&self) -> String {
             self.0.label()
@@ -87,7 +88,6 @@ fn registration_refuses_a_builtin_kind_and_reads_its_own() {
             LaplaceMbSgdSpec::plan(p, ctx)
         }
     }
-    use dpfl::algo::wing::Wing;
     impl dpfl::algo::registry::ExternalWing for Squatter {
         const KIND: &'static str = "mb-sgd";
     }
