@@ -19,7 +19,7 @@ case "${1:-}" in
   *) echo "usage: bash scripts/test.sh [--long]" >&2; exit 2 ;;
 esac
 
-# The report test renders report.html in headless Chromium (crates/dpfl-cli/tests/report.rs);
+# The report test renders report.html in headless Chromium (crates/dpfl-cli/tests/it/report.rs);
 # install Debian's package when it is missing and we may (root with apt), else the test skips
 # its rendering part and says so.
 if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then

@@ -4,7 +4,7 @@
 //! server` and one `dpfl silo` per hospital, each with its own shard → the model the server
 //! saved → `dpfl predict` and `dpfl evaluate`.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::Output;

@@ -1,5 +1,5 @@
 //! `dpfl reproduce shuffle-rates`: the quick run (asserted values, files present) and the
-//! full run (`#[ignore]`; `cargo test -p dpfl-lab --test shuffle_rates -- --ignored`).
+//! full run (`#[ignore]`; `cargo test -p dpfl-lab --test it shuffle_rates:: -- --ignored`).
 
 use dpfl_lab::reproduce::shuffle_rates::{self as sr, ALGORITHMS, NON_PRIVATE, Plan};
 use dpfl_lab::reproduce::shuffle_rates_out as out;

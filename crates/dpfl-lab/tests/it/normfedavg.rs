@@ -279,7 +279,7 @@ fn a_diverged_run_is_recorded_and_the_reproduction_goes_on() {
 
 /// The wall time of one full-scale round (50 silos, 25 answering, E = 20, B = 256, the
 /// 328,810-parameter network, QTDL s = 2^12 corrected), to estimate a full reproduction:
-/// `DPFL_DATA=… cargo test -p dpfl-lab --test normfedavg -- --ignored --nocapture`.
+/// `DPFL_DATA=… cargo test -p dpfl-lab --test it normfedavg:: -- --ignored --nocapture`.
 #[test]
 #[ignore]
 fn full_scale_round_time() {

@@ -5,7 +5,7 @@
 //! only things normalised away; binary outputs (plots, models) are compared by hash.
 //!
 //! A deliberate change of behaviour regenerates the files: `DPFL_BLESS=1 cargo test -p dpfl-cli
-//! --test golden`, then review the diff.
+//! --test it golden::`, then review the diff.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

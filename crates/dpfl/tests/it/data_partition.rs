@@ -2,7 +2,7 @@
 //! label skew, splitting, balancing, standardisation on train statistics, and
 //! reproducibility for a seed.
 
-mod data_common;
+use crate::data_common;
 
 use std::collections::HashSet;
 

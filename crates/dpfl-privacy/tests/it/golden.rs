@@ -13,7 +13,7 @@ use dpfl_privacy::{Delta, Neighbouring, PrivacyEvent};
 use serde_json::Value;
 
 fn cases() -> Vec<Value> {
-    let text = include_str!("golden/dp_accounting.json");
+    let text = include_str!("../golden/dp_accounting.json");
     let v: Value = serde_json::from_str(text).expect("golden JSON");
     assert_eq!(v["dp_accounting_version"], "0.6.0");
     v["cases"].as_array().expect("cases").clone()

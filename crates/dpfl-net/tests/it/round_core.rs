@@ -4,7 +4,7 @@
 //! out, the others answer), multi-message replies travel silo → (shuffler) → server through
 //! the codec, and the shuffler permutes messages, not replies.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

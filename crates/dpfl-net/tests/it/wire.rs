@@ -5,7 +5,7 @@
 //! bits (never widened to f64), and the bytes the server received during the rounds stay
 //! within 1.2x of t·d/8 per message.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::sync::{Arc, Mutex};

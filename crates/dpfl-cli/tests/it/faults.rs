@@ -5,7 +5,7 @@
 //! the process ended in bounded time, that the error names the culprit, and (for state) that
 //! nothing was released or charged again.
 
-mod common;
+use crate::common;
 use common::{free_port, prepare_only_args, silo_args, spawn, strs, wait_exit};
 
 use std::path::{Path, PathBuf};

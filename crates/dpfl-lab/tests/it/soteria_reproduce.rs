@@ -210,7 +210,7 @@ fn soteria_mnist_quick_runs_when_the_data_is_present() {
 }
 
 /// The full a9a reproduction (75 runs), writing into `$SOTERIA_OUT` (default a temporary
-/// directory): `cargo test -p dpfl-lab --test soteria_reproduce -- --ignored`.
+/// directory): `cargo test -p dpfl-lab --test it soteria_reproduce:: -- --ignored`.
 #[test]
 #[ignore]
 fn soteria_a9a_full() {

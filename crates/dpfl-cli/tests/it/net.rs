@@ -2,7 +2,7 @@
 //! model equals the simulator's bit for bit, `dpfl federate` writes `dpfl train`'s outputs, and
 //! training survives killed silos and a killed server without charging any silo's ledger twice.
 
-mod common;
+use crate::common;
 use common::{
     bits, dpfl, participants, prepare, simulated_run, spawn, spawn_silo, wait_exit, wait_until,
 };

@@ -2,7 +2,7 @@
 //! `calibration = "accountant"` the planner calibrates N times, and a server and every silo
 //! building from the federation file's `[plan]` calibrate nothing.
 
-mod common;
+use crate::common;
 
 use dpfl::algo::context::calibrations_on_this_thread;
 use dpfl_net::Federation;

@@ -3,7 +3,7 @@
 //! packed messages) and the shuffle-model algorithms (through the real shuffler), and each
 //! ends where the simulator ends for the same seed.
 
-mod common;
+use crate::common;
 use common::{
     Started, bits, dpfl, participants, prepare, prepare_only_args, simulated_run, spawn,
     spawn_silo, start, wait_exit, wait_until,

@@ -6,7 +6,7 @@
 //! of the library; `crates/dpfl-lab/src/audit/tests.rs`), so each bound must stay at or below the
 //! claimed ε = 1.
 
-mod common;
+use crate::common;
 
 use std::path::PathBuf;
 

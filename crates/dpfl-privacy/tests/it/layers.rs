@@ -1,7 +1,7 @@
 //! The module layering of dpfl-privacy, checked on the source: `accountant/` (the
 //! accountants and the curves they share) never imports `calibration` (which searches over
 //! accountants), so the two cannot form an import circle again. (The 600-line limit of every
-//! product file, this crate's included, is `dpfl-testkit/tests/architecture.rs`'s.)
+//! product file, this crate's included, is `dpfl-testkit/tests/it/architecture.rs`'s.)
 
 use std::path::{Path, PathBuf};
 

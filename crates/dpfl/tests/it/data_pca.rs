@@ -1,7 +1,7 @@
 //! PCA: recovers the axes of an anisotropic Gaussian, orders the explained variance, is
 //! independent of the thread count, and on MNIST keeps the variance share known for 50 axes.
 
-mod data_common;
+use crate::data_common;
 
 use data_common::shared;
 use dpfl::data::pca::Pca;

@@ -57,7 +57,7 @@ fn shuffle_runs_with_enforce_budget_are_charged_not_refused() {
 #[test]
 fn a_pgd_silo_is_charged_every_round_and_refused_past_its_budget() {
     // PGD at (ε, δ) = (2, 1e-5) over R = 10 rounds: each round is (ε₀, δ₀) =
-    // (0.0640025, 5e-7) (tests/shuffle_wing.rs by hand). By δ-approximate RDP the 10 rounds
+    // (0.0640025, 5e-7) (tests/it/shuffle_wing.rs by hand). By δ-approximate RDP the 10 rounds
     // spend well under 2; every further round adds ε₀ and δ₀, and after round 2R = 20 the
     // rounds' own δ reach δ, so the ledger must refuse the 21st round (index 20) at the
     // latest.

@@ -4,7 +4,7 @@
 //! federation here sets the noise multiplier directly (`privacy.noise_multiplier`), so it also
 //! shows z flowing through the plan to the server and silos.
 
-mod common;
+use crate::common;
 use common::{Started, dpfl, start, wait_exit};
 
 use std::time::Duration;

@@ -2,7 +2,7 @@
 //! refused certificates, oversized, wrong-dimension, duplicated and tampered messages. Each
 //! rejection is logged and the round still completes with the good messages.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;

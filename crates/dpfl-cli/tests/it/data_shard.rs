@@ -4,7 +4,7 @@
 //! silos when the experiment splits a pooled file by column, and is refused when a category
 //! order would be the silo's own.
 
-mod common;
+use crate::common;
 
 use common::{dpfl_in, ok};
 

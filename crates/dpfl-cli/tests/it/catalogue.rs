@@ -67,8 +67,8 @@ batch_size = 2
 const GOOD_SVM: &str =
     "+1 1:1 3:0.5\n-1 2:1\n+1 1:0.2\n-1 3:1\n+1 2:0.3\n-1 1:0.1\n+1 3:0.2\n-1 2:0.9\n";
 
-/// A tiny reproduction on synthetic data (seconds).
-pub const TINY_REPRO: &str = r#"
+/// A tiny reproduction on synthetic data (seconds); `refusals` uses it too.
+pub(crate) const TINY_REPRO: &str = r#"
 id = "tiny"
 title = "tiny"
 metric = "test_error"

@@ -3,7 +3,7 @@
 //! that never writes keys into a temporary directory, and the Prometheus `/metrics`
 //! endpoints of a short federation scraped over 127.0.0.1.
 
-mod common;
+use crate::common;
 use common::{command, free_port, prepare, silo_args, spawn, strs};
 
 use std::io::{Read, Write};

@@ -13,7 +13,7 @@
 //! (PAGD's dropout test is `net_wings.rs`'s
 //! `pagd_with_a_killed_silo_stops_unless_calibrated_for_dropouts`.)
 
-mod common;
+use crate::common;
 use common::{
     Started, bits, charged_rounds, checkpoint, checkpoint_round, dpfl, prepare_only_args,
     simulated_run, spawn, spawn_shuffler, spawn_silo, start, wait_exit, wait_until,

@@ -2,7 +2,7 @@
 //! checksums, and every bad-input case of issue #2 that concerns data: each error must name
 //! the file and, for text formats, the line.
 
-mod data_common;
+use crate::data_common;
 
 use data_common::{bundled, shared, tmp, write};
 use dpfl::data::csv::{CategoricalSpec, CsvSpec, TargetSpec, load_csv};
