@@ -2,4 +2,5 @@
 //! module was its own binary, and every binary linked the workspace again (issue 30 item 3).
 
 mod architecture;
+mod long_suite;
 mod results_provenance;
