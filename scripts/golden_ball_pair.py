@@ -9,7 +9,7 @@ dp-accounting, whose sensitivity 1 is the ball's radius, runs at noise multiplie
 Usage (the venv is not committed):
     python3 -m venv /tmp/dpacc && /tmp/dpacc/bin/pip install dp-accounting==0.6.0
     /tmp/dpacc/bin/python scripts/golden_ball_pair.py
-The Rust tests (crates/dpfl-privacy/tests/lower_bounds.rs, crates/dpfl-cli/tests/account.rs)
+The Rust tests (crates/dpfl-privacy/tests/it/lower_bounds.rs, crates/dpfl-cli/tests/it/account.rs)
 carry the printed values inline.
 """
 import json

@@ -25,7 +25,7 @@ Cases (noise multiplier 0.5-10, rate 1e-3-1, steps 1-1e5, delta 1e-3-1e-9):
                  K ~ Binomial(T, 1/(1 + e^{−a}))), by bisection on δ(ε) in log space; this
                  covers parameters far below dp-accounting's grid (issue 11: a = 1e-6,
                  T = 1e6).
-The Rust test (crates/dpfl-privacy/tests/golden.rs) reads only the JSON.
+The Rust test (crates/dpfl-privacy/tests/it/golden.rs) reads only the JSON.
 """
 import json
 import math

@@ -2,7 +2,7 @@
 # The public face of each crate, counted (issue 28 item 5): items declared `pub` (fn, struct,
 # enum, trait, mod, type, const, static; `pub(crate)`, `pub(super)` and `pub(in …)` are not
 # counted) in the product code of each crate's `src/` — test files (`tests.rs`, `*_tests.rs`)
-# and a file's `#[cfg(test)] mod tests` are left out, as in `tests/architecture.rs`'s 600-line
+# and a file's `#[cfg(test)] mod tests` are left out, as in `tests/it/architecture.rs`'s 600-line
 # check. `pub use` re-exports are counted apart. A grep, not rustdoc: an item declared `pub`
 # inside a private module is counted although it is not reachable, so the figure is an upper
 # bound on what a user sees, and it moves when a module or item turns `pub(crate)`.

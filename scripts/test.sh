@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # The test suite. `bash scripts/test.sh` is the contributor's suite (the README's test command):
-# the cargo workspace, then the Python package — its wheel built with maturin into a virtual
-# environment and its pytest tests run, some of them against the `dpfl` binary the cargo step
-# built (target/debug/dpfl) — without the tests marked `slow`.
-# `bash scripts/test.sh --long` is the longer suite: the Python tests marked `slow` (real Flower
-# simulations and SuperLink/SuperNode deployments, minutes each on 2 cores). CI (.ci/run) runs
-# both, the contributor's suite first.
+# the cargo workspace without the Rust tests listed in scripts/long-tests.txt, then the Python
+# package — its wheel built with maturin into a virtual environment and its pytest tests run,
+# some of them against the `dpfl` binary the cargo step built (target/debug/dpfl) — without the
+# tests marked `slow`.
+# `bash scripts/test.sh --long` is the longer suite: the Rust tests of scripts/long-tests.txt
+# (whole reproductions, networked runs that kill processes) and the Python tests marked `slow`
+# (real Flower simulations and SuperLink/SuperNode deployments, minutes each on 2 cores). CI
+# (.ci/run) runs both, the contributor's suite first; together they run every test.
 #
 # Needs network access to crates.io and PyPI only (maturin, numpy, pytest, pandas, flwr).
 # PYTHON picks the interpreter (default python3, >= 3.9); DPFL_SKIP_PYTHON=1 runs cargo only.
@@ -19,7 +21,7 @@ case "${1:-}" in
   *) echo "usage: bash scripts/test.sh [--long]" >&2; exit 2 ;;
 esac
 
-# The report test renders report.html in headless Chromium (crates/dpfl-cli/tests/report.rs);
+# The report test renders report.html in headless Chromium (crates/dpfl-cli/tests/it/report.rs);
 # install Debian's package when it is missing and we may (root with apt), else the test skips
 # its rendering part and says so.
 if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
@@ -28,13 +30,23 @@ if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt
     echo "chromium did not install: report.html is checked without a browser" >&2
 fi
 
+# A clean target (a fresh clone, CI) builds without incremental compilation: its caches cost
+# time to write and only pay off when a crate is rebuilt after an edit (BENCHMARKS.md, "The
+# test suite"). A target that exists keeps cargo's default.
+if [ ! -d target/debug ] && [ -z "${CARGO_INCREMENTAL:-}" ]; then
+  export CARGO_INCREMENTAL=0
+fi
+# The long suite's Rust tests: one libtest filter per line (comments and blank lines left out).
+mapfile -t long_tests < <(grep -v -e '^#' -e '^[[:space:]]*$' scripts/long-tests.txt)
 if [ "$suite" = quick ]; then
-  cargo test --workspace --locked
+  skips=()
+  for t in "${long_tests[@]}"; do skips+=(--skip "$t"); done
+  cargo test --workspace --locked -- "${skips[@]}"
 else
-  # The slow Python tests drive the CLI binary the quick suite's cargo step builds; built the
-  # same way (the whole workspace's features), so after the test command this is a no-op
-  # (`-p dpfl-cli` alone resolves features differently and recompiled the crates: 2 min 43 s).
-  cargo test --workspace --locked --no-run
+  # The same build as the quick suite's (the whole workspace's features: `-p dpfl-cli` alone
+  # resolves them differently and recompiled the crates), so after it this only runs tests;
+  # the slow Python tests below drive the CLI binary it built.
+  cargo test --workspace --locked -- "${long_tests[@]}"
 fi
 
 if [ "${DPFL_SKIP_PYTHON:-}" = 1 ]; then

@@ -376,7 +376,7 @@ pub const EPOCHS: usize = 20;
 /// the loss's curvature in ⟨w, x⟩ is at most c = 1/4 (logistic), 1/2 (softmax), 1 (least
 /// squares); capped at 1. The rounds make [`EPOCHS`] passes over the smallest silo's
 /// `train_rows` at `batch` per round, between 200 and 2000, a multiple of 10: enough for
-/// the non-private loss to flatten on the shapes tested (crates/dpfl-cli/tests/own_data.rs).
+/// the non-private loss to flatten on the shapes tested (crates/dpfl-cli/tests/it/own_data.rs).
 pub fn schedule(model: &str, features: usize, train_rows: usize, batch: usize) -> (usize, f64) {
     let curvature = match model {
         "logistic" => 0.25,

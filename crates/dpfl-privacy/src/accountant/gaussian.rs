@@ -1,7 +1,7 @@
 //! The exact privacy curve of one Gaussian release (Balle & Wang 2018, Thm. 8): δ(ε) and
 //! its inverse. The accountants (composition, PLD) and calibration all use it; it sits
 //! below them so that `accountant/` never imports `calibration` (checked by
-//! `tests/layers.rs`).
+//! `tests/it/layers.rs`).
 
 use super::special::{log_erfc, log_sub_sign};
 use crate::error::{PrivacyError, Result};

@@ -15,7 +15,7 @@
 //!   Viswanath 2015) composition of (ε, δ) guarantees.
 //!
 //! Layering: `accountant/` imports nothing from [`crate::calibration`]; the exact Gaussian
-//! curve both need is [`gaussian`] here, re-exported by calibration. `tests/layers.rs`
+//! curve both need is [`gaussian`] here, re-exported by calibration. `tests/it/layers.rs`
 //! checks it.
 //!
 //! The neighbouring relation is a parameter of every accountant: an event's noise

@@ -27,7 +27,7 @@ use crate::error::Result;
 /// For K = 1 bound 1 equals the WOR bound for one draw; for n = 1 both equal the Gaussian
 /// with sensitivity KΔ.
 ///
-/// Checked against exact divergences (`tests/wr_exact.rs`): for K draws of n with the other
+/// Checked against exact divergences (`tests/it/wr_exact.rs`): for K draws of n with the other
 /// records' gradients all at v, the replaced record at ±½ (sensitivity 1) and v ∈ {−½, …, ½},
 /// the exact D_α of both directions (log-space quadrature, itself checked against the
 /// closed form E_Q[(P/Q)^α] at integer α) is ≤ this bound at every default order, for

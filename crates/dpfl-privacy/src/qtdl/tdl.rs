@@ -47,7 +47,7 @@
 //!   (`split_tail_lane`), a shortcut of the same reads as the general code.
 //!
 //! Conditioning an exact draw on an event by rejection gives the exact conditional law, so
-//! both paths sample TDL(m, α) exactly (χ² tests of both paths in `tests/samplers.rs`).
+//! both paths sample TDL(m, α) exactly (χ² tests of both paths in `tests/it/samplers.rs`).
 //!
 //! **Speed without a new law** (issue 14, session 7): [`TruncatedDiscreteLaplace::fill`]
 //! returns exactly the draws of one word-by-word bit reader, from keystream fetched in 2 KiB

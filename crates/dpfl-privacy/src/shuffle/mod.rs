@@ -10,7 +10,7 @@
 //! * [`amplification`]: privacy amplification by shuffling of ε₀-LDP reports (Feldman,
 //!   McMillan & Talwar, FOCS 2021), the tighter of the closed form and the numerical bound;
 //!   as a privacy event, `PrivacyEvent::ShuffledLocal`, which every accountant flattens to
-//!   that (ε, δ) and composes (tests: `tests/shuffle_amplification.rs`, FMT's published
+//!   that (ε, δ) and composes (tests: `tests/it/shuffle_amplification.rs`, FMT's published
 //!   values);
 //! * [`local`]: a PVEC silo's guarantee without a trusted shuffler (Lemma A.1 per coordinate).
 //! * [`randomizer`]: PVEC's randomizer as a silo's `Mechanism`, its event by the trust model.

@@ -35,7 +35,7 @@
 //! The floor imports no wing and a wing imports only the floor (and its own files); a wing
 //! imports floor files by their own path (`crate::algo::half::…`), never through this module's
 //! re-exports, so `spec.rs` can sit above every wing without an import circle
-//! (`crates/dpfl/tests/import_graph.rs` checks both rules).
+//! (`crates/dpfl/tests/it/import_graph.rs` checks both rules).
 //!
 //! # Planning, then building one half
 //!

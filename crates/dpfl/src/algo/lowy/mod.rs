@@ -31,7 +31,7 @@
 //! and `from_config!`, and its plan's `WingPlan` variant; (2) its silo half (or a `BatchSource`/mechanism for the floor's `GradientSilo`) and
 //! server half, each reporting its round's privacy event; (3) its calibration with the
 //! theorem and a hand-computed test; (4) a line in ARCHITECTURE.md's code map.
-//! `crates/dpfl/tests/import_graph.rs` fails if a wing imports another wing or the floor
+//! `crates/dpfl/tests/it/import_graph.rs` fails if a wing imports another wing or the floor
 //! imports a wing.
 
 pub(crate) mod acsa;

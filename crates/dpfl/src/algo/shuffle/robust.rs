@@ -25,11 +25,11 @@
 //!   (Δ/g)·K·(g + s) − (expected honest count), so one such silo swamps the gradient. This is
 //!   the known limit of shuffle protocols (privacy, not integrity, is what they guarantee).
 //!
-//! The paper analyses privacy only; the accuracy cost (tested in `tests/shuffle_pagd.rs`):
+//! The paper analyses privacy only; the accuracy cost (tested in `tests/it/shuffle_pagd.rs`):
 //! dropping a fraction f leaves n' = (1 − f)B users and the mean's PVEC noise variance grows
 //! as 1/(1 − f); flipping scales the expected gradient by (1 − 2f).
 //!
-//! **End to end** (`experiments/shuffle-pagd-robust-excess.toml`, `tests/shuffle_robust.rs`,
+//! **End to end** (`experiments/shuffle-pagd-robust-excess.toml`, `tests/it/shuffle_robust.rs`,
 //! docs/shuffle.md): PAGD, 6 silos of 40 000 records, ε = 2 at γ = 1/2 (PVEC at ε_c = 1), mean
 //! excess population loss over 8 seeds: all honest 0.0106; 3 of 6 drop out 0.0177 (bound
 //! asserted: ≤ 2× honest, the noise variance's 1/(1 − f)); 1 of 6 flips 0.0208 (≤ 1/(1 − 2f)²
