@@ -3,4 +3,5 @@
 
 mod architecture;
 mod long_suite;
+mod python_wheel;
 mod results_provenance;
