@@ -71,11 +71,11 @@ fi
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "flwr[simulation]==1.42.0" ||
   echo "flwr did not install: the Flower tests (python/tests/test_flower*.py) are skipped" >&2
 # `pip install ./python`, as a user installs it (maturin as the PEP 517 backend, taken from
-# the venv: no build isolation). The extension is its own cargo workspace (python/Cargo.toml
-# says why); built into the main target/ in the dev profile, it reuses the dependencies the
-# cargo step compiled (the dev and test profiles build dependencies identically);
-# `--profile test` would make maturin build a test harness, not a loadable module.
-PATH="$venv/bin:$PATH" CARGO_TARGET_DIR="$root/target" MATURIN_PEP517_ARGS="--profile dev --locked" \
+# the venv: no build isolation), in the dev profile with the `shared-test-build` feature: with
+# the test profile's settings and features it links the dpfl, dpfl-privacy and dpfl-lab (and
+# every dependency) the cargo step built instead of compiling them again (python/Cargo.toml
+# says how); `--profile test` would make maturin build a test harness, not a loadable module.
+PATH="$venv/bin:$PATH" MATURIN_PEP517_ARGS="--profile dev --locked --features shared-test-build" \
   "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-build-isolation \
   --force-reinstall --no-deps ./python
 # From python/tests, not python/: the installed wheel is imported, not the source tree.

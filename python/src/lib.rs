@@ -25,6 +25,9 @@ use pyo3::prelude::*;
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
+    // False in the published wheel (dpfl-lab without `png`); true in scripts/test.sh's
+    // `shared-test-build`, which links the CLI's dpfl-lab.
+    m.add("_writes_png", dpfl_lab::plot::WRITES_PNG)?;
     m.add("DpflError", py.get_type::<errors::DpflError>())?;
     m.add("ConfigError", py.get_type::<errors::ConfigError>())?;
     m.add("RunError", py.get_type::<errors::RunError>())?;

@@ -231,6 +231,10 @@ pub fn trivial_metric(silos: &[dpfl::data::SiloData], classification: bool) -> O
     }
 }
 
+/// Whether this build writes PNG copies of its figures (the crate's `png` feature; the Python
+/// wheel leaves it off, so its users can tell which files a run writes).
+pub const WRITES_PNG: bool = cfg!(feature = "png");
+
 /// Writes `dir/<stem>.svg` (and `dir/<stem>.png` when `png` and the crate's `png` feature is
 /// on); returns the files written.
 pub fn write(fig: &Figure, dir: &Path, stem: &str, png: bool) -> dpfl::Result<Vec<PathBuf>> {

@@ -4,4 +4,5 @@
 mod architecture;
 mod laplace_wing;
 mod long_suite;
+mod python_wheel;
 mod results_provenance;
