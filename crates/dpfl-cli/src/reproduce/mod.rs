@@ -50,6 +50,11 @@ pub struct ReproduceArgs {
     /// (default the paper's 0.99). A run is never resumed with another.
     #[arg(long)]
     step_decay: Option<f64>,
+    /// normfedavg-* only: run only these of the plan's algorithms, in this order
+    /// (comma-separated labels as in summary.csv, e.g. "Bin s = 2^12,QTDL s = 2^6 (paper's
+    /// claim)"; a reduced run).
+    #[arg(long, value_delimiter = ',')]
+    algorithms: Option<Vec<String>>,
     /// Directory holding the larger data sets (else $DPFL_DATA, else the bundled data/).
     #[arg(long)]
     data_dir: Option<PathBuf>,
@@ -115,6 +120,12 @@ fn provenance(
         ("--rounds", args.rounds.map(|r| r.to_string())),
         ("--momentum", args.momentum.map(|m| m.to_string())),
         ("--step-decay", args.step_decay.map(|q| q.to_string())),
+        (
+            "--algorithms",
+            args.algorithms
+                .as_ref()
+                .map(|a| format!("{:?}", a.join(","))),
+        ),
         ("--calibration", args.calibration.clone()),
         ("--clipping", args.clipping.clone()),
         ("--sgd-batch", args.sgd_batch.map(|b| b.to_string())),
@@ -150,9 +161,13 @@ pub fn reproduce(args: &ReproduceArgs) -> anyhow::Result<()> {
     if reproduce::normfedavg::IDS.contains(&args.id.as_str()) {
         return normfedavg(args);
     }
-    if args.rounds.is_some() || args.momentum.is_some() || args.step_decay.is_some() {
+    if args.rounds.is_some()
+        || args.momentum.is_some()
+        || args.step_decay.is_some()
+        || args.algorithms.is_some()
+    {
         return Err(crate::usage(dpfl::Error::config(
-            "--rounds/--momentum/--step-decay",
+            "--rounds/--momentum/--step-decay/--algorithms",
             "only the normfedavg-* reproductions take them",
         )));
     }

@@ -29,6 +29,9 @@ pub(super) fn normfedavg(args: &ReproduceArgs) -> anyhow::Result<()> {
     }
     reproduce::normfedavg_local::set_local_training(&mut plan, args.momentum, args.step_decay)
         .map_err(crate::usage)?;
+    if let Some(a) = &args.algorithms {
+        reproduce::normfedavg_local::keep_algorithms(&mut plan, a).map_err(crate::usage)?;
+    }
     if let Some(n) = args.trials {
         if n == 0 {
             return Err(crate::usage(dpfl::Error::config(
@@ -97,6 +100,9 @@ pub(super) fn normfedavg(args: &ReproduceArgs) -> anyhow::Result<()> {
     }
     if let Some(q) = args.step_decay {
         config["step_decay"] = q.into();
+    }
+    if let Some(a) = &args.algorithms {
+        config["algorithms"] = a.clone().into();
     }
     files.push(provenance(args, None, &config, &out_dir)?);
     if crate::json() {

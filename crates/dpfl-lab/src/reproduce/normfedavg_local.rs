@@ -1,6 +1,7 @@
 //! The local-training knobs of the DP-NormFedAvg reproductions (issue 32 item 3): `--momentum`
 //! and `--step-decay` set every algorithm's heavy-ball momentum and η_k = η₀·decay^k factor,
-//! so the suspected causes of the level gap can be tested without editing the plans.
+//! so the suspected causes of the level gap can be tested without editing the plans;
+//! `--algorithms` runs a chosen subset.
 //!
 //! Why these two: Das et al. §6 say "the standard momentum of PyTorch with its default value",
 //! which is 0 in PyTorch, while the plans use 0.9 (digest §6.2 item 3); App. H's η_k = 0.99^k η₀
@@ -47,6 +48,46 @@ pub fn set_local_training(
     Ok(())
 }
 
+/// Keeps only the named algorithms, in the order named (`--algorithms`: a reduced run on a
+/// loaded machine puts the comparison that matters first). The list is part of the plan, so
+/// of the checkpoint's fingerprint. An unknown or repeated label is refused, listing the plan's.
+pub fn keep_algorithms(plan: &mut Plan, labels: &[String]) -> dpfl::Result<()> {
+    let known = || {
+        plan.algorithms
+            .iter()
+            .map(|(l, _)| format!("{l:?}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let mut kept = Vec::with_capacity(labels.len());
+    for (i, label) in labels.iter().enumerate() {
+        if labels[..i].contains(label) {
+            return Err(dpfl::Error::config(
+                "--algorithms",
+                format!("{label:?} is named twice"),
+            ));
+        }
+        match plan.algorithms.iter().find(|(l, _)| l == label) {
+            Some(a) => kept.push(a.clone()),
+            None => {
+                return Err(dpfl::Error::config(
+                    "--algorithms",
+                    format!(
+                        "{label:?} is not in {}; its algorithms: {}",
+                        plan.id,
+                        known()
+                    ),
+                ));
+            }
+        }
+    }
+    if kept.is_empty() {
+        return Err(dpfl::Error::config("--algorithms", "names no algorithm"));
+    }
+    plan.algorithms = kept;
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::normfedavg::{IDS, plan};
@@ -81,6 +122,27 @@ mod tests {
             ];
             assert!(prints[0] != prints[1] && prints[0] != prints[2] && prints[1] != prints[2]);
         }
+    }
+
+    #[test]
+    fn algorithms_are_kept_in_the_order_named() {
+        let base = plan("normfedavg-fmnist-bits", false).unwrap();
+        let mut p = base.clone();
+        let names = ["Bin s = 2^12", "QTDL s = 2^6 (paper's claim)"].map(String::from);
+        keep_algorithms(&mut p, &names).unwrap();
+        let labels: Vec<&str> = p.algorithms.iter().map(|(l, _)| l.as_str()).collect();
+        assert_eq!(labels, names);
+        assert_eq!(p.algorithms[0].1, base.algorithms[4].1);
+        assert_ne!(p.fingerprint().unwrap(), base.fingerprint().unwrap());
+        let e = keep_algorithms(&mut p.clone(), &["QTDL s = 2^8".into()]).unwrap_err();
+        assert!(
+            e.to_string().contains("Bin s = 2^12"),
+            "lists the known: {e}"
+        );
+        let twice = ["Bin s = 2^12".to_string(), "Bin s = 2^12".to_string()];
+        assert!(keep_algorithms(&mut p.clone(), &twice).is_err());
+        assert!(keep_algorithms(&mut p.clone(), &[]).is_err());
+        assert_eq!(p.algorithms.len(), 2, "a refusal leaves the plan");
     }
 
     #[test]
