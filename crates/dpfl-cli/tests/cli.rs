@@ -386,6 +386,13 @@ fn normfedavg_local_training_flags() {
     assert_error(&out, 2, &["--step-decay", "(0, 1]"]);
     let out = dpfl(&["reproduce", "lowy-obesity", "--momentum", "0", "--quiet"]);
     assert_error(&out, 2, &["--momentum", "normfedavg"]);
+    let out = dpfl(&[
+        "reproduce",
+        "normfedavg-fmnist-fedavg",
+        "--algorithms",
+        "FedAvg,SGD",
+    ]);
+    assert_error(&out, 2, &["--algorithms", "\"SGD\"", "\"NormFedAvg\""]);
     let Some(data) = std::env::var_os("DPFL_DATA")
         .filter(|v| !v.is_empty())
         .map(PathBuf::from)
@@ -421,7 +428,29 @@ fn normfedavg_local_training_flags() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    let only = tmpdir("nfa-only");
+    let out = run(&only, &["--algorithms", "FedAvg"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let read = |d: &Path, f: &str| std::fs::read_to_string(d.join(f)).unwrap();
+    // FedAvg alone trains as it does beside NormFedAvg (its own seeds and shards).
+    let fedavg_rows = |d: &Path| -> Vec<String> {
+        read(d, "rounds.csv")
+            .lines()
+            .filter(|l| l.starts_with("FedAvg,"))
+            .map(str::to_string)
+            .collect()
+    };
+    assert_eq!(fedavg_rows(&only).len(), 3);
+    assert_eq!(fedavg_rows(&only), fedavg_rows(&plain));
+    let only_prov: serde_json::Value =
+        serde_json::from_str(&read(&only, "provenance.json")).unwrap();
+    let command = only_prov["command"].as_str().unwrap();
+    assert!(command.ends_with("--algorithms \"FedAvg\""), "{command}");
+    assert_eq!(only_prov["config"]["algorithms"][0], "FedAvg");
     assert_ne!(read(&plain, "rounds.csv"), read(&m0, "rounds.csv"));
     let prov = read(&m0, "provenance.json");
     assert!(
