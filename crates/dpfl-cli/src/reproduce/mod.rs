@@ -42,6 +42,19 @@ pub struct ReproduceArgs {
     /// summary.csv says so).
     #[arg(long)]
     rounds: Option<usize>,
+    /// normfedavg-* only: every algorithm's local heavy-ball momentum, in [0, 1) (default the
+    /// plans' 0.9; 0 is PyTorch's default, plain SGD). A run is never resumed with another.
+    #[arg(long)]
+    momentum: Option<f64>,
+    /// normfedavg-* only: the local step's factor per round, eta_k = eta_0 * decay^k, in (0, 1]
+    /// (default the paper's 0.99). A run is never resumed with another.
+    #[arg(long)]
+    step_decay: Option<f64>,
+    /// normfedavg-* only: run only these of the plan's algorithms, in this order
+    /// (comma-separated labels as in summary.csv, e.g. "Bin s = 2^12,QTDL s = 2^6 (paper's
+    /// claim)"; a reduced run).
+    #[arg(long, value_delimiter = ',')]
+    algorithms: Option<Vec<String>>,
     /// Directory holding the larger data sets (else $DPFL_DATA, else the bundled data/).
     #[arg(long)]
     data_dir: Option<PathBuf>,
@@ -105,6 +118,14 @@ fn provenance(
     for (flag, value) in [
         ("--trials", args.trials.map(|t| t.to_string())),
         ("--rounds", args.rounds.map(|r| r.to_string())),
+        ("--momentum", args.momentum.map(|m| m.to_string())),
+        ("--step-decay", args.step_decay.map(|q| q.to_string())),
+        (
+            "--algorithms",
+            args.algorithms
+                .as_ref()
+                .map(|a| format!("{:?}", a.join(","))),
+        ),
         ("--calibration", args.calibration.clone()),
         ("--clipping", args.clipping.clone()),
         ("--sgd-batch", args.sgd_batch.map(|b| b.to_string())),
@@ -140,10 +161,14 @@ pub fn reproduce(args: &ReproduceArgs) -> anyhow::Result<()> {
     if reproduce::normfedavg::IDS.contains(&args.id.as_str()) {
         return normfedavg(args);
     }
-    if args.rounds.is_some() {
+    if args.rounds.is_some()
+        || args.momentum.is_some()
+        || args.step_decay.is_some()
+        || args.algorithms.is_some()
+    {
         return Err(crate::usage(dpfl::Error::config(
-            "--rounds",
-            "only the normfedavg-* reproductions take --rounds",
+            "--rounds/--momentum/--step-decay/--algorithms",
+            "only the normfedavg-* reproductions take them",
         )));
     }
     if args.id.starts_with("soteria-") {

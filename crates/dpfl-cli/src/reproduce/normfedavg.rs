@@ -27,6 +27,11 @@ pub(super) fn normfedavg(args: &ReproduceArgs) -> anyhow::Result<()> {
         }
         plan.rounds = r;
     }
+    reproduce::normfedavg_local::set_local_training(&mut plan, args.momentum, args.step_decay)
+        .map_err(crate::usage)?;
+    if let Some(a) = &args.algorithms {
+        reproduce::normfedavg_local::keep_algorithms(&mut plan, a).map_err(crate::usage)?;
+    }
     if let Some(n) = args.trials {
         if n == 0 {
             return Err(crate::usage(dpfl::Error::config(
@@ -88,7 +93,17 @@ pub(super) fn normfedavg(args: &ReproduceArgs) -> anyhow::Result<()> {
         },
     )?;
     let mut files = reproduce::normfedavg::write_outputs(&out, &out_dir)?;
-    let config = serde_json::json!({"id": args.id, "quick": args.quick, "seeds": plan.seeds, "rounds": plan.rounds});
+    let mut config = serde_json::json!({"id": args.id, "quick": args.quick, "seeds": plan.seeds, "rounds": plan.rounds});
+    // Only when set, so a default run's provenance keeps its old keys.
+    if let Some(m) = args.momentum {
+        config["momentum"] = m.into();
+    }
+    if let Some(q) = args.step_decay {
+        config["step_decay"] = q.into();
+    }
+    if let Some(a) = &args.algorithms {
+        config["algorithms"] = a.clone().into();
+    }
     files.push(provenance(args, None, &config, &out_dir)?);
     if crate::json() {
         crate::print_json(&serde_json::json!({

@@ -363,6 +363,127 @@ fn normfedavg_quick_reproduction_writes_its_tables() {
     );
 }
 
+/// Issue 32 item 3: `--momentum` and `--step-decay` change what a normfedavg reproduction
+/// trains, are recorded in provenance.json, refuse a resume under other values, and refuse
+/// bad values and other reproductions.
+#[test]
+fn normfedavg_local_training_flags() {
+    let out = dpfl(&[
+        "reproduce",
+        "normfedavg-fmnist-fedavg",
+        "--momentum",
+        "1",
+        "--quiet",
+    ]);
+    assert_error(&out, 2, &["--momentum", "[0, 1)"]);
+    let out = dpfl(&[
+        "reproduce",
+        "normfedavg-fmnist-bits",
+        "--step-decay",
+        "1.5",
+        "--quiet",
+    ]);
+    assert_error(&out, 2, &["--step-decay", "(0, 1]"]);
+    let out = dpfl(&["reproduce", "lowy-obesity", "--momentum", "0", "--quiet"]);
+    assert_error(&out, 2, &["--momentum", "normfedavg"]);
+    let out = dpfl(&[
+        "reproduce",
+        "normfedavg-fmnist-fedavg",
+        "--algorithms",
+        "FedAvg,SGD",
+    ]);
+    assert_error(&out, 2, &["--algorithms", "\"SGD\"", "\"NormFedAvg\""]);
+    let Some(data) = std::env::var_os("DPFL_DATA")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .filter(|d| d.join("fashion-mnist").is_dir())
+    else {
+        eprintln!("note: DPFL_DATA with fashion-mnist/ not set; skipping the runs");
+        return;
+    };
+    let run = |dir: &Path, extra: &[&str]| {
+        let mut a = vec![
+            "reproduce",
+            "normfedavg-fmnist-fedavg",
+            "--quick",
+            "--quiet",
+            "--data-dir",
+            data.to_str().unwrap(),
+            "--out",
+            dir.to_str().unwrap(),
+        ];
+        a.extend_from_slice(extra);
+        dpfl(&a)
+    };
+    let (plain, m0) = (tmpdir("nfa-m09"), tmpdir("nfa-m0"));
+    let out = run(&plain, &[]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = run(&m0, &["--momentum", "0", "--step-decay", "0.995"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let only = tmpdir("nfa-only");
+    let out = run(&only, &["--algorithms", "FedAvg"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let read = |d: &Path, f: &str| std::fs::read_to_string(d.join(f)).unwrap();
+    // FedAvg alone trains as it does beside NormFedAvg (its own seeds and shards).
+    let fedavg_rows = |d: &Path| -> Vec<String> {
+        read(d, "rounds.csv")
+            .lines()
+            .filter(|l| l.starts_with("FedAvg,"))
+            .map(str::to_string)
+            .collect()
+    };
+    assert_eq!(fedavg_rows(&only).len(), 3);
+    assert_eq!(fedavg_rows(&only), fedavg_rows(&plain));
+    let only_prov: serde_json::Value =
+        serde_json::from_str(&read(&only, "provenance.json")).unwrap();
+    let command = only_prov["command"].as_str().unwrap();
+    assert!(command.ends_with("--algorithms \"FedAvg\""), "{command}");
+    assert_eq!(only_prov["config"]["algorithms"][0], "FedAvg");
+    assert_ne!(read(&plain, "rounds.csv"), read(&m0, "rounds.csv"));
+    let prov = read(&m0, "provenance.json");
+    assert!(
+        prov.contains("reproduce normfedavg-fmnist-fedavg --quick --momentum 0 --step-decay 0.995"),
+        "{prov}"
+    );
+    let config: serde_json::Value = serde_json::from_str(&prov).unwrap();
+    assert_eq!(config["config"]["momentum"], 0.0);
+    assert_eq!(config["config"]["step_decay"], 0.995);
+    let plain_prov: serde_json::Value =
+        serde_json::from_str(&read(&plain, "provenance.json")).unwrap();
+    assert!(
+        plain_prov["config"].get("momentum").is_none(),
+        "{plain_prov}"
+    );
+    // The checkpoint's fingerprint holds the settings: another momentum is not a resume.
+    let out = run(
+        &m0,
+        &["--momentum", "0.5", "--step-decay", "0.995", "--resume"],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("--resume"), "{err}");
+    let out = run(
+        &m0,
+        &["--momentum", "0", "--step-decay", "0.995", "--resume"],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 #[test]
 fn train_needs_a_public_bound_and_marks_a_data_derived_one() {
     let d = tmpdir("public-l");

@@ -42,6 +42,7 @@ mod grid;
 pub mod newton;
 pub mod normfedavg;
 pub mod normfedavg_checkpoint;
+pub mod normfedavg_local;
 pub(crate) mod normfedavg_plot;
 mod output;
 pub mod plan_privacy;
