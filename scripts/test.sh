@@ -30,12 +30,6 @@ if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt
     echo "chromium did not install: report.html is checked without a browser" >&2
 fi
 
-# A clean target (a fresh clone, CI) builds without incremental compilation: its caches cost
-# time to write and only pay off when a crate is rebuilt after an edit (BENCHMARKS.md, "The
-# test suite"). A target that exists keeps cargo's default.
-if [ ! -d target/debug ] && [ -z "${CARGO_INCREMENTAL:-}" ]; then
-  export CARGO_INCREMENTAL=0
-fi
 # The long suite's Rust tests: one libtest filter per line (comments and blank lines left out).
 mapfile -t long_tests < <(grep -v -e '^#' -e '^[[:space:]]*$' scripts/long-tests.txt)
 if [ "$suite" = quick ]; then
