@@ -492,6 +492,15 @@ pub(crate) fn read_spec(
     lookup(kind).map(|e| (e.spec_from)(fields))
 }
 
+/// Whether any wing is registered (a program that registers none, as the CLI, reads its
+/// configs straight through the derive).
+pub(crate) fn any_registered() -> bool {
+    !REGISTRY
+        .read()
+        .unwrap_or_else(PoisonError::into_inner)
+        .is_empty()
+}
+
 /// Whether a wing of kind `kind` is registered.
 pub(crate) fn is_registered(kind: &str) -> bool {
     lookup(kind).is_some()

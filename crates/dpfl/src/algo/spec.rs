@@ -91,6 +91,13 @@ impl Serialize for AlgorithmSpec {
 impl<'de> Deserialize<'de> for AlgorithmSpec {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         use serde::de::Error;
+        // Without a registered wing (the CLI registers none), straight through the derive, as
+        // before the registry: no copy into a JSON value, and a TOML `nan` reaches the
+        // parameter check ("step_size must be finite and > 0, got NaN") instead of becoming
+        // a JSON null.
+        if !registry::any_registered() {
+            return AlgorithmSpec::deserialize(d);
+        }
         let mut value = serde_json::Value::deserialize(d)?;
         let kind = value
             .get("kind")
@@ -107,8 +114,8 @@ impl<'de> Deserialize<'de> for AlgorithmSpec {
                 "`{kind}` is no longer registered"
             )));
         }
-        // serde_json's value holds no NaN: a TOML `nan` arrives as null and is refused here
-        // as a wrong type, never read as a number.
+        // With a wing registered: serde_json's value holds no NaN, so a TOML `nan` arrives as
+        // null and is refused here as a wrong type, never read as a number.
         AlgorithmSpec::deserialize(value).map_err(D::Error::custom)
     }
 }
