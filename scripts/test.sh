@@ -59,11 +59,13 @@ fi
 # compares with it; skipped, and said so, if it does not install).
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "dp-accounting==0.6.0" ||
   echo "dp-accounting did not install: its comparison test is skipped" >&2
-# Flower for the dpfl.flower tests, with its Ray simulation backend: the tests run real
-# simulations and real SuperLink/SuperNode deployments (python/tests/test_flower_*.py; skipped,
-# and said so, if it does not install). The pinned version is the one the README supports.
-"$venv/bin/python" -m pip install --quiet --disable-pip-version-check "flwr[simulation]==1.42.0" ||
-  echo "flwr did not install: the Flower tests (python/tests/test_flower*.py) are skipped" >&2
+# Flower for the dpfl.flower tests (python/tests/test_flower*.py; skipped, and said so, if it
+# does not install). The pinned version is the one the README supports. Its Ray simulation
+# backend (a 74 MB wheel) only for the longer suite, whose tests run real simulations and real
+# SuperLink/SuperNode deployments; the contributor's suite's Flower tests need no Ray.
+if [ "$suite" = quick ]; then flower="flwr==1.42.0"; else flower="flwr[simulation]==1.42.0"; fi
+"$venv/bin/python" -m pip install --quiet --disable-pip-version-check "$flower" ||
+  echo "$flower did not install: the Flower tests (python/tests/test_flower*.py) are skipped" >&2
 # `pip install ./python`, as a user installs it (maturin as the PEP 517 backend, taken from
 # the venv: no build isolation), in the dev profile with the `shared-test-build` feature: with
 # the test profile's settings and features it links the dpfl, dpfl-privacy and dpfl-lab (and

@@ -32,7 +32,7 @@ pub mod gaussian;
 pub mod lower_bound;
 mod memo;
 pub use memo::forget_all as forget_remembered;
-mod par;
+pub(crate) mod par;
 pub mod pld;
 pub mod rdp;
 mod rdp_wr;

@@ -442,12 +442,12 @@ fn profile_pmf(profile: impl Fn(f64) -> f64 + Sync, h: f64) -> Result<Pmf> {
     let n = top as usize + 1;
     // δ* on [0, hi]; the negative half follows from the identity (no more special functions).
     let pos = super::par::map_indices(n, &|i| profile(i as f64 * h));
-    let mut deltas = Vec::with_capacity(2 * n - 1);
-    for i in (1..n).rev() {
+    let mut deltas = super::par::map_indices(n - 1, &|k| {
+        let i = n - 1 - k;
         let eps = -(i as f64) * h;
         let e = eps.exp();
-        deltas.push((-eps.exp_m1() + e * pos[i]).min(1.0));
-    }
+        (-eps.exp_m1() + e * pos[i]).min(1.0)
+    });
     deltas.extend_from_slice(&pos);
     if deltas.iter().any(|d| !d.is_finite()) {
         return Err(PrivacyError::Numerical {

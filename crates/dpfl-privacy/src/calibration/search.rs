@@ -16,16 +16,44 @@
 //! three or four evaluations instead of twenty or more. Its answer is always evaluated
 //! before it is returned ([`Search::verify`]); if that evaluation were ever to fail (ε not
 //! monotone at this resolution), the caller repeats the plain bisection.
+//!
+//! With an estimate of the crossing instead of a first point ([`Search::guess_crossing`], fed
+//! by coarser grids corrected for their discretisation), the deciding points are known before
+//! any evaluation: they are asked for together, and a [`Search::batched`] caller evaluates them
+//! on separate cores. `dpfl calibrate` at the demo's shape went from three fine-grid
+//! evaluations one after another to two at once (BENCHMARKS.md, "Issue 30 item 1 …").
 
 use crate::error::Result;
+
+/// The one answer of a batch of one.
+fn single(v: Vec<f64>) -> Result<f64> {
+    match v[..] {
+        [e] => Ok(e),
+        _ => Err(crate::error::PrivacyError::Numerical {
+            context: "noise calibration",
+            reason: format!("{} answers for 1 point", v.len()),
+        }),
+    }
+}
+
+/// The relative error assumed of a crossing estimate ([`Search::guess_crossing`]): the
+/// grid-corrected estimate of the demo's calibration was 3.6e-7 from the fine crossing.
+const CROSSING_ERROR: f64 = 4e-7;
 
 /// Evaluations [`Search::guess`] may spend before leaving the rest to the bisection.
 const MAX_GUESSES: usize = 10;
 
+/// How a search evaluates ε: one point at a time, or several at once (the caller may evaluate
+/// them concurrently; answers in the order asked).
+pub(super) enum Eval<'a> {
+    One(&'a mut dyn FnMut(f64) -> Result<f64>),
+    Many(&'a mut dyn FnMut(&[f64]) -> Result<Vec<f64>>),
+}
+
 /// What a calibration search has evaluated, and how to evaluate more.
 pub(super) struct Search<'a> {
     /// ε at z (∞ when the accountant cannot certify z); an error ends the search.
-    eval: &'a mut dyn FnMut(f64) -> Result<f64>,
+    eval: Eval<'a>,
     target: f64,
     /// Every (z, ε) evaluated, in evaluation order.
     seen: Vec<(f64, f64)>,
@@ -34,20 +62,101 @@ pub(super) struct Search<'a> {
 impl<'a> Search<'a> {
     pub(super) fn new(eval: &'a mut dyn FnMut(f64) -> Result<f64>, target: f64) -> Self {
         Search {
-            eval,
+            eval: Eval::One(eval),
             target,
             seen: Vec::new(),
         }
     }
 
+    /// A search whose points can be evaluated several at once ([`Self::guess_crossing`]
+    /// asks for two or three).
+    pub(super) fn batched(
+        eval: &'a mut dyn FnMut(&[f64]) -> Result<Vec<f64>>,
+        target: f64,
+    ) -> Self {
+        Search {
+            eval: Eval::Many(eval),
+            target,
+            seen: Vec::new(),
+        }
+    }
+
+    fn seen_at(&self, z: f64) -> Option<f64> {
+        self.seen
+            .iter()
+            .find(|(x, _)| x.to_bits() == z.to_bits())
+            .map(|p| p.1)
+    }
+
     /// ε at z, evaluated once per distinct z.
     pub(super) fn epsilon(&mut self, z: f64) -> Result<f64> {
-        if let Some(&(_, e)) = self.seen.iter().find(|(x, _)| x.to_bits() == z.to_bits()) {
+        if let Some(e) = self.seen_at(z) {
             return Ok(e);
         }
-        let e = (self.eval)(z)?;
+        let e = match &mut self.eval {
+            Eval::One(f) => f(z)?,
+            Eval::Many(f) => single(f(&[z])?)?,
+        };
         self.seen.push((z, e));
         Ok(e)
+    }
+
+    /// ε at every z of `zs` not evaluated yet, in one batch.
+    fn epsilons(&mut self, zs: &[f64]) -> Result<()> {
+        let mut new: Vec<f64> = Vec::new();
+        for &z in zs {
+            if self.seen_at(z).is_none() && !new.iter().any(|x| x.to_bits() == z.to_bits()) {
+                new.push(z);
+            }
+        }
+        let es = match &mut self.eval {
+            Eval::One(f) => new.iter().map(|&z| f(z)).collect::<Result<Vec<f64>>>()?,
+            Eval::Many(_) if new.is_empty() => Vec::new(),
+            Eval::Many(f) => f(&new)?,
+        };
+        if es.len() != new.len() {
+            return Err(crate::error::PrivacyError::Numerical {
+                context: "noise calibration",
+                reason: format!("{} answers for {} points", es.len(), new.len()),
+            });
+        }
+        self.seen.extend(new.into_iter().zip(es));
+        Ok(())
+    }
+
+    /// Starts [`Self::guess`] from an estimate `r` of the crossing (e.g. a coarser
+    /// accountant's, corrected for its grid) instead of from a point: the points that decide
+    /// the bisection if the crossing is within [`CROSSING_ERROR`] of `r` — its answer and its
+    /// last failing point, or three when that range straddles a step — are evaluated at once,
+    /// then [`Self::guess`] goes on from them. The
+    /// answer is the same as from any other start (only evaluated points decide the
+    /// bisection); a good estimate saves the evaluations that would have found them.
+    pub(super) fn guess_crossing(
+        &mut self,
+        from: f64,
+        r: f64,
+        slope: Option<f64>,
+        tolerance: f64,
+    ) -> Result<()> {
+        if !(r.is_finite() && r > 0.0) {
+            return self.guess((from, from, slope), tolerance);
+        }
+        // The deciding points for the crossing anywhere within the estimate's error: two
+        // when that error stays inside one step of the bisection, three (the step's two ends
+        // and the point between the steps) when it straddles one.
+        let mut points: Vec<f64> = Vec::new();
+        for x in [r * (1.0 - CROSSING_ERROR), r * (1.0 + CROSSING_ERROR)] {
+            let mut on_paper = |z: f64| -> Result<bool> { Ok(z >= x) };
+            if let Some((lo, hi)) = super::bisection_pair(&mut on_paper, from, tolerance)? {
+                points.extend(lo);
+                points.push(hi);
+            }
+        }
+        let Some(&hi) = points.iter().max_by(|a, b| a.total_cmp(b)) else {
+            return self.guess((from, from, slope), tolerance);
+        };
+        self.epsilons(&points)?;
+        self.guess((from, hi, slope), tolerance)
     }
 
     /// Whether z meets the target, by evaluating it.

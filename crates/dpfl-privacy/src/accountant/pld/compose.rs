@@ -8,6 +8,8 @@ use realfft::num_complex::Complex;
 use realfft::{ComplexToReal, RealFftPlanner, RealToComplex};
 
 use super::{MAX_BINS, Pmf, TAIL_MASS_TRUNCATION};
+use crate::accountant::memo::Memo;
+use crate::accountant::par;
 use crate::error::{PrivacyError, Result};
 
 impl Pmf {
@@ -41,11 +43,12 @@ impl Pmf {
         buf[..n].copy_from_slice(&self.probs);
         let mut spec = fwd.make_output_vec();
         fwd.process(&mut buf, &mut spec).map_err(fft_err)?;
-        for c in spec.iter_mut() {
-            // Polar power: |c|^T e^{iT·arg c}, stable for large T.
+        // Polar power: |c|^T e^{iT·arg c}, stable for large T (each bin by itself, on both
+        // cores).
+        par::update_each(&mut spec, &|c: &mut Complex<f64>| {
             let (r, th) = c.to_polar();
             *c = Complex::from_polar(r.powf(tf), th * tf);
-        }
+        });
         // The imaginary parts of the DC and Nyquist bins must be zero for a real inverse.
         if let Some(c) = spec.first_mut() {
             c.im = 0.0;
@@ -175,14 +178,30 @@ pub(super) fn fft_err(e: realfft::FftError) -> PrivacyError {
     }
 }
 
-/// The forward and inverse real FFTs of length `len`, from a fresh planner. A planner kept
-/// per thread (issue 30) made the result depend on the lengths planned before: the same PLD,
-/// evaluated inside a calibration search and alone, differed in the 11th digit (the golden
-/// `account-grid.txt` caught it), so each composition plans anew and gives the same bits
-/// whatever ran before.
-fn plans(len: usize) -> (Arc<dyn RealToComplex<f64>>, Arc<dyn ComplexToReal<f64>>) {
-    let mut p = RealFftPlanner::<f64>::new();
-    (p.plan_fft_forward(len), p.plan_fft_inverse(len))
+type Plans = (Arc<dyn RealToComplex<f64>>, Arc<dyn ComplexToReal<f64>>);
+
+/// Plans by length, each made by a planner of its own (see [`plans`]); only lengths up to
+/// [`PLAN_MAX_LEN`] are kept (a forward and inverse plan hold about 2·len complex twiddles,
+/// 32 bytes per unit of length: 8 plans of 2^19 are 128 MB at most; longer FFTs cost far more
+/// than their planning).
+static PLANS: Memo<Plans> = Memo::new(8);
+const PLAN_MAX_LEN: usize = 1 << 19;
+
+/// The forward and inverse real FFTs of length `len`, as a fresh planner makes them. A planner
+/// kept per thread (issue 30) made the result depend on the lengths planned before: the same
+/// PLD, evaluated inside a calibration search and alone, differed in the 11th digit (the golden
+/// `account-grid.txt` caught it). So every length is planned by a new planner, and that plan
+/// is kept for the length's next use (planning — twiddle factors, the recipe — was 8% of a
+/// calibration): the same plan object, so the same bits whatever ran before.
+fn plans(len: usize) -> Plans {
+    PLANS.get_or_keep(
+        len.to_string(),
+        || {
+            let mut p = RealFftPlanner::<f64>::new();
+            (p.plan_fft_forward(len), p.plan_fft_inverse(len))
+        },
+        |_| len <= PLAN_MAX_LEN,
+    )
 }
 
 /// Smallest 2^a 3^b ≥ n (fast sizes for `rustfft`).
@@ -205,8 +224,8 @@ pub(super) fn next_fast_len(n: usize) -> usize {
 /// `compute_self_convolve_bounds`, eq. (5) of its supplementary notes) and ±2^j/(len·√T).
 pub(super) fn chernoff_bounds(probs: &[f64], t: u64, tail: f64) -> (i64, i64) {
     let n = probs.len();
-    let mut upper = ((n - 1) as u128 * t as u128).min(i64::MAX as u128) as i64;
-    let mut lower = 0i64;
+    let upper = ((n - 1) as u128 * t as u128).min(i64::MAX as u128) as i64;
+    let lower = 0i64;
     let tf = t as f64;
     // dp_accounting's orders ±k/len, k = 1..20, plus smaller ones near the optimum
     // ≈ c/(len·√T) for long compositions: any order gives a valid bound, and without them a
@@ -228,7 +247,24 @@ pub(super) fn chernoff_bounds(probs: &[f64], t: u64, tail: f64) -> (i64, i64) {
         .map(|(i, p)| (i as f64, p.ln()))
         .collect();
     let log_2_tail = (2.0 / tail).ln();
-    for order in orders {
+    // The upper end depends on the positive orders only and the lower end on the negative
+    // ones: each side on its own core, its orders in the same sequence as before (the same
+    // window to the bit).
+    let (pos, neg): (Vec<f64>, Vec<f64>) = orders.iter().partition(|&&o| o > 0.0);
+    let side = |orders: &[f64]| window_side(&logs, orders, tf, log_2_tail, (lower, upper));
+    let ((_, upper), (lower, _)) = par::join(logs.len() >= 4096, || side(&pos), || side(&neg));
+    (lower, upper.max(lower))
+}
+
+/// [`chernoff_bounds`]' window `(lower, upper)` narrowed by `orders`.
+fn window_side(
+    logs: &[(f64, f64)],
+    orders: &[f64],
+    tf: f64,
+    log_2_tail: f64,
+    (mut lower, mut upper): (i64, i64),
+) -> (i64, i64) {
+    for &order in orders {
         // log Σ p_i e^{order·i}, stably: the largest exponent m, then the sum relative to it.
         let m = logs
             .iter()
@@ -259,5 +295,5 @@ pub(super) fn chernoff_bounds(probs: &[f64], t: u64, tail: f64) -> (i64, i64) {
             lower = lower.max(bound.floor() as i64);
         }
     }
-    (lower, upper.max(lower))
+    (lower, upper)
 }
