@@ -194,7 +194,7 @@ fn drive<R: Reproduction>(mut r: R, args: &ReproduceArgs) -> anyhow::Result<()> 
     // One line per round at most every 10 rounds and at a run's end: a multi-hour run shows
     // where it is without flooding a log.
     let round = |job: &str, k: usize, rounds: usize| {
-        if !quiet && (k % 10 == 0 || k == rounds) {
+        if !quiet && (k.is_multiple_of(10) || k == rounds) {
             eprintln!(
                 "{job}: round {k}/{rounds} ({:.0} s)",
                 start.elapsed().as_secs_f64()

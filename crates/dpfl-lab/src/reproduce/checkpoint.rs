@@ -185,6 +185,13 @@ mod tests {
         n: u64,
     }
 
+    fn refused(r: Result<Checkpoint<Rec>>) -> String {
+        match r {
+            Ok(_) => panic!("accepted"),
+            Err(e) => e.to_string(),
+        }
+    }
+
     fn header(options: serde_json::Value, sha: &str) -> Header {
         Header {
             format: FORMAT.into(),
@@ -231,22 +238,24 @@ mod tests {
         assert_eq!(c.get("b"), Some(&b));
         assert_eq!(c.finished(&["a".into(), "z".into()]), 1);
         drop(c);
-        let e = Checkpoint::<Rec>::open(&path, header(serde_json::json!({}), "s"), true)
-            .unwrap_err()
-            .to_string();
+        let e = refused(Checkpoint::<Rec>::open(
+            &path,
+            header(serde_json::json!({}), "s"),
+            true,
+        ));
         assert!(e.contains("options {\"quick\":true}, not {}"), "{e}");
-        let e = Checkpoint::<Rec>::open(&path, header(opts.clone(), "t"), true)
-            .unwrap_err()
-            .to_string();
+        let e = refused(Checkpoint::<Rec>::open(
+            &path,
+            header(opts.clone(), "t"),
+            true,
+        ));
         assert!(e.contains("different specification"), "{e}");
         std::fs::write(
             &path,
             "{\"format\":\"dpfl-soteria-checkpoint-1\",\"plan_sha256\":\"x\"}\n",
         )
         .unwrap();
-        let e = Checkpoint::<Rec>::open(&path, header(opts, "s"), true)
-            .unwrap_err()
-            .to_string();
+        let e = refused(Checkpoint::<Rec>::open(&path, header(opts, "s"), true));
         assert!(
             e.contains("checkpoint.jsonl")
                 && e.contains("written by an older dpfl")

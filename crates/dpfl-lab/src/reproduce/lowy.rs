@@ -30,7 +30,16 @@ impl LowyGrid {
                     path: p.clone(),
                     source,
                 })?;
-                let mut spec = ReproSpec::from_toml(&text, &p.display().to_string())?;
+                let file = p.display().to_string();
+                // A spec's error names the file once (a parse error already starts with it).
+                let mut spec = ReproSpec::from_toml(&text, &file).map_err(|e| {
+                    let text = e.to_string();
+                    if text.starts_with(&file) {
+                        e
+                    } else {
+                        dpfl::Error::data(file.clone(), text)
+                    }
+                })?;
                 spec.base
                     .data
                     .resolve_paths(crate::experiment::paths::base_of(p));
