@@ -35,6 +35,12 @@
 //! Runs are independent and executed in parallel (rayon); each run's seed is a hash of its
 //! coordinates (trial, panel, ε, algorithm, grid point, repetition), so results are
 //! bit-for-bit the same for a seed whatever the number of threads.
+//!
+//! Every reproduction of every paper — these grids ([`lowy`]), SoteriaFL
+//! ([`soteria_repro`]), DP-NormFedAvg ([`normfedavg_repro`]) and shuffle-rates
+//! ([`shuffle_rates_repro`]) — is a [`reproduction::Reproduction`], run by the one loop
+//! [`reproduction::run`] with the one checkpoint format [`checkpoint`]; `dpfl reproduce`
+//! resolves an id to its family ([`families`]).
 
 pub mod checkpoint;
 pub(crate) mod checkpoint_file;
