@@ -91,6 +91,11 @@ impl Progress {
         self.bar.set_message(msg.into());
     }
 
+    /// The number of steps, once known (a reproduction's jobs, after its data are loaded).
+    pub fn set_length(&self, len: u64) {
+        self.bar.set_length(len);
+    }
+
     pub fn set_position(&self, pos: u64) {
         self.bar.set_position(pos);
     }

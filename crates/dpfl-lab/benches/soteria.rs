@@ -117,7 +117,7 @@ fn a9a<M: Measurement>(c: &mut Criterion<M>, group: &str) {
         b.iter(|| {
             // The bundled copy, as `dpfl reproduce soteria-a9a` without --data-dir.
             let fed = soteria::load(&plan, None).unwrap();
-            let rows = soteria::run(&plan, &fed, &|_, _| {}).unwrap();
+            let rows = dpfl_lab::reproduce::soteria_repro::run(&plan, &fed, &|_, _| {}).unwrap();
             let bands = soteria::bands(&rows);
             black_box(
                 dpfl_lab::reproduce::soteria_out::write(&plan, &rows, &bands, &[], out.path())
@@ -129,7 +129,9 @@ fn a9a<M: Measurement>(c: &mut Criterion<M>, group: &str) {
         b.iter(|| black_box(soteria::load(&plan, None).unwrap()))
     });
     g.bench_function("eps1_one_seed_five_algorithms", |b| {
-        b.iter(|| black_box(soteria::run(&plan, &fed, &|_, _| {}).unwrap()))
+        b.iter(|| {
+            black_box(dpfl_lab::reproduce::soteria_repro::run(&plan, &fed, &|_, _| {}).unwrap())
+        })
     });
     let update_rounds = |a: usize| {
         let spec = soteria::algorithm(a, etas[a], fed.init_std).unwrap();

@@ -121,7 +121,7 @@ fn a_killed_reproduction_resumes_to_the_uninterrupted_summary() {
     assert!(!part.join("summary.csv").exists(), "killed before the end");
     // Simulate a write cut short by the kill: a torn last line is dropped on resume.
     let mut text = std::fs::read_to_string(&ckpt).unwrap();
-    text.push_str("{\"job\":3,\"key\":\"pan");
+    text.push_str("{\"key\":\"panel 0 tri");
     std::fs::write(&ckpt, text).unwrap();
 
     // Without --resume the work is not thrown away.
@@ -174,7 +174,7 @@ fn a_killed_reproduction_resumes_to_the_uninterrupted_summary() {
     std::fs::create_dir_all(&other).unwrap();
     std::fs::write(
         other.join("checkpoint.jsonl"),
-        "{\"format\":\"dpfl-reproduce-checkpoint-1\",\"spec_sha256\":\"x\",\"jobs\":1}\n",
+        "{\"format\":\"dpfl-reproduction-checkpoint-2\",\"id\":\"resumable\",\"spec_sha256\":\"x\",\"options\":{\"--quick\":false}}\n",
     )
     .unwrap();
     let out = dpfl_in(
@@ -193,6 +193,11 @@ fn a_killed_reproduction_resumes_to_the_uninterrupted_summary() {
         ],
     );
     assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("checkpoint.jsonl") && err.contains("\"--trials\":1"),
+        "{err}"
+    );
 }
 
 #[test]

@@ -81,26 +81,28 @@ fn resume_refuses_two_lines_for_one_job() {
     let out = d.join("out");
     std::fs::create_dir_all(&out).unwrap();
     // The checkpoint the CLI itself writes for this spec: every job finished.
-    let spec = dpfl_lab::reproduce::ReproSpec::from_toml(&spec_text, "r.toml").unwrap();
-    let jobs = dpfl_lab::reproduce::jobs(&spec);
-    let path = out.join(dpfl_lab::reproduce::checkpoint::FILE_NAME);
-    let cp = dpfl_lab::reproduce::checkpoint::Checkpoint::open(&path, &spec, &jobs, false).unwrap();
-    let data = dpfl_lab::reproduce::prepare(&spec, None).unwrap();
-    dpfl_lab::reproduce::checkpoint::run_grid(&spec, &data, &jobs, &|_, _| {}, Some(&cp)).unwrap();
+    use dpfl_lab::reproduce::reproduction::{self, Hooks, Options, Reproduction};
+    let opts = Options {
+        spec: Some(spec_file.clone()),
+        ..Options::default()
+    };
+    let mut grid = dpfl_lab::reproduce::LowyGrid::new("tiny", &opts).unwrap();
+    grid.load(None).unwrap();
+    let cp = reproduction::open_checkpoint(&grid, &out, false).unwrap();
+    reproduction::run(&grid, Some(&cp), Some(&out), &Hooks::progress(&|_, _| {})).unwrap();
     drop(cp);
+    let keys = grid.jobs();
+    let path = out.join(dpfl_lab::reproduce::checkpoint::FILE_NAME);
     let text = std::fs::read_to_string(&path).unwrap();
     let lines: Vec<&str> = text.lines().collect();
-    assert_eq!(lines.len(), jobs.len() + 1);
-    // Job 0's line again, with another metric.
+    assert_eq!(lines.len(), keys.len() + 1);
+    // The first job's line again, with another metric.
+    let mine = format!("{{\"key\":{:?},", keys[0]);
     let first: serde_json::Value =
-        serde_json::from_str(lines.iter().find(|l| l.starts_with("{\"job\":0,")).unwrap()).unwrap();
-    let at = lines
-        .iter()
-        .position(|l| l.starts_with("{\"job\":0,"))
-        .unwrap()
-        + 1;
+        serde_json::from_str(lines.iter().find(|l| l.starts_with(&mine)).unwrap()).unwrap();
+    let at = lines.iter().position(|l| l.starts_with(&mine)).unwrap() + 1;
     let mut second = first.clone();
-    second["metric"] = serde_json::json!(format!("{:016x}", 0.5f64.to_bits()));
+    second["record"]["metric"] = serde_json::json!(format!("{:016x}", 0.5f64.to_bits()));
     std::fs::write(&path, format!("{text}{second}\n")).unwrap();
     let o = dpfl(&[
         "reproduce",
@@ -116,7 +118,7 @@ fn resume_refuses_two_lines_for_one_job() {
     assert_eq!(o.status.code(), Some(1), "{err}");
     assert!(
         err.contains(&format!("checkpoint.jsonl:{}:", lines.len() + 1))
-            && err.contains(&format!("job 0 is also on line {at}")),
+            && err.contains(&format!("job {:?} is also on line {at}", keys[0])),
         "{err}"
     );
     assert_eq!(err.trim().lines().count(), 1, "{err}");

@@ -1,11 +1,11 @@
-//! The one checkpoint file of every long reproduction (the Lowy grid `checkpoint.rs`, the
-//! SoteriaFL runs `soteria_checkpoint.rs`, the DP-NormFedAvg runs `normfedavg_checkpoint.rs`):
-//! a JSON-lines file in the output directory, a header naming the plan, then one line per
-//! finished unit of work, appended as it finishes.
+//! The rules of the checkpoint file of every reproduction (its one format is
+//! [`super::checkpoint`]'s): a JSON-lines file in the output directory, a header naming the
+//! plan, then one line per finished unit of work, appended as it finishes.
 //!
-//! Rules shared by all three: an existing file without `--resume` is refused (its finished
-//! work would be lost); with `--resume` it is read back (a missing file starts afresh). A
-//! header of another format is an error, one of another plan is refused with the caller's
+//! Rules: an existing file without `--resume` is refused (its finished work would be lost);
+//! with `--resume` it is read back (a missing file starts afresh). A header of one of the
+//! formats before the one format ([`OLDER_FORMATS`]) is refused as written by an older dpfl;
+//! one of an unknown format is an error, one of another plan is refused with the caller's
 //! wording. A last line without its newline is a write cut short by the interruption and is
 //! dropped (the file is truncated before appending); any other damage is an error naming the
 //! file and line, never a silent fresh start. A line is written with one `write_all` and
@@ -22,6 +22,15 @@ use serde::de::DeserializeOwned;
 use sha2::{Digest, Sha256};
 
 use dpfl::{Error, Result};
+
+/// The header tags of the three checkpoint formats before the one format (Lowy's grids,
+/// SoteriaFL's runs, DP-NormFedAvg's runs, each with its own line payload): their files are
+/// refused with a message saying so, not read.
+pub(crate) const OLDER_FORMATS: [&str; 3] = [
+    "dpfl-reproduce-checkpoint-1",
+    "dpfl-soteria-checkpoint-1",
+    "dpfl-normfedavg-checkpoint-1",
+];
 
 /// A checkpoint's first line.
 pub(crate) trait Header: Serialize + DeserializeOwned + PartialEq {
@@ -93,13 +102,13 @@ pub(crate) struct AppendLog {
 impl AppendLog {
     /// Opens `path` for the plan described by `header`. Every complete line after the header
     /// is parsed as an `R` and handed to `row` with its 1-based line number; `row`'s error
-    /// text becomes a parse error at that line. `mismatch` completes "`path` was written for
-    /// …" when the header names another plan.
+    /// text becomes a parse error at that line. `mismatch(file's header)` completes "`path` was
+    /// written for …" when the header names another plan.
     pub(crate) fn open<H: Header, R: DeserializeOwned>(
         path: &Path,
         header: &H,
         resume: bool,
-        mismatch: &str,
+        mismatch: &dyn Fn(&H) -> String,
         mut row: impl FnMut(usize, R) -> std::result::Result<(), String>,
     ) -> Result<Self> {
         let io = |source| Error::Io {
@@ -128,17 +137,32 @@ impl AppendLog {
             let mut lines = text[..complete].lines().enumerate();
             // No header line: cut short before the header was complete, nothing finished.
             if let Some((_, h)) = lines.next() {
-                let h: H = serde_json::from_str(h)
+                let value: serde_json::Value = serde_json::from_str(h)
                     .map_err(|e| parse(1, format!("not a checkpoint header: {e}")))?;
-                if h.format() != header.format() {
-                    return Err(parse(1, format!("unknown format {:?}", h.format())));
+                let format = value.get("format").and_then(|f| f.as_str()).unwrap_or("");
+                if OLDER_FORMATS.contains(&format) {
+                    return Err(Error::config(
+                        "--resume",
+                        format!(
+                            "{} was written by an older dpfl (checkpoint format {format:?}), \
+                             which this one cannot resume: delete it (or move it away) and \
+                             rerun without --resume",
+                            path.display()
+                        ),
+                    ));
                 }
+                if format != header.format() {
+                    return Err(parse(1, format!("unknown format {format:?}")));
+                }
+                let h: H = serde_json::from_value(value)
+                    .map_err(|e| parse(1, format!("not a checkpoint header: {e}")))?;
                 if h != *header {
                     return Err(Error::config(
                         "--resume",
                         format!(
-                            "{} was written for {mismatch}: run with the same ones, or delete it",
-                            path.display()
+                            "{} was written for {}: run with the same ones, or delete it",
+                            path.display(),
+                            mismatch(&h)
                         ),
                     ));
                 }
@@ -231,13 +255,19 @@ mod tests {
 
     fn read(path: &Path, header: &H, resume: bool) -> Result<Vec<(usize, u32)>> {
         let mut rows = Vec::new();
-        AppendLog::open(path, header, resume, "another plan", |line, r: u32| {
-            if r == 99 {
-                return Err("row 99 is refused".into());
-            }
-            rows.push((line, r));
-            Ok(())
-        })?;
+        AppendLog::open(
+            path,
+            header,
+            resume,
+            &|_| "another plan".into(),
+            |line, r: u32| {
+                if r == 99 {
+                    return Err("row 99 is refused".into());
+                }
+                rows.push((line, r));
+                Ok(())
+            },
+        )?;
         Ok(rows)
     }
 
@@ -247,7 +277,10 @@ mod tests {
     fn appends_reads_back_and_refuses_what_it_must() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("checkpoint.jsonl");
-        let log = AppendLog::open(&path, &h("f1", 7), false, "x", |_, _: u32| Ok(())).unwrap();
+        let log = AppendLog::open(&path, &h("f1", 7), false, &|_| "x".into(), |_, _: u32| {
+            Ok(())
+        })
+        .unwrap();
         log.append(&5u32).unwrap();
         log.append(&6u32).unwrap();
         drop(log);

@@ -69,18 +69,22 @@ pub struct Job {
     pub rep: usize,
 }
 
-/// What one run produced.
-#[derive(Debug, Clone, Copy)]
+/// What one run produced (a line of the checkpoint: floats exact, [`super::checkpoint::Exact`]).
+#[derive(Debug, Clone, Copy, serde::Serialize, serde::Deserialize)]
 pub struct JobResult {
     /// The final model's mean training loss (what the selection minimises).
+    #[serde(with = "super::checkpoint::exact")]
     pub train_loss: f64,
     /// The final model's value of the spec's metric (test error or relative RMSE).
+    #[serde(with = "super::checkpoint::exact")]
     pub metric: f64,
     /// The run's certified ε: per silo the smaller of the RDP and PLD accounts of what its
     /// ledger released (at its target δ), then the largest over silos; None if a silo could
     /// not be accounted, or the algorithm is not private.
+    #[serde(with = "super::checkpoint::exact_opt")]
     pub certified_epsilon: Option<f64>,
     /// The largest over silos of the lower bound on the true ε (a concrete pair), if any.
+    #[serde(with = "super::checkpoint::exact_opt")]
     pub lower_epsilon: Option<f64>,
 }
 

@@ -35,63 +35,61 @@
 //! Runs are independent and executed in parallel (rayon); each run's seed is a hash of its
 //! coordinates (trial, panel, ε, algorithm, grid point, repetition), so results are
 //! bit-for-bit the same for a seed whatever the number of threads.
+//!
+//! Every reproduction of every paper — these grids ([`lowy`]), SoteriaFL
+//! ([`soteria_repro`]), DP-NormFedAvg ([`normfedavg_repro`]) and shuffle-rates
+//! ([`shuffle_rates_repro`]) — is a [`reproduction::Reproduction`], run by the one loop
+//! [`reproduction::run`] with the one checkpoint format [`checkpoint`]; `dpfl reproduce`
+//! resolves an id to its family ([`families`]).
 
 pub mod checkpoint;
 pub(crate) mod checkpoint_file;
+pub mod families;
 mod grid;
+pub mod lowy;
 pub mod newton;
 pub mod normfedavg;
-pub mod normfedavg_checkpoint;
 pub mod normfedavg_local;
 pub(crate) mod normfedavg_plot;
+pub mod normfedavg_repro;
+pub mod normfedavg_state;
 mod output;
 pub mod plan_privacy;
 pub mod plot;
 pub mod privacy;
+pub mod reproduction;
 pub mod shuffle_rates;
 pub mod shuffle_rates_out;
+pub mod shuffle_rates_repro;
 pub mod soteria;
-pub mod soteria_checkpoint;
 pub mod soteria_out;
 pub(crate) mod soteria_plan;
+pub mod soteria_repro;
 mod spec;
 mod summary;
 
 pub use grid::{Job, JobResult, PanelTrial, jobs, plan_events, prepare, run_grid, run_job};
-pub use output::write_outputs;
+pub use lowy::{LowyGrid, run};
+pub use output::{write_outputs, write_summary};
 pub use spec::{
     BUILTIN, BaseSpec, GridAlgorithm, LogGrid, MAX_GRID_POINTS, MAX_RUNS, PanelSpec, QuickSpec,
     ReproMetric, ReproSpec, builtin, obesity_speed_grid,
 };
 pub use summary::{PanelFacts, ReproOutput, SummaryRow, quantile, summarize};
 
-use std::path::Path;
-
 use rayon::prelude::*;
 
 use summary::select;
 
-/// Runs a reproduction. `progress(done, total)` is called as runs finish (from any thread).
-pub fn run(
+/// The rows of `summary.csv` and each panel's facts from the grid's finished `results` (in
+/// the order of `all`, [`jobs`]) on the prepared `data`: the selection, the summary over
+/// trials, the certified ε, and per trial the heterogeneity and optimum (Newton's method).
+pub(crate) fn summarise_grid(
     spec: &ReproSpec,
-    data_dir: Option<&Path>,
-    progress: &(dyn Fn(usize, usize) + Sync),
-) -> dpfl::Result<ReproOutput> {
-    run_checkpointed(spec, data_dir, progress, None)
-}
-
-/// [`run`], recording finished runs in (and skipping those already in) `checkpoint`.
-pub fn run_checkpointed(
-    spec: &ReproSpec,
-    data_dir: Option<&Path>,
-    progress: &(dyn Fn(usize, usize) + Sync),
-    checkpoint: Option<&checkpoint::Checkpoint>,
-) -> dpfl::Result<ReproOutput> {
-    spec.validate()?;
-    let start = std::time::Instant::now();
-    let data = prepare(spec, data_dir)?;
-    let all = jobs(spec);
-    let results = checkpoint::run_grid(spec, &data, &all, progress, checkpoint)?;
+    data: &[Vec<PanelTrial>],
+    all: &[Job],
+    results: &[JobResult],
+) -> dpfl::Result<(Vec<SummaryRow>, Vec<PanelFacts>)> {
     let mut rows = Vec::new();
     let mut facts = Vec::new();
     for (p, panel) in spec.panels.iter().enumerate() {
@@ -108,7 +106,7 @@ pub fn run_checkpointed(
                 let mut values = Vec::with_capacity(spec.trials);
                 let mut log_steps = Vec::with_capacity(spec.trials);
                 for t in 0..spec.trials {
-                    let (value, step) = select(&all, &results, p, t, eps, a);
+                    let (value, step) = select(all, results, p, t, eps, a);
                     values.push(value);
                     log_steps.push(step.ln());
                 }
@@ -118,7 +116,7 @@ pub fn run_checkpointed(
                 let accounted = |f: fn(&JobResult) -> Option<f64>| -> Option<(f64, f64, f64)> {
                     let v: Option<Vec<f64>> = all
                         .iter()
-                        .zip(&results)
+                        .zip(results)
                         .filter(|(j, _)| j.panel == p && j.eps == eps && j.algorithm == a)
                         .map(|(_, r)| f(r))
                         .collect();
@@ -192,12 +190,7 @@ pub fn run_checkpointed(
             });
         }
     }
-    Ok(ReproOutput {
-        rows,
-        wall_seconds: start.elapsed().as_secs_f64(),
-        runs: all.len(),
-        panels: facts,
-    })
+    Ok((rows, facts))
 }
 
 fn panel_facts(spec: &ReproSpec, panel: &PanelSpec, m: f64, trials: &[PanelTrial]) -> PanelFacts {

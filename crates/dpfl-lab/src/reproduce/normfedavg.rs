@@ -16,6 +16,9 @@
 //! affordable corrected m (> 2^40); those rows are listed as not run, with the reason.
 //! Experiment (ii)'s "full precision (32 bits)" is read as s = 2^29 (t = 32 with m = 2s + 1).
 //!
+//! The jobs (one per algorithm and seed), the run of one and the checkpoint are
+//! [`super::normfedavg_repro`]'s.
+//!
 //! `--quick`: 10 silos × 5 shards of a seeded 3,000-row subset, 5 per round, 3 rounds, E = 2,
 //! B = 32, 1 seed, 1,000 test rows — a smoke test of the whole pipeline, not a result.
 
@@ -24,7 +27,6 @@ use std::path::{Path, PathBuf};
 use dpfl_privacy::DpRng;
 use dpfl_privacy::rng::Purpose;
 
-use super::normfedavg_checkpoint::{InFlight, NormFedAvgCheckpoint, RunRows};
 use super::privacy::RunPrivacy;
 use dpfl::algo::context::BuildContext;
 use dpfl::algo::context::SiloCalibration;
@@ -33,12 +35,9 @@ use dpfl::algo::normfedavg::{
     BetaSchedule, BudgetSpec, NormFedAvgSpec, QuantPrivacy, SensitivitySpec, TdlCalibration,
     Variant, plan as wing_plan,
 };
-use dpfl::algo::wing::Wing;
 use dpfl::data::registry::{DataDirs, KnownDataset, Part};
 use dpfl::data::{Dataset, SiloData};
 use dpfl::model::{Activation, DeepMlp, GradientOracle, Model, Precision, Projection};
-use dpfl::run::{Finished, Ledgers, OnDiverged, RunOptions};
-use dpfl::sim::{Participation, Simulator};
 use dpfl::units::SiloId;
 
 /// The reproduction ids this module runs (Das et al. Figs. 2, 3, 5).
@@ -287,7 +286,8 @@ pub struct Outcome {
     pub wall_seconds: f64,
 }
 
-fn subset(data: &Dataset, rows: Option<usize>, seed: u64) -> dpfl::Result<Dataset> {
+/// `rows` rows of `data` drawn with `seed` (all of them when `None`).
+pub(crate) fn subset(data: &Dataset, rows: Option<usize>, seed: u64) -> dpfl::Result<Dataset> {
     let Some(k) = rows.filter(|&k| k < data.len()) else {
         return Ok(data.subset(&(0..data.len()).collect::<Vec<_>>()));
     };
@@ -298,167 +298,21 @@ fn subset(data: &Dataset, rows: Option<usize>, seed: u64) -> dpfl::Result<Datase
     Ok(data.subset(&idx))
 }
 
-/// Runs every algorithm of `plan` for every seed on the given training and test sets.
-pub fn run(plan: &Plan, train: &Dataset, test: &Dataset) -> dpfl::Result<Outcome> {
-    run_checkpointed(plan, train, test, None, &mut |_, _, _| Ok(()))
+/// One seed's federation: the label shards, the network and the public facts.
+pub(crate) struct Seeded {
+    pub(crate) silos: Vec<SiloData>,
+    pub(crate) net: DeepMlp,
+    pub(crate) d: usize,
+    pub(crate) ctx: BuildContext,
 }
 
-/// [`run`] with a checkpoint: finished runs are taken from it, the run in flight continues
-/// from its last saved round, and every round is saved (module `normfedavg_checkpoint`).
-/// `after_round(algorithm, seed, rounds done)` is called after each round is saved (progress;
-/// an error stops the reproduction there, as an interruption would).
-pub fn run_checkpointed(
+/// Seed `seed`'s label shards of `train`, its network and the public facts.
+pub(crate) fn seeded(
     plan: &Plan,
     train: &Dataset,
-    test: &Dataset,
-    checkpoint: Option<&NormFedAvgCheckpoint>,
-    after_round: &mut dyn FnMut(&str, u64, usize) -> dpfl::Result<()>,
-) -> dpfl::Result<Outcome> {
-    let start = std::time::Instant::now();
-    let train = subset(train, plan.train_rows, 0)?;
-    let test = subset(test, plan.test_rows, 0)?;
-    let loss_data = subset(&train, Some(plan.loss_rows), 2)?;
-    let classes = train.target().num_classes().unwrap_or(0);
-    let mut out = Outcome {
-        id: plan.id.clone(),
-        rounds_run: plan.rounds,
-        ..Default::default()
-    };
-    for (label, spec) in &plan.algorithms {
-        let mut finals = Vec::new();
-        let mut diverged = Vec::new();
-        let mut bits_per_coordinate = f64::NAN;
-        for &seed in &plan.seeds {
-            let Seeded { silos, net, d, ctx } = seeded(plan, &train, classes, seed)?;
-            let built = match wing_plan::build(&ctx, spec) {
-                Ok(b) => b,
-                Err(e) => {
-                    out.privacy
-                        .push((label.clone(), not_run_privacy(plan, spec, &e.to_string())));
-                    out.not_run.push((label.clone(), e.to_string()));
-                    break;
-                }
-            };
-            if seed == plan.seeds[0] {
-                out.calibration
-                    .push((label.clone(), built.calibration[0].formula.clone()));
-                out.privacy.push((
-                    label.clone(),
-                    privacy_of_run(plan, spec, &built.calibration),
-                ));
-            }
-            let run = match checkpoint.and_then(|c| c.get(label, seed)) {
-                Some(run) => run,
-                None => {
-                    let m = plan.participants;
-                    let fixed = Participation::Fixed { m };
-                    let opts = RunOptions::seeded(fixed, Some(seed), Ledgers::Record);
-                    let mut sim =
-                        Simulator::start(&silos, built, &ctx, &spec.requirements(), opts)?;
-                    let mut run = RunRows {
-                        rows: Vec::new(),
-                        bits_per_coordinate: f64::NAN,
-                        stopped: None,
-                    };
-                    if let Some(f) = checkpoint.map(|c| c.in_flight(label, seed)).transpose()? {
-                        let f = f.filter(|f| f.done.rows.len() < plan.rounds);
-                        if let Some(f) = f {
-                            sim.restore(f.sim)?;
-                            run = f.done;
-                        }
-                    }
-                    let mut bits = run.rows.last().map_or(0.0, |r| r.bits_per_silo);
-                    // A diverged run is a result (the noise overwhelms the step size), not a
-                    // fault: it is recorded with its rows so far and the reproduction goes
-                    // on with the next run.
-                    let finished =
-                        sim.drive(plan.rounds, OnDiverged::Stop, |sim, round, report| {
-                            let k = round - 1;
-                            if report.participants > 0 {
-                                let per = report.message_bits as f64 / report.participants as f64;
-                                bits += per;
-                                run.bits_per_coordinate = per / d as f64;
-                            }
-                            let w = sim.output();
-                            run.rows.push(RoundRow {
-                                algorithm: label.clone(),
-                                seed,
-                                round: k + 1,
-                                train_loss: net.evaluate(&w, &loss_data).0,
-                                test_error: net.evaluate(&w, &test).1,
-                                bits_per_silo: bits,
-                            });
-                            if let Some(c) = checkpoint {
-                                if k + 1 < plan.rounds {
-                                    c.save(&InFlight {
-                                        algorithm: label.clone(),
-                                        seed,
-                                        done: run.clone(),
-                                        sim: sim.snapshot(),
-                                    })?;
-                                } else {
-                                    c.record(label, seed, &run)?;
-                                }
-                            }
-                            after_round(label, seed, k + 1)
-                        })?;
-                    if let Finished::Diverged { round, why } = finished {
-                        run.stopped = Some(format!(
-                            "diverged in round {round} of {} (rows end at round {}): {why}",
-                            plan.rounds,
-                            round - 1
-                        ));
-                        if let Some(c) = checkpoint {
-                            c.record(label, seed, &run)?;
-                        }
-                    }
-                    run
-                }
-            };
-            if run.bits_per_coordinate.is_finite() {
-                bits_per_coordinate = run.bits_per_coordinate;
-            }
-            if let Some(why) = &run.stopped {
-                diverged.push(format!("seed {seed}: {why}"));
-            } else {
-                let tail = &run.rows[run.rows.len().saturating_sub(5)..];
-                finals.push(
-                    tail.iter().map(|r| r.test_error).sum::<f64>() / tail.len().max(1) as f64,
-                );
-            }
-            out.rounds.extend(run.rows);
-        }
-        if finals.len() + diverged.len() == plan.seeds.len() {
-            let n = finals.len() as f64;
-            let mean = finals.iter().sum::<f64>() / n;
-            let var = finals.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1.0).max(1.0);
-            out.summary.push(SummaryRow {
-                algorithm: label.clone(),
-                bits_per_coordinate,
-                mean,
-                std: if finals.is_empty() {
-                    f64::NAN
-                } else {
-                    var.sqrt()
-                },
-                seeds: finals.len(),
-                diverged,
-            });
-        }
-    }
-    out.wall_seconds = start.elapsed().as_secs_f64();
-    Ok(out)
-}
-
-/// One seed's federation: the label shards, the network and the public facts.
-struct Seeded {
-    silos: Vec<SiloData>,
-    net: DeepMlp,
-    d: usize,
-    ctx: BuildContext,
-}
-
-fn seeded(plan: &Plan, train: &Dataset, classes: usize, seed: u64) -> dpfl::Result<Seeded> {
+    classes: usize,
+    seed: u64,
+) -> dpfl::Result<Seeded> {
     let mut rng = DpRng::from_seed(seed, Purpose::Data, 0);
     let parts = dpfl::data::shards::label_shards(train, plan.silos, plan.per_silo, &mut rng)?;
     let silos: Vec<SiloData> = parts
@@ -550,7 +404,8 @@ pub fn privacy_of_run(
     RunPrivacy::account(Some(label), kind, delta, &events)
 }
 
-fn not_run_privacy(plan: &Plan, spec: &NormFedAvgSpec, why: &str) -> RunPrivacy {
+/// The privacy row of an algorithm that could not be built (`why`).
+pub(crate) fn not_run_privacy(plan: &Plan, spec: &NormFedAvgSpec, why: &str) -> RunPrivacy {
     match label_of(plan, spec) {
         Some((label, kind, delta)) => {
             RunPrivacy::uncertified(Some(label), kind, delta, format!("not run: {why}"))
@@ -724,6 +579,19 @@ fn read_rounds(path: &Path) -> dpfl::Result<Vec<RoundRow>> {
 /// Writes `summary.csv`, `rounds.csv`, `calibration.csv` and the figure `<id>.svg` and `.png` into
 /// `dir`.
 pub fn write_outputs(outcome: &Outcome, dir: &Path) -> dpfl::Result<Vec<PathBuf>> {
+    let mut files = write_tables(outcome, dir)?;
+    files.extend(super::normfedavg_plot::write_figure(
+        &outcome.id,
+        &outcome.rounds,
+        &outcome.privacy,
+        dir,
+    )?);
+    Ok(files)
+}
+
+/// The CSVs of [`write_outputs`]: `summary.csv`, `rounds.csv`, `calibration.csv`,
+/// `privacy.csv`.
+pub fn write_tables(outcome: &Outcome, dir: &Path) -> dpfl::Result<Vec<PathBuf>> {
     // NaN (every seed diverged) is written as an empty cell.
     let pct = |v: f64| {
         if v.is_finite() {
@@ -804,12 +672,6 @@ pub fn write_outputs(outcome: &Outcome, dir: &Path) -> dpfl::Result<Vec<PathBuf>
         files.push(path);
     }
     files.push(privacy_file(&outcome.privacy, dir)?);
-    files.extend(super::normfedavg_plot::write_figure(
-        &outcome.id,
-        &outcome.rounds,
-        &outcome.privacy,
-        dir,
-    )?);
     Ok(files)
 }
 

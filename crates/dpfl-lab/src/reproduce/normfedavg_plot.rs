@@ -8,8 +8,9 @@ use std::path::{Path, PathBuf};
 use super::privacy::RunPrivacy;
 use crate::plot::{Figure, Panel, Point, Series, Spread};
 
-/// One evaluated round of one run.
-#[derive(Debug, Clone, PartialEq)]
+/// One evaluated round of one run (floats exact in the checkpoint,
+/// [`super::checkpoint::Exact`]).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct RoundRow {
     /// The algorithm's label.
     pub algorithm: String,
@@ -18,10 +19,13 @@ pub struct RoundRow {
     /// Rounds done, 1..=R.
     pub round: usize,
     /// Mean training loss on the evaluated training rows.
+    #[serde(with = "super::checkpoint::exact")]
     pub train_loss: f64,
     /// Test error rate.
+    #[serde(with = "super::checkpoint::exact")]
     pub test_error: f64,
     /// Bits one participating silo has sent so far (its messages' exact sizes).
+    #[serde(with = "super::checkpoint::exact")]
     pub bits_per_silo: f64,
 }
 

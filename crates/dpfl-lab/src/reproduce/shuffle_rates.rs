@@ -56,11 +56,14 @@
 //! B = n^{3/5} d^{1/5} L^{2/5} ln^{2/5}(d/δ)/(ε^{2/5} β^{2/5} D^{2/5}) with β = 1, D = 2).
 //!
 //! The PVEC noise table ([`pvec_noise_rows`]) and the exact accountant for P1D's binomial
-//! mechanism ([`dpfl_privacy::shuffle::exact`]) are in [`super::shuffle_rates_out`].
+//! mechanism ([`dpfl_privacy::shuffle::exact`]) are in [`super::shuffle_rates_out`]; the jobs,
+//! the loop and the checkpoint are [`super::shuffle_rates_repro`]'s. A run the library
+//! refuses (e.g. PGD's per-round δ₀ below the Binomial sampler's total-variation term, which
+//! the no-shuffler guarantee must absorb) is not a failure of the reproduction: it is listed
+//! as not run, with the reason.
 
 use std::sync::Arc;
 
-use rayon::prelude::*;
 use serde::Serialize;
 
 use dpfl::algo::half::{FederationInfo, SiloInfo};
@@ -318,8 +321,8 @@ fn setting(plan: &Plan, a: usize, n: usize, step: f64) -> Option<(String, usize,
 }
 
 /// Trains algorithm `a` on n records with `seed` (MB-SGD at `step`); the excess population
-/// loss of its output.
-fn run_one(
+/// loss of its output (`None` if `a` is not run at n).
+pub(crate) fn run_one(
     plan: &Plan,
     a: usize,
     n: usize,
@@ -388,7 +391,8 @@ fn run_one(
     }))
 }
 
-/// The number of runs [`run`] makes (every step of the grid for the MB-SGD entries).
+/// The number of runs of the plan ([`job_list`]: every step of the grid for the MB-SGD
+/// entries).
 pub fn job_count(plan: &Plan) -> usize {
     (0..ALGORITHMS.len())
         .map(|a| if is_mbsgd(a) { STEP_GRID.len() } else { 1 })
@@ -397,17 +401,11 @@ pub fn job_count(plan: &Plan) -> usize {
         * plan.seeds
 }
 
-/// Every (algorithm, n, seed) of the plan, in parallel; `progress(done, total)`; for the
-/// MB-SGD entries every step of [`STEP_GRID`], of which only the step with the lowest mean
-/// excess over the seeds is returned (module docs). A run the
-/// library refuses (e.g. PGD's per-round δ₀ below the Binomial sampler's total-variation
-/// term, which the no-shuffler guarantee must absorb) is not a failure of the reproduction:
-/// it is returned in the second list, "algorithm at n: reason", and reported.
-pub fn run(
-    plan: &Plan,
-    progress: &(dyn Fn(usize, usize) + Sync),
-) -> dpfl::Result<(Vec<RunRow>, Vec<String>)> {
-    let jobs: Vec<(usize, usize, usize, f64)> = (0..ALGORITHMS.len())
+/// Every run of the plan as (algorithm, n, seed index, MB-SGD step; NaN for the presets'
+/// theory steps), in a fixed order: for the MB-SGD entries every step of [`STEP_GRID`], of
+/// which [`tuned`] keeps the step with the lowest mean excess over the seeds (module docs).
+pub(crate) fn job_list(plan: &Plan) -> Vec<(usize, usize, usize, f64)> {
+    (0..ALGORITHMS.len())
         .flat_map(|a| {
             let steps: Vec<f64> = if is_mbsgd(a) {
                 STEP_GRID.to_vec()
@@ -420,33 +418,11 @@ pub fn run(
                     .flat_map(move |s| steps.clone().into_iter().map(move |h| (a, n, s, h)))
             })
         })
-        .collect();
-    let done = std::sync::atomic::AtomicUsize::new(0);
-    let results: Vec<Result<Option<RunRow>, String>> = jobs
-        .par_iter()
-        .map(|&(a, n, s, h)| {
-            let r =
-                run_one(plan, a, n, s, h).map_err(|e| format!("{} at n = {n}: {e}", ALGORITHMS[a]));
-            let d = done.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
-            progress(d, jobs.len());
-            r
-        })
-        .collect();
-    let mut rows = Vec::new();
-    let mut refused: Vec<String> = Vec::new();
-    for r in results {
-        match r {
-            Ok(Some(row)) => rows.push(row),
-            Ok(None) => {}
-            Err(e) if !refused.contains(&e) => refused.push(e),
-            Err(_) => {}
-        }
-    }
-    Ok((tuned(rows), refused))
+        .collect()
 }
 
 /// Keeps, per (algorithm, n), the rows of the step with the lowest mean excess over seeds.
-fn tuned(rows: Vec<RunRow>) -> Vec<RunRow> {
+pub(crate) fn tuned(rows: Vec<RunRow>) -> Vec<RunRow> {
     let mut best: Vec<(String, usize, f64, f64)> = Vec::new();
     for r in &rows {
         let Some(h) = r.step_size else { continue };

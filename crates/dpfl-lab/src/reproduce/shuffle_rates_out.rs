@@ -139,6 +139,21 @@ pub fn write(
     refused: &[String],
     dir: &Path,
 ) -> dpfl::Result<Vec<PathBuf>> {
+    let mut files = write_tables(plan, runs, bands, slopes, noise, refused, dir)?;
+    files.extend(draw(plan, bands, slopes, dir)?);
+    Ok(files)
+}
+
+/// The CSVs of [`write`]: runs.csv, summary.csv, pvec_noise.csv.
+pub fn write_tables(
+    _plan: &Plan,
+    runs: &[RunRow],
+    bands: &[Band],
+    slopes: &[(String, Option<f64>, Option<f64>)],
+    noise: &[NoiseRow],
+    refused: &[String],
+    dir: &Path,
+) -> dpfl::Result<Vec<PathBuf>> {
     let io =
         |p: &Path, e: std::io::Error| dpfl::Error::data(p.display().to_string(), e.to_string());
     std::fs::create_dir_all(dir).map_err(|e| io(dir, e))?;
@@ -179,6 +194,16 @@ pub fn write(
     let noise_path = dir.join("pvec_noise.csv");
     csv(&noise_path, noise)?;
     files.push(noise_path);
+    Ok(files)
+}
+
+/// The figure of [`write`] (`<id>.svg`, `.png`), written into `dir`.
+pub fn draw(
+    plan: &Plan,
+    bands: &[Band],
+    slopes: &[(String, Option<f64>, Option<f64>)],
+    dir: &Path,
+) -> dpfl::Result<Vec<PathBuf>> {
     let mut panel = Panel::new(
         format!(
             "excess population loss, d = {}, eps = {}, delta = {:e}, {} seeds (10-90% band)",
@@ -224,6 +249,5 @@ pub fn write(
         panel_width: 900,
         height: 600,
     };
-    files.extend(crate::plot::write(&fig, dir, &plan.id, true)?);
-    Ok(files)
+    crate::plot::write(&fig, dir, &plan.id, true)
 }

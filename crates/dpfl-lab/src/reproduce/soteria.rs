@@ -34,16 +34,17 @@
 //! one fused pass ([`Mlp::evaluate`]: loss, gradient and test accuracy from one forward pass,
 //! shards in parallel).
 //!
-//! Checkpoints: `dpfl reproduce … --resume` runs seed by seed and appends every finished run
-//! to `checkpoint.jsonl` ([`super::soteria_checkpoint`]); the outputs are rewritten after
-//! each run from every run finished so far (bands.csv's `seeds` column says how many).
+//! The jobs, their order (seed by seed) and the checkpoint are [`super::soteria_repro`]'s;
+//! the outputs are rewritten after each run from every run finished so far (bands.csv's
+//! `seeds` column says how many).
 
 use std::sync::Arc;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use dpfl_privacy::PrivacyEvent;
 
+use super::checkpoint::exact;
 use super::privacy::RunPrivacy;
 pub use super::soteria_plan::{Experiment, Plan};
 use super::soteria_plan::{Plans, algorithm_spec};
@@ -221,10 +222,12 @@ fn attach_test(train: Vec<Dataset>, test: &Dataset) -> Vec<SiloData> {
         .collect()
 }
 
-/// One evaluated round of one run.
-#[derive(Debug, Clone, Serialize)]
+/// One evaluated round of one run (floats exact in the checkpoint,
+/// [`super::checkpoint::Exact`]).
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct CurveRow {
     /// The silos' ε.
+    #[serde(with = "exact")]
     pub epsilon: f64,
     /// The algorithm's name ([`ALGORITHMS`]).
     pub algorithm: String,
@@ -233,13 +236,17 @@ pub struct CurveRow {
     /// Rounds done.
     pub round: usize,
     /// Mean training loss.
+    #[serde(with = "exact")]
     pub train_loss: f64,
     /// Test accuracy in [0, 1].
+    #[serde(with = "exact")]
     pub test_accuracy: f64,
     /// ‖∇f(x)‖² at the evaluated point (the paper's y axis).
+    #[serde(with = "exact")]
     pub grad_norm_sq: f64,
     /// The running mean of ‖∇f‖² over the evaluated points so far (the paper's utility,
     /// (1/T)Σ_t E‖∇f(x^t)‖², on the evaluation grid; digest §5.1).
+    #[serde(with = "exact")]
     pub utility: f64,
     /// Uplink bits of all silos so far, counting the messages' exact sizes.
     pub uplink_bits: u64,
@@ -261,75 +268,9 @@ pub fn algorithm(a: usize, eta: f64, init_std: Option<f64>) -> dpfl::Result<Algo
     )
 }
 
-/// Runs every (ε, algorithm, seed) of the plan; `progress(done, total)`. Rows in the order
-/// ε, algorithm, seed, round.
-pub fn run(
-    plan: &Plan,
-    fed: &Federation,
-    progress: &dyn Fn(usize, usize),
-) -> dpfl::Result<Vec<CurveRow>> {
-    run_checkpointed(plan, fed, progress, None, &mut |_, _| Ok(()))
-}
-
-/// Where finished runs are kept between invocations (`dpfl reproduce --resume`'s
-/// checkpoint file, [`super::soteria_checkpoint`]); a trait so that this module does not
-/// import the checkpoint's, which imports this one's rows.
-pub trait RunStore {
-    /// The rows of a finished run, if stored.
-    fn get(&self, eps: f64, algorithm: &str, seed: usize) -> Option<Vec<CurveRow>>;
-    /// Stores a finished run's rows.
-    fn record(&self, eps: f64, algorithm: &str, seed: usize, rows: &[CurveRow])
-    -> dpfl::Result<()>;
-}
-
-/// [`run`], seed by seed (every (ε, algorithm) of seed 0 first, so an interrupted run leaves
-/// whole seeds), skipping the units `checkpoint` already holds and appending each finished
-/// one to it; `unit_done(finished, rows)` after each run with the rows of every run finished
-/// so far (in output order). Every unit is seeded by its coordinates, so the rows equal
-/// [`run`]'s bit for bit.
-pub fn run_checkpointed(
-    plan: &Plan,
-    fed: &Federation,
-    progress: &dyn Fn(usize, usize),
-    checkpoint: Option<&dyn RunStore>,
-    unit_done: &mut dyn FnMut(usize, &[CurveRow]) -> dpfl::Result<()>,
-) -> dpfl::Result<Vec<CurveRow>> {
-    let total = plan.settings.len() * ALGORITHMS.len() * plan.seeds;
-    // (setting, algorithm) major, seed minor: the order of the output files.
-    let mut done: Vec<Option<Vec<CurveRow>>> = vec![None; total];
-    let slot = |e: usize, a: usize, seed: usize| (e * ALGORITHMS.len() + a) * plan.seeds + seed;
-    let mut g0 = None;
-    let mut finished = 0;
-    for seed in 0..plan.seeds {
-        for (e, &(eps, ..)) in plan.settings.iter().enumerate() {
-            for a in 0..ALGORITHMS.len() {
-                let rows = match checkpoint.and_then(|c| c.get(eps, ALGORITHMS[a], seed)) {
-                    Some(rows) => rows,
-                    None => {
-                        let g = match g0 {
-                            Some(g) => g,
-                            None => {
-                                let g = evaluate(fed, &[init_point(plan, fed)?])[0].0;
-                                g0 = Some(g);
-                                g
-                            }
-                        };
-                        let rows = run_unit(plan, fed, g, e, a, seed)?;
-                        if let Some(c) = checkpoint {
-                            c.record(eps, ALGORITHMS[a], seed, &rows)?;
-                        }
-                        rows
-                    }
-                };
-                done[slot(e, a, seed)] = Some(rows);
-                finished += 1;
-                progress(finished, total);
-                let so_far: Vec<CurveRow> = done.iter().flatten().flatten().cloned().collect();
-                unit_done(finished, &so_far)?;
-            }
-        }
-    }
-    Ok(done.into_iter().flatten().flatten().collect())
+/// ‖∇f(x⁰)‖², the first term of every run's utility (the same x⁰ for every run).
+pub fn initial_grad_norm_sq(plan: &Plan, fed: &Federation) -> dpfl::Result<f64> {
+    Ok(evaluate(fed, &[init_point(plan, fed)?])[0].0)
 }
 
 /// Whether round `r` of `rounds` is evaluated: every `eval_every` rounds and the last; with a

@@ -43,6 +43,33 @@ pub fn write(
     privacy: &[PrivacyRow],
     dir: &Path,
 ) -> dpfl::Result<Vec<PathBuf>> {
+    let mut files = write_tables(plan, rows, bands, privacy, dir)?;
+    files.extend(draw(plan, bands, privacy, dir)?);
+    Ok(files)
+}
+
+/// The figures of [`write`] ([`figures`]), written into `dir`.
+pub fn draw(
+    plan: &Plan,
+    bands: &[BandRow],
+    privacy: &[PrivacyRow],
+    dir: &Path,
+) -> dpfl::Result<Vec<PathBuf>> {
+    let mut files = Vec::new();
+    for fig in figures(plan, bands, privacy) {
+        files.extend(crate::plot::write(&fig.1, dir, &fig.0, false)?);
+    }
+    Ok(files)
+}
+
+/// The CSVs of [`write`]: `curves.csv`, `bands.csv`, `final.csv`, `privacy.csv`.
+pub fn write_tables(
+    plan: &Plan,
+    rows: &[CurveRow],
+    bands: &[BandRow],
+    privacy: &[PrivacyRow],
+    dir: &Path,
+) -> dpfl::Result<Vec<PathBuf>> {
     std::fs::create_dir_all(dir).map_err(|source| dpfl::Error::Io {
         path: dir.to_path_buf(),
         source,
@@ -138,9 +165,6 @@ pub fn write(
         .collect();
     atomic_write(&p, super::privacy::privacy_csv(&table)?.as_bytes())?;
     files.push(p);
-    for fig in figures(plan, bands, privacy) {
-        files.extend(crate::plot::write(&fig.1, dir, &fig.0, false)?);
-    }
     Ok(files)
 }
 

@@ -4,7 +4,10 @@
 
 use dpfl::algo::AlgorithmSpec;
 use dpfl::data::registry::{KnownDataset, Part};
-use dpfl_lab::reproduce::{normfedavg, normfedavg_checkpoint};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use dpfl_lab::reproduce::normfedavg_repro::{self, NormFedAvgRepro};
+use dpfl_lab::reproduce::{normfedavg, reproduction};
 
 #[test]
 fn the_config_kind_is_registered() {
@@ -78,7 +81,7 @@ fn quick_reproductions_run_and_report_bits_and_errors() {
     };
     // Non-private: both algorithms run; dense f64 messages are 64 bits per coordinate.
     let plan = normfedavg::plan("normfedavg-fmnist-fedavg", true).unwrap();
-    let out = normfedavg::run(&plan, &train, &test).unwrap();
+    let out = normfedavg_repro::run(&plan, &train, &test).unwrap();
     assert_eq!(out.summary.len(), 2, "{:?}", out.not_run);
     for r in &out.summary {
         assert_eq!(r.bits_per_coordinate, 64.0);
@@ -89,7 +92,7 @@ fn quick_reproductions_run_and_report_bits_and_errors() {
     // Table 4's algorithms: t = 14 and 8 with Theorem 1's m (the paper's), 22 for s = 2^12
     // with the corrected m; the Binomial is sent with the centred width N/2.
     let plan = normfedavg::plan("normfedavg-fmnist-bits", true).unwrap();
-    let out = normfedavg::run(&plan, &train, &test).unwrap();
+    let out = normfedavg_repro::run(&plan, &train, &test).unwrap();
     let t = |label: &str| {
         out.summary
             .iter()
@@ -126,7 +129,7 @@ fn the_clipping_reproduction_reports_what_cannot_be_calibrated() {
         return;
     };
     let plan = normfedavg::plan("normfedavg-fmnist-clipping", true).unwrap();
-    let out = normfedavg::run(&plan, &train, &test).unwrap();
+    let out = normfedavg_repro::run(&plan, &train, &test).unwrap();
     print_summary(&out);
     // Worst-case sensitivities: no corrected m below 2^40.
     assert_eq!(out.not_run.len(), 1, "{:?}", out.not_run);
@@ -134,6 +137,18 @@ fn the_clipping_reproduction_reports_what_cannot_be_calibrated() {
     assert_eq!(out.summary.len(), 3);
     // s = 2^29 with Theorem 1's m = 2s + 1: t = 32 ("full precision").
     assert!(out.summary.iter().all(|r| r.bits_per_coordinate == 32.0));
+}
+
+/// How many runs of `plan` the checkpoint in `dir` holds (opened with `--resume`).
+fn finished_runs(
+    plan: &normfedavg::Plan,
+    train: &dpfl::data::Dataset,
+    test: &dpfl::data::Dataset,
+    dir: &std::path::Path,
+) -> dpfl::Result<usize> {
+    let r = NormFedAvgRepro::on(plan, train, test).unwrap();
+    let c = reproduction::open_checkpoint(&r, dir, true)?;
+    Ok(c.finished(&reproduction::Reproduction::jobs(&r)))
 }
 
 /// Resumes the finished checkpoint in `dir` (which must hold `finished` runs of `plan`),
@@ -145,10 +160,8 @@ fn resume_running_nothing(
     dir: &std::path::Path,
     finished: usize,
 ) -> normfedavg::Outcome {
-    let sha = plan.fingerprint().unwrap();
-    let c = normfedavg_checkpoint::NormFedAvgCheckpoint::open(dir, &sha, true).unwrap();
-    assert_eq!(c.finished(), finished);
-    normfedavg::run_checkpointed(plan, train, test, Some(&c), &mut |_, _, _| {
+    assert_eq!(finished_runs(plan, train, test, dir).unwrap(), finished);
+    normfedavg_repro::run_checkpointed(plan, train, test, dir, true, &|_, _, _| {
         panic!("nothing left to run")
     })
     .unwrap()
@@ -160,7 +173,6 @@ fn resume_running_nothing(
 /// not saved; a finished checkpoint resumes without running anything.
 #[test]
 fn an_interrupted_reproduction_resumes_bit_for_bit() {
-    use normfedavg_checkpoint::NormFedAvgCheckpoint;
     let Some((train, test)) = fmnist() else {
         return;
     };
@@ -168,36 +180,36 @@ fn an_interrupted_reproduction_resumes_bit_for_bit() {
     // The corrected-m QTDL and the Binomial: both noise samplers and the quantizer.
     plan.algorithms = vec![plan.algorithms[0].clone(), plan.algorithms[4].clone()];
     plan.seeds = vec![1, 2];
-    let reference = normfedavg::run(&plan, &train, &test).unwrap();
+    let reference = normfedavg_repro::run(&plan, &train, &test).unwrap();
     assert_eq!(reference.rounds.len(), 2 * 2 * 3);
     let dir = tempfile::tempdir().unwrap();
-    let sha = plan.fingerprint().unwrap();
-    let mut done = 0;
-    {
-        let c = NormFedAvgCheckpoint::open(dir.path(), &sha, false).unwrap();
-        let stopped =
-            normfedavg::run_checkpointed(&plan, &train, &test, Some(&c), &mut |_, _, _| {
-                done += 1;
-                if done == 4 {
-                    return Err(dpfl::Error::config("test", "interrupted"));
-                }
-                Ok(())
-            });
-        assert!(stopped.is_err());
-    }
-    assert!(
-        NormFedAvgCheckpoint::open(dir.path(), &sha, false).is_err(),
-        "needs --resume"
+    let done = AtomicUsize::new(0);
+    let stopped =
+        normfedavg_repro::run_checkpointed(&plan, &train, &test, dir.path(), false, &|_, _, _| {
+            if done.fetch_add(1, Ordering::Relaxed) + 1 == 4 {
+                return Err(dpfl::Error::config("test", "interrupted"));
+            }
+            Ok(())
+        });
+    assert!(stopped.is_err());
+    let again =
+        normfedavg_repro::run_checkpointed(&plan, &train, &test, dir.path(), false, &|_, _, _| {
+            Ok(())
+        });
+    assert!(again.is_err(), "needs --resume");
+    assert_eq!(finished_runs(&plan, &train, &test, dir.path()).unwrap(), 1);
+    let rest = AtomicUsize::new(0);
+    let resumed =
+        normfedavg_repro::run_checkpointed(&plan, &train, &test, dir.path(), true, &|_, _, _| {
+            rest.fetch_add(1, Ordering::Relaxed);
+            Ok(())
+        })
+        .unwrap();
+    assert_eq!(
+        rest.into_inner(),
+        12 - 4,
+        "only the rounds not saved are run"
     );
-    let c = NormFedAvgCheckpoint::open(dir.path(), &sha, true).unwrap();
-    assert_eq!(c.finished(), 1);
-    let mut rest = 0;
-    let resumed = normfedavg::run_checkpointed(&plan, &train, &test, Some(&c), &mut |_, _, _| {
-        rest += 1;
-        Ok(())
-    })
-    .unwrap();
-    assert_eq!(rest, 12 - 4, "only the rounds not saved are run");
     let bits = |o: &normfedavg::Outcome| -> Vec<(String, u64, usize, u64, u64, u64)> {
         o.rounds
             .iter()
@@ -215,12 +227,11 @@ fn an_interrupted_reproduction_resumes_bit_for_bit() {
     };
     assert_eq!(bits(&resumed), bits(&reference));
     assert_eq!(resumed.summary, reference.summary);
-    drop(c);
     // Everything finished: a resume runs nothing; another plan is refused.
     let again = resume_running_nothing(&plan, &train, &test, dir.path(), 4);
     assert_eq!(bits(&again), bits(&reference));
     plan.rounds = 4;
-    assert!(NormFedAvgCheckpoint::open(dir.path(), &plan.fingerprint().unwrap(), true).is_err());
+    assert!(finished_runs(&plan, &train, &test, dir.path()).is_err());
 }
 
 /// A run whose training diverges (non-finite local update: here a step size of 1e300) is a
@@ -228,7 +239,6 @@ fn an_interrupted_reproduction_resumes_bit_for_bit() {
 /// next runs, the table says which seeds diverged, and a resume restores it without rerunning.
 #[test]
 fn a_diverged_run_is_recorded_and_the_reproduction_goes_on() {
-    use normfedavg_checkpoint::NormFedAvgCheckpoint;
     let Some((train, test)) = fmnist() else {
         return;
     };
@@ -238,9 +248,10 @@ fn a_diverged_run_is_recorded_and_the_reproduction_goes_on() {
     plan.algorithms = vec![("wild".to_string(), wild), plan.algorithms[4].clone()];
     plan.seeds = vec![1, 2];
     let dir = tempfile::tempdir().unwrap();
-    let sha = plan.fingerprint().unwrap();
-    let c = NormFedAvgCheckpoint::open(dir.path(), &sha, false).unwrap();
-    let out = normfedavg::run_checkpointed(&plan, &train, &test, Some(&c), &mut |_, _, _| Ok(()))
+    let out =
+        normfedavg_repro::run_checkpointed(&plan, &train, &test, dir.path(), false, &|_, _, _| {
+            Ok(())
+        })
         .unwrap();
     let wild = &out.summary[0];
     assert_eq!((wild.algorithm.as_str(), wild.seeds), ("wild", 0));
@@ -270,7 +281,6 @@ fn a_diverged_run_is_recorded_and_the_reproduction_goes_on() {
         summary.contains("wild,,,,0,3,\"2 of 2 seeds diverged: seed 1: diverged in round 1 of 3"),
         "{summary}"
     );
-    drop(c);
     // The diverged runs are in the checkpoint: a resume reruns nothing and gives the same table.
     let again = resume_running_nothing(&plan, &train, &test, dir.path(), 4);
     assert_eq!(again.summary[0].diverged, wild.diverged);
@@ -292,7 +302,7 @@ fn full_scale_round_time() {
     plan.loss_rows = 1000;
     plan.test_rows = Some(1000);
     plan.algorithms.truncate(1);
-    let out = normfedavg::run(&plan, &train, &test).unwrap();
+    let out = normfedavg_repro::run(&plan, &train, &test).unwrap();
     eprintln!(
         "one full-scale round of {}: {:.1} s (t = {})",
         plan.algorithms[0].0, out.wall_seconds, out.summary[0].bits_per_coordinate

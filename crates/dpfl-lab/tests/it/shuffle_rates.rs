@@ -13,7 +13,7 @@ fn mean(bands: &[sr::Band], a: usize, n: usize) -> f64 {
 }
 
 fn check(plan: &Plan, dir: &std::path::Path) {
-    let (runs, refused) = sr::run(plan, &|_, _| {}).unwrap();
+    let (runs, refused) = dpfl_lab::reproduce::shuffle_rates_repro::run(plan, &|_, _| {}).unwrap();
     eprintln!("refused: {refused:?}");
     // Nothing is refused: PGD's per-round δ₀ absorbs the Binomial sampler's error term since
     // that fell to ~1e-19 per draw (session 6 refused PGD at every n).

@@ -14,7 +14,7 @@ fn soteria_a9a_quick_runs_and_counts_the_papers_bits() {
     // Sorted by label: silos 0–6 negatives only, 8–9 positives only (7,841 positives).
     assert!(fed.silos[6].train.y().iter().all(|&y| y == 0.0));
     assert!(fed.silos[8].train.y().iter().all(|&y| y == 1.0));
-    let rows = soteria::run(&plan, &fed, &|_, _| {}).unwrap();
+    let rows = dpfl_lab::reproduce::soteria_repro::run(&plan, &fed, &|_, _| {}).unwrap();
     let first = |a: &str| {
         rows.iter()
             .find(|r| r.algorithm == a && r.round == 1 && r.seed == 0)
@@ -143,7 +143,7 @@ fn the_accountant_calibrated_reproduction_certifies_every_method_at_its_label() 
         assert_eq!(composed(&planned[0]), composed(&spent[0]), "{a}");
     }
     // The runs train: 2 seeds × 5 algorithms, every loss below f(x⁰) ≈ 1.6.
-    let rows = soteria::run(&plan, &fed, &|_, _| {}).unwrap();
+    let rows = dpfl_lab::reproduce::soteria_repro::run(&plan, &fed, &|_, _| {}).unwrap();
     let bands = soteria::bands(&rows);
     for a in soteria::ALGORITHMS {
         let b = bands
@@ -197,7 +197,7 @@ fn soteria_mnist_quick_runs_when_the_data_is_present() {
     let fed = soteria::load(&plan, Some(&dir)).unwrap();
     assert_eq!(fed.model.num_params(), 50_890);
     assert!(fed.silos.iter().all(|s| s.train.len() == 200));
-    let rows = soteria::run(&plan, &fed, &|_, _| {}).unwrap();
+    let rows = dpfl_lab::reproduce::soteria_repro::run(&plan, &fed, &|_, _| {}).unwrap();
     let r = rows
         .iter()
         .find(|r| r.algorithm == "LDP-SGD" && r.round == 5)
@@ -216,7 +216,8 @@ fn soteria_mnist_quick_runs_when_the_data_is_present() {
 fn soteria_a9a_full() {
     let plan = Plan::new("soteria-a9a", false).unwrap();
     let fed = soteria::load(&plan, None).unwrap();
-    let rows = soteria::run(&plan, &fed, &|d, t| eprintln!("{d}/{t}")).unwrap();
+    let rows =
+        dpfl_lab::reproduce::soteria_repro::run(&plan, &fed, &|d, t| eprintln!("{d}/{t}")).unwrap();
     let bands = soteria::bands(&rows);
     let tmp = tempfile::tempdir().unwrap();
     let out =

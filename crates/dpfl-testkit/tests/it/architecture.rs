@@ -290,10 +290,9 @@ fn the_checks_can_fail() {
 
 /// Product files over the 600-line limit when the limit became a test (issue 28), with their
 /// size then: each may only shrink, and leaves the list once under the limit.
-const OVER_THE_LIMIT: [(&str, usize); 6] = [
-    ("crates/dpfl-lab/src/reproduce/normfedavg.rs", 817),
+const OVER_THE_LIMIT: [(&str, usize); 5] = [
+    ("crates/dpfl-lab/src/reproduce/normfedavg.rs", 677),
     ("crates/dpfl/src/data/csv.rs", 775),
-    ("crates/dpfl-lab/src/reproduce/soteria.rs", 734),
     ("crates/dpfl-lab/src/experiment/datasource.rs", 648),
     ("crates/dpfl/src/model/mod.rs", 632),
     ("crates/dpfl-lab/src/experiment/summary.rs", 614),
