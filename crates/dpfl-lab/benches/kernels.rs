@@ -136,6 +136,27 @@ fn reference(c: &mut Criterion) {
             black_box(&gr);
         })
     });
+    // The same pair on a row-major K×d block, the layout the batch kernels gather into
+    // (`model::batch`): what faer itself reaches on it, against the column-major pair above.
+    let xr: Vec<f64> = (0..K * D)
+        .map(|t| ((t / D * 31 + t % D * 17) % 13) as f64 / 13.0 - 0.5)
+        .collect();
+    let xr = faer::MatRef::from_row_major_slice(&xr, K, D);
+    g.throughput(Throughput::Elements((4 * D * K) as u64));
+    g.bench_function("faer_gemv_pair_d50_k443_row_major", |b| {
+        b.iter(|| {
+            matmul(z.as_mut(), Accum::Replace, xr, w.as_ref(), 1.0, Par::Seq);
+            matmul(
+                gr.as_mut(),
+                Accum::Replace,
+                xr.transpose(),
+                z.as_ref(),
+                1.0,
+                Par::Seq,
+            );
+            black_box(&gr);
+        })
+    });
     // Softmax shape: X_B W (K×p · p×C) then X_Bᵀ P (p×K · K×C): 4pCK flops.
     let wm = Mat::<f64>::from_fn(D, 10, |j, c| 0.01 * (j + c) as f64);
     let mut zc = Mat::<f64>::zeros(K, 10);

@@ -4,7 +4,7 @@
 //! Run each point in its own process under `/usr/bin/time -f %M` for the process's peak:
 //! `scaling N D [ROUNDS]` (default 5 rounds).
 //!
-//! The peak during the rounds comes from Linux's `VmHWM`, reset before the first round by
+//! The peak during the rounds comes from Linux's `VmHWM`, reset after the first round by
 //! writing 5 to `/proc/self/clear_refs`; elsewhere the memory columns read "n/a".
 
 use std::time::Instant;
@@ -49,31 +49,35 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut sim = federation::simulator(&spec, &trial)?;
     let built = start.elapsed();
     let before = memory();
-    // Reset the peak so that VmHWM afterwards is the peak of the rounds alone.
+    // Round 1 also starts rayon's threads and first touches each silo's d-sized buffers
+    // (allocated zeroed, so not yet resident); the later rounds are the steady state, whose
+    // peak VmHWM gives once it is reset (write 5 to clear_refs) after round 1.
+    let t = Instant::now();
+    sim.step()?;
+    let first = t.elapsed().as_secs_f64();
+    let after_first = memory();
     let reset = std::fs::write("/proc/self/clear_refs", "5").is_ok();
-    let mut times = Vec::with_capacity(rounds);
-    for _ in 0..rounds {
-        let t = Instant::now();
+    let t = Instant::now();
+    for _ in 1..rounds {
         sim.step()?;
-        times.push(t.elapsed().as_secs_f64());
     }
-    let after = memory();
-    // The first round also starts rayon's threads; the rest are the steady state.
-    let steady = times[1..].iter().sum::<f64>() / (rounds - 1) as f64;
-    let peak = after.filter(|_| reset).map(|m| m.1);
+    let steady = t.elapsed().as_secs_f64() / (rounds - 1) as f64;
+    let peak = memory().filter(|_| reset).map(|m| m.1);
+    let rss = |m: Option<(u64, u64)>| m.map(|m| m.0);
     println!(
         "silos={silos} d={features} rows/silo={}: built in {:.2} s; RSS after the data {} MiB, \
-         before the rounds {} MiB; peak during the rounds {} MiB (+{} MiB); round {:.3} ms \
-         (first {:.3} ms, mean of the other {})",
+         before the rounds {} MiB, after round 1 {} MiB; peak during rounds 2..={rounds} {} MiB \
+         (+{} MiB over the RSS after round 1); round {:.3} ms (mean of rounds 2..={rounds}; \
+         round 1 {:.3} ms)",
         federation::ROWS,
         built.as_secs_f64(),
-        mib(data_done.map(|m| m.0)),
-        mib(before.map(|m| m.0)),
+        mib(rss(data_done)),
+        mib(rss(before)),
+        mib(rss(after_first)),
         mib(peak),
-        mib(peak.zip(before).map(|(p, b)| p.saturating_sub(b.0))),
+        mib(peak.zip(rss(after_first)).map(|(p, b)| p.saturating_sub(b))),
         steady * 1e3,
-        times[0] * 1e3,
-        rounds - 1,
+        first * 1e3,
     );
     Ok(())
 }
