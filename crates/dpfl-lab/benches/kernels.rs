@@ -15,6 +15,10 @@
 //! * `round/*`: one full simulated round of ISRL-DP MB-SGD with 25 silos, d = 50, K = 443
 //!   (broadcast, 25 silo halves in parallel: sampling, clipped gradients, Gaussian noise;
 //!   server average and step).
+//! * `scaling/silos=N/d=D`: one simulated round of the scaling table's federation
+//!   (`examples/scaling/federation.rs`: N silos of 8 rows, logistic, private MB-SGD) at
+//!   N = 10 … 10⁴ (d = 100) and d = 10² … 10⁶ (N = 10); the example measures its memory. Each
+//!   point builds its federation only when the filter selects it (d = 10⁶ holds 720 MB of data).
 //!
 //! Run: `cargo bench -p dpfl-lab --bench kernels`.
 
@@ -35,6 +39,9 @@ use dpfl::sim::Simulator;
 use dpfl_lab::experiment::{ExperimentSpec, build_context, prepare_trial};
 use dpfl_privacy::DpRng;
 use dpfl_privacy::rng::Purpose;
+
+#[path = "../examples/scaling/federation.rs"]
+mod federation;
 
 const K: usize = 443;
 const D: usize = 50;
@@ -122,6 +129,27 @@ fn reference(c: &mut Criterion) {
                 gr.as_mut(),
                 Accum::Replace,
                 x.transpose(),
+                z.as_ref(),
+                1.0,
+                Par::Seq,
+            );
+            black_box(&gr);
+        })
+    });
+    // The same pair on a row-major K×d block, the layout the batch kernels gather into
+    // (`model::batch`): what faer itself reaches on it, against the column-major pair above.
+    let xr: Vec<f64> = (0..K * D)
+        .map(|t| ((t / D * 31 + t % D * 17) % 13) as f64 / 13.0 - 0.5)
+        .collect();
+    let xr = faer::MatRef::from_row_major_slice(&xr, K, D);
+    g.throughput(Throughput::Elements((4 * D * K) as u64));
+    g.bench_function("faer_gemv_pair_d50_k443_row_major", |b| {
+        b.iter(|| {
+            matmul(z.as_mut(), Accum::Replace, xr, w.as_ref(), 1.0, Par::Seq);
+            matmul(
+                gr.as_mut(),
+                Accum::Replace,
+                xr.transpose(),
                 z.as_ref(),
                 1.0,
                 Par::Seq,
@@ -270,5 +298,65 @@ fn mlp(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, batch_grad, reference, round, mlp);
+/// Whether the command line's filter (criterion's one free argument) selects `name`: a
+/// federation is built only for the points that will run.
+fn selected(name: &str) -> bool {
+    // Criterion's options that take a value.
+    const VALUED: [&str; 12] = [
+        "--warm-up-time",
+        "--measurement-time",
+        "--sample-size",
+        "--save-baseline",
+        "--baseline",
+        "--baseline-lenient",
+        "--profile-time",
+        "--load-baseline",
+        "--output-format",
+        "--noise-threshold",
+        "--confidence-level",
+        "--significance-level",
+    ];
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let filter = args
+        .iter()
+        .enumerate()
+        .find(|(i, a)| !a.starts_with('-') && (*i == 0 || !VALUED.contains(&args[i - 1].as_str())));
+    let Some((_, f)) = filter else {
+        return true;
+    };
+    match f.strip_suffix('$') {
+        Some(f) => name.ends_with(f),
+        // Criterion's filter is a regular expression; the table's names need only `|`.
+        None => f.split('|').any(|f| name.contains(f)),
+    }
+}
+
+fn scaling(c: &mut Criterion) {
+    let mut g = c.benchmark_group("scaling");
+    g.sample_size(10);
+    for (silos, d) in [
+        (10, 100),
+        (100, 100),
+        (1000, 100),
+        (10_000, 100),
+        (10, 10_000),
+        (10, 1_000_000),
+    ] {
+        let name = format!("silos={silos}/d={d}");
+        if !selected(&format!("scaling/{name}")) {
+            continue;
+        }
+        let spec = federation::spec(silos, d).unwrap();
+        let trial = federation::trial(&spec).unwrap();
+        let mut sim = federation::simulator(&spec, &trial).unwrap();
+        // Gradient work per round: silos × K rows × 4d flops.
+        g.throughput(Throughput::Elements(
+            (silos * federation::ROWS * 4 * d) as u64,
+        ));
+        g.bench_function(name, |b| b.iter(|| black_box(sim.step().unwrap())));
+    }
+    g.finish();
+}
+
+criterion_group!(benches, batch_grad, reference, round, mlp, scaling);
 criterion_main!(benches);

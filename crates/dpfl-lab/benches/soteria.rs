@@ -20,7 +20,9 @@
 //!   50,890 parameters) at b = 128 of m = 6,000 records: `private` is SoteriaFL-SGD's silo
 //!   half (draw, per-record ghost-clipped gradients, N(0, σ²I) at the code's σ for ε = 1,
 //!   random-k, shift update); `non_private` the same half with no noise and no per-record
-//!   clipping. Throughput in the batched forward/backward's flops, 4Kph + 6KhC.
+//!   clipping; `noise_only` the Gaussian mechanism alone on the 50,890 coordinates (what the
+//!   private half adds besides clipping). Throughput in the batched forward/backward's flops,
+//!   4Kph + 6KhC.
 //! * `reference/gemm_pair_mnist_b128`: faer's two products of the same shapes on one core
 //!   ((K×p)(p×h) and (p×K)(K×h), 4Kph flops): the machine's GEMM rate for this shape.
 //!
@@ -206,6 +208,17 @@ fn mnist_step<M: Measurement>(c: &mut Criterion<M>, suffix: &str) {
         let mut rng = DpRng::from_seed(7, Purpose::Data, 0);
         g.bench_function(format!("p784_h64_c10_b128/{name}"), |b| {
             b.iter(|| black_box(silo.respond(&bcast, &data, &mut rng).unwrap()))
+        });
+    }
+    // What the private half adds besides the clipping: N(0, σ²I) on the 50,890 coordinates
+    // (the continuous mechanism, ziggurat on ChaCha20), measured beside the two halves.
+    {
+        use dpfl_privacy::mechanism::{GaussianMechanism, VectorMechanism};
+        let mech = GaussianMechanism::new(1.0, 1.0).unwrap();
+        let mut v = model.initial_params();
+        let mut rng = DpRng::from_seed(8, Purpose::Silo, 0);
+        g.bench_function("p784_h64_c10_b128/noise_only", |b| {
+            b.iter(|| mech.privatize(black_box(&mut v), &mut rng))
         });
     }
     g.finish();
