@@ -280,6 +280,9 @@ fn cases() -> Vec<Case> {
         synth("lipschitz infinite", "lipschitz = 1.0", "lipschitz = inf", 2, &["privacy.lipschitz"]),
         synth("clip negative", "seed = 1", "seed = 1\nclip = -1.0", 2, &["clip"]),
         synth("step size zero", "step_size = 0.5", "step_size = 0.0", 2, &["algorithms[0] \"", "\": step_size must be finite and > 0, got 0"]),
+        // A TOML nan reaches the parameter check (the algorithm table is read through the
+        // derive, not a JSON value that would turn it into null: issue 28 item 6's registry).
+        synth("step size nan", "step_size = 0.5", "step_size = nan", 2, &["algorithms[0] \"", "\": step_size must be finite and > 0, got NaN"]),
         synth("private without privacy section", "[privacy]\nepsilon = 1.0\ndelta = \"1/n^2\"\nlipschitz = 1.0\n", "", 2, &["algorithms[0]", "[privacy]"]),
         synth("batch above n", "step_size = 0.5", "step_size = 0.5\nbatch_size = 51", 2, &["51", "n = 50"]),
         synth("epsilons wrong length", "epsilon = 1.0", "epsilon = 1.0\nepsilons = [1.0, 2.0]", 2, &["privacy.epsilons"]),
