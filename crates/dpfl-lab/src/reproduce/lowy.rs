@@ -150,11 +150,7 @@ impl Reproduction for LowyGrid {
     }
 
     fn out_name(&self) -> String {
-        if self.quick {
-            format!("{}-quick", self.spec.id)
-        } else {
-            self.spec.id.clone()
-        }
+        reproduction::quick_name(&self.spec.id, self.quick)
     }
 
     fn fingerprint(&self) -> dpfl::Result<String> {

@@ -306,11 +306,7 @@ impl Reproduction for NormFedAvgRepro {
     }
 
     fn out_name(&self) -> String {
-        if self.quick {
-            format!("{}-quick", self.plan.id)
-        } else {
-            self.plan.id.clone()
-        }
+        reproduction::quick_name(&self.plan.id, self.quick)
     }
 
     /// The plan without its seeds ([`Plan::fingerprint`]).

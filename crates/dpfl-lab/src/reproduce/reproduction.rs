@@ -251,6 +251,16 @@ pub struct Report {
     pub failure: Option<dpfl::Error>,
 }
 
+/// The default output folder's name of reproduction `id` (`results/ID`, or `results/ID-quick`
+/// for the reduced run).
+pub(crate) fn quick_name(id: &str, quick: bool) -> String {
+    if quick {
+        format!("{id}-quick")
+    } else {
+        id.to_owned()
+    }
+}
+
 /// One reproduction: its jobs, how one runs, how the finished ones are summarised and drawn.
 pub trait Reproduction: Sync {
     /// What one finished job leaves: the line payload of the checkpoint and what

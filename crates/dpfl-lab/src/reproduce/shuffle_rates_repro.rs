@@ -135,11 +135,7 @@ impl Reproduction for ShuffleRates {
     }
 
     fn out_name(&self) -> String {
-        if self.quick {
-            format!("{}-quick", self.plan.id)
-        } else {
-            self.plan.id.clone()
-        }
+        reproduction::quick_name(&self.plan.id, self.quick)
     }
 
     fn fingerprint(&self) -> dpfl::Result<String> {

@@ -43,17 +43,14 @@ const CROSSING_ERROR: f64 = 4e-7;
 /// Evaluations [`Search::guess`] may spend before leaving the rest to the bisection.
 const MAX_GUESSES: usize = 10;
 
-/// How a search evaluates ε: one point at a time, or several at once (the caller may evaluate
-/// them concurrently; answers in the order asked).
-pub(super) enum Eval<'a> {
-    One(&'a mut dyn FnMut(f64) -> Result<f64>),
-    Many(&'a mut dyn FnMut(&[f64]) -> Result<Vec<f64>>),
-}
+/// ε at each z of a batch, in the order asked (a caller may evaluate them concurrently).
+type EvalMany<'a> = dyn FnMut(&[f64]) -> Result<Vec<f64>> + 'a;
 
 /// What a calibration search has evaluated, and how to evaluate more.
 pub(super) struct Search<'a> {
-    /// ε at z (∞ when the accountant cannot certify z); an error ends the search.
-    eval: Eval<'a>,
+    /// ε at each z asked (∞ when the accountant cannot certify z), in the order asked; an
+    /// error ends the search.
+    eval: Box<EvalMany<'a>>,
     target: f64,
     /// Every (z, ε) evaluated, in evaluation order.
     seen: Vec<(f64, f64)>,
@@ -62,7 +59,7 @@ pub(super) struct Search<'a> {
 impl<'a> Search<'a> {
     pub(super) fn new(eval: &'a mut dyn FnMut(f64) -> Result<f64>, target: f64) -> Self {
         Search {
-            eval: Eval::One(eval),
+            eval: Box::new(move |zs: &[f64]| zs.iter().map(|&z| eval(z)).collect()),
             target,
             seen: Vec::new(),
         }
@@ -75,7 +72,7 @@ impl<'a> Search<'a> {
         target: f64,
     ) -> Self {
         Search {
-            eval: Eval::Many(eval),
+            eval: Box::new(eval),
             target,
             seen: Vec::new(),
         }
@@ -93,10 +90,7 @@ impl<'a> Search<'a> {
         if let Some(e) = self.seen_at(z) {
             return Ok(e);
         }
-        let e = match &mut self.eval {
-            Eval::One(f) => f(z)?,
-            Eval::Many(f) => single(f(&[z])?)?,
-        };
+        let e = single((self.eval)(&[z])?)?;
         self.seen.push((z, e));
         Ok(e)
     }
@@ -109,11 +103,10 @@ impl<'a> Search<'a> {
                 new.push(z);
             }
         }
-        let es = match &mut self.eval {
-            Eval::One(f) => new.iter().map(|&z| f(z)).collect::<Result<Vec<f64>>>()?,
-            Eval::Many(_) if new.is_empty() => Vec::new(),
-            Eval::Many(f) => f(&new)?,
-        };
+        if new.is_empty() {
+            return Ok(());
+        }
+        let es = (self.eval)(&new)?;
         if es.len() != new.len() {
             return Err(crate::error::PrivacyError::Numerical {
                 context: "noise calibration",
