@@ -4,8 +4,7 @@
 //! silent; nothing for runs shorter than that.
 
 use std::io::IsTerminal;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{RecvTimeoutError, Sender};
 use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -21,7 +20,8 @@ fn interval() -> Duration {
 
 pub struct Progress {
     bar: ProgressBar,
-    stop: Arc<AtomicBool>,
+    /// Stops the thread of progress lines (off a terminal).
+    stop: Option<Sender<()>>,
     ticker: Option<std::thread::JoinHandle<()>>,
 }
 
@@ -29,11 +29,10 @@ impl Progress {
     /// A progress display of `total` steps counted in `unit`, drawn with `template` on a
     /// terminal; nothing at all when `quiet`.
     pub fn new(total: u64, quiet: bool, template: &str, unit: &'static str) -> Self {
-        let stop = Arc::new(AtomicBool::new(false));
         if quiet {
             return Progress {
                 bar: ProgressBar::hidden(),
-                stop,
+                stop: None,
                 ticker: None,
             };
         }
@@ -47,42 +46,40 @@ impl Progress {
             bar.enable_steady_tick(Duration::from_millis(200));
             return Progress {
                 bar,
-                stop,
+                stop: None,
                 ticker: None,
             };
         }
-        // Off a terminal the bar only keeps the state; a thread prints it at a steady pace.
+        // Off a terminal the bar only keeps the state; a thread prints it at a steady pace. It
+        // waits on a channel, not in sleeps: `finish` wakes it at once (sleeping in 50 ms
+        // steps made every command wait up to 50 ms for it at its end — a quarter of a
+        // calibration's time; issue 30).
         let bar = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::hidden());
-        let (b, s) = (bar.clone(), stop.clone());
+        let b = bar.clone();
         let every = interval();
+        let (stop, stopped) = std::sync::mpsc::channel::<()>();
         let ticker = std::thread::spawn(move || {
-            let step = Duration::from_millis(50).min(every);
-            let mut waited = Duration::ZERO;
-            while !s.load(Ordering::Relaxed) {
-                std::thread::sleep(step);
-                waited += step;
-                if waited >= every {
-                    waited = Duration::ZERO;
-                    let msg = b.message();
-                    let secs = b.elapsed().as_secs_f64();
-                    match b.length().unwrap_or(0) {
-                        // A computation without steps (a calibration search): time only.
-                        0 => eprintln!("progress: {msg} ({secs:.0} s)"),
-                        len => {
-                            let msg = if msg.is_empty() {
-                                String::new()
-                            } else {
-                                format!("{msg}: ")
-                            };
-                            eprintln!("progress: {msg}{}/{len} {unit} ({secs:.0} s)", b.position());
-                        }
+            // A message or a closed channel (the `Progress` gone) both stop it.
+            while let Err(RecvTimeoutError::Timeout) = stopped.recv_timeout(every) {
+                let msg = b.message();
+                let secs = b.elapsed().as_secs_f64();
+                match b.length().unwrap_or(0) {
+                    // A computation without steps (a calibration search): time only.
+                    0 => eprintln!("progress: {msg} ({secs:.0} s)"),
+                    len => {
+                        let msg = if msg.is_empty() {
+                            String::new()
+                        } else {
+                            format!("{msg}: ")
+                        };
+                        eprintln!("progress: {msg}{}/{len} {unit} ({secs:.0} s)", b.position());
                     }
                 }
             }
         });
         Progress {
             bar,
-            stop,
+            stop: Some(stop),
             ticker: Some(ticker),
         }
     }
@@ -107,7 +104,8 @@ impl Progress {
 
     fn stop_now(&mut self) {
         self.bar.finish_and_clear();
-        self.stop.store(true, Ordering::Relaxed);
+        // Dropping the sender closes the channel, which ends the thread's wait.
+        self.stop = None;
         if let Some(t) = self.ticker.take() {
             let _ = t.join();
         }
