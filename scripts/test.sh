@@ -30,6 +30,41 @@ if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt
     echo "chromium did not install: report.html is checked without a browser" >&2
 fi
 
+# The Python side's environment (a virtual environment and the packages from PyPI) is made
+# while cargo builds: pip is mostly waiting on the network and the disk, and the cargo build
+# waits on nothing it does. `--no-compile`: pip would byte-compile every module of every
+# package (half of its CPU time); Python compiles the few the tests import when they do.
+python="${PYTHON:-python3}"
+venv="$root/target/python-venv"
+setup_log="$root/target/python-setup.log"
+python_setup() {
+  set -e
+  if [ ! -x "$venv/bin/python" ]; then
+    "$python" -m venv "$venv"
+  fi
+  pip=("$venv/bin/python" -m pip install --quiet --no-compile --disable-pip-version-check)
+  "${pip[@]}" "maturin==1.16.0" "numpy>=1.21" "pytest>=7" "pandas>=1.3"
+  # dp-accounting, whose event objects dpfl.account accepts (python/tests/test_accounting_compat.py
+  # compares with it; skipped, and said so, if it does not install).
+  "${pip[@]}" "dp-accounting==0.6.0" ||
+    echo "dp-accounting did not install: its comparison test is skipped" >&2
+  # Flower for the dpfl.flower tests (python/tests/test_flower*.py; skipped, and said so, if it
+  # does not install). The pinned version is the one the README supports. Its Ray simulation
+  # backend (a 74 MB wheel) only for the longer suite, whose tests run real simulations and real
+  # SuperLink/SuperNode deployments; the contributor's suite's Flower tests need no Ray.
+  if [ "$suite" = quick ]; then flower="flwr==1.42.0"; else flower="flwr[simulation]==1.42.0"; fi
+  "${pip[@]}" "$flower" ||
+    echo "$flower did not install: the Flower tests (python/tests/test_flower*.py) are skipped" >&2
+}
+setup_pid=
+if [ "${DPFL_SKIP_PYTHON:-}" != 1 ]; then
+  mkdir -p "$root/target"
+  ( python_setup ) >"$setup_log" 2>&1 &
+  setup_pid=$!
+  # A failing cargo step ends the script: the installs end with it.
+  trap 'kill "$setup_pid" 2>/dev/null || true' EXIT
+fi
+
 # The long suite's Rust tests: one libtest filter per line (comments and blank lines left out).
 mapfile -t long_tests < <(grep -v -e '^#' -e '^[[:space:]]*$' scripts/long-tests.txt)
 if [ "$suite" = quick ]; then
@@ -47,25 +82,13 @@ if [ "${DPFL_SKIP_PYTHON:-}" = 1 ]; then
   echo "DPFL_SKIP_PYTHON=1: Python package tests skipped" >&2
   exit 0
 fi
-start=$(date +%s)
-python="${PYTHON:-python3}"
-venv="$root/target/python-venv"
-if [ ! -x "$venv/bin/python" ]; then
-  "$python" -m venv "$venv"
+if ! wait "$setup_pid"; then
+  cat "$setup_log" >&2
+  echo "the Python environment did not install (log above, also in $setup_log)" >&2
+  exit 1
 fi
-"$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
-  "maturin==1.16.0" "numpy>=1.21" "pytest>=7" "pandas>=1.3"
-# dp-accounting, whose event objects dpfl.account accepts (python/tests/test_accounting_compat.py
-# compares with it; skipped, and said so, if it does not install).
-"$venv/bin/python" -m pip install --quiet --disable-pip-version-check "dp-accounting==0.6.0" ||
-  echo "dp-accounting did not install: its comparison test is skipped" >&2
-# Flower for the dpfl.flower tests (python/tests/test_flower*.py; skipped, and said so, if it
-# does not install). The pinned version is the one the README supports. Its Ray simulation
-# backend (a 74 MB wheel) only for the longer suite, whose tests run real simulations and real
-# SuperLink/SuperNode deployments; the contributor's suite's Flower tests need no Ray.
-if [ "$suite" = quick ]; then flower="flwr==1.42.0"; else flower="flwr[simulation]==1.42.0"; fi
-"$venv/bin/python" -m pip install --quiet --disable-pip-version-check "$flower" ||
-  echo "$flower did not install: the Flower tests (python/tests/test_flower*.py) are skipped" >&2
+cat "$setup_log" >&2
+start=$(date +%s)
 # `pip install ./python`, as a user installs it (maturin as the PEP 517 backend, taken from
 # the venv: no build isolation), in the dev profile with the `shared-test-build` feature: with
 # the test profile's settings and features it links the dpfl, dpfl-privacy and dpfl-lab (and
