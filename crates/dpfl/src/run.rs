@@ -15,10 +15,10 @@ use dpfl_privacy::accountant::AccountantKind;
 use dpfl_privacy::ledger::{Budget, Ledger};
 use dpfl_privacy::{Delta, Epsilon, Neighbouring};
 
+use crate::algo::Round;
 use crate::algo::wing::Requirements;
 use crate::algo::{BuildContext, BuiltAlgorithm};
 use crate::data::SiloData;
-use crate::algo::Round;
 use crate::round::{Participation, Refusal};
 use crate::sim::{RoundReport, Simulator};
 
@@ -256,7 +256,11 @@ impl RunLoop {
         if self.done >= self.rounds {
             return Ok(Next::End(Finished::Completed));
         }
-        if self.policy.stop_after.is_some_and(|k| self.this_process >= k) {
+        if self
+            .policy
+            .stop_after
+            .is_some_and(|k| self.this_process >= k)
+        {
             return Ok(Next::End(Finished::Paused {
                 rounds_done: self.done,
             }));
@@ -426,10 +430,15 @@ mod tests {
         let e = stop.failed(crate::Error::Protocol("lost".into()));
         assert!(matches!(e, Err(crate::Error::Protocol(m)) if m == "lost"));
         let fail = RunLoop::new(5, 0, Policy::simulated(OnDiverged::Fail));
-        assert!(matches!(fail.failed(diverged()), Err(crate::Error::Diverged(m)) if m == "w is NaN"));
+        assert!(
+            matches!(fail.failed(diverged()), Err(crate::Error::Diverged(m)) if m == "w is NaN")
+        );
         // The federated policy fails a diverged run too (as `dpfl train` does).
         let fed = RunLoop::new(5, 0, Policy::federated(None));
-        assert!(matches!(fed.failed(diverged()), Err(crate::Error::Diverged(_))));
+        assert!(matches!(
+            fed.failed(diverged()),
+            Err(crate::Error::Diverged(_))
+        ));
     }
 
     #[test]
@@ -439,13 +448,20 @@ mod tests {
             spent: 0.9,
             requested: 1.2,
             budget: 1.0,
+            delta: 1e-5,
         };
         let mut sim = RunLoop::new(5, 3, Policy::simulated(OnDiverged::Stop));
         let e = sim
             .released(vec![(2, refusal(3, Some(exceeded))), (4, refusal(3, None))])
             .unwrap_err();
         assert!(
-            matches!(e, crate::Error::Privacy(dpfl_privacy::PrivacyError::BudgetExceeded { release: 3, .. })),
+            matches!(
+                e,
+                crate::Error::Privacy(dpfl_privacy::PrivacyError::BudgetExceeded {
+                    release: 3,
+                    ..
+                })
+            ),
             "{e:?}"
         );
         assert_eq!(sim.rounds_done(), 3, "a refused round is not counted done");
