@@ -11,6 +11,13 @@
 //! non-shuffle mode messages are aggregated in silo order, so a run is bit-for-bit the
 //! simulator's.
 //!
+//! # The run loop
+//! Which round is next, what ends the run and what a refusal or a divergence does are not
+//! decided here: the server follows `dpfl::run::RunLoop` under `Policy::federated` (the
+//! simulator's loop, with the network's policy: a refusal leaves its silo out, a divergence
+//! fails the run, `server.stop_after_rounds` pauses it, a withheld round ends it at that
+//! round). The server does a round's I/O between the loop's calls and checkpoints after it.
+//!
 //! # Crashes
 //! After aggregating round r the server writes a checkpoint (next round, the server half's
 //! state, the participation generator's state, the round log) durably, then opens r + 1.
@@ -33,6 +40,7 @@ use tokio::sync::{Mutex, watch};
 
 use dpfl::algo::{Round, ServerHalf, SiloMessage};
 use dpfl::round::SiloAnswer;
+use dpfl::run::{Finished, Next, Policy, RunLoop};
 use dpfl_privacy::DpRng;
 
 use crate::codec;
@@ -45,7 +53,7 @@ pub use crate::checkpoint::{Checkpoint, RoundLog};
 mod round;
 mod service;
 
-use round::{run_round, wait_for_silos};
+use round::{Closed, run_round, wait_for_silos};
 use service::Service;
 
 struct Open {
@@ -122,6 +130,9 @@ pub struct ServerOutcome {
     pub log: Vec<RoundLog>,
     /// Whether this process ran to the end (false: stopped by `stop_after_rounds`).
     pub finished: bool,
+    /// How the run loop (`dpfl::run::RunLoop`, the simulator's) ended this process's run:
+    /// `Completed`, or `Paused` by `stop_after_rounds`.
+    pub ended: Finished,
     /// Bytes that crossed the server's sockets (TLS records included).
     pub wire: crate::tls::WireCounter,
     /// Bytes received by this process from its first round's opening on.
@@ -290,20 +301,25 @@ impl Server {
             )?),
             None => None,
         };
-        let mut this_process = 0usize;
-        let mut finished = true;
         let rounds_start = Instant::now();
         // Bytes received from here on are the rounds' (messages, their framing, heartbeats,
         // reconnections): what the uplink costs, without the registrations before round 0.
         let received_before_rounds = wire.received();
-        while next_round.index() < shared.rounds {
-            if cfg.stop_after_rounds.is_some_and(|k| this_process >= k) {
-                finished = false;
-                break;
-            }
-            let r = next_round;
+        // The run policy is dpfl's, as the simulator's: this loop only does a round's I/O
+        // between the run loop's calls, and checkpoints where it stands.
+        let mut run = RunLoop::new(
+            shared.rounds,
+            next_round.index(),
+            Policy::federated(cfg.stop_after_rounds),
+        );
+        let mut withheld = None;
+        let ended = loop {
+            let r = match run.next()? {
+                Next::Run(r) => r,
+                Next::End(end) => break end,
+            };
             let pace = Instant::now() + Duration::from_millis(cfg.min_round_ms);
-            let entry = run_round(
+            let closed = run_round(
                 &shared,
                 half.as_mut(),
                 &participation,
@@ -312,22 +328,16 @@ impl Server {
                 deadline,
             )
             .await?;
-            if !entry.aggregated() {
-                let err = round::withheld_error(&entry);
-                log.push(entry);
-                let ckpt = Checkpoint {
-                    next_round: r,
-                    epoch,
-                    half: before_round.0,
-                    participation: before_round.1,
-                    log: log.clone(),
-                };
-                let [tag, body] = ckpt.encode(&ckpt_path)?;
-                ckpt_cell.write_parts(&[&tag, &body])?;
-                write_round_log(&state_dir, &log)?;
-                let _ = stop_tx.send(());
-                return Err(err);
-            }
+            let (entry, refused) = match closed {
+                Closed::Aggregated(entry, refused) => (entry, refused),
+                Closed::Withheld(entry) => {
+                    withheld = Some(round::withheld_error(&entry));
+                    log.push(entry);
+                    break run.withheld()?;
+                }
+                Closed::Failed(e) => break run.failed(e)?,
+            };
+            run.released(refused)?;
             tracing::info!(
                 round = r.get(),
                 selected = entry.selected,
@@ -342,9 +352,7 @@ impl Server {
                 (wire.received(), wire.sent()),
             );
             log.push(entry);
-            next_round = r
-                .next()
-                .ok_or_else(|| NetError::config("rounds", "more than 2^32 rounds"))?;
+            next_round = Round::checked(run.rounds_done())?;
             if let Some(rec) = &mut recorder {
                 // Before the checkpoint: a checkpointed round's model is always on disk.
                 rec.after_round(r.done(), || half.output())?;
@@ -359,9 +367,33 @@ impl Server {
             let [tag, body] = ckpt.encode(&ckpt_path)?;
             ckpt_cell.write_parts(&[&tag, &body])?;
             before_round = (ckpt.half, ckpt.participation);
-            this_process += 1;
             tokio::time::sleep_until(pace.into()).await;
-        }
+        };
+        let this_process = run.rounds_this_process();
+        let finished = match &ended {
+            Finished::Completed => true,
+            // Not finished: the checkpoint of the last round done stays for a restarted
+            // server.
+            Finished::Paused { .. } | Finished::Diverged { .. } => false,
+            &Finished::Withheld { round } => {
+                // The checkpoint keeps the state before the round (only the log grows), so
+                // that a restarted server runs it again as if it had never opened.
+                let ckpt = Checkpoint {
+                    next_round: round,
+                    epoch,
+                    half: before_round.0,
+                    participation: before_round.1,
+                    log: log.clone(),
+                };
+                let [tag, body] = ckpt.encode(&ckpt_path)?;
+                ckpt_cell.write_parts(&[&tag, &body])?;
+                write_round_log(&state_dir, &log)?;
+                let _ = stop_tx.send(());
+                return Err(withheld.unwrap_or_else(|| {
+                    NetError::Refused(format!("round {round}: the shuffler withheld it"))
+                }));
+            }
+        };
         let rounds_elapsed = rounds_start.elapsed();
         let model = half.output();
         if finished {
@@ -404,6 +436,7 @@ impl Server {
             model,
             log,
             finished,
+            ended,
             received_in_rounds: wire.received().saturating_sub(received_before_rounds),
             wire,
             rounds_elapsed,

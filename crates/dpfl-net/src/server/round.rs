@@ -2,17 +2,19 @@
 //! stream, publish the broadcast, keep each selected silo's answer (a reply or its ledger's
 //! refusal) until every one has answered, refused or gone, or the deadline; then collect with
 //! [`Collected`] in silo order (plus, in shuffle mode, the shuffler's permuted batch) and let
-//! the server half aggregate. A batch the shuffler withheld (fewer silos than the shuffle's
-//! quorum) is logged (`RoundOutcome::Withheld`) and stops the server at that round, which a
-//! restarted server runs again. Every round's log line names the silos that submitted, those
-//! that dropped, the quorum and the outcome.
+//! the server half aggregate. What the round came to ([`Closed`]) goes to the run loop
+//! (`dpfl::run::RunLoop`), which decides what follows: a batch the shuffler withheld (fewer
+//! silos than the shuffle's quorum) is logged (`RoundOutcome::Withheld`) and stops the server
+//! at that round, which a restarted server runs again; refusals leave their silos out; a
+//! failed aggregation (a divergence) fails the run. Every round's log line names the silos
+//! that submitted, those that dropped, the quorum and the outcome.
 
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use dpfl::algo::{Round, ServerHalf};
-use dpfl::round::{Collected, Participation, SiloAnswer};
+use dpfl::round::{Collected, Participation, Refusal, SiloAnswer};
 use dpfl_privacy::DpRng;
 
 use super::{Inner, Open, RoundLog, Shared};
@@ -54,6 +56,16 @@ pub(super) async fn wait_for_silos(shared: &Shared, min: usize, timeout: Duratio
     }
 }
 
+/// What a network round came to, for the run loop.
+pub(super) enum Closed {
+    /// Aggregated: the log line and the refusals the round core left out.
+    Aggregated(RoundLog, Vec<(u32, Refusal)>),
+    /// The shuffler withheld the batch: the log line; nothing was aggregated.
+    Withheld(RoundLog),
+    /// The server half's aggregation failed (e.g. a divergence).
+    Failed(dpfl::Error),
+}
+
 pub(super) async fn run_round(
     shared: &Shared,
     half: &mut dyn ServerHalf,
@@ -61,7 +73,7 @@ pub(super) async fn run_round(
     rng: &mut DpRng,
     r: Round,
     deadline: Duration,
-) -> Result<RoundLog> {
+) -> Result<Closed> {
     let mut selected = Vec::new();
     participation.draw(shared.silos, rng, &mut selected)?;
     let broadcast = codec::encode_broadcast(&half.broadcast(r));
@@ -141,10 +153,10 @@ pub(super) async fn run_round(
                 tracing::warn!(round = r.get(), submitted, quorum, "round withheld");
                 let entry = log_entry(shared, open, r, 0, opened);
                 *slot = None;
-                return Ok(RoundLog {
+                return Ok(Closed::Withheld(RoundLog {
                     outcome: Some(RoundOutcome::Withheld),
                     ..entry
-                });
+                }));
             }
             if complete || now >= open.deadline {
                 if !complete {
@@ -169,11 +181,16 @@ pub(super) async fn run_round(
     };
     shared.notify();
     // The shuffle stage, if any, ran in the shuffler process: none here.
-    collected.aggregate(half, r, None)?;
-    Ok(RoundLog {
-        seconds: opened.elapsed().as_secs_f64(),
-        ..entry
-    })
+    if let Err(e) = collected.aggregate(half, r, None) {
+        return Ok(Closed::Failed(e));
+    }
+    Ok(Closed::Aggregated(
+        RoundLog {
+            seconds: opened.elapsed().as_secs_f64(),
+            ..entry
+        },
+        collected.refused,
+    ))
 }
 
 /// The round log's line for `open` (before its answers are taken): who submitted, who

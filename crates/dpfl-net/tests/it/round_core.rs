@@ -2,15 +2,19 @@
 //! with several labelled, packed messages, one silo whose ledger refuses every round, with and
 //! without the shuffler. The one refusal rule holds in both runners (the refusing silo is left
 //! out, the others answer), multi-message replies travel silo → (shuffler) → server through
-//! the codec, and the shuffler permutes messages, not replies.
+//! the codec, and the shuffler permutes messages, not replies. The run loop is the
+//! simulator's too (`dpfl::run::RunLoop`): a server half that diverges fails the network run
+//! with the error the simulator's `drive` fails with, and `stop_after_rounds` pauses it where a
+//! restarted server resumes.
 
 use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use dpfl::algo::{BuiltAlgorithm, SiloHalf};
+use dpfl::algo::{Broadcast, BuiltAlgorithm, HalfState, Round, ServerHalf, SiloHalf, SiloMessage};
 use dpfl::data::SiloData;
+use dpfl::run::{Finished, OnDiverged};
 use dpfl::sim::{Participation, Simulator};
 use dpfl_privacy::Neighbouring;
 use dpfl_privacy::accountant::AccountantKind;
@@ -199,26 +203,26 @@ async fn the_shuffler_permutes_the_messages_of_multi_message_replies() {
 /// A silo whose reply has one message more than a reply of the model's dimension may hold.
 struct Flood;
 impl SiloHalf for Flood {
-    fn round_event(&self, _: dpfl::algo::Round) -> Option<dpfl_privacy::PrivacyEvent> {
+    fn round_event(&self, _: Round) -> Option<dpfl_privacy::PrivacyEvent> {
         None
     }
     fn respond(
         &mut self,
-        _: &dpfl::algo::Broadcast,
+        _: &Broadcast,
         _: &dpfl::data::Dataset,
         _: &mut dpfl_privacy::DpRng,
-    ) -> dpfl::Result<dpfl::algo::SiloMessage> {
+    ) -> dpfl::Result<SiloMessage> {
         unreachable!("the runners ask for the whole reply")
     }
     fn respond_reply(
         &mut self,
-        b: &dpfl::algo::Broadcast,
+        b: &Broadcast,
         _: &dpfl::data::Dataset,
         _: &mut dpfl_privacy::DpRng,
     ) -> dpfl::Result<dpfl::algo::Reply> {
         let n = dpfl_net::codec::max_reply_messages(b.point.len()) + 1;
         let messages = (0..n)
-            .map(|_| dpfl::algo::SiloMessage {
+            .map(|_| SiloMessage {
                 round: b.round,
                 payload: dpfl::algo::Payload::Dense(vec![0.0]),
             })
@@ -300,4 +304,194 @@ async fn a_reply_the_shuffler_refuses_stops_its_silo_instead_of_resending_it_for
         s.await.unwrap().unwrap();
     }
     shuffler.await.unwrap().unwrap();
+}
+
+/// The toy server, diverging when it aggregates round `at`.
+struct Diverging {
+    toy: ToyServer,
+    at: Round,
+}
+
+const WHY: &str = "the aggregate left the finite numbers";
+
+impl ServerHalf for Diverging {
+    fn broadcast(&mut self, round: Round) -> Broadcast {
+        self.toy.broadcast(round)
+    }
+    fn aggregate(&mut self, round: Round, messages: &[SiloMessage]) -> dpfl::Result<()> {
+        if round == self.at {
+            return Err(dpfl::Error::Diverged(format!("round {round}: {WHY}")));
+        }
+        self.toy.aggregate(round, messages)
+    }
+    fn output(&self) -> Vec<f64> {
+        self.toy.output()
+    }
+    fn dim(&self) -> usize {
+        self.toy.dim()
+    }
+    fn state(&self) -> HalfState {
+        self.toy.state()
+    }
+    fn restore(&mut self, state: HalfState) -> dpfl::Result<()> {
+        self.toy.restore(state)
+    }
+}
+
+/// The toy silos (none refusing) of `fed`, running.
+fn toy_silos(
+    fed: &dpfl_net::Federation,
+    dim: usize,
+    start: dpfl_net::silo::Start,
+) -> Vec<tokio::task::JoinHandle<dpfl_net::Result<dpfl_net::silo::SiloReport>>> {
+    (0..SILOS)
+        .map(|id| {
+            let half = Box::new(ToySilo {
+                id,
+                dim,
+                private: true,
+            });
+            let s = dpfl_net::silo::Silo::with_half_and_budget(
+                fed.clone(),
+                id,
+                tiny(),
+                half,
+                dim,
+                None,
+                start,
+            )
+            .unwrap();
+            tokio::spawn(s.run())
+        })
+        .collect()
+}
+
+/// A divergence is decided by the run loop the simulator's `drive` follows: the federated
+/// policy fails the run with the server half's `Diverged` error, as `drive` with
+/// `OnDiverged::Fail` does on the same halves, after the rounds before it were aggregated.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_diverging_server_half_fails_the_network_run_as_it_fails_the_simulators() {
+    let at = Round::new(1);
+    let why = format!("round 1: {WHY}");
+    // The simulator: fails under Fail, reports round 2 (from 1) under Stop.
+    for (policy, expected) in [
+        (OnDiverged::Fail, Err(why.clone())),
+        (
+            OnDiverged::Stop,
+            Ok(Finished::Diverged {
+                round: 2,
+                why: why.clone(),
+            }),
+        ),
+    ] {
+        let seen: Seen = Arc::default();
+        let built = BuiltAlgorithm {
+            server: Box::new(Diverging {
+                toy: ToyServer {
+                    seen: seen.clone(),
+                    dim: 1,
+                },
+                at,
+            }),
+            silos: (0..SILOS)
+                .map(|id| {
+                    Box::new(ToySilo {
+                        id,
+                        dim: 1,
+                        private: true,
+                    }) as Box<dyn SiloHalf>
+                })
+                .collect(),
+            calibration: vec![],
+        };
+        let data: Vec<SiloData> = (0..SILOS).map(|_| tiny()).collect();
+        let mut sim = Simulator::new(&data, built, Participation::All, Some(1)).unwrap();
+        let got = match sim.drive(ROUNDS, policy, |_, _, _| Ok(())) {
+            Err(dpfl::Error::Diverged(w)) => Err(w),
+            Err(e) => panic!("{e}"),
+            Ok(f) => Ok(f),
+        };
+        assert_eq!(got, expected, "{policy:?}");
+        assert_eq!(seen.lock().unwrap().len(), 1, "round 0 was aggregated");
+    }
+
+    let tmp = tempfile::tempdir().unwrap();
+    let fed = common::load(&federation(tmp.path(), false));
+    let dim = fed.context().unwrap().federation.dim;
+    let seen: Seen = Arc::default();
+    let server = dpfl_net::server::Server::bind(fed.clone()).await.unwrap();
+    let server = tokio::spawn(server.run_with(Box::new(Diverging {
+        toy: ToyServer {
+            seen: seen.clone(),
+            dim,
+        },
+        at,
+    })));
+    let silos = toy_silos(&fed, dim, dpfl_net::silo::Start::Fresh);
+    let err = server.await.unwrap().unwrap_err();
+    assert!(
+        matches!(&err, dpfl_net::NetError::Dpfl(dpfl::Error::Diverged(w)) if *w == why),
+        "{err:?}"
+    );
+    assert_eq!(seen.lock().unwrap().len(), 1, "round 0 was aggregated");
+    for s in silos {
+        s.abort();
+    }
+}
+
+/// `stop_after_rounds` is the run loop's pause: the server stops after 2 rounds with
+/// `Finished::Paused`, and a server restarted on its state directory resumes at round 2 (the
+/// loop's rounds done, from the checkpoint) and completes; the restarted silos answer round 2
+/// only.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stop_after_rounds_pauses_the_run_loop_and_a_restart_resumes_at_its_round() {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = federation(tmp.path(), false);
+    let text = std::fs::read_to_string(&path).unwrap();
+    let paused = tmp.path().join("paused.toml");
+    std::fs::write(
+        &paused,
+        text.replace(
+            "state_dir = \"server\"\n",
+            "state_dir = \"server\"\nstop_after_rounds = 2\n",
+        ),
+    )
+    .unwrap();
+    let fed = common::load(&paused);
+    let dim = fed.context().unwrap().federation.dim;
+    let seen: Seen = Arc::default();
+    let toy = || ToyServer {
+        seen: seen.clone(),
+        dim,
+    };
+    let server = dpfl_net::server::Server::bind(fed.clone()).await.unwrap();
+    let out = server.run_with(Box::new(toy()));
+    let silos = toy_silos(&fed, dim, dpfl_net::silo::Start::Fresh);
+    let out = out.await.unwrap();
+    assert_eq!(out.ended, Finished::Paused { rounds_done: 2 });
+    assert!(!out.finished);
+    let rounds = |log: &[dpfl_net::server::RoundLog]| -> Vec<(u32, u64)> {
+        log.iter().map(|l| (l.round.get(), l.epoch)).collect()
+    };
+    assert_eq!(rounds(&out.log), vec![(0, 1), (1, 1)]);
+    // The silo processes stop too (in one process, a stopped server's sessions would stay
+    // open); they restart on their state directories, as after a crash.
+    for s in silos {
+        s.abort();
+        assert!(s.await.unwrap_err().is_cancelled());
+    }
+
+    let fed = common::load(&path);
+    let server = dpfl_net::server::Server::bind(fed.clone()).await.unwrap();
+    let out = server.run_with(Box::new(toy()));
+    let silos = toy_silos(&fed, dim, dpfl_net::silo::Start::Resume);
+    let out = out.await.unwrap();
+    assert_eq!(out.ended, Finished::Completed);
+    assert!(out.finished);
+    assert_eq!(rounds(&out.log), vec![(0, 1), (1, 1), (2, 2)]);
+    assert_eq!(seen.lock().unwrap().len(), ROUNDS);
+    for (id, s) in silos.into_iter().enumerate() {
+        let report = s.await.unwrap().unwrap();
+        assert_eq!(report.answered, vec![2], "silo {id}");
+    }
 }
