@@ -42,6 +42,10 @@
 //! guarantee above holds for the silos that answered (docs/shuffle.md "Dropouts over the
 //! network").
 
+// `pub` items here that only `crate::testing` re-exports (other crates' tests) are
+// unreachable without the `test-hooks` feature.
+#![cfg_attr(not(feature = "test-hooks"), allow(unreachable_pub))]
+
 #![warn(missing_docs)]
 
 use std::sync::Arc;
@@ -57,7 +61,7 @@ use crate::data::Dataset;
 use crate::model::{Metric, Model};
 
 /// Label of a dropped silo's empty marker.
-pub const ABSENT: u32 = 2;
+pub(crate) const ABSENT: u32 = 2;
 
 /// What the adversarial silos do.
 #[derive(
