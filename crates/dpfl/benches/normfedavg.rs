@@ -95,13 +95,8 @@ fn corrected_tdl() -> TruncatedDiscreteLaplace {
 
 /// The same for quantization levels `s` (2^6: m = 1,476,843).
 fn corrected_tdl_s(levels: u64) -> TruncatedDiscreteLaplace {
-    let s = dpfl::algo::normfedavg::sensitivities(
-        SensitivitySpec::Mu { mu: 0.1 },
-        levels,
-        D,
-        1200,
-    )
-    .unwrap();
+    let s = dpfl::algo::normfedavg::sensitivities(SensitivitySpec::Mu { mu: 0.1 }, levels, D, 1200)
+        .unwrap();
     theorem1::calibrate_for_delta(10.0, 1e-9f64.ln(), s.l1, s.linf, D as u64)
         .unwrap()
         .tdl

@@ -28,7 +28,6 @@
 // `pub` items here that only `crate::testing` re-exports (other crates' tests) are
 // unreachable without the `test-hooks` feature.
 #![cfg_attr(not(feature = "test-hooks"), allow(unreachable_pub))]
-
 #![warn(missing_docs)]
 
 use serde::{Deserialize, Serialize};
@@ -357,7 +356,10 @@ pub(crate) fn acsa_server(
 }
 
 /// The whole preset: the shape, σ from the realised PVEC and the phases.
-pub(crate) fn pagd_preset(ctx: &BuildContext, spec: &PagdSpec) -> crate::Result<(Shape, Vec<Phase>)> {
+pub(crate) fn pagd_preset(
+    ctx: &BuildContext,
+    spec: &PagdSpec,
+) -> crate::Result<(Shape, Vec<Phase>)> {
     let tuning = spec.tuning(ctx, spec.round_epsilon(ctx)?)?;
     let s = shape(ctx, &tuning)?;
     let target = pvec_target(ctx, spec, s.k, s.lipschitz)?;
@@ -370,7 +372,10 @@ pub(crate) fn pagd_preset(ctx: &BuildContext, spec: &PagdSpec) -> crate::Result<
 }
 
 /// PAGD's server half (closed forms only; the analyzer goes in front of it).
-pub(crate) fn pagd_server(ctx: &BuildContext, spec: &PagdSpec) -> crate::Result<Box<dyn ServerHalf>> {
+pub(crate) fn pagd_server(
+    ctx: &BuildContext,
+    spec: &PagdSpec,
+) -> crate::Result<Box<dyn ServerHalf>> {
     let (_, phases) = pagd_preset(ctx, spec)?;
     acsa_server(ctx, spec.constants, phases)
 }

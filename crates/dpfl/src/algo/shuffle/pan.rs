@@ -55,7 +55,6 @@
 // `pub` items here that only `crate::testing` re-exports (other crates' tests) are
 // unreachable without the `test-hooks` feature.
 #![cfg_attr(not(feature = "test-hooks"), allow(unreachable_pub))]
-
 #![warn(missing_docs)]
 
 use serde::{Deserialize, Serialize};

@@ -24,11 +24,11 @@ use super::server::SoteriaServer;
 use super::silo::{SiloNoise, SoteriaSilo};
 use super::spec::{Clipping, InitSpec, Method, NoiseCalibration};
 use crate::algo::checked::at_most;
-#[cfg(test)]
-use {super::spec::SoteriaSpec, crate::algo::checked::ParamGuard};
 use crate::algo::context::{BuildContext, BuiltAlgorithm, SiloCalibration};
 use crate::algo::half::{ServerHalf, SiloHalf};
 use crate::compress::{CompressorSpec, IndexEncoding};
+#[cfg(test)]
+use {super::spec::SoteriaSpec, crate::algo::checked::ParamGuard};
 
 /// One silo's planned parameters.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
