@@ -53,7 +53,7 @@ pub enum SdpCalibration {
         /// unspecified, so the guarantee holds only if C is at least the proof's constant.
         constant: f64,
     },
-    /// The proof's chain, solved numerically ([`sdp_chain`]).
+    /// The proof's chain, solved numerically (`sdp_chain`).
     Accountant,
 }
 

@@ -186,7 +186,7 @@ impl Model for NegatedModel {
     }
 }
 
-/// A dropped silo: one empty [`ABSENT`] marker per round, no privacy event.
+/// A dropped silo: one empty `ABSENT` marker per round, no privacy event.
 #[derive(Debug, Clone)]
 pub struct AbsentSilo {
     /// The model dimension.
@@ -252,7 +252,7 @@ impl SiloHalf for ExtremeSilo {
     }
 }
 
-/// Discards [`ABSENT`] markers before the analyzer: n' counts only the silos that sent.
+/// Discards `ABSENT` markers before the analyzer: n' counts only the silos that sent.
 pub struct AbsentFilter {
     /// The analyzer (and the server behind it).
     pub inner: Box<dyn ServerHalf>,

@@ -39,7 +39,7 @@
 //!     64-bit seed by default), the paper's 64-bit-per-float count is reported separately.
 //! 17. Random-k is the paper's keep-k operator.
 //!
-//! Participation: every silo must answer every round ([`server`] module doc); the build
+//! Participation: every silo must answer every round (`server.rs`'s module doc); the build
 //! refuses expected M < N and the server refuses a round with fewer than N messages.
 //! SAGA's table (m × d floats) is silo state; it is refused above dpfl's parameter cap.
 //! It is also *hidden* state, which the paper's privacy analysis misses: each row is a
