@@ -1,5 +1,5 @@
 //! PVEC's compact transport through the network shuffler (issue 15 item 1; Cheu, Joseph, Mao &
-//! Peng 2022 §5.1 as implemented in `dpfl::algo::shuffle::pvec`).
+//! Peng 2022 §5.1 as implemented in `dpfl::algo::shuffle`'s PVEC halves).
 //!
 //! A silo's compact reply is two additive shares modulo 2⁶⁴ of its per-label counts:
 //! label [`TO_SHUFFLER`] and [`TO_SERVER`]. Each alone is uniformly distributed, so:
@@ -19,7 +19,7 @@
 //! encapsulated key being random) is sealed again, so the prefix alone tells the two apart —
 //! also in a silo's stored bodies, resent after a restart.
 
-use dpfl::algo::shuffle::pvec::{TO_SERVER, TO_SHUFFLER};
+use dpfl::algo::shuffle::{TO_SERVER, TO_SHUFFLER};
 use dpfl::algo::{PackedInts, Payload, Round, SiloMessage};
 use dpfl_privacy::shuffle::protocol::ShareSum;
 

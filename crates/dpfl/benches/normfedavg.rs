@@ -38,13 +38,9 @@ use faer::{Accum, Mat, Par};
 use dpfl::algo::PackedInts;
 use dpfl::algo::context::BuildContext;
 use dpfl::algo::half::{FederationInfo, SiloInfo};
-use dpfl::algo::normfedavg::config::EtaSchedule;
-use dpfl::algo::normfedavg::local::LocalTrainer;
-use dpfl::algo::normfedavg::quantized::{Encoder, IntNoise, MessageAccounting};
-use dpfl::algo::normfedavg::sensitivity::Sensitivities;
 use dpfl::algo::normfedavg::{
-    BetaSchedule, BudgetSpec, NormFedAvgSpec, QuantPrivacy, SensitivitySpec, TdlCalibration,
-    Variant, plan,
+    BetaSchedule, BudgetSpec, Encoder, EtaSchedule, IntNoise, LocalTrainer, MessageAccounting,
+    NormFedAvgSpec, QuantPrivacy, Sensitivities, SensitivitySpec, TdlCalibration, Variant,
 };
 use dpfl::data::{Dataset, SiloData, Target};
 use dpfl::linalg::Matrix;
@@ -99,13 +95,8 @@ fn corrected_tdl() -> TruncatedDiscreteLaplace {
 
 /// The same for quantization levels `s` (2^6: m = 1,476,843).
 fn corrected_tdl_s(levels: u64) -> TruncatedDiscreteLaplace {
-    let s = dpfl::algo::normfedavg::sensitivity::sensitivities(
-        SensitivitySpec::Mu { mu: 0.1 },
-        levels,
-        D,
-        1200,
-    )
-    .unwrap();
+    let s = dpfl::algo::normfedavg::sensitivities(SensitivitySpec::Mu { mu: 0.1 }, levels, D, 1200)
+        .unwrap();
     theorem1::calibrate_for_delta(10.0, 1e-9f64.ln(), s.l1, s.linf, D as u64)
         .unwrap()
         .tdl
@@ -323,7 +314,7 @@ fn round(c: &mut Criterion) {
             },
         )
     };
-    let built = plan::build(&ctx, &spec).unwrap();
+    let built = dpfl::algo::normfedavg::build(&ctx, &spec).unwrap();
     let mut sim = Simulator::new(&silos, built, Participation::Fixed { m: 25 }, Some(1)).unwrap();
     g.bench_function("qtdl_s4096_25x20x256", |b| {
         b.iter(|| black_box(sim.step().unwrap()))

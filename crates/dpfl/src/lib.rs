@@ -31,6 +31,11 @@ pub mod plan;
 pub mod round;
 pub mod run;
 pub mod sim;
+#[cfg(feature = "test-hooks")]
+pub mod testing;
 pub mod units;
 
 pub use error::{Error, Result};
+
+#[cfg(test)]
+mod mechanism_tests;

@@ -446,7 +446,7 @@ fn psgd_trains_through_the_real_shuffler_which_sees_only_shares() {
         let dpfl::algo::Payload::Labelled { label, payload } = m.payload else {
             panic!("server share is not labelled")
         };
-        assert_eq!(label, dpfl::algo::shuffle::pvec::TO_SERVER);
+        assert_eq!(label, dpfl::algo::shuffle::TO_SERVER);
         let dpfl::algo::Payload::Packed(p) = *payload else {
             panic!("server share is not packed")
         };

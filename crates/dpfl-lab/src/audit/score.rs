@@ -42,7 +42,7 @@
 use dpfl_privacy::shuffle::protocol::{ShareSum, reveal};
 
 use dpfl::algo::message::{Broadcast, Payload, SiloMessage};
-use dpfl::algo::shuffle::pvec::{TO_SERVER, TO_SHUFFLER};
+use dpfl::algo::shuffle::{TO_SERVER, TO_SHUFFLER};
 use dpfl::algo::spec::WingPlan;
 use dpfl::algo::wing::AuditView;
 use dpfl::algo::{AlgorithmSpec, Round};

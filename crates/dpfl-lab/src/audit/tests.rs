@@ -104,9 +104,9 @@ fn an_under_noised_sampled_build_is_caught() {
     // 95 % confidence; the same audit of the correctly noised build is not.
     let spec = ExperimentSpec::from_toml(&experiment(), "audit.toml").unwrap();
     let honest = audit(&spec, None, &sampled_opts()).unwrap();
-    dpfl::algo::context::TEST_NOISE_SCALE.with(|c| c.set(Z30 / Z1));
+    dpfl::testing::TEST_NOISE_SCALE.with(|c| c.set(Z30 / Z1));
     let under = audit(&spec, None, &sampled_opts());
-    dpfl::algo::context::TEST_NOISE_SCALE.with(|c| c.set(1.0));
+    dpfl::testing::TEST_NOISE_SCALE.with(|c| c.set(1.0));
     assert_caught(&honest, &under.unwrap());
 }
 
@@ -254,9 +254,9 @@ shuffler = "trusted""#,
     );
     let honest = audit(&spec, None, &sampled_opts()).unwrap();
     assert!(honest.scored.contains("all silos"), "{honest:?}");
-    dpfl::algo::context::TEST_NOISE_SCALE.with(|c| c.set(1e-5));
+    dpfl::testing::TEST_NOISE_SCALE.with(|c| c.set(1e-5));
     let under = audit(&spec, None, &sampled_opts());
-    dpfl::algo::context::TEST_NOISE_SCALE.with(|c| c.set(1.0));
+    dpfl::testing::TEST_NOISE_SCALE.with(|c| c.set(1.0));
     assert_caught(&honest, &under.unwrap());
 }
 
@@ -320,9 +320,9 @@ fn an_mlp_run_is_audited_through_first_layer_canaries() {
     // its input. Under-noised: σ scaled by Z30/Z1 as in the linear test.
     let spec = kinds_experiment(50, MLP, MB_SGD);
     let honest = audit(&spec, None, &sampled_opts()).unwrap();
-    dpfl::algo::context::TEST_NOISE_SCALE.with(|c| c.set(Z30 / Z1));
+    dpfl::testing::TEST_NOISE_SCALE.with(|c| c.set(Z30 / Z1));
     let under = audit(&spec, None, &sampled_opts());
-    dpfl::algo::context::TEST_NOISE_SCALE.with(|c| c.set(1.0));
+    dpfl::testing::TEST_NOISE_SCALE.with(|c| c.set(1.0));
     assert_caught(&honest, &under.unwrap());
 }
 

@@ -83,7 +83,7 @@ pub fn guarantee(s: &AlgorithmSummary) -> Option<Guarantee> {
     let shuffled = s
         .silos
         .iter()
-        .any(|c| dpfl::algo::shuffle::trust::charges_trusted_shuffler(&c.formula));
+        .any(|c| dpfl::algo::shuffle::charges_trusted_shuffler(&c.formula));
     let acc = s.max_certified_epsilon();
     let (text, certified) = match acc {
         // Under `shuffler = "trusted"` the ε is the shuffled round's, not a silo's own

@@ -425,7 +425,7 @@ pub fn plan_privacy(plan: &Plan, train: &Dataset) -> dpfl::Result<Vec<(String, R
         .algorithms
         .iter()
         .map(|(label, spec)| {
-            let p = match wing_plan::plan(&ctx, spec) {
+            let p = match wing_plan(&ctx, spec) {
                 Ok((_, calibration)) => privacy_of_run(plan, spec, &calibration),
                 Err(e) => not_run_privacy(plan, spec, &e.to_string()),
             };

@@ -16,7 +16,7 @@ use super::normfedavg::{
 use super::normfedavg_state::{InFlight, RunRows, RunState};
 use super::privacy::{self, RunPrivacy};
 use super::reproduction::{self, Flag, Hooks, JobContext, Options, Report, Reproduction, RunFacts};
-use dpfl::algo::normfedavg::plan as wing_plan;
+use dpfl::algo::normfedavg::build as build_wing;
 use dpfl::algo::wing::Wing;
 use dpfl::data::Dataset;
 use dpfl::run::{Finished, Ledgers, OnDiverged, RunOptions};
@@ -131,7 +131,7 @@ impl NormFedAvgRepro {
         self.meta.clear();
         self.jobs.clear();
         for (a, (_, spec)) in plan.algorithms.iter().enumerate() {
-            match wing_plan::build(&ctx, spec) {
+            match build_wing(&ctx, spec) {
                 Ok(built) => {
                     self.meta.push(Meta::Built {
                         calibration: built.calibration[0].formula.clone(),
@@ -356,7 +356,7 @@ impl Reproduction for NormFedAvgRepro {
             d,
             ctx: build,
         } = seeded(plan, &sets.train, sets.classes, seed)?;
-        let built = wing_plan::build(&build, spec)?;
+        let built = build_wing(&build, spec)?;
         let fixed = Participation::Fixed {
             m: plan.participants,
         };

@@ -4,10 +4,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use dpfl::algo::shuffle::pagd::{AcsaConstants, PagdServer};
-use dpfl::algo::shuffle::pagd_preset::phase_schedule;
-use dpfl::algo::shuffle::pvec::{Against, PvecServer, PvecSilo, Transport};
-use dpfl::algo::shuffle::robust::{AbsentFilter, AbsentSilo, ExtremeSilo, NegatedModel};
+use dpfl::algo::shuffle::{AcsaConstants, Against, Transport};
 use dpfl::algo::{
     AlgorithmSpec, Broadcast, BuildContext, Payload, Round, ServerHalf, SiloHalf, SiloInfo,
     SiloMessage,
@@ -16,6 +13,10 @@ use dpfl::data::{Dataset, SiloData, Target};
 use dpfl::linalg::Matrix;
 use dpfl::model::{GradientOracle, HingeLoss, LogisticRegression, Model, Projection};
 use dpfl::sim::{Participation, Simulator};
+use dpfl::testing::shuffle::{
+    AbsentFilter, AbsentSilo, ExtremeSilo, NegatedModel, PagdServer, PvecServer, PvecSilo,
+    phase_schedule,
+};
 use dpfl::units::SiloId;
 use dpfl_privacy::rng::Purpose;
 use dpfl_privacy::shuffle::params::{PvecParams, Scale};
@@ -266,7 +267,7 @@ fn strongly_convex_pagd_plans_its_phases_from_the_config() {
 
 #[test]
 fn pan_private_acsa_noises_state_and_output_and_charges_its_guarantee() {
-    use dpfl::algo::shuffle::pan::zeta;
+    use dpfl::testing::shuffle::zeta;
     let (ctx, data) = federation(logistic(), 4, 200, 5, 0.5);
     let s = spec("kind = \"pan-private-acsa\"\nsmoothness = 0.25\nbatch_size = 10");
     assert!(!s.needs_shuffler());

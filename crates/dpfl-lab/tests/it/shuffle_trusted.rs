@@ -6,7 +6,7 @@
 //! randomizer, and stays within its own budget; the distinguishing attack is computed against
 //! both the old and the accepted configuration.
 
-use dpfl::algo::shuffle::calibration::{SdpInputs, round_guarantee, sdp_chain, shared_round};
+use dpfl::testing::shuffle::{SdpInputs, round_guarantee, sdp_chain, shared_round};
 use dpfl_lab::experiment::{ExperimentSpec, prepare_trial, train_one};
 use dpfl_privacy::accountant::AccountantKind;
 use dpfl_privacy::rng::Purpose;
@@ -204,15 +204,8 @@ fn the_norm_attack_breaks_per_silo_sigmas_and_not_the_common_one() {
             .unwrap()
     };
     // Old configuration: silo 0 ran σ₀ and was charged its own amplified guarantee.
-    let old_charge = charge(
-        round_guarantee(
-            &x0,
-            eps0,
-            delta0,
-            dpfl::algo::shuffle::calibration::delta_a(&x0),
-        )
-        .unwrap(),
-    );
+    let old_charge =
+        charge(round_guarantee(&x0, eps0, delta0, dpfl::testing::shuffle::delta_a(&x0)).unwrap());
     assert!(
         old_charge <= 1.0 + 1e-9 && s0 > 2.0 * sj,
         "{old_charge} {s0} {sj}"

@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use dpfl::algo::shuffle::pvec::{Against, PvecServer, PvecSilo, TO_SERVER, Transport};
+use dpfl::algo::shuffle::{Against, TO_SERVER, Transport};
 use dpfl::algo::{
     AlgorithmSpec, Broadcast, BuildContext, PackedInts, Payload, Round, SiloHalf, SiloInfo,
     SiloMessage,
@@ -14,6 +14,7 @@ use dpfl::data::{Dataset, SiloData, Target};
 use dpfl::linalg::Matrix;
 use dpfl::model::{GradientOracle, LogisticRegression, Projection};
 use dpfl::sim::{Participation, Simulator};
+use dpfl::testing::shuffle::{PvecServer, PvecSilo};
 use dpfl_privacy::rng::Purpose;
 use dpfl_privacy::shuffle::params::{PvecParams, PvecRule, Scale};
 use dpfl_privacy::shuffle::protocol::Pvec;
@@ -430,7 +431,8 @@ fn experiments_run_shuffle_algorithms_only_with_a_fixed_number_of_silos() {
 
 #[test]
 fn pvec_silos_charge_the_no_shuffler_guarantee_unless_the_shuffler_is_trusted() {
-    use dpfl::algo::shuffle::trust::{PvecTarget, ShufflerTrust, plan_pvec, silo_guarantees};
+    use dpfl::algo::shuffle::ShufflerTrust;
+    use dpfl::testing::shuffle::{PvecTarget, plan_pvec, silo_guarantees};
     use dpfl_privacy::PrivacyEvent;
     use dpfl_privacy::event::Sampling;
     use dpfl_privacy::shuffle::local::silo_round_guarantee;
@@ -503,7 +505,7 @@ fn pvec_silos_charge_the_no_shuffler_guarantee_unless_the_shuffler_is_trusted() 
 
 #[test]
 fn sdp_mb_sgd_meets_the_budget_without_the_shuffler_unless_trusted() {
-    use dpfl::algo::shuffle::calibration::{SdpInputs, isrl_epsilon};
+    use dpfl::testing::shuffle::{SdpInputs, isrl_epsilon};
     let mut raised = 0;
     let mut trusted = None;
     for records in [500, 2] {
@@ -544,10 +546,10 @@ fn sdp_mb_sgd_meets_the_budget_without_the_shuffler_unless_trusted() {
     // meets ε = 2 on its own; the raise itself is checked on `sigma_for` below.
     assert_eq!(raised, 0);
     // σ ↦ 1/σ: the smallest σ ≥ 1 with 1/σ ≤ 0.5 is 2.
-    let s = dpfl::algo::shuffle::trust::sigma_for(1.0, 0.5, |s| Ok(1.0 / s)).unwrap();
+    let s = dpfl::testing::shuffle::sigma_for(1.0, 0.5, |s| Ok(1.0 / s)).unwrap();
     assert!((s - 2.0).abs() < 1e-8, "{s}");
     assert_eq!(
-        dpfl::algo::shuffle::trust::sigma_for(3.0, 0.5, |s| Ok(1.0 / s)).unwrap(),
+        dpfl::testing::shuffle::sigma_for(3.0, 0.5, |s| Ok(1.0 / s)).unwrap(),
         3.0
     );
     let trusted = trusted.unwrap();

@@ -146,7 +146,7 @@ fn batch_size_above_n_is_refused() {
     let s = spec("").algorithms[1].spec.clone();
     let s = match s {
         dpfl::algo::AlgorithmSpec::MbSgd(a) => {
-            dpfl::algo::AlgorithmSpec::MbSgd(dpfl::algo::lowy::wing::MbSgdSpec {
+            dpfl::algo::AlgorithmSpec::MbSgd(dpfl::algo::lowy::MbSgdSpec {
                 step_size: a.step_size,
                 calibration: None,
                 batch_size: Some(401),

@@ -102,7 +102,7 @@ impl ParamError {
         }
     }
 
-    /// The message without the field (what `config field `algorithm.<field>`: …` shows).
+    /// The message without the field (what "config field `algorithm.<field>`: …" shows).
     pub fn reason(&self) -> String {
         let full = self.to_string();
         let rest = &full[self.field().len()..];

@@ -94,6 +94,9 @@
 //!     let _ = server.aggregate(Round::FIRST, messages);
 //! }
 //! ```
+//!
+//! [`Dataset`]: crate::data::Dataset
+//! [`DpRng`]: dpfl_privacy::DpRng
 
 pub(crate) mod acsa_server;
 pub mod checked;

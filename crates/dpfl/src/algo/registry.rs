@@ -7,7 +7,7 @@
 //! server and silos and the reproductions' grids read it through the same methods, because
 //! every one of them goes through `AlgorithmSpec` and `WingPlan` (`spec.rs`).
 //!
-//! This file is the object-safe face of [`Wing`] ([`DynWing`], private) and the table of
+//! This file is the object-safe face of [`Wing`] (`DynWing`, private) and the table of
 //! registered kinds. A registered wing keeps every rule a built-in one has: it says whether and
 //! how it is private (no default), its silo half's round event comes from its own mechanism
 //! and the round core charges it to the silo's ledger, its server half sees only messages.

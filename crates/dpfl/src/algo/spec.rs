@@ -35,10 +35,10 @@ pub enum AlgorithmSpec {
     /// `calibration` is given.
     LocalSgd(lowy::wing::LocalSgdSpec),
     /// Accelerated Noisy MB-SGD (Lowy & Razaviyayn Algorithm 1), one-pass or ERM; see
-    /// [`lowy::acsa::AcceleratedSpec`].
+    /// [`lowy::AcceleratedSpec`].
     AcceleratedMbSgd(lowy::acsa::AcceleratedSpec),
     /// Noisy MB-SGD in its general form (Algorithm 7: weights, per-silo K_i) with the
-    /// theorems' parameter rules; see [`lowy::mbsgd::NoisyMbSgdSpec`].
+    /// theorems' parameter rules; see [`lowy::NoisyMbSgdSpec`].
     NoisyMbSgd(lowy::mbsgd::NoisyMbSgdSpec),
     /// Shuffled Noisy MB-SGD (Lowy & Razaviyayn Thm 5.1); see [`shuffle::SdpMbSgdSpec`].
     SdpMbSgd(shuffle::SdpMbSgdSpec),
@@ -68,7 +68,7 @@ pub enum AlgorithmSpec {
     /// LDP-SVRG: SoteriaFL-SVRG uncompressed (SoteriaFL §5 baseline).
     LdpSvrg(soteria::SoteriaSpec),
     /// Q-DPSGD-1 (Ding et al. 2021; SoteriaFL's Table 1 baseline): silos keep their own
-    /// models and send them compressed; see [`soteria::qdpsgd`].
+    /// models and send them compressed; see `soteria/qdpsgd.rs`.
     #[serde(rename = "q-dpsgd-1")]
     QDpsgd1(soteria::SoteriaSpec),
     /// A wing defined outside this crate, under the `kind` it was registered with

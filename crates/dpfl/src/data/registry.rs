@@ -7,7 +7,7 @@
 //! 1. the directory given explicitly (the CLI's `--data-dir`);
 //! 2. the directory in the `DPFL_DATA` environment variable;
 //! 3. the small sets (insurance, obesity, a9a) embedded in the binary from the repository's
-//!    `data/` directory (licences in `data/LICENSES.md`; [`super::bundled`]), so an installed
+//!    `data/` directory (licences in `data/LICENSES.md`; `bundled.rs`), so an installed
 //!    binary needs no source checkout. ([`DataDirs::from_parts`] can name a bundled directory
 //!    on disk instead, for tests.)
 //!

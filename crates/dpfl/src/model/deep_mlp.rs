@@ -344,7 +344,7 @@ impl DeepMlp {
         }
     }
 
-    /// (mean cross-entropy, error rate) over `data`, forward passes batched by [`CHUNK`] rows
+    /// (mean cross-entropy, error rate) over `data`, forward passes batched by `CHUNK` rows
     /// and the chunks spread over rayon's threads. The per-row losses are summed in row order,
     /// so the result does not depend on the thread count.
     pub fn evaluate(&self, w: &[f64], data: &Dataset) -> (f64, f64) {

@@ -149,7 +149,7 @@ pub struct IterateEval {
 }
 
 impl NonconvexLogistic {
-    /// [`IterateEval`] of every iterate in `ws`, over the pooled `train` and `test` shards.
+    /// `IterateEval` of every iterate in `ws`, over the pooled `train` and `test` shards.
     ///
     /// Equal, up to the order of floating-point sums, to evaluating each iterate through
     /// `sim::full_grad_norm_sq`, `sim::train_loss` and `sim::test_metric`, but

@@ -6,7 +6,6 @@ mod data_loaders;
 mod data_partition;
 mod data_pca;
 mod import_graph;
-mod mechanisms;
 mod models;
 mod no_kind_fallback;
 mod round_core;

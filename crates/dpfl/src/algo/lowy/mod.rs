@@ -33,6 +33,13 @@
 //! theorem and a hand-computed test; (4) a line in ARCHITECTURE.md's code map.
 //! `crates/dpfl/tests/it/import_graph.rs` fails if a wing imports another wing or the floor
 //! imports a wing.
+//!
+//! **API boundary:** the configs `AlgorithmSpec` holds ([`MbSgdSpec`], [`LocalSgdSpec`],
+//! [`AcceleratedSpec`], [`NoisyMbSgdSpec`]) and the checked parameters their guards produce
+//! ([`MbSgdParams`], [`LocalSgdParams`], [`GeneralParams`], [`NoisyMbSgdParams`],
+//! [`AcceleratedParams`]); the plans `WingPlan` holds ([`MbSgdPlan`], [`AcsaPlan`],
+//! [`LocalSgdPlan`]); `Calibration`, re-exported by `crate::algo`. Every module is
+//! crate-private.
 
 pub(crate) mod acsa;
 pub(crate) mod calibration;
@@ -43,10 +50,15 @@ pub(crate) mod mbsgd;
 pub(crate) mod multistage;
 pub(crate) mod params;
 pub(crate) mod theory;
-pub mod wing;
+pub(crate) mod wing;
 
-// The wing's internals are crate-private (issue 28 item 5); the types the public
-// `AlgorithmSpec` and `WingPlan` hold are named here.
+// The wing's public face (issue 28 item 5): the configs the public `AlgorithmSpec` holds and
+// the checked parameters they become, and the plans `WingPlan` holds. Everything else is
+// crate-private.
 pub use acsa::{AcceleratedSpec, AcsaPlan};
 pub use local_sgd::LocalSgdPlan;
 pub use mbsgd::{MbSgdPlan, NoisyMbSgdSpec};
+pub use wing::{
+    AcceleratedParams, GeneralParams, LocalSgdParams, LocalSgdSpec, MbSgdParams, MbSgdSpec,
+    NoisyMbSgdParams,
+};

@@ -57,7 +57,7 @@ pub enum BetaSchedule {
         /// β.
         beta: f64,
     },
-    /// β_k = values[j] for from[j] ≤ k < from[j+1] (digest §5.4's phases); from[0] = 0,
+    /// β_k = `values[j]` for `from[j]` ≤ k < `from[j+1]` (digest §5.4's phases); `from[0]` = 0,
     /// strictly increasing.
     Piecewise {
         /// The first round of each phase.

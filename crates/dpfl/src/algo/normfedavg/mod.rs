@@ -43,21 +43,36 @@
 //!   f64, rounded or not — never enters them; the released message is the integer
 //!   Q_s(u) + e with e drawn exactly on the integers. Only the μ form's sensitivity is an
 //!   assumption about d itself, in either arithmetic alike.
+//!
+//! **API boundary:** the config ([`NormFedAvgSpec`]) and the types its fields name; the plan
+//! `WingPlan` holds ([`NormFedAvgPlan`], [`NoisePlan`], [`SiloPlan`]) with [`plan()`] and
+//! [`build()`], which the lab's reproduction calls per grid cell; and the kernels
+//! `benches/normfedavg.rs` times ([`LocalTrainer`], [`sensitivities()`], [`Encoder`] with its
+//! [`IntNoise`] and [`MessageAccounting`]). The halves (`halves.rs`) and the `Wing` impl are
+//! crate-private, tested beside them (`tests.rs`) and in `src/mechanism_tests.rs`.
 
 #![warn(missing_docs)]
 
-pub mod config;
+pub(crate) mod config;
 pub(crate) mod halves;
-pub mod local;
-pub mod plan;
-pub mod quantized;
-pub mod sensitivity;
+pub(crate) mod local;
+pub(crate) mod plan;
+pub(crate) mod quantized;
+pub(crate) mod sensitivity;
 pub(crate) mod wing;
 
+// The wing's public face (issue 28 item 5): the config and the types its fields name; the plan
+// `WingPlan` holds, with `plan` and `build` (the reproduction plans and builds per grid cell);
+// and the kernels the benchmarks time (local training, the sensitivities, the encoder and its
+// integer noise). The halves are crate-private.
 pub use config::{
-    BetaSchedule, BudgetSpec, NormFedAvgSpec, QuantPrivacy, SensitivitySpec, TdlCalibration,
-    Variant,
+    BetaSchedule, BudgetSpec, EtaSchedule, NormFedAvgSpec, QuantPrivacy, SensitivitySpec,
+    TdlCalibration, Variant,
 };
+pub use local::LocalTrainer;
+pub use plan::{NoisePlan, NormFedAvgPlan, SiloPlan, build, plan};
+pub use quantized::{Encoder, IntNoise, MessageAccounting};
+pub use sensitivity::{Sensitivities, sensitivities};
 
 #[cfg(test)]
 mod tests;

@@ -63,7 +63,7 @@ fn plain(variant: Variant, beta: f64) -> NormFedAvgSpec {
 
 fn one_round(spec: &NormFedAvgSpec) -> (Vec<f64>, u64) {
     let data = silos();
-    let built = plan::build(&ctx(), spec).unwrap();
+    let built = build(&ctx(), spec).unwrap();
     let mut sim = Simulator::new(&data, built, Participation::All, Some(5)).unwrap();
     let report = sim.step().unwrap();
     (sim.output(), report.message_bits)
@@ -105,7 +105,7 @@ fn private(variant: Variant, calibration: TdlCalibration) -> NormFedAvgSpec {
 #[test]
 fn dp_normfedavg_sends_t_bit_integers_and_the_server_sums_them_then_scales_once() {
     let spec = private(Variant::DpNormFedAvg, TdlCalibration::PaperClaim);
-    let mut built = plan::build(&ctx(), &spec).unwrap();
+    let mut built = build(&ctx(), &spec).unwrap();
     // Theorem 1: α = 0.5/4.5657 = 0.10951; m is the smallest with Z ≥ 1 + 2Δ∞ = 5.8:
     // Z(2) = 1 + 2(e^{−α} + e^{−2α}) = 4.399, Z(3) = 5.839 → m = 3, t = ⌈log₂ 15⌉ = 4.
     let cal = &built.calibration[0];
@@ -157,7 +157,7 @@ fn dp_normfedavg_sends_t_bit_integers_and_the_server_sums_them_then_scales_once(
 #[test]
 fn corrected_calibration_meets_its_delta_and_binomial_runs() {
     let spec = private(Variant::DpNormFedAvg, TdlCalibration::Corrected);
-    let built = plan::build(&ctx(), &spec).unwrap();
+    let built = build(&ctx(), &spec).unwrap();
     let Some(dpfl_privacy::PrivacyEvent::TruncatedDiscreteLaplace { delta, .. }) =
         built.silos[1].round_event(crate::units::Round::new(2))
     else {
@@ -176,7 +176,7 @@ fn corrected_calibration_meets_its_delta_and_binomial_runs() {
             delta: 3e-6,
         };
     }
-    let built = plan::build(&ctx(), &b).unwrap();
+    let built = build(&ctx(), &b).unwrap();
     match built.silos[0].round_event(crate::units::Round::FIRST) {
         Some(dpfl_privacy::PrivacyEvent::EpsilonDelta { epsilon, delta }) => {
             assert_eq!(epsilon, 10.0);
@@ -201,12 +201,12 @@ fn a_zero_update_sends_noise_only() {
             test: zero([1.0, 0.0]),
         })
         .collect();
-    let built = plan::build(&ctx(), &plain(Variant::NormFedAvg, 0.1)).unwrap();
+    let built = build(&ctx(), &plain(Variant::NormFedAvg, 0.1)).unwrap();
     let mut sim = Simulator::new(&data, built, Participation::All, Some(1)).unwrap();
     sim.step().unwrap();
     assert_eq!(sim.output(), vec![0.0, 0.0]);
     let spec = private(Variant::DpNormFedAvg, TdlCalibration::PaperClaim);
-    let built = plan::build(&ctx(), &spec).unwrap();
+    let built = build(&ctx(), &spec).unwrap();
     let mut sim = Simulator::new(&data, built, Participation::All, Some(1)).unwrap();
     sim.step().unwrap();
     // Only noise: each coordinate moves by β/(M s)·(e₀ + e₁) with |e| ≤ 3: at most 0.1·6/8.
@@ -236,7 +236,7 @@ fn config_fields_parse_and_are_checked_when_built() {
         (20, 256, 0.9, 1e-4)
     );
     let bad: NormFedAvgSpec = toml::from_str(&text.replace("s = 4096", "s = 0")).unwrap();
-    let e = plan::build(&ctx(), &bad).err().unwrap().to_string();
+    let e = build(&ctx(), &bad).err().unwrap().to_string();
     assert!(e.contains("algorithm.privacy.s"), "{e}");
     assert!(toml::from_str::<NormFedAvgSpec>(&text.replace("step_size", "step")).is_err());
     // ε outside Theorem 1's range (limit 0.6998 here) is refused with the theorem named.
@@ -247,7 +247,7 @@ fn config_fields_parse_and_are_checked_when_built() {
             delta: 1e-3,
         };
     }
-    let e = plan::build(&ctx(), &big).err().unwrap().to_string();
+    let e = build(&ctx(), &big).err().unwrap().to_string();
     assert!(e.contains("Theorem 1"), "{e}");
 }
 
@@ -258,11 +258,11 @@ fn the_plan_calibrates_once_and_each_half_builds_alone() {
     use crate::algo::context::calibrations_on_this_thread;
     let spec = private(Variant::DpNormFedAvg, TdlCalibration::Corrected);
     let before = calibrations_on_this_thread();
-    let (p, calibration) = plan::plan(&ctx(), &spec).unwrap();
+    let (p, calibration) = plan(&ctx(), &spec).unwrap();
     assert_eq!(calibrations_on_this_thread() - before, 2, "one per silo");
-    assert!(matches!(p.noise, Some(plan::NoisePlan::Tdl { .. })));
+    assert!(matches!(p.noise, Some(NoisePlan::Tdl { .. })));
     let json = serde_json::to_string(&p).unwrap();
-    let back: plan::NormFedAvgPlan = serde_json::from_str(&json).unwrap();
+    let back: NormFedAvgPlan = serde_json::from_str(&json).unwrap();
     assert_eq!(back, p);
     let before = calibrations_on_this_thread();
     let server = back.server_half(&ctx()).unwrap();
@@ -279,7 +279,7 @@ fn the_plan_calibrates_once_and_each_half_builds_alone() {
         silos: vec![back.silo_half(&ctx(), 0).unwrap(), silo1],
         calibration,
     };
-    let whole = plan::build(&ctx(), &spec).unwrap();
+    let whole = build(&ctx(), &spec).unwrap();
     let data = silos();
     let run = |b| {
         let mut sim = Simulator::new(&data, b, Participation::All, Some(5)).unwrap();

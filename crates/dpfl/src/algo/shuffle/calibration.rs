@@ -32,6 +32,10 @@
 //!   unequal n_i are sound). We chose a common σ over refusing such runs: it costs the looser
 //!   silos only noise, and every silo still meets its own budget (checked forwards).
 
+// `pub` items here that only `crate::testing` re-exports (other crates' tests) are
+// unreachable without the `test-hooks` feature.
+#![cfg_attr(not(feature = "test-hooks"), allow(unreachable_pub))]
+
 use serde::{Deserialize, Serialize};
 
 use dpfl_privacy::accountant::AccountantKind;
@@ -49,7 +53,7 @@ pub enum SdpCalibration {
         /// unspecified, so the guarantee holds only if C is at least the proof's constant.
         constant: f64,
     },
-    /// The proof's chain, solved numerically ([`sdp_chain`]).
+    /// The proof's chain, solved numerically (`sdp_chain`).
     Accountant,
 }
 
@@ -128,7 +132,7 @@ fn check(x: &SdpInputs) -> crate::Result<()> {
 }
 
 /// Thm G.1's σ with constant C, after its conditions.
-pub fn theory_sigma(x: &SdpInputs, c: f64) -> crate::Result<f64> {
+pub(crate) fn theory_sigma(x: &SdpInputs, c: f64) -> crate::Result<f64> {
     check(x)?;
     if !(c.is_finite() && c > 0.0) {
         return Err(bad(format!("constant C = {c} must be finite and > 0")));
@@ -323,7 +327,7 @@ pub fn shared_round(x: &SdpInputs, sigma: f64, delta0: f64) -> crate::Result<Sha
 /// The chain's (ε, δ) per round of a silo running the Gaussian σ at sensitivity 2L, measured
 /// at its δ̂₀, without the budget check of [`shared_round`]: the event a trusted-shuffler
 /// silo's mechanism reports (`super::honest`). Errors where the chain gives no guarantee.
-pub fn round_at(x: &SdpInputs, sigma: f64, delta0: f64) -> crate::Result<(f64, f64)> {
+pub(crate) fn round_at(x: &SdpInputs, sigma: f64, delta0: f64) -> crate::Result<(f64, f64)> {
     let (e, d) = local_and_round(x, sigma, delta0)?.1;
     // Far below the planned σ, e^ε overflows and δ̂ with it: no guarantee, not an event.
     if !(e.is_finite() && e >= 0.0 && d.is_finite() && (0.0..1.0).contains(&d)) {
@@ -354,7 +358,7 @@ pub fn isrl_epsilon(x: &SdpInputs, sigma: f64) -> crate::Result<f64> {
 }
 
 /// The event the silo's ledger charges per round.
-pub fn isrl_round_event(x: &SdpInputs, sigma: f64) -> PrivacyEvent {
+pub(crate) fn isrl_round_event(x: &SdpInputs, sigma: f64) -> PrivacyEvent {
     PrivacyEvent::Gaussian {
         noise_multiplier: sigma * x.batch_size as f64 / (2.0 * x.lipschitz),
     }
@@ -365,7 +369,7 @@ pub fn isrl_round_event(x: &SdpInputs, sigma: f64) -> PrivacyEvent {
 }
 
 /// σ and the report for one silo under `rule`.
-pub fn sdp_noise(x: &SdpInputs, rule: SdpCalibration) -> crate::Result<SdpNoise> {
+pub(crate) fn sdp_noise(x: &SdpInputs, rule: SdpCalibration) -> crate::Result<SdpNoise> {
     match rule {
         SdpCalibration::Accountant => sdp_chain(x),
         SdpCalibration::Theory { constant } => {

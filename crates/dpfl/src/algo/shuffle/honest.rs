@@ -34,7 +34,7 @@ pub struct HonestShuffle {
 
 /// The silo's Gaussian, charged at its honest-shuffler round guarantee (module docs).
 #[derive(Debug, Clone)]
-pub struct HonestShuffleGaussian {
+pub(crate) struct HonestShuffleGaussian {
     gaussian: GaussianMechanism,
     honest: HonestShuffle,
     /// The chain's (ε, δ) per round at the Gaussian's σ, computed once from it (`None`: the
@@ -45,7 +45,7 @@ pub struct HonestShuffleGaussian {
 impl HonestShuffleGaussian {
     /// The silo's Gaussian `gaussian` behind an honest shuffler described by `honest`.
     /// Errors: a discrete Gaussian (the chain is the continuous Gaussian's).
-    pub fn new(gaussian: GaussianMechanism, honest: HonestShuffle) -> crate::Result<Self> {
+    pub(crate) fn new(gaussian: GaussianMechanism, honest: HonestShuffle) -> crate::Result<Self> {
         if gaussian.granularity().is_some() {
             return Err(crate::Error::config(
                 "privacy.mechanism",

@@ -3,18 +3,18 @@
 //!
 //! - `kind = "sdp-mb-sgd"` — **Shuffled Noisy MB-SGD** (Thm 5.1 / G.1): Algorithm 2 with a
 //!   shuffler; each silo's Gaussian noise is calibrated so that the shuffled reports meet the
-//!   silo's (ε, δ) against the server ([`calibration`]); silo half = the floor's
-//!   `GradientSilo`, server half = the floor's `MbSgdServer` ([`wing`]).
+//!   silo's (ε, δ) against the server (`calibration.rs`); silo half = the floor's
+//!   `GradientSilo`, server half = the floor's `MbSgdServer` (`wing.rs`).
 //! - `kind = "sdp-accelerated-mb-sgd"` — **SDP One-Pass Accelerated Noisy MB-SGD**
 //!   (Algorithm 6, Thm 5.2 / G.2): PVEC over the K per-record gradients of each silo's
-//!   disjoint batch, no Gaussian noise ([`pvec`]); the analyzer sits in front of the floor's
-//!   AC-SA server half (`crate::algo::acsa_server`, [`wing`]).
+//!   disjoint batch, no Gaussian noise (`pvec.rs`); the analyzer sits in front of the floor's
+//!   AC-SA server half (`crate::algo::acsa_server`, `wing.rs`).
 //!
-//! Both need the simulator's shuffle stage: their `Requirements` ([`wing`]) turn it on, and
+//! Both need the simulator's shuffle stage: their `Requirements` (`wing.rs`) turn it on, and
 //! both assume a fixed number M of answering silos (Assumption of §5; the experiment refuses
 //! other participation rules for them).
 //!
-//! What each silo's ledger charges depends on `shuffler` ([`trust`]; default `untrusted`):
+//! What each silo's ledger charges depends on `shuffler` (`trust.rs`; default `untrusted`):
 //! untrusted, the guarantee that holds whatever the shuffler does (SDP MB-SGD: the silo's own
 //! Gaussian; PVEC silos: their own binomial noise, `dpfl_privacy::shuffle::local`), and the
 //! protocol is calibrated so that it meets the budget; trusted, the honest-shuffler guarantee.
@@ -23,7 +23,7 @@
 //! Amplification by shuffling needs one randomizer for every report of a shuffle (FMT 2021
 //! Thm 3.2; issue 27 finding 1): under a trusted shuffler Shuffled Noisy MB-SGD runs the
 //! strictest silo's σ in every silo, and each silo is charged the amplified guarantee of that
-//! common randomizer at its own δ̂₀ and q_i = K/n_i ([`calibration::shared_round`]); we chose
+//! common randomizer at its own δ̂₀ and q_i = K/n_i ((`calibration.rs`, `shared_round`)); we chose
 //! this over refusing runs whose silos differ. The PVEC algorithms already run one PVEC (at the
 //! smallest budget) for every user of every silo.
 //!
@@ -34,45 +34,65 @@
 //!   round, per-round (ε₀, δ₀) from digest §5.2 item 5, checked by advanced composition
 //!   ([`pgd_preset`]); each round's event is charged (fully interactive).
 //!
-//! - `kind = "pagd"` — **PAGD** (Algorithm 4, Thm 4.3; [`pagd`], [`pagd_preset`]): PVEC
+//! - `kind = "pagd"` — **PAGD** (Algorithm 4, Thm 4.3; `pagd.rs`, `pagd_preset.rs`): PVEC
 //!   silos in front of AC-SA with Lan's (default) or the OCR's constants; Moreau smoothing
-//!   for non-smooth losses (Thm 4.7, [`moreau`]); the strongly convex phases (Thm 4.8); the
-//!   robust variant (Cor. A.9, [`robust`]).
-//! - `kind = "pan-private-acsa"` — **pan-private AC-SA** (Algorithm 6, Thm C.3; [`pan`]): no
+//!   for non-smooth losses (Thm 4.7, `moreau.rs`); the strongly convex phases (Thm 4.8); the
+//!   robust variant (Cor. A.9, `robust.rs`).
+//! - `kind = "pan-private-acsa"` — **pan-private AC-SA** (Algorithm 6, Thm C.3; `pan.rs`): no
 //!   shuffler; each silo's accumulator is noised before and after its batch.
+//!
+//! **API boundary:** the six configs (`SdpMbSgdSpec`, `SdpAcceleratedSpec`, `PsgdSpec`,
+//! `PgdSpec`, [`PagdSpec`], [`PanPrivateSpec`]) and the types their fields name
+//! ([`SdpCalibration`], [`ShufflerTrust`], [`Transport`], [`AcsaConstants`], [`RobustSpec`],
+//! [`Behaviour`]); the plan `WingPlan` holds ([`ShuffleWingPlan`], [`ShufflePlan`],
+//! [`ShuffleSilo`], [`Against`]); Cheu et al.'s presets ([`psgd_preset`], [`pgd_preset`]); the
+//! PVEC reply labels a transport routes on ([`TO_SHUFFLER`], [`TO_SERVER`]); and
+//! [`charges_trusted_shuffler`], which the experiment reads off a calibration row. The halves,
+//! the calibration chain, PVEC's planning and the robust variant's adversaries are
+//! crate-private (their unit tests sit beside them and in `src/mechanism_tests.rs`);
+//! `crate::testing::shuffle` (feature `test-hooks`) names the few that `dpfl-lab`'s Monte Carlo
+//! tests drive directly.
 
-pub mod calibration;
+pub(crate) mod calibration;
 pub(crate) mod guard;
-pub mod honest;
+pub(crate) mod honest;
 pub(crate) mod moreau;
-pub mod pagd;
-pub mod pagd_preset;
-pub mod pan;
+pub(crate) mod pagd;
+pub(crate) mod pagd_preset;
+pub(crate) mod pan;
 pub(crate) mod pan_plan;
 pub(crate) mod plan;
 mod presets;
-pub mod pvec;
-pub mod robust;
+pub(crate) mod pvec;
+pub(crate) mod robust;
 mod sdp;
-pub mod trust;
+pub(crate) mod trust;
 pub(crate) mod wing;
 
+// The wing's public face (issue 28 item 5): the configs and the types their fields name, the
+// plan `WingPlan` holds, Cheu et al.'s presets, the PVEC reply labels a transport routes on,
+// and how a calibration row says it charges a trusted shuffler. Everything else is
+// crate-private; `crate::testing` names what other crates' tests probe.
+pub use calibration::SdpCalibration;
+pub use pagd::AcsaConstants;
 pub use pagd_preset::PagdSpec;
 pub(crate) use pagd_preset::build_pagd;
 pub use pan::PanPrivateSpec;
 pub use plan::{ShufflePlan, ShuffleSilo};
 pub use presets::{pgd_preset, psgd_preset};
+pub use pvec::{Against, TO_SERVER, TO_SHUFFLER, Transport};
+pub use robust::{Behaviour, RobustSpec};
 pub(crate) use sdp::build_sdp_mbsgd;
+pub use trust::{ShufflerTrust, charges_trusted_shuffler};
 pub use wing::ShuffleWingPlan;
 
 use serde::{Deserialize, Serialize};
 
 use dpfl_privacy::shuffle::params::{PvecRule, Scale};
 
-use self::calibration::SdpCalibration;
 use self::plan::PvecPlanned;
-use self::pvec::{PvecServer, PvecSilo, Transport};
-use self::trust::{PvecTarget, ShufflerTrust, describe, plan_pvec, silo_guarantees};
+use self::pvec::{PvecServer, PvecSilo};
+use self::trust::{PvecTarget, describe, plan_pvec, silo_guarantees};
 use crate::algo::checked::{at_most, one_pass_batch};
 use crate::algo::context::{BuildContext, BuiltAlgorithm, SiloCalibration, count_calibration};
 
@@ -144,7 +164,7 @@ pub struct SdpAcceleratedSpec {
     /// The fewest silos that answer a round (PVEC is calibrated for M_min·K users); default M.
     #[serde(default)]
     pub min_participants: Option<usize>,
-    /// Whether the ledger may charge the honest-shuffler guarantee ([`trust`]).
+    /// Whether the ledger may charge the honest-shuffler guarantee (`trust.rs`).
     #[serde(default)]
     pub shuffler: ShufflerTrust,
     /// How PVEC's noise bits are chosen: `paper` (Cheu et al. Theorem 3.2's constants, the
@@ -350,7 +370,7 @@ pub(crate) fn pvec_halves(
     if let (Some(gamma), ShufflerTrust::Trusted) = (choice.robust_gamma, choice.trust) {
         // Cor. A.9: with only a γ fraction honest the round is (ε_c/γ, δ).
         g.charged.0 /= gamma;
-        g.against = pvec::Against::HonestShuffler {
+        g.against = Against::HonestShuffler {
             honest_fraction: Some(gamma),
         };
     }

@@ -33,6 +33,9 @@
 //! * **Rounds without messages** do not advance the iteration (as Lowy's AC-SA server).
 //! * **More rounds than the phases plan** continue the last phase's schedule.
 
+// `pub` items here that only `crate::testing` re-exports (other crates' tests) are
+// unreachable without the `test-hooks` feature.
+#![cfg_attr(not(feature = "test-hooks"), allow(unreachable_pub))]
 #![warn(missing_docs)]
 
 use serde::{Deserialize, Serialize};
@@ -148,6 +151,7 @@ impl PagdServer {
     }
 
     /// (phase index, iterations done in it).
+    #[cfg(any(test, feature = "test-hooks"))]
     pub fn position(&self) -> (usize, u64) {
         (self.phase, self.t)
     }

@@ -25,6 +25,9 @@
 //! at the full (ε, δ) on fresh users (sequentially interactive, digest §1.4), with the
 //! robust variant's ε scaling ([`super::robust`]).
 
+// `pub` items here that only `crate::testing` re-exports (other crates' tests) are
+// unreachable without the `test-hooks` feature.
+#![cfg_attr(not(feature = "test-hooks"), allow(unreachable_pub))]
 #![warn(missing_docs)]
 
 use serde::{Deserialize, Serialize};
@@ -152,7 +155,7 @@ impl PagdSpec {
 
 /// What the tuning fixes before the noise is known.
 #[derive(Debug, Clone)]
-pub struct Shape {
+pub(crate) struct Shape {
     /// K per silo.
     pub k: usize,
     /// The Moreau β, if smoothing.
@@ -170,7 +173,7 @@ pub struct Shape {
 }
 
 /// Steps 1–3 of the module doc.
-pub fn shape(ctx: &BuildContext, t: &Tuning) -> crate::Result<Shape> {
+pub(crate) fn shape(ctx: &BuildContext, t: &Tuning) -> crate::Result<Shape> {
     let eps = t.epsilon;
     let d = ctx.federation.dim as f64;
     let m = participants(ctx);
@@ -295,7 +298,7 @@ pub fn phase_schedule(
 }
 
 /// PAGD's PVEC target at K per silo (the same one the silos are built with).
-pub fn pvec_target(
+pub(crate) fn pvec_target(
     ctx: &BuildContext,
     spec: &PagdSpec,
     k: usize,
@@ -318,7 +321,7 @@ pub fn pvec_target(
 /// The end both presets share (PAGD's and pan-private AC-SA's, step 5): the phases at the
 /// oracle's standard deviation σ, and the shape's note extended by `sigma_note` (how σ was
 /// formed) and the schedule.
-pub fn phases_at(
+pub(crate) fn phases_at(
     ctx: &BuildContext,
     t: &Tuning,
     mut s: Shape,
@@ -339,7 +342,7 @@ pub fn phases_at(
 }
 
 /// The AC-SA server half of PAGD and pan-private AC-SA ([`PagdServer`]) on `phases`.
-pub fn acsa_server(
+pub(crate) fn acsa_server(
     ctx: &BuildContext,
     constants: AcsaConstants,
     phases: Vec<Phase>,
@@ -353,7 +356,10 @@ pub fn acsa_server(
 }
 
 /// The whole preset: the shape, σ from the realised PVEC and the phases.
-pub fn pagd_preset(ctx: &BuildContext, spec: &PagdSpec) -> crate::Result<(Shape, Vec<Phase>)> {
+pub(crate) fn pagd_preset(
+    ctx: &BuildContext,
+    spec: &PagdSpec,
+) -> crate::Result<(Shape, Vec<Phase>)> {
     let tuning = spec.tuning(ctx, spec.round_epsilon(ctx)?)?;
     let s = shape(ctx, &tuning)?;
     let target = pvec_target(ctx, spec, s.k, s.lipschitz)?;
@@ -366,7 +372,10 @@ pub fn pagd_preset(ctx: &BuildContext, spec: &PagdSpec) -> crate::Result<(Shape,
 }
 
 /// PAGD's server half (closed forms only; the analyzer goes in front of it).
-pub fn pagd_server(ctx: &BuildContext, spec: &PagdSpec) -> crate::Result<Box<dyn ServerHalf>> {
+pub(crate) fn pagd_server(
+    ctx: &BuildContext,
+    spec: &PagdSpec,
+) -> crate::Result<Box<dyn ServerHalf>> {
     let (_, phases) = pagd_preset(ctx, spec)?;
     acsa_server(ctx, spec.constants, phases)
 }

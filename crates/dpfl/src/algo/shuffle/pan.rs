@@ -52,6 +52,9 @@
 //! C.5), and refused otherwise. **Line 12** of Algorithm 6 repeats line 11 in the OCR; the
 //! server forms θ^md for the next round from the new θ and θ^ag (digest §5.2 item 3).
 
+// `pub` items here that only `crate::testing` re-exports (other crates' tests) are
+// unreachable without the `test-hooks` feature.
+#![cfg_attr(not(feature = "test-hooks"), allow(unreachable_pub))]
 #![warn(missing_docs)]
 
 use serde::{Deserialize, Serialize};
@@ -132,7 +135,7 @@ fn lemma_c5_sigma(sensitivity: f64, epsilon: f64, delta: f64) -> crate::Result<f
 /// derives ζ from them, so the event it reports, (ε, δ) per batch (Lemma C.4), is the one its
 /// noise was drawn for. Each draw comes from its own fresh key ([`DpRng::with_fresh_key`]).
 #[derive(Debug)]
-pub struct PanPrivatePair {
+pub(crate) struct PanPrivatePair {
     gaussian: GaussianMechanism,
     dim: usize,
     epsilon: f64,
@@ -141,13 +144,13 @@ pub struct PanPrivatePair {
 
 /// What the pair releases: a batch's records, read into the accumulator one at a time (the
 /// silo adds (1/K)·∇ℓ of each record), between the two draws.
-pub type ReadBatch<'a> = dyn FnMut(&mut [f64]) -> crate::Result<()> + 'a;
+pub(crate) type ReadBatch<'a> = dyn FnMut(&mut [f64]) -> crate::Result<()> + 'a;
 
 impl PanPrivatePair {
     /// The pair for (ε, δ) per batch at sensitivity Δ on `dim`-vectors. Lemma C.5's (ε, δ)
     /// is the continuous Gaussian's: a context configured for the discrete Gaussian is
     /// refused (issue 27 finding 7).
-    pub fn new(
+    pub(crate) fn new(
         ctx: &BuildContext,
         dim: usize,
         sensitivity: f64,
@@ -170,7 +173,7 @@ impl PanPrivatePair {
         })
     }
     /// ζ as drawn, per coordinate and draw.
-    pub fn zeta(&self) -> f64 {
+    pub(crate) fn zeta(&self) -> f64 {
         self.gaussian.noise_std()
     }
 }
@@ -203,7 +206,7 @@ impl Mechanism for PanPrivatePair {
 
 /// The silo half of pan-private AC-SA (module doc).
 #[derive(Debug)]
-pub struct PanPrivateSilo {
+pub(crate) struct PanPrivateSilo {
     oracle: GradientOracle,
     pair: PanPrivatePair,
     n: usize,
@@ -214,7 +217,7 @@ pub struct PanPrivateSilo {
 
 impl PanPrivateSilo {
     /// `pair`: the two draws of N(0, ζ²) per coordinate a batch, and its (ε, δ).
-    pub fn new(
+    pub(crate) fn new(
         oracle: GradientOracle,
         pair: PanPrivatePair,
         n: usize,
@@ -312,7 +315,7 @@ impl SiloHalf for PanPrivateSilo {
 
 /// One silo's half from its plan entry: the pair is built from the plan's (ε, δ), and the
 /// plan's ζ must be the one Lemma C.5 gives for them.
-pub fn silo_from_plan(
+pub(crate) fn silo_from_plan(
     ctx: &BuildContext,
     moreau: Option<f64>,
     records: usize,

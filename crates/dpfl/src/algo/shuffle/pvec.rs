@@ -29,11 +29,16 @@
 //!   shuffler (the silo's own binomial noise, Lemma A.1), or [`Against::HonestShuffler`],
 //!   PVEC's Theorem 3.2 (ε, δ), under `shuffler = "trusted"` (see `super::trust`).
 
+// `pub` items here that only `crate::testing` re-exports (other crates' tests) are
+// unreachable without the `test-hooks` feature.
+#![cfg_attr(not(feature = "test-hooks"), allow(unreachable_pub))]
+
 use dpfl_privacy::event::Sampling;
 use dpfl_privacy::sampler::DisjointBatches;
 use dpfl_privacy::shuffle::ShuffleError;
 use dpfl_privacy::shuffle::protocol::{Message, Pvec, ShareSum, reveal, share_counts};
-pub use dpfl_privacy::shuffle::randomizer::{Against, PvecRandomizer};
+pub use dpfl_privacy::shuffle::randomizer::Against;
+pub(crate) use dpfl_privacy::shuffle::randomizer::PvecRandomizer;
 use dpfl_privacy::{DpRng, Mechanism, PrivacyEvent};
 use serde::{Deserialize, Serialize};
 
@@ -48,7 +53,7 @@ pub const TO_SHUFFLER: u32 = 0;
 /// Label of the compact share that goes (sealed) to the server.
 pub const TO_SERVER: u32 = 1;
 /// Explicit messages per silo reply (beyond it use the compact transport).
-pub const MAX_EXPLICIT_PER_REPLY: u64 = 1 << 22;
+pub(crate) const MAX_EXPLICIT_PER_REPLY: u64 = 1 << 22;
 
 /// How a silo's PVEC counts travel.
 #[derive(

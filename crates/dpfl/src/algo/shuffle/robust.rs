@@ -42,6 +42,9 @@
 //! guarantee above holds for the silos that answered (docs/shuffle.md "Dropouts over the
 //! network").
 
+// `pub` items here that only `crate::testing` re-exports (other crates' tests) are
+// unreachable without the `test-hooks` feature.
+#![cfg_attr(not(feature = "test-hooks"), allow(unreachable_pub))]
 #![warn(missing_docs)]
 
 use std::sync::Arc;
@@ -57,7 +60,7 @@ use crate::data::Dataset;
 use crate::model::{Metric, Model};
 
 /// Label of a dropped silo's empty marker.
-pub const ABSENT: u32 = 2;
+pub(crate) const ABSENT: u32 = 2;
 
 /// What the adversarial silos do.
 #[derive(
@@ -183,7 +186,7 @@ impl Model for NegatedModel {
     }
 }
 
-/// A dropped silo: one empty [`ABSENT`] marker per round, no privacy event.
+/// A dropped silo: one empty `ABSENT` marker per round, no privacy event.
 #[derive(Debug, Clone)]
 pub struct AbsentSilo {
     /// The model dimension.
@@ -249,7 +252,7 @@ impl SiloHalf for ExtremeSilo {
     }
 }
 
-/// Discards [`ABSENT`] markers before the analyzer: n' counts only the silos that sent.
+/// Discards `ABSENT` markers before the analyzer: n' counts only the silos that sent.
 pub struct AbsentFilter {
     /// The analyzer (and the server behind it).
     pub inner: Box<dyn ServerHalf>,

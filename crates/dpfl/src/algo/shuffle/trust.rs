@@ -17,6 +17,10 @@
 //! `shuffler = "trusted"` the ledger charges the honest-shuffler guarantee, as the papers do.
 //! Both guarantees are in every silo's calibration row.
 
+// `pub` items here that only `crate::testing` re-exports (other crates' tests) are
+// unreachable without the `test-hooks` feature.
+#![cfg_attr(not(feature = "test-hooks"), allow(unreachable_pub))]
+
 use serde::{Deserialize, Serialize};
 
 use dpfl_privacy::accountant::AccountantKind;
@@ -246,7 +250,7 @@ pub fn plan_pvec(
 }
 
 /// The calibration row's text on both guarantees.
-pub fn describe(
+pub(crate) fn describe(
     plan: &PvecPlan,
     t: &PvecTarget,
     g: &SiloGuarantees,

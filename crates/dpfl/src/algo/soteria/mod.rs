@@ -39,7 +39,7 @@
 //!     64-bit seed by default), the paper's 64-bit-per-float count is reported separately.
 //! 17. Random-k is the paper's keep-k operator.
 //!
-//! Participation: every silo must answer every round ([`server`] module doc); the build
+//! Participation: every silo must answer every round (`server.rs`'s module doc); the build
 //! refuses expected M < N and the server refuses a round with fewer than N messages.
 //! SAGA's table (m × d floats) is silo state; it is refused above dpfl's parameter cap.
 //! It is also *hidden* state, which the paper's privacy analysis misses: each row is a
@@ -51,19 +51,29 @@
 //! runs SAGA. SVRG's snapshot w is public (the last broadcast, with a shared coin), so SVRG
 //! is accounted as Lemma 3 says.
 //! x⁰ is the model's `initial_params` unless `init = { std, seed }` draws it.
+//!
+//! **API boundary:** the config ([`SoteriaSpec`]) and the types its fields name ([`Method`],
+//! [`Clipping`], [`NoiseCalibration`], [`Estimator`]); the plan `WingPlan` holds
+//! ([`SoteriaPlan`], [`SoteriaSiloPlan`]) and Q-DPSGD-1's default consensus step
+//! ([`QDPSGD_CONSENSUS`]). The halves (`silo.rs`'s `SoteriaSilo` and its `SiloNoise`,
+//! `server.rs`, `qdpsgd.rs`), the guard and the calibration are crate-private, tested beside
+//! them (`tests.rs`) and in `src/mechanism_tests.rs`.
 
 #![warn(missing_docs)]
 
 pub(crate) mod calibration;
 pub(crate) mod guard;
-pub mod plan;
+pub(crate) mod plan;
 pub(crate) mod qdpsgd;
 pub(crate) mod server;
-pub mod silo;
+pub(crate) mod silo;
 pub(crate) mod spec;
 pub(crate) mod wing;
 
+// The wing's public face (issue 28 item 5): the config and the types its fields name, and the
+// plan `WingPlan` holds. The halves, the noise and the calibration are crate-private.
 pub use calibration::Estimator;
+pub use plan::{QDPSGD_CONSENSUS, SoteriaPlan, SoteriaSiloPlan};
 pub use spec::{Clipping, Method, NoiseCalibration, SoteriaSpec};
 
 #[cfg(test)]

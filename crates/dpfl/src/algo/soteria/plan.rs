@@ -22,11 +22,13 @@ use super::guard::CheckedSoteria;
 use super::qdpsgd::{QdpsgdServer, QdpsgdSilo};
 use super::server::SoteriaServer;
 use super::silo::{SiloNoise, SoteriaSilo};
-use super::spec::{Clipping, InitSpec, Method, NoiseCalibration, SoteriaSpec};
-use crate::algo::checked::{ParamGuard, at_most};
+use super::spec::{Clipping, InitSpec, Method, NoiseCalibration};
+use crate::algo::checked::at_most;
 use crate::algo::context::{BuildContext, BuiltAlgorithm, SiloCalibration};
 use crate::algo::half::{ServerHalf, SiloHalf};
 use crate::compress::{CompressorSpec, IndexEncoding};
+#[cfg(test)]
+use {super::spec::SoteriaSpec, crate::algo::checked::ParamGuard};
 
 /// One silo's planned parameters.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -80,7 +82,8 @@ fn bad(field: &str, reason: impl Into<String>) -> crate::Error {
 
 /// Checks `spec` for `method` (its guard, once) and calibrates every silo once on `ctx`
 /// (module doc of [`super`] for the decisions).
-pub fn plan(
+#[cfg(test)]
+pub(crate) fn plan(
     ctx: &BuildContext,
     method: Method,
     spec: &SoteriaSpec,
@@ -302,7 +305,8 @@ pub(crate) fn plan_checked(
 
 /// Plans `method` and builds every half from the plan (the simulator's whole federation, and
 /// tests).
-pub fn build(
+#[cfg(test)]
+pub(crate) fn build(
     ctx: &BuildContext,
     method: Method,
     spec: &SoteriaSpec,

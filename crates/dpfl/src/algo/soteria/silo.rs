@@ -30,7 +30,7 @@ use crate::model::GradientOracle;
 /// it, so the round event is the parts' events, the sampled ones amplified
 /// ([`Mechanism::sampled_event`]), composed.
 #[derive(Debug, Clone)]
-pub struct SiloNoise {
+pub(crate) struct SiloNoise {
     /// One Gaussian per independent draw, with whether record sampling amplifies it.
     parts: Vec<(GaussianMechanism, bool)>,
     /// σ_p, the total standard deviation per coordinate.
@@ -40,7 +40,7 @@ pub struct SiloNoise {
 impl SiloNoise {
     /// One draw N(0, σ²I) at sensitivity `sensitivity`; `sampled`: whether the round's record
     /// sampling amplifies it (not for GD's full batch, nor under aggregate clipping).
-    pub fn single(sigma: f64, sensitivity: f64, sampled: bool) -> crate::Result<Self> {
+    pub(crate) fn single(sigma: f64, sensitivity: f64, sampled: bool) -> crate::Result<Self> {
         Ok(SiloNoise {
             parts: vec![(GaussianMechanism::new(sigma, sensitivity)?, sampled)],
             sigma,
@@ -48,7 +48,7 @@ impl SiloNoise {
     }
     /// Lemma 3's split of N(0, σ²I) for a silo of m records drawing b with per-record bound
     /// G: A (sampled) N(0, (2/3)σ²I) at 4G/b, then B N(0, (1/3)σ²I) at 2G/m.
-    pub fn split(sigma: f64, g: f64, b: usize, m: usize) -> crate::Result<Self> {
+    pub(crate) fn split(sigma: f64, g: f64, b: usize, m: usize) -> crate::Result<Self> {
         let (sa, sb) = super::calibration::split_sigma(sigma);
         Ok(SiloNoise {
             parts: vec![
@@ -59,11 +59,11 @@ impl SiloNoise {
         })
     }
     /// σ_p, the total standard deviation per coordinate.
-    pub fn sigma(&self) -> f64 {
+    pub(crate) fn sigma(&self) -> f64 {
         self.sigma
     }
     /// The round event of a silo whose records are drawn by `sampler` (`None`: every record).
-    pub fn round_event(&self, sampler: Option<&BatchSampler>) -> PrivacyEvent {
+    pub(crate) fn round_event(&self, sampler: Option<&BatchSampler>) -> PrivacyEvent {
         match sampler {
             Some(s) => self.sampled_event(s.sampling()),
             None => self.privacy_event(),
@@ -104,7 +104,7 @@ impl Mechanism for SiloNoise {
 
 /// The silo half of CDP-SGD, LDP-SGD/SVRG and SoteriaFL-GD/SGD/SVRG/SAGA.
 #[derive(Debug)]
-pub struct SoteriaSilo {
+pub(crate) struct SoteriaSilo {
     est: Estimator,
     /// Clips every per-record gradient at G (per-record mode) or not at all (aggregate mode).
     oracle: GradientOracle,
@@ -135,7 +135,7 @@ impl SoteriaSilo {
     /// `aggregate_clip` is the official code's whole-estimator clip, `shift_step` γ under
     /// shifted compression (`None`: direct compression).
     #[allow(clippy::too_many_arguments)]
-    pub fn new(
+    pub(crate) fn new(
         est: Estimator,
         oracle: GradientOracle,
         aggregate_clip: Option<f64>,
@@ -167,16 +167,6 @@ impl SoteriaSilo {
             tmp: vec![0.0; d],
             scratch: vec![0.0; d],
         }
-    }
-
-    /// s_i (zeros for direct compression).
-    pub fn shift(&self) -> Option<&[f64]> {
-        self.shift.as_ref().map(|(_, s)| s.as_slice())
-    }
-
-    /// Per-record gradient evaluations so far (∇f_ij at one point counts once).
-    pub fn grad_evals(&self) -> u64 {
-        self.grad_evals
     }
 
     /// out = (1/b)·Σ_{j∈idx} clip ∇f_ij(point), the sum over the drawn batch divided by b.
@@ -303,7 +293,7 @@ impl SoteriaSilo {
 
 /// The f64 values a payload carries (the paper's bit count is 64 per such value): d dense,
 /// k for random-k (either index encoding), 1 for a quantisation scale, 0 for powers of two.
-pub fn float_count(p: &Payload) -> u64 {
+pub(crate) fn float_count(p: &Payload) -> u64 {
     match p {
         Payload::Dense(v) => v.len() as u64,
         Payload::Sparse { values, .. } => values.len() as u64,
@@ -315,7 +305,7 @@ pub fn float_count(p: &Payload) -> u64 {
 }
 
 /// SVRG's shared coin from the server's broadcast (`aux = [[0 or 1]]`).
-pub fn svrg_coin(b: &Broadcast) -> crate::Result<bool> {
+pub(crate) fn svrg_coin(b: &Broadcast) -> crate::Result<bool> {
     match b.aux.as_slice() {
         [c] if c.len() == 1 && (c[0] == 0.0 || c[0] == 1.0) => Ok(c[0] == 1.0),
         _ => Err(crate::Error::Protocol(
@@ -326,7 +316,7 @@ pub fn svrg_coin(b: &Broadcast) -> crate::Result<bool> {
 
 /// The server's coin for round r: Bernoulli(p) from stream (seed, Server, r), so that a
 /// repeated broadcast of the same round repeats its coin.
-pub fn draw_coin(seed: u64, p: f64, round: Round) -> crate::Result<bool> {
+pub(crate) fn draw_coin(seed: u64, p: f64, round: Round) -> crate::Result<bool> {
     let mut rng = DpRng::from_seed(seed, dpfl_privacy::rng::Purpose::Server, round.get());
     let mut out = Vec::new();
     Poisson::new(1, p)?.draw(&mut rng, &mut out);

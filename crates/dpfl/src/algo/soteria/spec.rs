@@ -29,7 +29,7 @@ pub enum Method {
     LdpSgd,
     /// SoteriaFL-SVRG with the identity compressor (digest §3.4).
     LdpSvrg,
-    /// Q-DPSGD-1 (digest §3.5; [`super::qdpsgd`]).
+    /// Q-DPSGD-1 (digest §3.5; `qdpsgd.rs`).
     #[serde(rename = "q-dpsgd-1")]
     QDpsgd1,
 }

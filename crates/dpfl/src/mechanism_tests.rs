@@ -3,24 +3,30 @@
 //! ledgers see) equal the mechanism's own event, value for value; and a silo half keeps no
 //! event of its own: the same half built with other noise charges another event, the new
 //! mechanism's.
+//!
+//! Unit tests of the crate (moved from `tests/it/mechanisms.rs`, issue 28 item 5): they probe
+//! each wing's crate-private mechanism types, which the public face does not show.
 
 use std::sync::Arc;
 
-use dpfl::algo::gradient::{BatchSource, GradientSilo};
-use dpfl::algo::normfedavg::plan::NoisePlan;
-use dpfl::algo::normfedavg::quantized::{Encoder, IntNoise};
-use dpfl::algo::normfedavg::{
+use crate::algo::gradient::{BatchSource, GradientSilo};
+use crate::algo::normfedavg::NoisePlan;
+use crate::algo::normfedavg::{
     BetaSchedule, BudgetSpec, NormFedAvgSpec, QuantPrivacy, SensitivitySpec, TdlCalibration,
     Variant,
 };
-use dpfl::algo::shuffle::pan::{PanPrivatePair, PanPrivateSilo};
-use dpfl::algo::shuffle::pvec::{Against, PvecRandomizer, PvecSilo, Transport};
-use dpfl::algo::soteria::silo::SiloNoise;
-use dpfl::algo::soteria::{Method, SoteriaSpec};
-use dpfl::algo::{AlgorithmSpec, BuildContext, BuiltAlgorithm, Round, SiloHalf};
-use dpfl::data::SiloData;
-use dpfl::model::{GradientOracle, LogisticRegression};
-use dpfl::sim::{Participation, Simulator};
+use crate::algo::normfedavg::{Encoder, IntNoise};
+use crate::algo::shuffle::pan::{PanPrivatePair, PanPrivateSilo};
+use crate::algo::shuffle::pvec::{Against, PvecRandomizer, PvecSilo, Transport};
+use crate::algo::soteria::silo::SiloNoise;
+use crate::algo::soteria::{Method, SoteriaSpec};
+use crate::algo::{AlgorithmSpec, BuildContext, BuiltAlgorithm, Round, SiloHalf};
+use crate::algo::{FederationInfo, SiloInfo};
+use crate::data::{Dataset, SiloData, Target};
+use crate::linalg::Matrix;
+use crate::model::{GradientOracle, LogisticRegression, Projection};
+use crate::sim::{Participation, Simulator};
+use crate::units::SiloId;
 use dpfl_privacy::event::Sampling;
 use dpfl_privacy::sampler::{BatchSampler, RecordSampling};
 use dpfl_privacy::shuffle::params::{PvecParams, PvecRule, Scale};
@@ -28,9 +34,53 @@ use dpfl_privacy::shuffle::protocol::Pvec;
 use dpfl_privacy::{GaussianMechanism, GaussianNoise, Mechanism, PrivacyEvent};
 
 /// `silos` silos of `n` records in d = 2 (L = 1), budget (ε, 1e-5) each.
+/// (`dpfl_testkit::separable_federation`, which a unit test cannot call: the testkit links
+/// another copy of this crate.) x uniform in [−0.7, 0.7]², y = 1[x₀ > 0], train = test; L = 1,
+/// the ball of radius 10, start at 0.
 fn federation(silos: usize, n: usize, rounds: usize, eps: f64) -> (BuildContext, Vec<SiloData>) {
     let model = Arc::new(LogisticRegression::new(2, None).unwrap());
-    dpfl_testkit::separable_federation(model, silos, n, rounds, eps)
+    let mut rng = dpfl_privacy::DpRng::from_seed(11, dpfl_privacy::rng::Purpose::Data, 0);
+    let data = (0..silos)
+        .map(|_| {
+            let u = dpfl_privacy::sampler::uniforms(&mut rng, 2 * n);
+            let x: Vec<f64> = u.iter().map(|v| (2.0 * v - 1.0) * 0.7).collect();
+            let y: Vec<f64> = (0..n)
+                .map(|i| f64::from(u8::from(x[2 * i] > 0.0)))
+                .collect();
+            let ds = || {
+                Dataset::new(
+                    Matrix::from_vec(n, 2, x.clone()).unwrap(),
+                    y.clone(),
+                    Target::Classes {
+                        names: vec!["0".into(), "1".into()],
+                    },
+                    vec!["a".into(), "b".into()],
+                )
+                .unwrap()
+            };
+            SiloData {
+                train: ds(),
+                test: ds(),
+            }
+        })
+        .collect();
+    let ctx = BuildContext {
+        federation: FederationInfo {
+            dim: 2,
+            silos,
+            rounds,
+            expected_participants: silos as f64,
+        },
+        silos: (0..silos)
+            .map(|i| SiloInfo::new(SiloId::new(i as u32), n, Some((eps, 1e-5))).unwrap())
+            .collect(),
+        oracle: GradientOracle::new(model, None).unwrap(),
+        lipschitz: 1.0,
+        projection: Projection::L2Ball { radius: 10.0 },
+        init: vec![0.0; 2],
+        noise: Default::default(),
+    };
+    (ctx, data)
 }
 
 fn oracle() -> GradientOracle {
@@ -136,7 +186,7 @@ fn soteria_noise_is_charged_its_own_event_and_the_half_keeps_none() {
     let (ctx, data) = federation(3, 60, 5, 2.0);
     for (estimator, split) in [("sgd", false), ("svrg", true)] {
         let (plan, report) =
-            dpfl::algo::soteria::plan::plan(&ctx, Method::SoteriaFl, &soteria(estimator)).unwrap();
+            crate::algo::soteria::plan::plan(&ctx, Method::SoteriaFl, &soteria(estimator)).unwrap();
         let g = plan.clip;
         // The mechanism each silo draws from, and the sampler it draws records with.
         let noise = |i: usize, sigma: f64| {
@@ -204,8 +254,7 @@ fn normfedavg(variant: Variant) -> NormFedAvgSpec {
 fn qtdl_and_binomial_encoders_are_charged_their_own_events_and_the_half_keeps_none() {
     let (ctx, data) = federation(2, 20, 3, 2.0);
     for variant in [Variant::DpNormFedAvg, Variant::Binomial] {
-        let (plan, report) =
-            dpfl::algo::normfedavg::plan::plan(&ctx, &normfedavg(variant)).unwrap();
+        let (plan, report) = crate::algo::normfedavg::plan(&ctx, &normfedavg(variant)).unwrap();
         let noise = plan.noise.unwrap();
         let encoder = |noise: &NoisePlan, i: usize| {
             let int = match *noise {
@@ -250,7 +299,7 @@ fn qtdl_and_binomial_encoders_are_charged_their_own_events_and_the_half_keeps_no
 
 #[test]
 fn pvec_randomizers_are_charged_their_own_events_and_the_half_keeps_none() {
-    use dpfl::algo::shuffle::trust::{PvecTarget, ShufflerTrust, plan_pvec};
+    use crate::algo::shuffle::trust::{PvecTarget, ShufflerTrust, plan_pvec};
     let (ctx, data) = federation(50, 400, 10, 2.0);
     let disjoint = Sampling::Disjoint {
         population: 400,
@@ -385,10 +434,10 @@ fn the_pan_private_pair_is_charged_its_own_event_and_the_half_keeps_none() {
 
 #[test]
 fn the_trusted_shuffle_gaussian_is_charged_its_chain_at_its_own_sigma() {
-    use dpfl::algo::shuffle::calibration::{
+    use crate::algo::shuffle::calibration::{
         SdpCalibration, SdpInputs, round_at, sdp_noise, shared_round,
     };
-    use dpfl::algo::shuffle::honest::{HonestShuffle, HonestShuffleGaussian};
+    use crate::algo::shuffle::honest::{HonestShuffle, HonestShuffleGaussian};
     // 50 equal silos, K = 20 of n = 400 with replacement, R = 10, budget (2, 1e-5), L = 1
     // (the federation clips at 1): every silo runs the chain's σ, each charged its chain's
     // round (ε, δ) at that σ.
