@@ -56,8 +56,10 @@ python_setup() {
   "${pip[@]}" "$flower" ||
     echo "$flower did not install: the Flower tests (python/tests/test_flower*.py) are skipped" >&2
 }
+# Only beside the contributor's suite, whose cargo step starts with a build: the longer suite's
+# cargo step is its networked tests, whose deadlines pip's CPU would crowd; it installs after.
 setup_pid=
-if [ "${DPFL_SKIP_PYTHON:-}" != 1 ]; then
+if [ "${DPFL_SKIP_PYTHON:-}" != 1 ] && [ "$suite" = quick ]; then
   mkdir -p "$root/target"
   ( python_setup ) >"$setup_log" 2>&1 &
   setup_pid=$!
@@ -81,6 +83,10 @@ fi
 if [ "${DPFL_SKIP_PYTHON:-}" = 1 ]; then
   echo "DPFL_SKIP_PYTHON=1: Python package tests skipped" >&2
   exit 0
+fi
+if [ -z "$setup_pid" ]; then
+  ( python_setup ) >"$setup_log" 2>&1 &
+  setup_pid=$!
 fi
 if ! wait "$setup_pid"; then
   cat "$setup_log" >&2
