@@ -83,26 +83,7 @@ async fn network(shuffle: bool) -> (Vec<Vec<(u32, u64)>>, Vec<usize>) {
     } else {
         None
     };
-    let silos: Vec<_> = (0..SILOS)
-        .map(|id| {
-            let half = Box::new(ToySilo {
-                id,
-                dim,
-                private: true,
-            });
-            let s = dpfl_net::silo::Silo::with_half_and_budget(
-                fed.clone(),
-                id,
-                tiny(),
-                half,
-                dim,
-                budget(id),
-                dpfl_net::silo::Start::Fresh,
-            )
-            .unwrap();
-            tokio::spawn(s.run())
-        })
-        .collect();
+    let silos = toy_silos(&fed, dim, dpfl_net::silo::Start::Fresh, budget);
     let outcome = server.await.unwrap().unwrap();
     for (id, s) in silos.into_iter().enumerate() {
         let report = s.await.unwrap().unwrap();
@@ -123,14 +104,10 @@ async fn network(shuffle: bool) -> (Vec<Vec<(u32, u64)>>, Vec<usize>) {
     (seen, participants)
 }
 
-/// The same toy federation in the simulator, with the same ledgers.
-fn simulated() -> Vec<Vec<(u32, u64)>> {
-    let seen: Seen = Arc::default();
-    let built = BuiltAlgorithm {
-        server: Box::new(ToyServer {
-            seen: seen.clone(),
-            dim: 1,
-        }),
+/// `server` with the toy silos (d = 1), for the simulator.
+fn simulated_halves(server: Box<dyn ServerHalf>) -> BuiltAlgorithm {
+    BuiltAlgorithm {
+        server,
         silos: (0..SILOS)
             .map(|id| {
                 Box::new(ToySilo {
@@ -141,7 +118,16 @@ fn simulated() -> Vec<Vec<(u32, u64)>> {
             })
             .collect(),
         calibration: vec![],
-    };
+    }
+}
+
+/// The same toy federation in the simulator, with the same ledgers.
+fn simulated() -> Vec<Vec<(u32, u64)>> {
+    let seen: Seen = Arc::default();
+    let built = simulated_halves(Box::new(ToyServer {
+        seen: seen.clone(),
+        dim: 1,
+    }));
     let data: Vec<SiloData> = (0..SILOS).map(|_| tiny()).collect();
     let mut sim = Simulator::new(&data, built, Participation::All, Some(1)).unwrap();
     sim.attach_ledgers(
@@ -338,11 +324,12 @@ impl ServerHalf for Diverging {
     }
 }
 
-/// The toy silos (none refusing) of `fed`, running.
+/// The toy silos of `fed`, running, each with the budget `budget` gives it.
 fn toy_silos(
     fed: &dpfl_net::Federation,
     dim: usize,
     start: dpfl_net::silo::Start,
+    budget: fn(u32) -> Option<Budget>,
 ) -> Vec<tokio::task::JoinHandle<dpfl_net::Result<dpfl_net::silo::SiloReport>>> {
     (0..SILOS)
         .map(|id| {
@@ -357,7 +344,7 @@ fn toy_silos(
                 tiny(),
                 half,
                 dim,
-                None,
+                budget(id),
                 start,
             )
             .unwrap();
@@ -385,25 +372,13 @@ async fn a_diverging_server_half_fails_the_network_run_as_it_fails_the_simulator
         ),
     ] {
         let seen: Seen = Arc::default();
-        let built = BuiltAlgorithm {
-            server: Box::new(Diverging {
-                toy: ToyServer {
-                    seen: seen.clone(),
-                    dim: 1,
-                },
-                at,
-            }),
-            silos: (0..SILOS)
-                .map(|id| {
-                    Box::new(ToySilo {
-                        id,
-                        dim: 1,
-                        private: true,
-                    }) as Box<dyn SiloHalf>
-                })
-                .collect(),
-            calibration: vec![],
-        };
+        let built = simulated_halves(Box::new(Diverging {
+            toy: ToyServer {
+                seen: seen.clone(),
+                dim: 1,
+            },
+            at,
+        }));
         let data: Vec<SiloData> = (0..SILOS).map(|_| tiny()).collect();
         let mut sim = Simulator::new(&data, built, Participation::All, Some(1)).unwrap();
         let got = match sim.drive(ROUNDS, policy, |_, _, _| Ok(())) {
@@ -427,7 +402,7 @@ async fn a_diverging_server_half_fails_the_network_run_as_it_fails_the_simulator
         },
         at,
     })));
-    let silos = toy_silos(&fed, dim, dpfl_net::silo::Start::Fresh);
+    let silos = toy_silos(&fed, dim, dpfl_net::silo::Start::Fresh, |_| None);
     let err = server.await.unwrap().unwrap_err();
     assert!(
         matches!(&err, dpfl_net::NetError::Dpfl(dpfl::Error::Diverged(w)) if *w == why),
@@ -466,7 +441,7 @@ async fn stop_after_rounds_pauses_the_run_loop_and_a_restart_resumes_at_its_roun
     };
     let server = dpfl_net::server::Server::bind(fed.clone()).await.unwrap();
     let out = server.run_with(Box::new(toy()));
-    let silos = toy_silos(&fed, dim, dpfl_net::silo::Start::Fresh);
+    let silos = toy_silos(&fed, dim, dpfl_net::silo::Start::Fresh, |_| None);
     let out = out.await.unwrap();
     assert_eq!(out.ended, Finished::Paused { rounds_done: 2 });
     assert!(!out.finished);
@@ -484,7 +459,7 @@ async fn stop_after_rounds_pauses_the_run_loop_and_a_restart_resumes_at_its_roun
     let fed = common::load(&path);
     let server = dpfl_net::server::Server::bind(fed.clone()).await.unwrap();
     let out = server.run_with(Box::new(toy()));
-    let silos = toy_silos(&fed, dim, dpfl_net::silo::Start::Resume);
+    let silos = toy_silos(&fed, dim, dpfl_net::silo::Start::Resume, |_| None);
     let out = out.await.unwrap();
     assert_eq!(out.ended, Finished::Completed);
     assert!(out.finished);
