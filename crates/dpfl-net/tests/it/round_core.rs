@@ -257,17 +257,14 @@ async fn a_reply_the_shuffler_refuses_stops_its_silo_instead_of_resending_it_for
                     private: true,
                 })
             };
-            let s = dpfl_net::silo::Silo::with_half_and_budget(
-                fed.clone(),
+            spawn_silo(
+                &fed,
                 id,
-                tiny(),
                 half,
                 dim,
                 budget(id),
                 dpfl_net::silo::Start::Fresh,
             )
-            .unwrap();
-            tokio::spawn(s.run())
         })
         .collect();
     let flood = silos.remove(0);
@@ -338,19 +335,31 @@ fn toy_silos(
                 dim,
                 private: true,
             });
-            let s = dpfl_net::silo::Silo::with_half_and_budget(
-                fed.clone(),
-                id,
-                tiny(),
-                half,
-                dim,
-                budget(id),
-                start,
-            )
-            .unwrap();
-            tokio::spawn(s.run())
+            spawn_silo(fed, id, half, dim, budget(id), start)
         })
         .collect()
+}
+
+/// Silo `id` of `fed` with `half` and `budget`, running on a tiny shard.
+fn spawn_silo(
+    fed: &dpfl_net::Federation,
+    id: u32,
+    half: Box<dyn SiloHalf>,
+    dim: usize,
+    budget: Option<Budget>,
+    start: dpfl_net::silo::Start,
+) -> tokio::task::JoinHandle<dpfl_net::Result<dpfl_net::silo::SiloReport>> {
+    let s = dpfl_net::silo::Silo::with_half_and_budget(
+        fed.clone(),
+        id,
+        tiny(),
+        half,
+        dim,
+        budget,
+        start,
+    )
+    .unwrap();
+    tokio::spawn(s.run())
 }
 
 /// A divergence is decided by the run loop the simulator's `drive` follows: the federated
