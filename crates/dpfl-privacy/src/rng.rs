@@ -16,8 +16,8 @@
 //! ([`DpRng::seeded_snapshot`] is `None` for it: a silo persists no key, and a restarted one
 //! draws a fresh key), its memory is overwritten when it is dropped (best effort: a move may
 //! leave a copy the compiler does not clear), and [`DpRng::with_fresh_key`] /
-//! [`DpRng::rekey`] give draws whose key lives only as long as they do (pan-privacy:
-//! `dpfl::algo::shuffle::pan`). A seeded generator is reproducible by design: its key is the
+//! [`DpRng::rekey`] give draws whose key lives only as long as they do (pan-privacy: the
+//! pan-private AC-SA of `dpfl`'s shuffle wing, `crates/dpfl/src/algo/shuffle/pan.rs`). A seeded generator is reproducible by design: its key is the
 //! seed's, so its draws are private only against those who do not hold the seed.
 
 use rand::{RngExt, SeedableRng};
