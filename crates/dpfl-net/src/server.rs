@@ -128,8 +128,6 @@ pub struct ServerOutcome {
     pub model: Vec<f64>,
     /// One line per round.
     pub log: Vec<RoundLog>,
-    /// Whether this process ran to the end (false: stopped by `stop_after_rounds`).
-    pub finished: bool,
     /// How the run loop (`dpfl::run::RunLoop`, the simulator's) ended this process's run:
     /// `Completed`, or `Paused` by `stop_after_rounds`.
     pub ended: Finished,
@@ -140,6 +138,13 @@ pub struct ServerOutcome {
     /// Wall time of this process's rounds, from the first round's opening to the last
     /// checkpoint (registration excluded).
     pub rounds_elapsed: Duration,
+}
+
+impl ServerOutcome {
+    /// Whether this process ran to the end (false: stopped by `stop_after_rounds`).
+    pub fn finished(&self) -> bool {
+        self.ended == Finished::Completed
+    }
 }
 
 /// A server ready to listen.
@@ -435,7 +440,6 @@ impl Server {
         Ok(ServerOutcome {
             model,
             log,
-            finished,
             ended,
             received_in_rounds: wire.received().saturating_sub(received_before_rounds),
             wire,

@@ -40,7 +40,7 @@ pub fn server(args: &ServerArgs) -> anyhow::Result<()> {
         s.run().await
     });
     let out = out.map_err(net)?;
-    let summary = if out.finished {
+    let summary = if out.finished() {
         let mut s = server_summary(&plan, &out, &state_dir)?;
         // The plan numbers the silos; the model card, where the data gave names, names them
         // (issue 31 item 3): in the server's summary.json and its saved model.
@@ -64,7 +64,7 @@ pub fn server(args: &ServerArgs) -> anyhow::Result<()> {
         Some(s) => save_model(&fed_file, &card, &plan, s, out.model.clone(), &report_dir)?,
         None => None,
     };
-    if out.finished && out.log.iter().all(|l| l.participants == 0) {
+    if out.finished() && out.log.iter().all(|l| l.participants == 0) {
         bail!(
             "training ended without aggregating a single silo message ({} rounds, each with 0 \
              participants): the model is the initial one; see the silos' logs (refused rounds)",
@@ -73,14 +73,14 @@ pub fn server(args: &ServerArgs) -> anyhow::Result<()> {
     }
     if crate::json() {
         crate::print_json(&serde_json::json!({
-            "finished": out.finished,
+            "finished": out.finished(),
             "rounds": out.log.len(),
             "dim": out.model.len(),
             "log": out.log,
             "report": report,
             "model": model_dir,
         }));
-    } else if out.finished {
+    } else if out.finished() {
         println!(
             "training finished after {} rounds; model of dimension {}",
             out.log.iter().filter(|l| l.aggregated()).count(),
@@ -95,7 +95,7 @@ pub fn server(args: &ServerArgs) -> anyhow::Result<()> {
             dir.display(),
             dir.display()
         ),
-        (None, false) if out.finished => println!(
+        (None, false) if out.finished() => println!(
             "the federation file names no model_card: the final model is only in {} (raw \
              little-endian f64s)",
             state_dir.join("model.bin").display()
@@ -180,7 +180,7 @@ fn server_summary(
     let uplink = field("received_in_rounds").unwrap_or(out.received_in_rounds);
     let facts = ServerFacts {
         rounds_run: rounds.len(),
-        finished: out.finished,
+        finished: out.finished(),
         messages: rounds.iter().map(|r| r.participants as u64).sum(),
         rejected: rounds.iter().map(|r| r.rejected as u64).sum(),
         uplink_bytes: uplink,

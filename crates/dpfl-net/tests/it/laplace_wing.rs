@@ -91,7 +91,7 @@ async fn the_laplace_wing_runs_over_the_network_as_in_the_simulator() {
         })
         .collect();
     let outcome = server.await.unwrap().unwrap();
-    assert!(outcome.finished);
+    assert!(outcome.finished());
     let all: Vec<u32> = (0..ROUNDS as u32).collect();
     for (id, s) in silos.into_iter().enumerate() {
         let report = s.await.unwrap().unwrap();

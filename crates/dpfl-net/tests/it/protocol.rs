@@ -284,7 +284,7 @@ async fn bad_messages_are_rejected_and_the_round_completes() {
     // Silo 1 answers; the round completes with both good messages.
     send(&c1.tx, frames(1, 0, &message(0, dim, 0.5))).await;
     let out = finish(handle).await;
-    assert!(out.finished);
+    assert!(out.finished());
     assert_eq!(out.log.len(), 1);
     assert_eq!(out.log[0].participants, 2);
     assert_eq!(out.log[0].rejected, 2, "wrong dimension and garbage");

@@ -453,7 +453,7 @@ async fn stop_after_rounds_pauses_the_run_loop_and_a_restart_resumes_at_its_roun
     let silos = toy_silos(&fed, dim, dpfl_net::silo::Start::Fresh, |_| None);
     let out = out.await.unwrap();
     assert_eq!(out.ended, Finished::Paused { rounds_done: 2 });
-    assert!(!out.finished);
+    assert!(!out.finished());
     let rounds = |log: &[dpfl_net::server::RoundLog]| -> Vec<(u32, u64)> {
         log.iter().map(|l| (l.round.get(), l.epoch)).collect()
     };
@@ -471,7 +471,7 @@ async fn stop_after_rounds_pauses_the_run_loop_and_a_restart_resumes_at_its_roun
     let silos = toy_silos(&fed, dim, dpfl_net::silo::Start::Resume, |_| None);
     let out = out.await.unwrap();
     assert_eq!(out.ended, Finished::Completed);
-    assert!(out.finished);
+    assert!(out.finished());
     assert_eq!(rounds(&out.log), vec![(0, 1), (1, 1), (2, 2)]);
     assert_eq!(seen.lock().unwrap().len(), ROUNDS);
     for (id, s) in silos.into_iter().enumerate() {
