@@ -38,6 +38,11 @@ pub(crate) trait Header: Serialize + DeserializeOwned + PartialEq {
     fn format(&self) -> &str;
 }
 
+/// `value` as JSON (a plan in a checkpoint header or in provenance.json).
+pub(crate) fn config_json(value: &impl Serialize) -> Result<serde_json::Value> {
+    serde_json::to_value(value).map_err(|e| Error::data("reproduction", e.to_string()))
+}
+
 /// The SHA-256 (hex) of `value`'s JSON: a plan's fingerprint for a header.
 pub(crate) fn fingerprint(value: &impl Serialize) -> Result<String> {
     let json =

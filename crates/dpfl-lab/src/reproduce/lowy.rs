@@ -6,7 +6,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::checkpoint_file::fingerprint;
+use super::checkpoint_file::{config_json, fingerprint, hex};
 use super::reproduction::{self, Flag, Hooks, JobContext, Options, Report, Reproduction, RunFacts};
 use super::{
     Job, JobResult, MAX_RUNS, PanelTrial, ReproOutput, ReproSpec, builtin, plan_privacy, plot,
@@ -128,14 +128,13 @@ pub fn run(
 /// The coordinates of a job as text: its key in the checkpoint.
 fn key(j: &Job) -> String {
     format!(
-        "panel {} trial {} eps {} algorithm {} step {:016x} clip {} rep {}",
+        "panel {} trial {} eps {} algorithm {} step {} clip {} rep {}",
         j.panel,
         j.trial,
         j.eps.map_or("-".into(), |e| e.to_string()),
         j.algorithm,
-        j.step.to_bits(),
-        j.clip
-            .map_or("-".into(), |c| format!("{:016x}", c.to_bits())),
+        hex(j.step),
+        j.clip.map_or("-".into(), hex),
         j.rep
     )
 }
@@ -170,9 +169,7 @@ impl Reproduction for LowyGrid {
     }
 
     fn provenance(&self) -> dpfl::Result<(Option<u64>, serde_json::Value)> {
-        let config = serde_json::to_value(&self.spec)
-            .map_err(|e| dpfl::Error::data("reproduction", e.to_string()))?;
-        Ok((Some(self.spec.seed), config))
+        Ok((Some(self.spec.seed), config_json(&self.spec)?))
     }
 
     fn loading(&self) -> &'static str {

@@ -139,14 +139,13 @@ pub fn write(
     refused: &[String],
     dir: &Path,
 ) -> dpfl::Result<Vec<PathBuf>> {
-    let mut files = write_tables(plan, runs, bands, slopes, noise, refused, dir)?;
+    let mut files = write_tables(runs, bands, slopes, noise, refused, dir)?;
     files.extend(draw(plan, bands, slopes, dir)?);
     Ok(files)
 }
 
 /// The CSVs of [`write`]: runs.csv, summary.csv, pvec_noise.csv.
 pub fn write_tables(
-    _plan: &Plan,
     runs: &[RunRow],
     bands: &[Band],
     slopes: &[(String, Option<f64>, Option<f64>)],

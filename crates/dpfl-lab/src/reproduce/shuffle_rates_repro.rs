@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::checkpoint::{exact, exact_opt};
-use super::checkpoint_file::{fingerprint, hex};
+use super::checkpoint_file::{config_json, fingerprint, hex};
 use super::reproduction::{self, Flag, Hooks, JobContext, Options, Report, Reproduction, RunFacts};
 use super::shuffle_rates::{self as sr, ALGORITHMS, Band, DESIGN_EXPONENT, Plan, RunRow, is_mbsgd};
 use super::shuffle_rates_out as out;
@@ -155,9 +155,7 @@ impl Reproduction for ShuffleRates {
     }
 
     fn provenance(&self) -> dpfl::Result<(Option<u64>, serde_json::Value)> {
-        let config = serde_json::to_value(&self.plan)
-            .map_err(|e| dpfl::Error::data("reproduction", e.to_string()))?;
-        Ok((None, config))
+        Ok((None, config_json(&self.plan)?))
     }
 
     fn loading(&self) -> &'static str {
@@ -202,7 +200,7 @@ impl Reproduction for ShuffleRates {
         let bands = sr::bands(&runs);
         let slopes = sr::slopes(&bands);
         let noise = out::pvec_noise_rows(if self.quick { 1_000 } else { 100_000 })?;
-        let files = out::write_tables(&self.plan, &runs, &bands, &slopes, &noise, &refused, dir)?;
+        let files = out::write_tables(&runs, &bands, &slopes, &noise, &refused, dir)?;
         Ok((
             ShuffleSummary {
                 runs,

@@ -62,6 +62,18 @@ pub fn draw(
     Ok(files)
 }
 
+/// The bands of each setting's last round (its T): the rows of `final.csv` and of the report.
+pub(crate) fn final_bands<'a>(plan: &Plan, bands: &'a [BandRow]) -> Vec<&'a BandRow> {
+    bands
+        .iter()
+        .filter(|b| {
+            plan.settings
+                .iter()
+                .any(|s| s.0 == b.epsilon && s.1 == b.round)
+        })
+        .collect()
+}
+
 /// The CSVs of [`write`]: `curves.csv`, `bands.csv`, `final.csv`, `privacy.csv`.
 pub fn write_tables(
     plan: &Plan,
@@ -138,14 +150,7 @@ pub fn write_tables(
         csv_string(&header, bands.iter().map(band_row))?.as_bytes(),
     )?;
     files.push(p);
-    let last: Vec<&BandRow> = bands
-        .iter()
-        .filter(|b| {
-            plan.settings
-                .iter()
-                .any(|s| s.0 == b.epsilon && s.1 == b.round)
-        })
-        .collect();
+    let last = final_bands(plan, bands);
     let p = dir.join("final.csv");
     atomic_write(
         &p,

@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-use super::checkpoint_file::{fingerprint, hex};
+use super::checkpoint_file::{config_json, fingerprint, hex};
 use super::reproduction::{self, Flag, Hooks, JobContext, Options, Report, Reproduction, RunFacts};
 use super::soteria::{self, ALGORITHMS, BandRow, CurveRow, Federation, Plan, PrivacyRow};
 use super::soteria_out;
@@ -146,14 +146,7 @@ impl<'a> SoteriaRepro<'a> {
 
     /// The report of `bands` over `runs` runs.
     fn report_of(&self, plan: &Plan, bands: &[BandRow], runs: usize, wall: f64) -> Report {
-        let last: Vec<&BandRow> = bands
-            .iter()
-            .filter(|b| {
-                plan.settings
-                    .iter()
-                    .any(|s| s.0 == b.epsilon && s.1 == b.round)
-            })
-            .collect();
+        let last = soteria_out::final_bands(plan, bands);
         let mut r = Report::default();
         let json = serde_json::json!({
             "id": plan.id,
@@ -243,9 +236,7 @@ impl Reproduction for SoteriaRepro<'_> {
     }
 
     fn provenance(&self) -> dpfl::Result<(Option<u64>, serde_json::Value)> {
-        let config = serde_json::to_value(&self.plan)
-            .map_err(|e| dpfl::Error::data("reproduction", e.to_string()))?;
-        Ok((None, config))
+        Ok((None, config_json(&self.plan)?))
     }
 
     /// The data, and what each label delivers from the plan alone (before any training).
